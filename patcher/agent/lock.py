@@ -1,0 +1,50 @@
+"""One exclusive flock per environment: commits and rollbacks never interleave.
+
+flock is released by the kernel when the process dies, so a SIGKILLed agent never leaves a lock
+that blocks the next run (the lock file itself may stay; it is only a handle).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from typing import Any
+
+
+class Locked:
+    def __init__(self, path: str, timeout: float = 60.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self.fd = -1
+
+    def __enter__(self) -> Locked:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(self.fd)
+                    raise TimeoutError("another vpatch holds %s" % self.path) from None
+                time.sleep(0.05)
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def held(path: str) -> bool:
+    """True when another process holds the lock right now (for `status`)."""
+    if not os.path.exists(path):
+        return False
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

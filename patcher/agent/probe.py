@@ -1,0 +1,59 @@
+"""Import checks and functional probes, each in a fresh `python -I` of the target interpreter.
+
+A fresh, isolated interpreter is the only honest test of "what the next server start will see":
+nothing is cached from the agent, user site and PYTHON* variables are ignored. A probe that hangs
+or crashes is a failed probe with its stderr tail, never an agent crash.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from typing import Any
+
+# Runs in the child: import the module, then the probe code with `module` bound. The code comes
+# on stdin and the module name in argv, so nothing from a spec is ever parsed by a shell.
+_BOOT = (
+    "import importlib,sys\n"
+    "src=sys.stdin.read()\n"
+    "module=importlib.import_module(sys.argv[1])\n"
+    "exec(compile(src,'<probe>','exec'),{'module':module,'__name__':'__vpatch_probe__'})\n"
+)
+
+
+def _tail(text: str, limit: int = 600) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    out = lines[-1] if lines else ""
+    return out[-limit:]
+
+
+def run_one(module: str, code: str, timeout: float, python: str | None = None) -> dict[str, Any]:
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [python or sys.executable, "-I", "-c", _BOOT, module],
+            input=code.encode(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "detail": "timed out after %gs" % timeout, "seconds": timeout}
+    seconds = round(time.monotonic() - started, 3)
+    if proc.returncode == 0:
+        return {"ok": True, "detail": "passed", "seconds": seconds}
+    err = _tail(proc.stderr.decode("utf-8", "replace"))
+    if proc.returncode < 0:
+        err = "killed by signal %d; %s" % (-proc.returncode, err)
+    return {"ok": False, "detail": err or "exit status %d" % proc.returncode, "seconds": seconds}
+
+
+def run(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run each {name, module, code, timeout} check; results in the same order."""
+    out = []
+    for c in checks:
+        res = run_one(c["module"], c.get("code", ""), float(c.get("timeout", 120)))
+        res["name"] = c["name"]
+        out.append(res)
+    return out

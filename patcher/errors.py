@@ -1,0 +1,44 @@
+"""One error tree for every failure vpatch expects, so the CLI can print `error:`/`hint:` and exit.
+
+    VpatchError                 exit 1 unless a subclass says otherwise
+    ├── InputError              exit 2: bad input, nothing was contacted or written
+    │   ├── SpecError           a spec file is unreadable or invalid (names file and field)
+    │   └── UsageError          command-line arguments that make no sense together
+    └── HostError               exit 1: a target could not be inspected or changed
+        └── AgentError          the on-host agent answered with an error (or garbage)
+
+Every error carries a `hint`: the one thing the user should try next.
+"""
+
+from __future__ import annotations
+
+
+class VpatchError(Exception):
+    """Base of all expected failures; `str(err)` is the one-line message."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class InputError(VpatchError):
+    exit_code = 2
+
+
+class SpecError(InputError):
+    pass
+
+
+class UsageError(InputError):
+    pass
+
+
+class HostError(VpatchError):
+    pass
+
+
+class AgentError(HostError):
+    pass

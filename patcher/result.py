@@ -1,0 +1,89 @@
+"""The one result model that both renderings (human and --json) read.
+
+Plain dataclasses: the JSON document is `asdict()` of `RunResult`, so the contract in DESIGN.md
+section 4 is exactly these field names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal[
+    "applied",
+    "would_apply",
+    "already_applied",
+    "satisfied_upstream",
+    "not_applicable",
+    "anchor_missing",
+    "ambiguous",
+    "drifted",
+    "not_applied",
+    "rolled_back",
+    "skipped",
+    "failed",
+]
+
+# Outcomes that leave a host in the state the command asked for.
+GOOD: dict[str, frozenset[str]] = {
+    "apply": frozenset({"applied", "would_apply", "already_applied", "satisfied_upstream"}),
+    "verify": frozenset({"applied", "satisfied_upstream"}),
+    "rollback": frozenset({"rolled_back", "not_applied", "would_apply"}),
+    "status": frozenset({"applied", "satisfied_upstream", "not_applied"}),
+}
+
+
+@dataclass
+class FileChange:
+    path: str
+    before_sha256: str
+    after_sha256: str
+    diff: str = ""
+
+
+@dataclass
+class ProbeResult:
+    name: str
+    ok: bool
+    detail: str
+    seconds: float = 0.0
+
+
+@dataclass
+class PatchResult:
+    id: str
+    package: str
+    version: str | None
+    outcome: Outcome
+    message: str = ""
+    files: list[FileChange] = field(default_factory=list)
+    probes: list[ProbeResult] = field(default_factory=list)
+
+
+@dataclass
+class HostResult:
+    target: str
+    ok: bool = False
+    error: str | None = None
+    python: str = ""
+    restart_required: list[dict[str, Any]] = field(default_factory=list)
+    patches: list[PatchResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class RunResult:
+    command: str
+    ok: bool
+    hosts: list[HostResult]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def host_ok(command: str, host: HostResult) -> bool:
+    """A host is ok when it answered and every patch ended in a good outcome for `command`."""
+    good = GOOD[command]
+    return host.error is None and all(
+        p.outcome in good and all(pr.ok for pr in p.probes) for p in host.patches
+    )

@@ -1,0 +1,65 @@
+"""Pure source rewrites: (source text, edit) -> RewriteResult. No I/O, no raising for anchors.
+
+Each op lives in its own module and exposes `run(source, edit) -> RewriteResult`. Ops are
+idempotent: running an edit on its own output returns status "unchanged". Anchors are structural
+(scope path + assigned name, or a statement compared ignoring whitespace and comments), never
+line numbers, so one edit fits many releases of a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from patcher.spec import Edit
+
+Status = Literal["changed", "unchanged", "anchor_missing", "ambiguous", "invalid"]
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """Outcome of one or more edits. `source` is the input unchanged unless status == changed."""
+
+    status: Status
+    source: str
+    message: str = ""
+
+
+def apply_edit(source: str, edit: Edit) -> RewriteResult:
+    """Dispatch one edit to its op module."""
+    from patcher.rewrite import elements, statements, values
+
+    match edit.op:
+        case "ensure_elements":
+            return elements.ensure(source, edit)
+        case "remove_elements":
+            return elements.remove(source, edit)
+        case "set_value":
+            return values.set_value(source, edit)
+        case "replace_statement":
+            return statements.replace(source, edit)
+        case "insert_statement":
+            return statements.insert(source, edit)
+        case "remove_statement":
+            return statements.remove(source, edit)
+    raise AssertionError(f"unknown op {edit.op}")  # pragma: no cover - pydantic rejects it
+
+
+def apply_edits(source: str, edits: Sequence[Edit]) -> RewriteResult:
+    """Run edits in order; stop at the first that cannot find its anchor.
+
+    Status is "changed" if any edit changed the text, "unchanged" if all were already in place.
+    """
+    current = source
+    messages: list[str] = []
+    for i, edit in enumerate(edits):
+        res = apply_edit(current, edit)
+        if res.status in ("anchor_missing", "ambiguous", "invalid"):
+            return RewriteResult(res.status, source, f"edit[{i}] ({edit.op}): {res.message}")
+        if res.status == "changed":
+            current = res.source
+        if res.message:
+            messages.append(res.message)
+    status: Status = "changed" if current != source else "unchanged"
+    return RewriteResult(status, current, "; ".join(messages))

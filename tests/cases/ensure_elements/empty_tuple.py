@@ -1,0 +1,5 @@
+# spec: {"op": "ensure_elements", "scope": "", "target": "EXTS", "values": [".py"]}
+# status: changed
+EXTS = ()
+# output
+EXTS = (".py",)

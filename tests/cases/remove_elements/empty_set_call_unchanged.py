@@ -1,0 +1,3 @@
+# spec: {"op": "remove_elements", "scope": "", "target": "SEEN", "values": ["a"]}
+# status: unchanged
+SEEN = set()

@@ -1,0 +1,8 @@
+# spec: {"op": "remove_elements", "scope": "", "target": "ITEMS", "values": ["a", "b"]}
+# status: changed
+ITEMS = [
+    "a",
+    "b",
+]
+# output
+ITEMS = []

@@ -1,0 +1,15 @@
+# spec: {"op": "remove_statement", "scope": "SpeculativeConfig.verify", "match": "mt = self.model_type"}
+# status: anchor_missing
+class SpeculativeConfig:
+    def _verify_args(self) -> None:
+        mt = self.model_type
+        eagle3_target_supported = [
+            "llama",
+            "qwen",
+            "gpt_oss",
+        ]
+        # Only some targets have an eagle3 head.
+        if (self.method == "eagle3" and not any(s in mt for s in eagle3_target_supported)):
+            raise ValueError(f"eagle3 does not support {mt}")
+
+        self.validated = True

@@ -1,0 +1,5 @@
+# spec: {"op": "replace_statement", "scope": "Runner.stop", "match": "step()", "code": "pass"}
+# status: anchor_missing
+class Runner:
+    def run(self):
+        step()

@@ -1,0 +1,96 @@
+"""A light stand-in package, installed by real pip from a real wheel (real RECORD, real .pyc).
+
+vLLM envs cost ~8 s per import; most engine behaviour (stacking, drift, refusals, rollback) is
+the same on any package, so those tests use this one. The wheel is built with zipfile (a wheel
+is a zip with a dist-info), then installed by pip into a fresh venv of the system interpreter.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from tests import envs
+
+PACKAGE = "servekit"
+
+CONFIG_PY = '''"""Stand-in for a serving engine's config module."""
+
+
+class SpecConfig:
+    def verify(self):
+        supported = [
+            "llama",
+            "qwen",
+        ]
+        if not any(s in self.model_type for s in supported):
+            raise ValueError(f"only supported for {supported}")
+        return True
+
+
+LIMITS = {"max_batch": 8}
+
+
+def budget(tokens, factor=2):
+    return tokens * factor
+'''
+
+PROBE = """
+from types import SimpleNamespace as NS
+assert module.SpecConfig.verify(NS(model_type="kimi_k2")) is True
+"""
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def build_wheel(dest: Path, version: str = "1.0.0", config: str = CONFIG_PY) -> Path:
+    files = {
+        f"{PACKAGE}/__init__.py": f'__version__ = "{version}"\n'.encode(),
+        f"{PACKAGE}/config.py": config.encode(),
+    }
+    info = f"{PACKAGE}-{version}.dist-info"
+    files[f"{info}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n"
+    ).encode()
+    files[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: vpatch-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    record = [_record_line(n, d) for n, d in files.items()] + [f"{info}/RECORD,,"]
+    files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
+    whl = dest / f"{PACKAGE}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return whl
+
+
+def make_env(dest: Path, version: str = "1.0.0", config: str = CONFIG_PY) -> Path:
+    """A venv at `dest` with the stand-in installed by pip; returns its python."""
+    dest.mkdir(parents=True, exist_ok=True)
+    whl = build_wheel(dest.parent, version, config)
+    venv = dest / "venv"
+    subprocess.run([envs.HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "-q",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            str(whl),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return venv / "bin" / "python"
