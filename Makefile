@@ -16,8 +16,8 @@ $(BIN)/vpatch: pyproject.toml
 install: $(BIN)/vpatch
 
 lint: install
-	$(BIN)/ruff check patcher tests bench
-	$(BIN)/ruff format --check patcher tests bench
+	$(BIN)/ruff check patcher tests
+	$(BIN)/ruff format --check patcher tests
 	$(BIN)/mypy
 
 unit: install
