@@ -7,8 +7,10 @@ was unreachable; 2 bad input or usage (nothing contacted, nothing written).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NoReturn
 
 from patcher import __version__, catalog, engine
@@ -16,7 +18,7 @@ from patcher.errors import HostError, UsageError, VpatchError
 from patcher.report import render_human, render_json
 from patcher.result import HostResult, RunResult
 from patcher.spec import PatchSpec
-from patcher.transport import LocalTransport, Transport
+from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,6 +35,25 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
     )
     p.add_argument("--python", default="python3", help="target interpreter (default: python3)")
+    ssh = p.add_argument_group("ssh")
+    ssh.add_argument(
+        "--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)"
+    )
+    ssh.add_argument("--identity", metavar="FILE", help="private key file")
+    ssh.add_argument(
+        "--known-hosts", metavar="FILE", help="known_hosts file to check host keys against"
+    )
+    ssh.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="record unknown host keys instead of refusing them (changed keys are always refused)",
+    )
+    ssh.add_argument("--sudo", action="store_true", help="run the agent through `sudo -n`")
+    ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
+    ssh.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per agent call")
+    p.add_argument(
+        "--parallel", type=int, default=16, metavar="N", help="hosts at once (default 16)"
+    )
     p.add_argument(
         "--state-dir", help="journal/backup dir on the target (default: <prefix>/.vpatch)"
     )
@@ -79,19 +100,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _transports(args: argparse.Namespace) -> list[str]:
+def _targets(args: argparse.Namespace) -> list[str]:
+    """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
     hosts: list[str] = args.host or ["local"]
     for h in hosts:
         if h != "local":
-            raise UsageError(
-                f"--host {h}: SSH targets are not available in this build",
-                "use --host local (default) with --python pointing at the environment",
-            )
+            parse_target(h)
+    if args.parallel < 1:
+        raise UsageError("--parallel must be at least 1", "e.g. --parallel 16")
+    for name in ("ssh_config", "identity"):
+        value = getattr(args, name)
+        if value and not os.path.isfile(value):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
     return hosts
 
 
 def _open(target: str, args: argparse.Namespace) -> Transport:
-    return LocalTransport(args.python, target=target)
+    if target == "local":
+        return LocalTransport(args.python, target=target)
+    return SshTransport(
+        target,
+        SshOptions(
+            python=args.python,
+            ssh_config=args.ssh_config,
+            identity=args.identity,
+            known_hosts=args.known_hosts,
+            accept_new_host_key=args.accept_new_host_key,
+            sudo=args.sudo,
+            connect_timeout=args.connect_timeout,
+            call_timeout=args.timeout,
+        ),
+    )
+
+
+def _one_host(
+    target: str, args: argparse.Namespace, specs: list[PatchSpec], opts: engine.Options
+) -> HostResult:
+    """Connect, run the command, close; any per-host failure becomes that host's error."""
+    try:
+        transport = _open(target, args)
+    except HostError as exc:
+        return engine.connect_error(target, exc)
+    try:
+        return _dispatch(args.command, specs, transport, opts, args.state_dir)
+    finally:
+        transport.close()
 
 
 def run(argv: Sequence[str]) -> int:
@@ -102,18 +156,9 @@ def run(argv: Sequence[str]) -> int:
         force=getattr(args, "force", False),
         level=getattr(args, "level", "full"),
     )
-    targets = _transports(args)
-    hosts: list[HostResult] = []
-    for target in targets:
-        try:
-            transport = _open(target, args)
-        except HostError as exc:
-            hosts.append(engine.connect_error(target, exc))
-            continue
-        try:
-            hosts.append(_dispatch(args.command, specs, transport, opts, args.state_dir))
-        finally:
-            transport.close()
+    targets = _targets(args)
+    with ThreadPoolExecutor(max_workers=min(args.parallel, len(targets))) as pool:
+        hosts = list(pool.map(lambda t: _one_host(t, args, specs, opts), targets))
     result = RunResult(args.command, all(h.ok for h in hosts), hosts)
     if args.json:
         render_json(result)

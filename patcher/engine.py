@@ -368,7 +368,7 @@ def _host_run(command: str, transport: Transport, body: Callable[[HostResult], N
     try:
         body(host)
     except VpatchError as exc:
-        host.error = exc.message if not exc.hint else f"{exc.message} (hint: {exc.hint})"
+        host.error = _error_text(exc)
     host.ok = host_ok(command, host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
@@ -599,5 +599,9 @@ def status(
     return _host_run("status", transport, body)
 
 
+def _error_text(exc: VpatchError) -> str:
+    return exc.message if not exc.hint else f"{exc.message} (hint: {exc.hint})"
+
+
 def connect_error(target: str, exc: HostError) -> HostResult:
-    return HostResult(target=target, ok=False, error=exc.message)
+    return HostResult(target=target, ok=False, error=_error_text(exc))
