@@ -15,19 +15,32 @@ $(BIN)/vpatch: pyproject.toml
 
 install: $(BIN)/vpatch
 
+$(BIN)/mkdocs: pyproject.toml $(BIN)/vpatch
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
 lint: install
-	$(BIN)/ruff check patcher tests
-	$(BIN)/ruff format --check patcher tests
+	$(BIN)/ruff check patcher tests bench
+	$(BIN)/ruff format --check patcher tests bench
 	$(BIN)/mypy
 
 unit: install
 	$(BIN)/pytest -q tests/unit
 
-test: install lint
+# In `make test` so a broken page, link or reference generator fails CI (a few seconds).
+test: install lint docs
 	$(BIN)/pytest -q -ra --durations=15 tests
 
 demo: install
 	$(BIN)/python -m tests.envs demo
 
+# vpatch vs ssh+sed vs ansible-core on 1, 8, 32 real sshd hosts; writes bench/results.json.
+bench: install
+	$(BIN)/python -m bench.run
+
+# The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
+docs: $(BIN)/mkdocs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache site

@@ -7,15 +7,16 @@ was unreachable; 2 bad input or usage (nothing contacted, nothing written).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
-from patcher import __version__, catalog, engine
+from patcher import __version__, catalog, check, engine, fleet, hooks, metrics, schema
 from patcher.errors import HostError, UsageError, VpatchError
-from patcher.report import render_human, render_json
+from patcher.inventory import Target, load_inventory, select
+from patcher.report import progress_for, render_human, render_json, write_report
 from patcher.result import HostResult, RunResult
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
@@ -34,7 +35,9 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
     )
-    p.add_argument("--python", default="python3", help="target interpreter (default: python3)")
+    p.add_argument("--python", help="target interpreter (default: python3)")
+    p.add_argument("--inventory", metavar="FILE", help="hosts.toml with [defaults] and [[host]]")
+    p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
     ssh = p.add_argument_group("ssh")
     ssh.add_argument(
         "--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)"
@@ -51,9 +54,14 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     ssh.add_argument("--sudo", action="store_true", help="run the agent through `sudo -n`")
     ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
     ssh.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per agent call")
-    p.add_argument(
-        "--parallel", type=int, default=16, metavar="N", help="hosts at once (default 16)"
+    fleet = p.add_argument_group("fleet")
+    fleet.add_argument("--parallel", type=int, default=16, metavar="N", help="hosts at once (16)")
+    fleet.add_argument(
+        "--canary", metavar="K", help="run the first K hosts first; stop if one fails"
     )
+    fleet.add_argument("--batch", metavar="N|P%%", help="rolling batches of N hosts (or P%%)")
+    fleet.add_argument("--max-fail", metavar="N|P%%", help="stop starting hosts after N failures")
+    p.add_argument("--report", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument(
         "--state-dir", help="journal/backup dir on the target (default: <prefix>/.vpatch)"
     )
@@ -86,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     vp.add_argument("specs", nargs="+", metavar="SPEC")
     _target_options(vp)
     _level(vp)
+    vp.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="also scrape this Prometheus endpoint ON each host (vLLM's /metrics) and check "
+        "speculative decoding acceptance (probe `metrics`)",
+    )
+    vp.add_argument(
+        "--min-acceptance",
+        metavar="RATE",
+        help="fail the metrics probe below this draft acceptance rate (0.4 or 40%%); "
+        "overrides the spec's [metrics] min_acceptance_rate",
+    )
 
     rp = sub.add_parser("rollback", help="restore exact bytes (no SPEC: everything vpatch applied)")
     rp.add_argument("specs", nargs="*", metavar="SPEC")
@@ -97,51 +117,61 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
     sp.add_argument("specs", nargs="*", metavar="SPEC")
     _target_options(sp)
+    _hook_parsers(sub)
+    _matrix_parser(sub)
     return parser
 
 
-def _targets(args: argparse.Namespace) -> list[str]:
+def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
+    def make(spec: str) -> Target:
+        if spec == "local":
+            return Target("local", "local", python=args.python or "python3")
+        user, host, port = parse_target(spec)
+        return Target(spec, host, user, port, args.python or "python3", args.identity, args.sudo)
+
+    return make
+
+
+def _targets(args: argparse.Namespace) -> list[Target]:
     """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
-    hosts: list[str] = args.host or ["local"]
-    for h in hosts:
-        if h != "local":
-            parse_target(h)
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1", "e.g. --parallel 16")
-    for name in ("ssh_config", "identity"):
+    for name in ("ssh_config", "identity", "inventory"):
         value = getattr(args, name)
         if value and not os.path.isfile(value):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
-    return hosts
+    inv = None
+    if args.inventory:
+        flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
+        inv = load_inventory(args.inventory, flags)
+    return select(inv, args.host, args.group, _flag_target(args))
 
 
-def _open(target: str, args: argparse.Namespace) -> Transport:
-    if target == "local":
-        return LocalTransport(args.python, target=target)
-    return SshTransport(
-        target,
-        SshOptions(
-            python=args.python,
-            ssh_config=args.ssh_config,
-            identity=args.identity,
-            known_hosts=args.known_hosts,
-            accept_new_host_key=args.accept_new_host_key,
-            sudo=args.sudo,
-            connect_timeout=args.connect_timeout,
-            call_timeout=args.timeout,
-        ),
+def _open(target: Target, args: argparse.Namespace) -> Transport:
+    if target.local:
+        return LocalTransport(target.python, target=target.name)
+    opts = SshOptions(
+        python=target.python,
+        ssh_config=args.ssh_config,
+        identity=target.identity,
+        known_hosts=args.known_hosts,
+        accept_new_host_key=args.accept_new_host_key,
+        sudo=target.sudo,
+        connect_timeout=args.connect_timeout,
+        call_timeout=args.timeout,
     )
+    return SshTransport(target.name, target.address, target.user, target.port, opts)
 
 
 def _one_host(
-    target: str, args: argparse.Namespace, specs: list[PatchSpec], opts: engine.Options
+    target: Target, args: argparse.Namespace, specs: list[PatchSpec], opts: engine.Options
 ) -> HostResult:
     """Connect, run the command, close; any per-host failure becomes that host's error."""
     try:
         transport = _open(target, args)
     except HostError as exc:
-        return engine.connect_error(target, exc)
+        return engine.connect_error(target.name, exc)
     try:
         return _dispatch(args.command, specs, transport, opts, args.state_dir)
     finally:
@@ -149,22 +179,62 @@ def _one_host(
 
 
 def run(argv: Sequence[str]) -> int:
-    args = build_parser().parse_args(list(argv))
+    argv, command = _split_exec(list(argv))
+    args = build_parser().parse_args(argv)
+    if args.command == "matrix":
+        return _matrix(args)
+    if args.command in ("exec", "hook", "check", "schema"):
+        return _standalone(args, command)
     specs = catalog.load_all(args.specs) if args.specs else []
     opts = engine.Options(
         dry_run=getattr(args, "dry_run", False),
         force=getattr(args, "force", False),
         level=getattr(args, "level", "full"),
+        **_metrics_options(args),
     )
+    if args.command == "ensure":
+        opts = hooks.ensure_options(args.level, args.force)
     targets = _targets(args)
-    with ThreadPoolExecutor(max_workers=min(args.parallel, len(targets))) as pool:
-        hosts = list(pool.map(lambda t: _one_host(t, args, specs, opts), targets))
-    result = RunResult(args.command, all(h.ok for h in hosts), hosts)
+    policy = fleet.Policy(
+        parallel=args.parallel,
+        canary=fleet.parse_count("--canary", args.canary, len(targets)),
+        batch=fleet.parse_count("--batch", args.batch, len(targets)),
+        max_fail=fleet.parse_count("--max-fail", args.max_fail, len(targets)),
+    )
+    ids = [(s.id, s.package) for s in specs]
+    with progress_for(len(targets), args.json) as bar:
+        hosts = fleet.run(
+            [t.name for t in targets],
+            lambda i: _one_host(targets[i], args, specs, opts),
+            policy,
+            ids,
+            bar,
+        )
+    stats = {
+        "libcst_parses": engine.REWRITE_STATS["parses"],
+        "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
+    }
+    result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
+    if args.report:
+        write_report(result, args.report)
     if args.json:
         render_json(result)
+    elif args.command == "ensure":
+        hooks.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))
     return 0 if result.ok else 1
+
+
+def _metrics_options(args: argparse.Namespace) -> dict[str, Any]:
+    """verify's --metrics/--min-acceptance, checked before any host is contacted (exit 2)."""
+    url, rate = getattr(args, "metrics", None), getattr(args, "min_acceptance", None)
+    if rate is not None and url is None:
+        raise UsageError("--min-acceptance needs --metrics URL", "add --metrics URL")
+    return {
+        "metrics_url": metrics.check_url(url) if url is not None else None,
+        "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
+    }
 
 
 def _dispatch(
@@ -180,7 +250,142 @@ def _dispatch(
         return engine.verify(specs, transport, opts, state_dir)
     if command == "rollback":
         return engine.rollback(specs or None, transport, opts, state_dir)
+    if command == "ensure":
+        return hooks.ensure(specs, transport, opts, state_dir)
     return engine.status(specs, transport, opts, state_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-start hooks (patcher.hooks) and patch-repo tools (patcher.check, patcher.schema)
+
+
+def _ensure_level(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--level",
+        choices=["static", "import", "full"],
+        default=None,
+        help="default: static (journal + hashes) when nothing is written, full after a write; "
+        "given: that level after a write AND for specs already in place",
+    )
+
+
+def _hook_parsers(sub: Any) -> None:
+    ep = sub.add_parser("ensure", help="apply what is missing, verify; exit 0 only when in place")
+    ep.add_argument("specs", nargs="+", metavar="SPEC")
+    _target_options(ep)
+    _ensure_level(ep)
+    ep.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+
+    xp = sub.add_parser(
+        "exec",
+        help="ensure on the command's python, then exec the command (same PID)",
+        usage="vpatch exec SPEC... [--python PATH] [options] -- CMD [ARGS...]",
+    )
+    xp.add_argument("specs", nargs="+", metavar="SPEC")
+    xp.add_argument("--python", help="interpreter to patch (default: the one CMD runs on)")
+    _ensure_level(xp)
+    xp.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+    xp.add_argument("--state-dir", help="journal/backup dir (default: <prefix>/.vpatch)")
+
+    hp = sub.add_parser("hook", help="print a pre-start hook that runs `vpatch ensure`")
+    hp.add_argument("kind", choices=["systemd"])
+    hp.add_argument("specs", nargs="+", metavar="SPEC")
+    hp.add_argument("--service", required=True, help="unit name, e.g. vllm (vllm.service)")
+    hp.add_argument("--python", required=True, help="absolute path of the service's python")
+    _ensure_level(hp)
+    hp.add_argument("--state-dir", help="journal/backup dir (default: <prefix>/.vpatch)")
+    hp.add_argument("--vpatch", metavar="PATH", help="vpatch the unit runs (default: this one)")
+    hp.add_argument(
+        "--privileged", action="store_true", help="run ensure as root even with User= ('+')"
+    )
+
+    cp = sub.add_parser("check", help="validate spec files offline (patch repos, pre-commit)")
+    cp.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR")
+
+    sub.add_parser("schema", help="print the JSON Schema of the spec format")
+
+
+def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """`vpatch exec SPEC... -- CMD ARGS`: what follows the first `--` is the command, never
+    parsed by vpatch (`vllm serve --port 8000` must not meet vpatch's options)."""
+    if argv[:1] != ["exec"] or "--" not in argv:
+        return argv, None
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
+
+
+def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
+    """Commands that run once, here, rather than across targets."""
+    if args.command == "schema":
+        print(json.dumps(schema.spec_schema(), indent=2))
+        return 0
+    if args.command == "check":
+        report = check.check(args.paths)
+        check.render(report, sys.stdout, sys.stderr)
+        return 0 if report.ok else 2
+    if args.command == "hook":
+        extra = [*(["--level", args.level] if args.level else [])]
+        extra += ["--state-dir", os.path.abspath(args.state_dir)] if args.state_dir else []
+        vp = [args.vpatch] if args.vpatch else None
+        text = hooks.systemd_dropin(
+            args.service, args.specs, args.python, extra, vp, args.privileged
+        )
+        print(text, end="")
+        return 0
+    return _exec(args, command)
+
+
+def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
+    """ensure, then become CMD; CMD never starts unless every spec is in place."""
+    if command is None:
+        raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
+    specs = catalog.load_all(args.specs)
+    exe = hooks.resolve_command(command)
+    python = hooks.exec_python(exe, args.python)
+    opts = hooks.ensure_options(args.level, args.force)
+    host = hooks.ensure_local(specs, python, opts, args.state_dir)
+    # stdout belongs to the command: the hook's lines go to stderr (the service's log).
+    hooks.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)
+    if not host.ok:
+        print(f"error: not starting {command[0]}: patches not in place", file=sys.stderr)
+        return 1
+    hooks.exec_command(exe, command)
+
+
+# ---------------------------------------------------------------------------------------------
+# Release matrix (patcher.matrix): does a spec fit every release of its package?
+
+
+def _matrix_parser(sub: Any) -> None:
+    mp = sub.add_parser(
+        "matrix", help="check a spec against every release of its package (no host needed)"
+    )
+    mp.add_argument("spec", metavar="SPEC")
+    mp.add_argument(
+        "--versions",
+        metavar="SPECIFIER",
+        help="PEP 440 range, e.g. '>=0.11' (default: from the oldest release the spec covers)",
+    )
+    mp.add_argument("--pre", action="store_true", help="include pre-releases")
+    mp.add_argument("--jobs", type=int, default=4, metavar="N", help="downloads at once (4)")
+    mp.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="wheel platform tag for pip (repeatable; default: this machine's)",
+    )
+    mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    """Exit 0 when the spec fits every release in range; 1 when one is anchor_missing,
+    ambiguous, not_covered or failed (or pip lists none); 2 for a bad spec or range."""
+    from patcher import matrix
+
+    [spec] = catalog.load_all([args.spec])
+    fits = matrix.command(spec, args.versions, args.pre, args.jobs, args.platform, args.json)
+    return 0 if fits else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

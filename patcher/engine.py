@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
+from patcher import metrics
 from patcher.errors import AgentError, HostError, VpatchError
 from patcher.result import FileChange, HostResult, PatchResult, ProbeResult, host_ok
 from patcher.rewrite import RewriteResult, apply_edits
@@ -32,6 +34,8 @@ class Options:
     dry_run: bool = False
     force: bool = False
     level: Level = "full"
+    metrics_url: str | None = None  # verify: scrape this on each host (the `metrics` probe)
+    min_acceptance: float | None = None  # verify: overrides [metrics] min_acceptance_rate
 
 
 def sha256_text(text: str) -> str:
@@ -53,18 +57,31 @@ def unified_diff(rel: str, before: str, after: str) -> str:
 # the same file content cost one libcst parse.
 _REWRITE_CACHE: dict[tuple[str, str, int], RewriteResult] = {}
 REWRITE_STATS = {"parses": 0, "hits": 0}
+# sha256 -> text of every target file seen this run: inspect then sends only hashes for these,
+# so a fleet of identical hosts transfers each file's text once.
+_CONTENT: dict[str, str] = {}
+
+
+_CACHE_LOCK = threading.Lock()
+_KEY_LOCKS: dict[tuple[str, str, int], threading.Lock] = {}
 
 
 def _rewrite(text: str, spec: PatchSpec, index: int, variant: Variant) -> RewriteResult:
+    """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE parse."""
     key = (sha256_text(text), spec.digest, index)
-    hit = _REWRITE_CACHE.get(key)
-    if hit is not None:
-        REWRITE_STATS["hits"] += 1
-        return hit
-    REWRITE_STATS["parses"] += 1
-    res = apply_edits(text, variant.edit)
-    _REWRITE_CACHE[key] = res
-    return res
+    with _CACHE_LOCK:
+        key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with key_lock:
+        hit = _REWRITE_CACHE.get(key)
+        if hit is not None:
+            with _CACHE_LOCK:
+                REWRITE_STATS["hits"] += 1
+            return hit
+        res = apply_edits(text, variant.edit)
+        with _CACHE_LOCK:
+            REWRITE_STATS["parses"] += 1
+            _REWRITE_CACHE[key] = res
+        return res
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,7 +119,20 @@ def _inspect(transport: Transport, specs: list[PatchSpec], state_dir: str | None
         for var in spec.variant:
             if var.file and var.file not in files:
                 files.append(var.file)
-    res = _call(transport, {"op": "inspect", "packages": packages, "state_dir": state_dir})
+    request = {
+        "op": "inspect",
+        "packages": packages,
+        "state_dir": state_dir,
+        "known": sorted(_CONTENT),
+    }
+    res = _call(transport, request)
+    for pkg in res.get("packages", {}).values():
+        for info in pkg.get("files", {}).values():
+            sha = info.get("sha256")
+            if info.get("text") is not None and sha:
+                _CONTENT[sha] = info["text"]
+            elif info.pop("cached", False) and sha in _CONTENT:
+                info["text"] = _CONTENT[sha]
     return Facts(res)
 
 
@@ -159,6 +189,7 @@ def _choose(spec: PatchSpec, facts: Facts) -> tuple[PatchResult, int, Variant | 
         res.message = f"{spec.package} {version} is in no variant's range ({ranges})"
         return res, -1, None
     index, variant = chosen
+    res.variant = index
     if variant.upstream is not None:
         res.outcome, res.message = "satisfied_upstream", variant.upstream
         return res, index, None
@@ -203,9 +234,14 @@ def _plan_apply(specs: list[PatchSpec], facts: Facts, opts: Options) -> list[Pla
                 f"{str(st['expected'])[:12]}); --force patches the file as it is now"
             )
             continue
-        elif spec.id in st["applied"] and not drifted:
+        applied_before = spec.id in st["applied"] and not drifted and not plan.reset
+        same_edits = applied_before and st["applied"][spec.id].get("edits") == _EDITS.dump_python(
+            variant.edit, mode="json"
+        )
+        if same_edits:
             res.outcome, res.message = "already_applied", f"{rel} has the journal's hash"
             continue
+        # Not applied, or applied from an older text of this spec: the rewrite decides.
         text = texts.get(path, info["text"])
         rw = _rewrite(text, spec, index, variant)
         if rw.status in ("anchor_missing", "ambiguous"):
@@ -215,8 +251,12 @@ def _plan_apply(specs: list[PatchSpec], facts: Facts, opts: Options) -> list[Pla
             res.outcome, res.message = "failed", f"{rel}: {rw.message}"
             continue
         if rw.status == "unchanged":
-            res.outcome = "satisfied_upstream"
-            res.message = f"{rel} already has the desired code ({rw.message})"
+            if applied_before:
+                res.outcome = "already_applied"
+                res.message = f"{rel} has the journal's hash and the spec's current edits"
+            else:
+                res.outcome = "satisfied_upstream"
+                res.message = f"{rel} already has the desired code ({rw.message})"
             continue
         trusted = current == record or (st["applied"] and current == st["expected"])
         if not (trusted or plan.reset or opts.force or path in texts):
@@ -387,7 +427,7 @@ def apply(
             if opts.dry_run or not writes:
                 break
             try:
-                _commit(transport, writes, entries, state_dir)
+                done = _commit(transport, writes, entries, state_dir)
             except AgentError as exc:
                 if "changed since inspection" in exc.message and attempt + 1 < _CONFLICT_RETRIES:
                     continue  # someone wrote between inspect and commit: look again
@@ -395,10 +435,24 @@ def apply(
                     if p.after is not None:
                         p.result.outcome, p.result.message = "failed", exc.message
                 raise
+            host.restart_required = done.get("restart_required", [])
             _verify_after_write(transport, plans, facts, opts, state_dir)
+            if not any(p.result.outcome == "applied" for p in plans if p.after is not None):
+                host.restart_required = []  # every write was undone: disk = what they loaded
             break
 
     return _host_run("apply", transport, body)
+
+
+def drift_state(current: str | None, record: str | None, base: str | None) -> str:
+    """What a drifted file is now, in words: the first thing to know before fixing it."""
+    if current is None:
+        return "missing"
+    if current == record:
+        return "pristine per pip's RECORD (reinstalled?); `vpatch apply` patches it again"
+    if current == base:
+        return "the bytes vpatch found before patching (not pip's RECORD)"
+    return f"unknown content (sha256 {current[:12]}, edited by hand or another tool?)"
 
 
 def _verify_one(spec: PatchSpec, facts: Facts) -> tuple[PatchResult, Variant | None]:
@@ -412,9 +466,7 @@ def _verify_one(spec: PatchSpec, facts: Facts) -> tuple[PatchResult, Variant | N
     st = facts.journal(info["path"]) or {"applied": {}, "expected": None}
     rel, current = variant.file, info["sha256"]
     if spec.id in st["applied"] and current != st["expected"]:
-        what = (
-            "pristine per pip's RECORD" if current == info["record_sha256"] else "unknown content"
-        )
+        what = drift_state(current, info["record_sha256"], st.get("base"))
         res.outcome = "drifted"
         res.message = f"{rel} changed since vpatch wrote it; it is now {what}"
         return res, variant
@@ -432,23 +484,49 @@ def _verify_one(spec: PatchSpec, facts: Facts) -> tuple[PatchResult, Variant | N
     return res, variant
 
 
+def _stale_processes(
+    transport: Transport, facts: Facts, specs: list[PatchSpec]
+) -> list[dict[str, Any]]:
+    """Processes of the environment started before vpatch last wrote a file of these specs:
+    they still run the code from before (the patch is on disk, not in them)."""
+    ids = {s.id for s in specs}
+    journal: dict[str, dict[str, Any]] = facts.raw.get("journal", {})
+    paths = sorted(p for p, st in journal.items() if ids & set(st.get("applied", {})))
+    if not paths:
+        return []
+    found: list[dict[str, Any]] = _call(transport, {"op": "procs", "paths": paths}).get(
+        "restart_required", []
+    )
+    return found
+
+
 def verify(
     specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
 ) -> HostResult:
     def body(host: HostResult) -> None:
         facts = _inspect(transport, specs, state_dir)
         host.python = facts.python
+        host.restart_required = _stale_processes(transport, facts, specs)
+        got = metrics.scrape(transport, opts.metrics_url) if opts.metrics_url else None
         for spec in specs:
             res, variant = _verify_one(spec, facts)
             host.patches.append(res)
             if res.outcome in ("applied", "satisfied_upstream", "not_applied", "drifted"):
                 res.probes = _run_checks(transport, _checks(spec, variant, opts.level))
-                if res.outcome in ("applied", "satisfied_upstream") and not all(
+            if got is not None:
+                loaded = res.outcome in ("applied", "satisfied_upstream") and all(
                     p.ok for p in res.probes
-                ):
-                    res.outcome = "failed"
-                    bad = next(p for p in res.probes if not p.ok)
-                    res.message = f"{bad.name}: {bad.detail}"
+                )
+                stale = len(host.restart_required)
+                res.probes.append(
+                    metrics.probe(got, spec.metrics, opts.min_acceptance, loaded, stale)
+                )
+            if res.outcome in ("applied", "satisfied_upstream") and not all(
+                p.ok for p in res.probes
+            ):
+                res.outcome = "failed"
+                bad = next(p for p in res.probes if not p.ok)
+                res.message = f"{bad.name}: {bad.detail}"
 
     return _host_run("verify", transport, body)
 
@@ -512,7 +590,8 @@ def rollback(
                 )
         host.patches = list(results.values())
         if writes and not opts.dry_run:
-            _commit(transport, writes, entries, state_dir)
+            done = _commit(transport, writes, entries, state_dir)
+            host.restart_required = done.get("restart_required", [])
 
     return _host_run("rollback", transport, body)
 
@@ -584,19 +663,40 @@ def status(
     def body(host: HostResult) -> None:
         facts = _inspect(transport, [], state_dir)
         host.python = facts.python
+        records = _record_hashes(transport, facts, state_dir)
         for path, st in sorted(facts.raw.get("journal", {}).items()):
             for sid, e in st["applied"].items():
                 ok = st["current"] == st["expected"]
                 res = PatchResult(
                     sid, e.get("package", "?"), e.get("version"), "applied" if ok else "drifted"
                 )
+                now = drift_state(st["current"], records.get(path), st.get("base"))
                 res.message = f"{e.get('file')}: " + (
-                    "has the journal's hash" if ok else "changed since vpatch wrote it"
+                    "has the journal's hash" if ok else f"changed since vpatch wrote it; now {now}"
                 )
                 res.files = [FileChange(path, e.get("before", ""), e.get("after", ""))]
                 host.patches.append(res)
 
     return _host_run("status", transport, body)
+
+
+def _record_hashes(transport: Transport, facts: Facts, state_dir: str | None) -> dict[str, str]:
+    """path -> pip's RECORD sha256 for drifted journal files (a second inspect, only on drift)."""
+    wanted: dict[str, list[str]] = {}
+    for st in facts.raw.get("journal", {}).values():
+        if st["applied"] and st["current"] != st["expected"]:
+            for e in st["applied"].values():
+                if e.get("package") and e.get("file"):
+                    wanted.setdefault(e["package"], []).append(e["file"])
+    if not wanted:
+        return {}
+    res = _call(transport, {"op": "inspect", "packages": wanted, "state_dir": state_dir})
+    out: dict[str, str] = {}
+    for pkg in res.get("packages", {}).values():
+        for info in pkg.get("files", {}).values():
+            if info.get("record_sha256"):
+                out[info["path"]] = info["record_sha256"]
+    return out
 
 
 def _error_text(exc: VpatchError) -> str:

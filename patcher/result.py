@@ -30,6 +30,8 @@ GOOD: dict[str, frozenset[str]] = {
     "verify": frozenset({"applied", "satisfied_upstream"}),
     "rollback": frozenset({"rolled_back", "not_applied", "would_apply"}),
     "status": frozenset({"applied", "satisfied_upstream", "not_applied"}),
+    # A pre-start hook: in place now, whether it wrote (applied) or not. No dry run.
+    "ensure": frozenset({"applied", "already_applied", "satisfied_upstream"}),
 }
 
 
@@ -56,6 +58,7 @@ class PatchResult:
     version: str | None
     outcome: Outcome
     message: str = ""
+    variant: int | None = None  # index of the [[variant]] chosen for the installed version
     files: list[FileChange] = field(default_factory=list)
     probes: list[ProbeResult] = field(default_factory=list)
 
@@ -76,6 +79,9 @@ class RunResult:
     command: str
     ok: bool
     hosts: list[HostResult]
+    # Controller-side counters (libcst parses vs cache hits): proof that N identical hosts cost
+    # one parse. An addition to DESIGN.md's contract; readers ignore unknown keys.
+    stats: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

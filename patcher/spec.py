@@ -11,6 +11,7 @@ import ast
 import hashlib
 import json
 import re
+import textwrap
 import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -41,7 +42,8 @@ class _Model(BaseModel):
 def _check_statements(source: str, what: str) -> str:
     """Statement sources must parse and hold at least one statement."""
     try:
-        tree = ast.parse(source)
+        # Dedented like the rewrite does, so an indented multi-line TOML string is accepted.
+        tree = ast.parse(textwrap.dedent(source))
     except SyntaxError as exc:
         raise ValueError(f"{what} is not valid Python: {exc.msg} (line {exc.lineno})") from None
     if not tree.body:
@@ -94,7 +96,9 @@ class SetValue(_Edit):
     op: Literal["set_value"]
     target: str | None = None
     param: str | None = Field(default=None, description="Parameter of the scope function.")
-    key: JsonValue | None = Field(default=None, description="Dict key inside target's literal.")
+    key: str | int | float | bool | None = Field(
+        default=None, description="Dict key inside target's literal (a hashable scalar)."
+    )
     value: JsonValue | None = None
     expr: str | None = Field(default=None, description="Python expression source.")
 
@@ -254,6 +258,22 @@ class Probe(_Model):
         return v
 
 
+class MetricsThresholds(_Model):
+    """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
+
+    Checked only by `vpatch verify --metrics URL` (scraped on the host); `--min-acceptance`
+    overrides `min_acceptance_rate`. A patch can load perfectly and still not help: these turn
+    "the file changed" into "speculative decoding accepts enough drafts".
+    """
+
+    min_acceptance_rate: float | None = Field(
+        default=None, ge=0, le=1, description="accepted / drafted tokens, 0..1"
+    )
+    min_mean_acceptance_length: float | None = Field(
+        default=None, ge=1, description="1 + accepted tokens per draft (bonus token included)"
+    )
+
+
 class PatchSpec(_Model):
     id: str
     summary: str = Field(min_length=1)
@@ -261,6 +281,7 @@ class PatchSpec(_Model):
     references: list[str] = Field(default_factory=list)
     variant: list[Variant] = Field(min_length=1)
     probe: list[Probe] = Field(default_factory=list)
+    metrics: MetricsThresholds | None = None
 
     @field_validator("id")
     @classmethod
@@ -342,6 +363,11 @@ def _loc(loc: tuple[int | str, ...]) -> str:
         else:
             out += f".{part}" if out else str(part)
     return out or "(top level)"
+
+
+def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
+    """(field path, message) for EVERY error pydantic found (`vpatch check` lists them all)."""
+    return [(_loc(tuple(e["loc"])), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
 
 
 _FIELD_HINTS = {

@@ -93,3 +93,42 @@ def vllm_env(tmp_path: Path) -> Callable[[str], Env]:
         return Env(root, root / "bin" / "python")
 
     return make
+
+
+# Real SSH test hosts (tests/sshd.py). Imported here, not at the top, so this block can be
+# appended without touching the imports above.
+from tests import sshd as sshd_harness  # noqa: E402
+
+
+@pytest.fixture
+def ssh_lab_factory(tmp_path: Path, request: pytest.FixtureRequest) -> sshd_harness.LabFactory:
+    """Factory: `make(n, env_factory=None, user="root", sudoers=False)` starts a lab of n real
+    sshd hosts; every lab is stopped at teardown. Fails (never skips) without sshd, so a
+    machine missing it cannot pass the SSH tests by not running them."""
+    if not os.access(sshd_harness.SSHD, os.X_OK):
+        pytest.fail(
+            f"{sshd_harness.SSHD} is missing: apt-get install openssh-server "
+            "(.ci/run installs it on CI)"
+        )
+    labs: list[sshd_harness.SshLab] = []
+
+    def close_all() -> None:
+        for lab in labs:
+            # pytest owns tmp_path (and keeps recent ones): leave the logs for post-mortems.
+            lab.close(remove=False)
+
+    request.addfinalizer(close_all)
+
+    def make(
+        n: int,
+        env_factory: sshd_harness.EnvFactory | None = None,
+        user: str = "root",
+        sudoers: bool = False,
+    ) -> sshd_harness.SshLab:
+        lab = sshd_harness.start_lab(
+            n, tmp_path / f"sshlab{len(labs)}", env_factory, user, sudoers=sudoers
+        )
+        labs.append(lab)
+        return lab
+
+    return make

@@ -5,6 +5,8 @@ It is shipped as source over the transport (see `patcher.transport.agent_bundle`
     inspect  package versions, target files (bytes, sha256, RECORD hash), journal state
     commit   under the lock: re-check hashes, back up, write atomically, refresh .pyc, journal
     verify   import checks and probes in fresh interpreters
+    procs    processes of this environment started before the given files last changed
+    fetch    GET an http(s) URL from the host (the live serving metrics probe)
 Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}.
 """
 
@@ -18,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from . import faults, fsops, journal, locate, lock, probe
+from . import faults, fetch, fsops, journal, locate, lock, probe, procs
 
 PROTOCOL = 1
 
@@ -68,6 +70,7 @@ def _backup_text(sdir: str, sha: str | None) -> str | None:
 def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     packages: dict[str, Any] = {}
     current: dict[str, str | None] = {}
+    known = set(req.get("known") or [])
     for name, files in (req.get("packages") or {}).items():
         dist = locate.distribution(name)
         if dist is None:
@@ -75,6 +78,9 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             continue
         hashes = locate.record_hashes(dist)
         infos = {rel: locate.file_info(dist, rel, hashes) for rel in files}
+        for info in infos.values():
+            if info["sha256"] in known and not info["error"]:
+                info["text"], info["cached"] = None, True  # the controller has these bytes
         for info in infos.values():
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
@@ -157,6 +163,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
         entries = [dict(e, **meta) for e in req.get("journal") or []]
         journal.append(p["journal"], entries)
         notes = []
+        written_at = procs.now()  # processes started before this run the old bytes
         for path, _old, new in planned:
             fsops.atomic_write(path, new)
             note = fsops.refresh_bytecode(path)
@@ -165,7 +172,13 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
                 notes.append(note)
         journal.append(p["journal"], [{"action": "commit", "txn": txn}])
         faults.point("commit.done")
-    return {"txn": txn, "written": [w[0] for w in planned], "notes": notes}
+    restart = procs.scan(written_at) if planned else []
+    return {
+        "txn": txn,
+        "written": [w[0] for w in planned],
+        "notes": notes,
+        "restart_required": restart,
+    }
 
 
 def _user() -> str:
@@ -179,7 +192,37 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     return {"checks": probe.run(req.get("checks") or [])}
 
 
-OPS = {"inspect": op_inspect, "commit": op_commit, "verify": op_verify}
+def op_procs(req: dict[str, Any]) -> dict[str, Any]:
+    """Processes of this environment that started before the newest of `paths` was written."""
+    mtimes = []
+    for path in req.get("paths") or []:
+        try:
+            mtimes.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    if not mtimes:
+        return {"restart_required": []}
+    return {"restart_required": procs.scan(procs.from_wall(max(mtimes)))}
+
+
+def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return fetch.fetch(
+            str(req.get("url", "")),
+            float(req.get("timeout", 10)),
+            int(req.get("max_bytes", fetch.DEFAULT_MAX_BYTES)),
+        )
+    except fetch.BadURL as exc:
+        raise _Refused(str(exc), "input") from None
+
+
+OPS = {
+    "inspect": op_inspect,
+    "commit": op_commit,
+    "verify": op_verify,
+    "procs": op_procs,
+    "fetch": op_fetch,
+}
 
 
 def handle(req: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ or crashes is a failed probe with its stderr tail, never an agent crash.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -28,24 +30,54 @@ def _tail(text: str, limit: int = 600) -> str:
     return out[-limit:]
 
 
+def _signal_name(num: int) -> str:
+    try:
+        return "%d (%s)" % (num, signal.Signals(num).name)
+    except ValueError:
+        return str(num)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    """Kill the probe AND whatever it started: a grandchild holding our pipes open would
+    otherwise make the final read wait for it (a probe that spawned `sleep 600` would hang the
+    agent for 10 minutes after its own timeout)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        proc.kill()
+    try:
+        return proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:  # a descendant left the group and kept the pipes
+        for fh in (proc.stdout, proc.stderr):
+            if fh is not None:
+                fh.close()
+        proc.wait()
+        return b"", b""
+
+
 def run_one(module: str, code: str, timeout: float, python: str | None = None) -> dict[str, Any]:
     started = time.monotonic()
+    # Own session (process group), so a timeout can kill everything the probe started.
+    proc = subprocess.Popen(
+        [python or sys.executable, "-I", "-c", _BOOT, module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            [python or sys.executable, "-I", "-c", _BOOT, module],
-            input=code.encode(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            timeout=timeout,
-        )
+        _out, err_bytes = proc.communicate(code.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"ok": False, "detail": "timed out after %gs" % timeout, "seconds": timeout}
+        _out, err_bytes = _kill_group(proc)
+        tail = _tail(err_bytes.decode("utf-8", "replace"))
+        detail = "timed out after %gs (killed)" % timeout + ("; " + tail if tail else "")
+        return {"ok": False, "detail": detail, "seconds": round(time.monotonic() - started, 3)}
     seconds = round(time.monotonic() - started, 3)
     if proc.returncode == 0:
         return {"ok": True, "detail": "passed", "seconds": seconds}
-    err = _tail(proc.stderr.decode("utf-8", "replace"))
+    err = _tail(err_bytes.decode("utf-8", "replace"))
     if proc.returncode < 0:
-        err = "killed by signal %d; %s" % (-proc.returncode, err)
+        err = "killed by signal %s%s" % (_signal_name(-proc.returncode), "; " + err if err else "")
     return {"ok": False, "detail": err or "exit status %d" % proc.returncode, "seconds": seconds}
 
 

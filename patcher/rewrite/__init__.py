@@ -1,6 +1,7 @@
 """Pure source rewrites: (source text, edit) -> RewriteResult. No I/O, no raising for anchors.
 
-Each op lives in its own module and exposes `run(source, edit) -> RewriteResult`. Ops are
+Each op lives in its own module (elements, values, statements) as a function
+`(source, edit) -> RewriteResult`, dispatched by `apply_edit`. Ops are
 idempotent: running an edit on its own output returns status "unchanged". Anchors are structural
 (scope path + assigned name, or a statement compared ignoring whitespace and comments), never
 line numbers, so one edit fits many releases of a file.

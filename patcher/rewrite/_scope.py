@@ -114,7 +114,7 @@ def line_numbers(module: cst.Module, nodes: Sequence[cst.CSTNode]) -> list[int]:
 
 
 def format_lines(lines: Sequence[int]) -> str:
-    """ "line 3" or "lines 3, 9": the plural matters when a message lists duplicates."""
+    """Render as "line 3" or "lines 3, 9": messages about duplicates must say where they are."""
     word = "line" if len(lines) == 1 else "lines"
     return f"{word} {', '.join(map(str, sorted(lines)))}"
 

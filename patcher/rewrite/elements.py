@@ -226,10 +226,10 @@ def append(layout: Layout, items: Sequence[Item]) -> Layout:
     """
     entries = list(layout.entries)
     closing = entries[-1].after if entries else _NONE
-    if entries and _multiline(closing) and _multiline(_before_last(layout)):
-        separator = _before_last(layout)
-        assert isinstance(separator, cst.ParenthesizedWhitespace)
-        assert isinstance(closing, cst.ParenthesizedWhitespace)
+    separator = _before_last(layout)
+    if isinstance(closing, cst.ParenthesizedWhitespace) and isinstance(
+        separator, cst.ParenthesizedWhitespace
+    ):
         between: Whitespace = _line_break(separator.indent, separator.last_line)
         entries[-1] = dataclasses.replace(
             entries[-1],
@@ -248,6 +248,7 @@ def append(layout: Layout, items: Sequence[Item]) -> Layout:
 
 
 def _before_last(layout: Layout) -> Whitespace:
+    """Whitespace in front of the last element (its line break, in a one-per-line literal)."""
     entries = layout.entries
     return entries[-2].after if len(entries) > 1 else layout.opening
 

@@ -1,0 +1,596 @@
+"""vpatch vs `ssh host sed -i` vs ansible-core, measured in one run on the same real sshd hosts.
+
+    python -m bench.run                  # full: 1, 8, 32 hosts, real vLLM import figure
+    python -m bench.run --quick          # 2 hosts, 1 repetition, stand-in import (smoke test)
+
+For each host count N, every repetition runs each contender once, in a fixed order (floor,
+ansible, ansible-pipelining, vpatch apply + rollback, then again), with every host reset to
+pip's pristine bytes before each run, so all runs do the same work. Medians are reported.
+Rows (all wall-clock seconds of the whole command, as a user would run it):
+- floor               `ssh -F lab.ssh_config hN "sed -i ..."`, all N in parallel (xargs -P N)
+- ansible             ansible-playbook, ansible.builtin.replace backup=yes, forks=N
+- ansible-pipelining  the same with pipelining on
+- vpatch-apply        `vpatch apply --level static --parallel N --json` (pristine check against
+                      pip's RECORD, backup, atomic write, journal, .pyc refresh)
+- vpatch-rollback     `vpatch rollback` right after it (restores the exact bytes)
+- vpatch-startup      `vpatch --version`: interpreter start + imports, nothing else
+- vpatch-verify-import / bare-import  `vpatch verify --level import` vs
+                      `ssh h python -I -c 'import MODULE'` on one host
+Every run is checked (outside the clock): exit code, and the target file's bytes on every host
+are exactly the expected edit (the same bytes for sed, ansible and vpatch) or pristine again.
+Columns besides wall time: `ctl CPU` is user+sys of the command's whole process tree here;
+`hosts CPU` what every ssh session on the hosts used (bench/hostcpu.py). Controller and hosts
+share this machine's cores, so (ctl + hosts) / cores is a lower bound of the wall time; on a
+real fleet only the controller's share stays. The first host count gets one untimed warm-up
+round (it writes .pyc caches: PYTHONDONTWRITEBYTECODE is dropped for every contender).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import lab as labs
+from bench.ansible import Ansible
+from bench.hostcpu import HostCpu
+from bench.timing import Timed, summary, timed
+from tests import sshd as harness
+from tests.integration.test_local_standin import SPEC_A
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+RESULTS = HERE / "results.json"
+SIZES = (1, 8, 32)
+REPS = 3  # per row: `make bench` stays under 10 min on a busy 2-core machine
+
+# The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
+SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
+EDIT_RE = re.compile(r'^( *)"qwen",$', re.M)
+
+
+class BenchError(RuntimeError):
+    """A contender did not do the job (wrong exit code or wrong bytes): no figure is reported."""
+
+
+def expected_text(pristine: str) -> str:
+    return EDIT_RE.sub(r'\g<0>\n\g<1>"kimi_k2",', pristine, count=1)
+
+
+def vpatch_argv() -> list[str]:
+    script = Path(sys.executable).parent / "vpatch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "patcher.cli"]
+
+
+@dataclass
+class Row:
+    name: str
+    hosts: int
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    extra: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, t: Timed, **extra: float) -> None:
+        self.wall.append(t.wall)
+        self.cpu.append(t.cpu)
+        for k, v in extra.items():
+            self.extra.setdefault(k, []).append(v)
+
+    @property
+    def median(self) -> float:
+        return summary(self.wall)["median"]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "hosts": self.hosts,
+            "runs": len(self.wall),
+            "wall_s": {k: round(v, 4) for k, v in summary(self.wall).items()},
+            "controller_cpu_s": {k: round(v, 4) for k, v in summary(self.cpu).items()},
+            "samples_s": [round(v, 4) for v in self.wall],
+            **{
+                k: {"median": round(summary(v)["median"], 4), "samples": v}
+                for k, v in self.extra.items()
+            },
+        }
+
+
+def _fail(what: str, t: Timed, why: str) -> BenchError:
+    tail = (t.err.strip() or t.out.strip())[-1500:]
+    return BenchError(f"{what}: {why} (exit {t.code})\n{tail}")
+
+
+class Bench:
+    def __init__(
+        self,
+        work: Path,
+        standin: labs.StandinLab,
+        import_lab: harness.SshLab,
+        import_kind: str,
+        sizes: Sequence[int],
+    ) -> None:
+        self.work = work
+        self.sizes = tuple(sizes)
+        self.import_module = ""
+        self.warming = False  # warm-up runs are checked like the others, but not recorded
+        self.standin = standin
+        self.import_lab = import_lab
+        self.import_kind = import_kind
+        self.vpatch = vpatch_argv()
+        self.spec = work / "servekit-kimi.toml"
+        self.spec.write_text(SPEC_A)
+        self.pristine = standin.pristine_text()
+        self.expected = expected_text(self.pristine)
+        if self.expected == self.pristine:
+            raise BenchError('the stand-in\'s config.py has no `"qwen",` line to edit')
+        self.ansible = Ansible(work / "ansible", standin.lab, standin.remote_target)
+        self.rows: dict[tuple[str, int], Row] = {}
+        self.parses: list[int] = []
+        self.host_cpu = HostCpu([standin.lab, import_lab])
+
+    def measure(self, run: Callable[[], Timed]) -> tuple[Timed, float]:
+        """Run, and the CPU the hosts spent on it (read once every session is over)."""
+        before = self.host_cpu.read()
+        t = run()
+        return t, self.host_cpu.read() - before
+
+    def row(self, name: str, hosts: int) -> Row:
+        if self.warming:
+            return Row(name, hosts)
+        return self.rows.setdefault((name, hosts), Row(name, hosts))
+
+    # -- checks (outside the clock) ------------------------------------------------------------
+
+    def _files_are(self, hosts: Sequence[harness.SshHost], text: str, what: str, t: Timed) -> None:
+        for h in hosts:
+            got = self.standin.target(h).read_text()
+            if got != text:
+                state = "pristine" if got == self.pristine else "something else"
+                raise _fail(what, t, f"{h.name}: target file is {state}, not the expected bytes")
+
+    def _vpatch_doc(self, t: Timed, what: str, outcome: str, n: int) -> dict[str, Any]:
+        if t.code != 0:
+            raise _fail(what, t, "vpatch failed")
+        doc: dict[str, Any] = json.loads(t.out)
+        got = [p["outcome"] for h in doc["hosts"] for p in h["patches"]]
+        if got != [outcome] * n:
+            raise _fail(what, t, f"outcomes {got}, wanted {outcome} x {n}")
+        return doc
+
+    # -- contenders ----------------------------------------------------------------------------
+
+    def floor(self, hosts: Sequence[harness.SshHost]) -> None:
+        names = self.work / f"names-{len(hosts)}"
+        names.write_text("".join(h.name + "\n" for h in hosts))
+        remote = f"sed -i {shlex.quote(SED)} {shlex.quote(self.standin.remote_target)}"
+        ssh = ["ssh", "-F", str(self.standin.lab.ssh_config), "-T", "-n", "{}", "--", remote]
+        xargs = ["xargs", "-a", str(names), "-P", str(len(hosts)), "-I{}", *ssh]
+        t, cpu = self.measure(lambda: timed(xargs))
+        if t.code != 0:
+            raise _fail("floor", t, "ssh+sed failed")
+        self._files_are(hosts, self.expected, "floor", t)
+        self.row("floor", len(hosts)).add(t, hosts_cpu_s=cpu)
+
+    def ansible_run(self, hosts: Sequence[harness.SshHost], pipelining: bool) -> None:
+        name = "ansible-pipelining" if pipelining else "ansible"
+        t, cpu = self.measure(lambda: self.ansible.run(hosts, pipelining))
+        if t.code != 0:
+            raise _fail(name, t, "ansible-playbook failed")
+        self._files_are(hosts, self.expected, name, t)
+        for h in hosts:
+            if not list((labs.site(h) / labs.PACKAGE_DIR).glob("config.py.*~")):
+                raise _fail(name, t, f"{h.name}: no backup file")
+        self.row(name, len(hosts)).add(t, hosts_cpu_s=cpu)
+
+    def _vpatch(self, command: str, inv: Path, n: int, *extra: str) -> Timed:
+        argv = [*self.vpatch, command, str(self.spec), "--inventory", str(inv)]
+        argv += ["--ssh-config", str(self.standin.lab.ssh_config), "--python", labs.PYTHON]
+        argv += ["--parallel", str(n), "--json", *extra]
+        return timed(argv, cwd=str(REPO))
+
+    def vpatch_apply_rollback(self, hosts: Sequence[harness.SshHost]) -> None:
+        n = len(hosts)
+        inv = labs.write_inventory(self.work / f"hosts-{n}.toml", hosts)
+        t, cpu = self.measure(lambda: self._vpatch("apply", inv, n, "--level", "static"))
+        doc = self._vpatch_doc(t, "vpatch apply", "applied", n)
+        self._files_are(hosts, self.expected, "vpatch apply", t)
+        for h in hosts:
+            if not (h.home / "ml-env" / ".vpatch" / "journal.jsonl").exists():
+                raise _fail("vpatch apply", t, f"{h.name}: no journal")
+        parses = int(doc["stats"]["libcst_parses"])
+        if not self.warming:
+            self.parses.append(parses)
+        secs = [float(h["seconds"]) for h in doc["hosts"]]
+        self.row("vpatch-apply", n).add(
+            t,
+            hosts_cpu_s=cpu,
+            libcst_parses=parses,
+            host_seconds_max=max(secs),
+            host_seconds_min=min(secs),
+        )
+        t, cpu = self.measure(lambda: self._vpatch("rollback", inv, n))
+        doc = self._vpatch_doc(t, "vpatch rollback", "rolled_back", n)
+        self._files_are(hosts, self.pristine, "vpatch rollback", t)
+        secs = [float(h["seconds"]) for h in doc["hosts"]]
+        self.row("vpatch-rollback", n).add(t, hosts_cpu_s=cpu, host_seconds_max=max(secs))
+
+    def startup(self) -> None:
+        t = timed([*self.vpatch, "--version"], cwd=str(REPO))
+        if t.code != 0:
+            raise _fail("vpatch --version", t, "failed")
+        self.row("vpatch-startup", 1).add(t)
+
+    # -- the import figure ---------------------------------------------------------------------
+
+    def import_setup(self) -> tuple[Path, Path, str]:
+        """Patch the import host once (untimed), so verify finds the spec applied."""
+        host = self.import_lab.hosts[0]
+        inv = labs.write_inventory(self.work / "hosts-import.toml", [host])
+        spec, module = (
+            (labs.VLLM_SPEC, labs.VLLM_MODULE)
+            if self.import_kind == "vllm"
+            else (self.spec, f"{labs.PACKAGE_DIR}.config")
+        )
+        argv = [*self.vpatch, "apply", str(spec), "--inventory", str(inv)]
+        argv += ["--ssh-config", str(self.import_lab.ssh_config), "--level", "static", "--json"]
+        t = timed(argv, cwd=str(REPO))
+        self._vpatch_doc(t, "vpatch apply (import host)", "applied", 1)
+        return inv, spec, module
+
+    def verify_import(self, inv: Path, spec: Path) -> None:
+        argv = [*self.vpatch, "verify", str(spec), "--inventory", str(inv), "--ssh-config"]
+        argv += [str(self.import_lab.ssh_config), "--level", "import", "--json"]
+        t, cpu = self.measure(lambda: timed(argv, cwd=str(REPO)))
+        doc = self._vpatch_doc(t, "vpatch verify --level import", "applied", 1)
+        probes = doc["hosts"][0]["patches"][0]["probes"]
+        if len(probes) != 1 or not probes[0]["ok"]:
+            raise _fail("vpatch verify --level import", t, f"probes {probes}")
+        self.row("vpatch-verify-import", 1).add(
+            t,
+            hosts_cpu_s=cpu,
+            import_seconds_on_host=float(probes[0]["seconds"]),
+            host_seconds=float(doc["hosts"][0]["seconds"]),
+        )
+
+    def bare_import(self, module: str) -> None:
+        cmd = f"{labs.PYTHON} -I -c {shlex.quote('import ' + module)}"
+        ssh = ["ssh", "-F", str(self.import_lab.ssh_config), "-T", "-n", "h1", "--", cmd]
+        t, cpu = self.measure(lambda: timed(ssh))
+        if t.code != 0:
+            raise _fail("bare import", t, "import failed")
+        self.row("bare-import", 1).add(t, hosts_cpu_s=cpu)
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedule
+
+
+def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str], None]) -> None:
+    hosts = bench.standin.hosts[:n]
+    steps: list[tuple[str, Callable[[], None]]] = [
+        ("floor", lambda: bench.floor(hosts)),
+        ("ansible", lambda: bench.ansible_run(hosts, pipelining=False)),
+        ("ansible-pipelining", lambda: bench.ansible_run(hosts, pipelining=True)),
+        ("vpatch", lambda: bench.vpatch_apply_rollback(hosts)),
+    ]
+    if warmup:  # first runs pay cold caches (.pyc, page cache, ansible's plugin loading)
+        bench.warming = True
+        for _, step in steps:
+            bench.standin.reset(hosts)
+            step()
+        bench.warming = False
+    for rep in range(reps):
+        started = time.monotonic()
+        for _, step in steps:
+            bench.standin.reset(hosts)
+            step()
+        if n == min(bench.sizes):
+            bench.startup()
+        log(f"  {n:>2} hosts: repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)")
+    bench.standin.reset(hosts)
+
+
+def run_import(bench: Bench, reps: int, warmup: bool, log: Callable[[str], None]) -> None:
+    inv, spec, module = bench.import_setup()
+    bench.import_module = module
+    if warmup:
+        bench.warming = True
+        bench.verify_import(inv, spec)
+        bench.bare_import(module)
+        bench.warming = False
+    for rep in range(reps):
+        started = time.monotonic()
+        bench.verify_import(inv, spec)
+        bench.bare_import(module)
+        log(
+            f"  import ({module}): repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)"
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets and output
+
+
+def _median(bench: Bench, name: str, n: int) -> float:
+    row = bench.rows.get((name, n))
+    return row.median if row else float("nan")
+
+
+def _cpu(bench: Bench, name: str, n: int) -> tuple[float, float]:
+    """Median controller CPU and hosts CPU of a row (seconds)."""
+    row = bench.rows.get((name, n))
+    if row is None:
+        return float("nan"), float("nan")
+    return summary(row.cpu)["median"], summary(row.extra.get("hosts_cpu_s", []))["median"]
+
+
+def _cpu_text(bench: Bench, name: str, n: int) -> str:
+    """CPU spent, and the wall time it alone forces on this machine's cores."""
+    ctl, hosts = _cpu(bench, name, n)
+    cores = os.cpu_count() or 1
+    return (
+        f"{name} CPU {ctl:.2f} s controller + {hosts:.2f} s hosts = at least "
+        f"{(ctl + hosts) / cores:.2f} s of wall on {cores} cores"
+    )
+
+
+def targets(bench: Bench) -> list[dict[str, Any]]:
+    lo, hi = min(bench.sizes), max(bench.sizes)
+    out: list[dict[str, Any]] = []
+
+    def add(key: str, what: str, value: float | None, limit: float, le: bool, why: str) -> None:
+        """met is None when the run did not measure what the target needs."""
+        met = None if value is None else bool(value <= limit if le else value >= limit)
+        out.append(
+            {
+                "target": key,
+                "what": what,
+                "value": None if value is None else round(value, 3),
+                "limit": f"{'<=' if le else '>='} {limit}",
+                "met": met,
+                "measured": why,
+            }
+        )
+
+    apply_lo, floor_lo = _median(bench, "vpatch-apply", lo), _median(bench, "floor", lo)
+    startup = _median(bench, "vpatch-startup", 1)
+    host_lo = summary(bench.rows[("vpatch-apply", lo)].extra["host_seconds_max"])["median"]
+    add(
+        "apply_vs_floor",
+        f"vpatch apply, {lo} host(s) / ssh+sed floor, {lo} host(s)",
+        apply_lo / floor_lo,
+        1.5,
+        True,
+        f"apply {apply_lo:.3f} s = startup (imports) {startup:.3f} s + on-host engine "
+        f"{host_lo:.3f} s + connect/close/report {apply_lo - startup - host_lo:.3f} s; "
+        f"floor {floor_lo:.3f} s",
+    )
+    apply_hi = _median(bench, "vpatch-apply", hi)
+    floor_hi = _median(bench, "floor", hi)
+    add(
+        "scale",
+        f"vpatch apply, {hi} hosts / vpatch apply, {lo} host(s)",
+        apply_hi / apply_lo if hi > lo else None,
+        1.5,
+        True,
+        f"apply {apply_hi:.3f} s vs {apply_lo:.3f} s; the floor itself scales "
+        f"{floor_hi / floor_lo:.2f}x ({floor_hi:.3f} s vs {floor_lo:.3f} s) on "
+        f"{os.cpu_count()} cores shared by controller and hosts; at {hi} hosts: "
+        f"{_cpu_text(bench, 'vpatch-apply', hi)}"
+        if hi > lo
+        else "not measured: this run used one host count",
+    )
+    ans_hi = _median(bench, "ansible", hi)
+    pipe_hi = _median(bench, "ansible-pipelining", hi)
+    add(
+        "vs_ansible",
+        f"ansible-core, {hi} hosts / vpatch apply, {hi} hosts",
+        ans_hi / apply_hi,
+        5.0,
+        False,
+        f"ansible {ans_hi:.3f} s (pipelining {pipe_hi:.3f} s, {pipe_hi / apply_hi:.2f}x) "
+        f"vs vpatch {apply_hi:.3f} s; {_cpu_text(bench, 'ansible', hi)}; "
+        f"{_cpu_text(bench, 'vpatch-apply', hi)}",
+    )
+    ver, bare = _median(bench, "vpatch-verify-import", 1), _median(bench, "bare-import", 1)
+    on_host = summary(bench.rows[("vpatch-verify-import", 1)].extra["import_seconds_on_host"])
+    add(
+        "verify_import",
+        f"vpatch verify --level import / bare ssh python -I -c 'import {bench.import_module}'",
+        ver / bare,
+        1.1,
+        True,
+        f"verify {ver:.3f} s (import itself {on_host['median']:.3f} s on the host) vs bare "
+        f"{bare:.3f} s: vpatch's own cost {ver - on_host['median']:.3f} s",
+    )
+    distinct = 1  # every stand-in host has the same config.py
+    worst = max(bench.parses) if bench.parses else -1
+    out.append(
+        {
+            "target": "libcst_parses",
+            "what": "libcst parses per apply run == distinct file contents",
+            "value": worst,
+            "limit": f"== {distinct}",
+            "met": bool(bench.parses) and all(p == distinct for p in bench.parses),
+            "measured": f"parses per run: {sorted(set(bench.parses))} over "
+            f"{len(bench.parses)} runs, {distinct} distinct content(s)",
+        }
+    )
+    return out
+
+
+def table(bench: Bench, tgts: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'row':<22}{'hosts':>6}{'median s':>10}{'min':>8}{'max':>8}{'ctl CPU s':>11}"
+        f"{'hosts CPU s':>13}{'x floor':>9}{'runs':>6}",
+        "-" * 93,
+    ]
+    for (name, n), row in sorted(bench.rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0]))):
+        s, c = summary(row.wall), summary(row.cpu)
+        floor = _median(bench, "floor", n)
+        ratio = f"{row.median / floor:.2f}" if (name, n) != ("floor", n) and floor == floor else ""
+        if name in ("vpatch-startup", "vpatch-verify-import", "bare-import"):
+            ratio = ""
+        hc = row.extra.get("hosts_cpu_s")
+        hosts_cpu = f"{summary(hc)['median']:.3f}" if hc else ""
+        lines.append(
+            f"{name:<22}{n:>6}{s['median']:>10.3f}{s['min']:>8.3f}{s['max']:>8.3f}"
+            f"{c['median']:>11.3f}{hosts_cpu:>13}{ratio:>9}{len(row.wall):>6}"
+        )
+    lines += ["", "targets:"]
+    for t in tgts:
+        mark = {True: "met   ", False: "MISSED", None: "n/a   "}[t["met"]]
+        lines.append(f"  [{mark}] {t['what']}: {t['value']} (target {t['limit']})")
+        lines.append(f"           {t['measured']}")
+    return "\n".join(lines)
+
+
+_ORDER = [
+    "floor",
+    "ansible",
+    "ansible-pipelining",
+    "vpatch-apply",
+    "vpatch-rollback",
+    "vpatch-startup",
+    "vpatch-verify-import",
+    "bare-import",
+]
+
+
+def _order(name: str) -> int:
+    return _ORDER.index(name) if name in _ORDER else len(_ORDER)
+
+
+def machine() -> dict[str, Any]:
+    ssh = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()
+    vp = subprocess.run([*vpatch_argv(), "--version"], capture_output=True, text=True)
+    return {
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "controller_python": sys.version.split()[0],
+        "host_python": "/usr/bin/python3",
+        "openssh": ssh,
+        "vpatch": vp.stdout.strip(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def ensure_tools() -> None:
+    """A fresh machine may lack sshd (and the ssh client): install them as .ci/run does."""
+    if os.access(harness.SSHD, os.X_OK) and shutil.which("ssh") and shutil.which("xargs"):
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    apt = ["apt-get", "-o", "DPkg::Lock::Timeout=300", "-q"]
+    subprocess.run([*apt, "update"], check=True, capture_output=True, env=env)
+    subprocess.run(
+        [*apt, "install", "-y", "openssh-server", "openssh-client", "findutils"],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="2 hosts, 1 repetition, stand-in import")
+    p.add_argument("--sizes", help="comma-separated host counts (default 1,8,32)")
+    p.add_argument("--reps", type=int, help=f"repetitions per row (default {REPS})")
+    p.add_argument("--import-env", choices=["vllm", "standin"], help="default: vllm")
+    p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
+    p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes: tuple[int, ...] = (2,) if args.quick else SIZES
+    if args.sizes:
+        sizes = tuple(sorted({int(s) for s in args.sizes.split(",")}))
+        if not sizes or min(sizes) < 1:
+            raise SystemExit("--sizes: host counts must be at least 1")
+    reps = args.reps or (1 if args.quick else REPS)
+    kind = args.import_env or ("standin" if args.quick else "vllm")
+    warmup = not args.quick
+    began = time.monotonic()
+
+    def log(msg: str) -> None:
+        print(f"[{time.monotonic() - began:6.1f} s] {msg}", file=sys.stderr, flush=True)
+
+    ensure_tools()
+    work = Path(tempfile.mkdtemp(prefix="vpatch-bench-"))
+    standin_lab: labs.StandinLab | None = None
+    import_lab: harness.SshLab | None = None
+    try:
+        log(f"starting {max(sizes)} stand-in hosts + 1 {kind} import host in {work}")
+        standin_lab = labs.start_standin(max(sizes), work)
+        import_lab = labs.start_import_host(work, kind)
+        log("ansible-core venv (installed once, reused)")
+        bench = Bench(work, standin_lab, import_lab, kind, sizes)
+        for n in sizes:
+            warm = warmup and n == sizes[0]  # caches are the same for every size after this
+            log(f"{n} host(s): {reps} repetition(s){' after a warm-up' if warm else ''}")
+            run_size(bench, n, reps, warm, log)
+        log("import figure")
+        run_import(bench, reps, warmup, log)
+        tgts = targets(bench)
+        elapsed = time.monotonic() - began
+        doc = {
+            "schema": 1,
+            "quick": args.quick,
+            "sizes": list(sizes),
+            "reps": reps,
+            "warmup": warmup,
+            "import_env": kind,
+            "import_module": bench.import_module,
+            "elapsed_s": round(elapsed, 1),
+            "machine": machine(),
+            "settings": {
+                "order": "per repetition: floor, ansible, ansible-pipelining, vpatch apply, "
+                "vpatch rollback; every host reset to pip's bytes before each run",
+                "floor": f"xargs -P N ssh -F lab.ssh_config hN -- sed -i '{SED}' FILE",
+                "vpatch": "apply SPEC --inventory --ssh-config --python --level static "
+                "--parallel N --json; rollback SPEC likewise",
+                "ssh_client": "OpenSSH, BatchMode, curve25519-sha256, no ControlMaster",
+                "ansible": bench.ansible.settings(),
+            },
+            "rows": [
+                r.as_json()
+                for _, r in sorted(bench.rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0])))
+            ],
+            "targets": tgts,
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=2) + "\n")
+        print(table(bench, tgts))
+        print(f"\nwrote {args.out} in {elapsed:.0f} s")
+        return 0
+    except BenchError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for lab in (standin_lab.lab if standin_lab else None, import_lab):
+            if lab is not None:
+                lab.close(remove=False)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept {work}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""Which running processes still execute code from before a write ("restart required").
+
+A Python process reads a module's source once, at import; replacing the file later changes
+nothing in it. So after vpatch writes (apply or rollback), every process of the patched
+environment that started BEFORE the write may still run the old code and needs a restart.
+
+Linux only (/proc); elsewhere the scan finds nothing. The rule, per process (threads are not
+listed in /proc, so each pid is a process):
+
+1. `/proc/PID/exe` resolves to the same file as this environment's interpreter. A venv's
+   `bin/python` is a symlink to its base interpreter, so this alone cannot tell two venvs of one
+   base apart; it only rules out everything that is not that Python.
+2. AND the process is of THIS environment, shown by either
+   a. its argv[0], resolved the way Python itself resolves it to find `pyvenv.cfg` (relative:
+      against /proc/PID/cwd; a bare name: along the PATH in /proc/PID/environ), lies in the
+      environment's bin directory. That covers `ENV/bin/python -m ...`, `python ...` with the
+      venv on PATH, and console scripts (`ENV/bin/vllm serve`: the kernel runs the shebang
+      interpreter, so argv[0] is `ENV/bin/python`); or
+   b. it maps a file under the environment's site-packages (/proc/PID/maps): an extension
+      module loaded from there. That covers processes that rewrote their argv (setproctitle;
+      vLLM titles its engine processes `VLLM::EngineCore`).
+3. AND it started before the write: /proc/PID/stat field 22 (clock ticks since boot, 10 ms
+   resolution) against the write time on the same boot clock, so a process started a moment
+   after the write is never reported and a wall-clock jump cannot confuse the comparison.
+
+The agent itself and its ancestors (the shell or sshd that started it, the vpatch CLI) are
+excluded. Without root, other users' processes cannot be inspected and are not listed.
+The rule is deliberately conservative: a process of the environment that never imported the
+patched module is listed too (which modules a process imported is not visible from outside).
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+import time
+from typing import Any
+
+_CMDLINE_MAX = 300
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name (which may contain spaces and ')')."""
+    raw = _read("/proc/%d/stat" % pid).decode("ascii", "replace")
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _ppid(pid: int) -> int:
+    return int(_stat_fields(pid)[1])  # field 4
+
+
+def _start_ticks(pid: int) -> int:
+    return int(_stat_fields(pid)[19])  # field 22: starttime, in clock ticks since boot
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = {pid}
+    while pid > 1:
+        try:
+            pid = _ppid(pid)
+        except (OSError, ValueError, IndexError):
+            break
+        out.add(pid)
+    return out
+
+
+def _argv(pid: int) -> list[str]:
+    raw = _read("/proc/%d/cmdline" % pid)
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def _environ_path(pid: int) -> str:
+    try:
+        raw = _read("/proc/%d/environ" % pid)
+    except OSError:
+        return ""
+    for item in raw.split(b"\0"):
+        if item.startswith(b"PATH="):
+            return item[5:].decode("utf-8", "replace")
+    return ""
+
+
+def _resolve_argv0(pid: int, argv0: str) -> str | None:
+    """argv[0] as the process itself would have resolved it to locate its environment."""
+    if "/" in argv0:
+        if os.path.isabs(argv0):
+            return argv0
+        try:
+            return os.path.join(os.readlink("/proc/%d/cwd" % pid), argv0)
+        except OSError:
+            return None
+    for d in _environ_path(pid).split(os.pathsep):
+        cand = os.path.join(d or ".", argv0)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _in_bin_dir(pid: int, argv: list[str], bin_dir: str) -> bool:
+    if not argv:
+        return False
+    path = _resolve_argv0(pid, argv[0])
+    # Compare directories, not files: ENV/bin/python resolves (as a file) to the base binary.
+    return path is not None and os.path.realpath(os.path.dirname(path)) == bin_dir
+
+
+def _maps_site(pid: int, sites: list[str]) -> bool:
+    try:
+        raw = _read("/proc/%d/maps" % pid).decode("utf-8", "replace")
+    except OSError:
+        return False
+    for line in raw.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            if any(parts[5].startswith(s) for s in sites):
+                return True
+    return False
+
+
+def _site_dirs() -> list[str]:
+    dirs = set()
+    try:
+        for d in site.getsitepackages():
+            dirs.add(os.path.realpath(d).rstrip("/") + "/")
+    except AttributeError:  # pragma: no cover - very old virtualenv's site.py
+        pass
+    return sorted(dirs)
+
+
+def _boot_clock() -> float:
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def now() -> float:
+    """The write-time stamp to pass to `scan` (boot clock: what /proc start times count in)."""
+    try:
+        return _boot_clock()
+    except (AttributeError, OSError):
+        return -1.0
+
+
+def from_wall(wall: float) -> float:
+    """A wall-clock time (a file's mtime) on the boot clock, for `scan`."""
+    try:
+        return wall - (time.time() - _boot_clock())
+    except (AttributeError, OSError):
+        return -1.0
+
+
+def scan(before: float) -> list[dict[str, Any]]:
+    """Processes of this environment started before `before` (a `now()` value), oldest first.
+
+    Never raises: a failure to inspect one process skips that process, and a host without
+    /proc (or without CLOCK_BOOTTIME) yields an empty list.
+    """
+    if before < 0 or not os.path.isdir("/proc"):
+        return []
+    try:
+        return _scan(before)
+    except Exception:
+        return []
+
+
+def _scan(before: float) -> list[dict[str, Any]]:
+    exe = os.path.realpath(sys.executable)
+    bin_dir = os.path.realpath(os.path.dirname(sys.executable))
+    sites = _site_dirs()
+    skip = _ancestors(os.getpid())
+    hz = float(os.sysconf("SC_CLK_TCK"))
+    wall_offset = time.time() - _boot_clock()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in skip:
+            continue
+        pid = int(name)
+        try:
+            if os.path.realpath("/proc/%d/exe" % pid) != exe:
+                continue
+            started = _start_ticks(pid) / hz
+            if started >= before:
+                continue
+            argv = _argv(pid)
+            if not (_in_bin_dir(pid, argv, bin_dir) or _maps_site(pid, sites)):
+                continue
+        except (OSError, ValueError, IndexError):
+            continue  # gone, a zombie, or another user's (no permission)
+        found.append((started, pid, argv))
+    found.sort()
+    return [
+        {
+            "pid": pid,
+            "started": _iso(started + wall_offset),
+            "cmdline": " ".join(argv)[:_CMDLINE_MAX],
+        }
+        for started, pid, argv in found
+    ]
+
+
+def _iso(wall: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall)) + ".%02dZ" % (
+        int(wall * 100) % 100
+    )

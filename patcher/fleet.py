@@ -1,0 +1,131 @@
+"""Many hosts: bounded parallelism, canary, rolling batches, max-fail, Ctrl-C, progress.
+
+Scheduling is separate from what runs on a host (`work`), so the policy is testable on its own
+and the same for every command. A host that is never started is reported `skipped`, never
+silently dropped: the report always has one row per selected target, in selection order.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+
+from patcher.errors import UsageError
+from patcher.result import HostResult, PatchResult
+
+Work = Callable[[int], HostResult]
+
+
+@dataclass(frozen=True)
+class Policy:
+    parallel: int = 16
+    canary: int = 0
+    batch: int = 0  # 0 = one batch with every host
+    max_fail: int = 0  # 0 = never stop early
+
+
+def parse_count(flag: str, value: str | None, total: int) -> int:
+    """`N` or `P%` of `total` (rounded up, at least 1); None -> 0 (feature off)."""
+    if value is None:
+        return 0
+    text = value.strip()
+    try:
+        if text.endswith("%"):
+            pct = float(text[:-1])
+            if not 0 < pct <= 100:
+                raise ValueError
+            return max(1, math.ceil(total * pct / 100))
+        n = int(text)
+        if n < 1:
+            raise ValueError
+        return n
+    except ValueError:
+        raise UsageError(
+            f"{flag} {value!r} is not a count or percentage", f"e.g. {flag} 2 or {flag} 10%"
+        ) from None
+
+
+def skipped(target: str, spec_ids: Sequence[tuple[str, str]], why: str) -> HostResult:
+    host = HostResult(target=target, ok=False)
+    host.patches = [PatchResult(sid, pkg, None, "skipped", why) for sid, pkg in spec_ids]
+    if not host.patches:
+        host.error = f"skipped: {why}"
+    return host
+
+
+class Progress:
+    """What the scheduler reports as hosts finish (a rich bar on a TTY, nothing otherwise)."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, result: HostResult) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def run(
+    targets: Sequence[str],
+    work: Work,
+    policy: Policy,
+    spec_ids: Sequence[tuple[str, str]],
+    progress: Progress | None = None,
+) -> list[HostResult]:
+    """Run `work(i)` for each target index under `policy`; results in target order."""
+    progress = progress or Progress()
+    results: list[HostResult | None] = [None] * len(targets)
+    stop = threading.Event()
+    why = [""]
+    failures = [0]
+    progress.start(len(targets))
+
+    def phase(indices: list[int]) -> bool:
+        """Run a group of hosts; False when scheduling must stop."""
+        pending = list(indices)
+        running: dict[Future[HostResult], int] = {}
+        with ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices)))) as pool:
+            try:
+                while pending or running:
+                    while pending and len(running) < policy.parallel and not stop.is_set():
+                        i = pending.pop(0)
+                        running[pool.submit(work, i)] = i
+                    if not running:
+                        break
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        i = running.pop(fut)
+                        res = fut.result()
+                        results[i] = res
+                        progress.advance(res)
+                        if not res.ok:
+                            failures[0] += 1
+                            if (
+                                policy.max_fail
+                                and failures[0] >= policy.max_fail
+                                and not stop.is_set()
+                            ):
+                                why[0] = f"max-fail reached ({failures[0]} failed)"
+                                stop.set()
+            except KeyboardInterrupt:
+                why[0] = "interrupted (Ctrl-C): in-flight hosts finished, no new host started"
+                stop.set()
+                for fut, i in running.items():
+                    results[i] = fut.result()
+        return not stop.is_set()
+
+    order = list(range(len(targets)))
+    canary, rest = order[: policy.canary], order[policy.canary :]
+    if canary and phase(canary) and any(not results[i].ok for i in canary):  # type: ignore[union-attr]
+        why[0] = "a canary host failed"
+        stop.set()
+    size = policy.batch or max(1, len(rest))
+    for start in range(0, len(rest), size):
+        if stop.is_set() or not phase(rest[start : start + size]):
+            break
+    progress.stop()
+    return [
+        res if res is not None else skipped(targets[i], spec_ids, why[0] or "not started")
+        for i, res in enumerate(results)
+    ]

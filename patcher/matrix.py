@@ -1,0 +1,637 @@
+"""`vpatch matrix`: which releases of a package does a spec fit, and which are fixed upstream?
+
+For every release in range the decision is the engine's, made statically (no host): the variant
+is `PatchSpec.choose_variant`, an `upstream` variant is `satisfied_upstream`, and otherwise the
+variant's edits run (`patcher.rewrite.apply_edits`) on the file as the release's wheel ships it.
+
+Only what a decision needs is fetched. Releases with no variant or an `upstream` variant cost
+nothing; for the others the wheel is downloaded once through pip (`patcher.pkgindex`), the
+target files and the wheel's RECORD are extracted into a cache and the wheel is deleted at
+once (vLLM wheels are 300-500 MB; their target file is ~40 KB). RECORD lists every file of the
+wheel, so a file another spec asks for later that the wheel does not have is known to be
+missing without a second download. Decisions are cached too, keyed by the file's hash, the
+spec's digest and a hash of the rewrite code, so a rewrite fix can never serve a stale answer.
+
+Cache: $VPATCH_MATRIX_CACHE, else $XDG_CACHE_HOME/vpatch/matrix, else ~/.cache/vpatch/matrix.
+Wheels already on disk are reused (never deleted) from the directories in
+$VPATCH_MATRIX_WHEELS (os.pathsep-separated), e.g. a test suite's wheel cache.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal, TextIO
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress as RichProgress
+from rich.table import Table
+from rich.text import Text
+
+from patcher import pkgindex
+from patcher.errors import UsageError, VpatchError
+from patcher.rewrite import apply_edits
+from patcher.spec import PatchSpec, Variant
+
+MatrixOutcome = Literal[
+    "would_apply",
+    "satisfied_upstream",
+    "anchor_missing",
+    "ambiguous",
+    "not_covered",
+    "no_file",
+    "failed",  # the release could not be examined (download, corrupt wheel, unparsable file)
+]
+# A release with one of these means the spec does not fit it: `vpatch matrix` exits 1.
+FAILING = frozenset({"anchor_missing", "ambiguous", "not_covered", "failed"})
+DEFAULT_JOBS = 4
+_STYLE = {
+    "would_apply": "yellow",
+    "satisfied_upstream": "cyan",
+    "no_file": "magenta",
+}
+
+
+@dataclass
+class Release:
+    """One row: a release, the index of the `[[variant]]` chosen for it (null when none
+    covers it), the outcome, and why."""
+
+    version: str
+    variant: int | None
+    outcome: MatrixOutcome
+    message: str = ""
+
+
+@dataclass
+class Matrix:
+    spec: str
+    package: str
+    releases: list[Release]
+    versions: str = ""  # the range examined, for the human header (not in the JSON)
+
+    @property
+    def ok(self) -> bool:
+        return not any(r.outcome in FAILING for r in self.releases)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "package": self.package,
+            "releases": [asdict(r) for r in self.releases],
+        }
+
+
+@dataclass
+class Stats:
+    """Where the answers came from: proof that a second run downloads nothing."""
+
+    downloaded: int = 0
+    reused_wheels: int = 0
+    cached_files: int = 0
+    cached_results: int = 0
+    computed: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which releases
+
+
+def parse_range(text: str | None) -> SpecifierSet | None:
+    """`--versions`, validated before anything is fetched (a typo is exit 2)."""
+    if text is None:
+        return None
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier:
+        raise UsageError(
+            f"--versions {text!r} is not a PEP 440 specifier", "e.g. --versions '>=0.11,<0.20'"
+        ) from None
+
+
+def select(
+    spec: PatchSpec,
+    available: Sequence[Version],
+    wanted: SpecifierSet | None,
+    pre: bool,
+    text: str = "",
+) -> tuple[list[Version], str]:
+    """Releases to examine, oldest first, and the range in words.
+
+    Without `--versions`: every release from the oldest one a variant covers onwards, so a gap
+    between variants and a release newer than the last variant both show as `not_covered`.
+    """
+    if wanted is not None:
+        chosen = [v for v in available if wanted.contains(v, prereleases=pre)]
+        return sorted(chosen), text or str(wanted)
+    covered = [v for v in available if spec.choose_variant(str(v)) is not None]
+    if not covered:
+        return [], "(no release is in a variant's range)"
+    first = min(covered)
+    return sorted(v for v in available if v >= first), f">={first}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The decision for one release
+
+
+def _rules_fingerprint() -> str:
+    """Hash of the code a decision depends on: cached decisions die with any change to it."""
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in [here / "spec.py", here / "matrix.py", *sorted((here / "rewrite").glob("*.py"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def plan(spec: PatchSpec, version: Version) -> Release | tuple[int, Variant]:
+    """The final answer when no file is needed, else the variant whose file must be read."""
+    chosen = spec.choose_variant(str(version))
+    if chosen is None:
+        ranges = "; ".join(v.versions for v in spec.variant)
+        return Release(str(version), None, "not_covered", f"in no variant's range ({ranges})")
+    index, variant = chosen
+    if variant.upstream is not None:
+        return Release(str(version), index, "satisfied_upstream", variant.upstream)
+    return index, variant
+
+
+def judge(version: Version, index: int, variant: Variant, data: bytes | None) -> Release:
+    """Run the variant's edits on the release's file, as `vpatch apply --dry-run` would."""
+    rel = variant.file or ""
+    out = Release(str(version), index, "failed")
+    if data is None:
+        out.outcome, out.message = "no_file", f"{rel} is not in the wheel"
+        return out
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        out.message = f"{rel} is not UTF-8 text"
+        return out
+    rw = apply_edits(text, variant.edit)
+    if rw.status == "changed":
+        out.outcome = "would_apply"
+    elif rw.status == "unchanged":
+        out.outcome = "satisfied_upstream"
+    elif rw.status in ("anchor_missing", "ambiguous"):
+        out.outcome = rw.status
+    out.message = f"{rel}: {rw.message}"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache of extracted files and decisions
+
+
+def default_cache() -> Path:
+    configured = os.environ.get("VPATCH_MATRIX_CACHE")
+    if configured:
+        return Path(configured)
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "vpatch" / "matrix"
+
+
+def wheel_dirs() -> list[Path]:
+    return [Path(p) for p in os.environ.get("VPATCH_MATRIX_WHEELS", "").split(os.pathsep) if p]
+
+
+def _record_sha256(digest: str) -> str | None:
+    """RECORD's `sha256=<urlsafe b64>` as hex (None for other algorithms or no hash)."""
+    algo, _, value = digest.partition("=")
+    if algo != "sha256" or not value:
+        return None
+    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+
+
+def record_files(record: str) -> dict[str, str | None]:
+    """site-packages path -> sha256 for every file RECORD lists (`.data/purelib|platlib/` mapped
+    to where pip installs it; scripts, headers and data files are not in site-packages)."""
+    out: dict[str, str | None] = {}
+    for row in csv.reader(io.StringIO(record)):
+        if not row:
+            continue
+        parts = PurePosixPath(row[0]).parts
+        if len(parts) > 2 and parts[0].endswith(".data"):
+            if parts[1] not in ("purelib", "platlib"):
+                continue
+            parts = parts[2:]
+        out["/".join(parts)] = _record_sha256(row[1]) if len(row) > 1 else None
+    return out
+
+
+class CorruptWheel(VpatchError):
+    pass
+
+
+@dataclass
+class Extracted:
+    """What the cache keeps of one release: target files (None = not in the wheel) + RECORD."""
+
+    wheel: str
+    record: str
+    files: dict[str, bytes | None]
+
+
+def extract(wheel: Path, rels: Sequence[str]) -> Extracted:
+    """Read RECORD and the wanted files from the wheel (a zip), checking RECORD's hashes."""
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            names = set(zf.namelist())
+            records = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+            if len(records) != 1:
+                raise CorruptWheel(f"{wheel.name}: expected one .dist-info/RECORD")
+            record = zf.read(records[0]).decode("utf-8")
+            listed = record_files(record)
+            datas = sorted(
+                {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".data")}
+            )
+            files: dict[str, bytes | None] = {}
+            for rel in rels:
+                inside = [rel, *(f"{d}/{k}/{rel}" for d in datas for k in ("purelib", "platlib"))]
+                member = next((m for m in inside if m in names), None)
+                files[rel] = None if member is None else zf.read(member)
+                want = listed.get(rel)
+                got = files[rel]
+                if got is not None and want and hashlib.sha256(got).hexdigest() != want:
+                    raise CorruptWheel(f"{wheel.name}: {rel} does not match RECORD's hash")
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
+        raise CorruptWheel(f"{wheel.name}: not a readable wheel ({exc})") from None
+    return Extracted(wheel.name, record, files)
+
+
+class Cache:
+    """`<root>/<package>/<version>/{manifest.json,RECORD,files/<rel>}` and `<root>/results/`."""
+
+    def __init__(self, root: Path, package: str) -> None:
+        self.root = root
+        self.dir = root / canonicalize_name(package)
+        self.results = root / "results"
+
+    def release_dir(self, version: Version) -> Path:
+        return self.dir / str(version)
+
+    def lookup(self, version: Version, rel: str) -> tuple[bool, bytes | None]:
+        """(known, bytes): known is False when only downloading the wheel can tell."""
+        d = self.release_dir(version)
+        try:
+            manifest = json.loads((d / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return False, None
+        files: dict[str, str | None] = manifest.get("files", {})
+        if rel in files:
+            if files[rel] is None:
+                return True, None
+            try:
+                data = (d / "files" / rel).read_bytes()
+            except OSError:
+                return False, None
+            return hashlib.sha256(data).hexdigest() == files[rel], data
+        listed = record_files((d / "RECORD").read_text()) if (d / "RECORD").exists() else {}
+        if listed and rel not in listed:
+            return True, None  # RECORD lists every file of the wheel: no need to fetch it
+        return False, None
+
+    def known_rels(self, version: Version) -> list[str]:
+        try:
+            manifest = json.loads((self.release_dir(version) / "manifest.json").read_text())
+        except (OSError, ValueError):
+            return []
+        return list(manifest.get("files", {}))
+
+    def store(self, version: Version, got: Extracted) -> None:
+        """Write the release's entry in a temp dir, then swap it in (readers never see half)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=self.dir))
+        tmp.chmod(0o755)  # mkdtemp makes it 0700; a shared cache must stay readable
+        for rel, data in got.files.items():
+            if data is not None:
+                path = tmp / "files" / rel
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        (tmp / "RECORD").write_text(got.record)
+        hashes = {
+            rel: None if d is None else hashlib.sha256(d).hexdigest()
+            for rel, d in got.files.items()
+        }
+        manifest = {"wheel": got.wheel, "files": hashes}
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        final = self.release_dir(version)
+        old = None
+        if final.exists():
+            old = self.dir / f".old-{version}-{os.getpid()}-{threading.get_ident()}"
+            final.rename(old)
+        tmp.rename(final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+    @contextmanager
+    def locked(self, version: Version) -> Iterator[None]:
+        """One fetch per release across processes (two matrix runs must not download twice)."""
+        locks = self.dir / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        with open(locks / f"{version}.lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
+
+    def result_key(self, spec: PatchSpec, index: int, data: bytes) -> Path:
+        blob = json.dumps([_RULES, spec.digest, index, hashlib.sha256(data).hexdigest()])
+        return self.results / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
+
+    def cached_result(self, key: Path) -> tuple[MatrixOutcome, str] | None:
+        try:
+            doc = json.loads(key.read_text())
+            return doc["outcome"], doc["message"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def save_result(self, key: Path, release: Release) -> None:
+        self.results.mkdir(parents=True, exist_ok=True)
+        tmp = key.with_name(f".{key.name}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps({"outcome": release.outcome, "message": release.message}))
+        tmp.replace(key)
+
+
+_RULES = _rules_fingerprint()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the matrix
+
+
+class Progress:
+    """Silent by default; the CLI swaps in a rich bar on a terminal."""
+
+    def start(self, total: int) -> None: ...
+    def fetching(self, version: Version) -> None: ...
+    def done(self, release: Release) -> None: ...
+    def stop(self) -> None: ...
+
+
+@dataclass
+class Runner:
+    spec: PatchSpec
+    cache: Cache
+    jobs: int = DEFAULT_JOBS
+    platforms: Sequence[str] = ()
+    wheels: Sequence[Path] = ()
+    progress: Progress = field(default_factory=Progress)
+    stats: Stats = field(default_factory=Stats)
+
+    def run(self, versions: Sequence[Version]) -> list[Release]:
+        """Every release's answer, in version order; downloads run `jobs` at a time."""
+        self.progress.start(len(versions))
+        answers: dict[Version, Release] = {}
+        pending: list[tuple[Version, int, Variant]] = []
+        for v in versions:
+            first = plan(self.spec, v)
+            if isinstance(first, Release):
+                answers[v] = first
+                self.progress.done(first)
+            else:
+                pending.append((v, *first))
+        with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
+            for v, release in zip(
+                [p[0] for p in pending], pool.map(lambda p: self._one(*p), pending), strict=True
+            ):
+                answers[v] = release
+        return [answers[v] for v in sorted(answers)]
+
+    def _one(self, version: Version, index: int, variant: Variant) -> Release:
+        assert variant.file is not None
+        try:
+            data = self._file(version, variant.file)
+            release = self._decide(version, index, variant, data)
+        except VpatchError as exc:
+            hint = f" (hint: {exc.hint})" if exc.hint else ""
+            release = Release(str(version), index, "failed", exc.message + hint)
+        except OSError as exc:  # the cache dir: full disk, permissions
+            release = Release(str(version), index, "failed", f"cache: {exc}")
+        self.progress.done(release)
+        return release
+
+    def _decide(
+        self, version: Version, index: int, variant: Variant, data: bytes | None
+    ) -> Release:
+        if data is None:
+            return judge(version, index, variant, None)
+        key = self.cache.result_key(self.spec, index, data)
+        hit = self.cache.cached_result(key)
+        if hit is not None:
+            self.stats.add("cached_results")
+            return Release(str(version), index, hit[0], hit[1])
+        release = judge(version, index, variant, data)
+        self.stats.add("computed")
+        if release.outcome != "failed":
+            self.cache.save_result(key, release)
+        return release
+
+    def _file(self, version: Version, rel: str) -> bytes | None:
+        known, data = self.cache.lookup(version, rel)
+        if known:
+            self.stats.add("cached_files")
+            return data
+        with self.cache.locked(version):
+            known, data = self.cache.lookup(version, rel)  # another process fetched it meanwhile
+            if known:
+                self.stats.add("cached_files")
+                return data
+            rels = sorted({*self.cache.known_rels(version), rel})
+            got = self._fetch(version, rels)
+            self.cache.store(version, got)
+            return got.files[rel]
+
+    def _fetch(self, version: Version, rels: Sequence[str]) -> Extracted:
+        """Extract from a wheel on disk if one is there, else download it, extract, delete it."""
+        package = self.spec.package
+        local = pkgindex.find_wheel(self.wheels, package, version)
+        if local is not None:
+            try:
+                got = extract(local, rels)
+                self.stats.add("reused_wheels")
+                return got
+            except CorruptWheel:
+                pass  # e.g. still being written by someone else: fetch our own copy
+        self.progress.fetching(version)
+        self.cache.dir.mkdir(parents=True, exist_ok=True)
+        # We hold this release's lock: any download dir of it is left over from a killed run
+        # (and may hold a 400 MB wheel).
+        for stale in self.cache.dir.glob(f".download-{version}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".download-{version}-", dir=self.cache.dir))
+        try:
+            wheel = pkgindex.download_wheel(package, version, tmp, self.platforms)
+            self.stats.add("downloaded")
+            return extract(wheel, rels)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # the wheel goes; its few files stay cached
+
+
+def build(
+    spec: PatchSpec,
+    versions: str | None,
+    pre: bool = False,
+    jobs: int = DEFAULT_JOBS,
+    platforms: Sequence[str] = (),
+    cache_root: Path | None = None,
+    progress: Progress | None = None,
+    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+) -> tuple[Matrix, Stats]:
+    """List releases through pip, pick the range, decide every release."""
+    wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
+    available = list_versions(spec.package, pre=pre, platforms=platforms)
+    if not available:  # pip says the same for a typo, an unreachable index and no wheels
+        raise pkgindex.PipError(
+            f"pip lists no release of {spec.package}",
+            f"check the spec's package name and that `python -m pip index versions "
+            f"{spec.package}` works here (pip.conf, network, proxy)",
+        )
+    chosen, described = select(spec, available, wanted, pre, versions or "")
+    if not chosen:
+        raise UsageError(
+            f"no release of {spec.package} is in range {described} "
+            f"({len(available)} release(s) listed by pip)",
+            "widen --versions (and --pre for pre-releases), or check the package name",
+        )
+    runner = Runner(
+        spec,
+        Cache(cache_root or default_cache(), spec.package),
+        jobs=jobs,
+        platforms=platforms,
+        wheels=wheel_dirs(),
+        progress=progress or Progress(),
+    )
+    try:
+        releases = runner.run(chosen)
+    finally:
+        runner.progress.stop()
+    return Matrix(spec.id, spec.package, releases, described), runner.stats
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def render_json(matrix: Matrix, out: TextIO = sys.stdout) -> None:
+    json.dump(matrix.to_json(), out, indent=2)
+    out.write("\n")
+
+
+def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
+    """version | variant | outcome | message, then one summary line."""
+    # Piped or redirected: plain text, one row per line (for grep), no trailing blanks.
+    tty = out.isatty()
+    buf = io.StringIO()
+    console = Console(
+        file=out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
+    )
+    console.print(
+        Text(f"{matrix.spec}: {matrix.package} {matrix.versions} ({len(matrix.releases)} releases)")
+    )
+    table = Table(show_edge=False, pad_edge=False, box=None)
+    for name in ("version", "variant", "outcome", "message"):
+        table.add_column(name, no_wrap=name != "message")
+    for r in matrix.releases:
+        style = "red" if r.outcome in FAILING else _STYLE.get(r.outcome, "")
+        variant = "-" if r.variant is None else str(r.variant)
+        table.add_row(r.version, variant, Text(r.outcome, style), r.message)
+    console.print(table)
+    counts: dict[str, int] = {}
+    for r in matrix.releases:
+        counts[r.outcome] = counts.get(r.outcome, 0) + 1
+    tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+    if matrix.ok:
+        console.print(Text(f"matrix: ok [{tally}]", "bold green"))
+    else:
+        bad = [r.version for r in matrix.releases if r.outcome in FAILING]
+        console.print(Text(f"matrix: spec does not fit {', '.join(bad)} [{tally}]", "bold red"))
+    if not tty:
+        out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
+
+
+class Bar(Progress):
+    """Releases decided / total on stderr, with what is downloading now."""
+
+    def __init__(self) -> None:
+        self.bar = RichProgress(
+            TextColumn("[bold]releases"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[fetching]}"),
+            TimeElapsedColumn(),
+            console=Console(file=sys.stderr),
+            transient=True,
+        )
+        self.task = self.bar.add_task("releases", total=0, fetching="")
+        self.active: list[str] = []
+        self.lock = threading.Lock()
+
+    def start(self, total: int) -> None:
+        self.bar.update(self.task, total=total)
+        self.bar.start()
+
+    def fetching(self, version: Version) -> None:
+        with self.lock:
+            self.active.append(str(version))
+            self._show()
+
+    def done(self, release: Release) -> None:
+        with self.lock:
+            if release.version in self.active:
+                self.active.remove(release.version)
+            self.bar.update(self.task, advance=1)
+            self._show()
+
+    def _show(self) -> None:
+        text = f"downloading {', '.join(self.active)}" if self.active else ""
+        self.bar.update(self.task, fetching=text)
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def progress_for(quiet: bool) -> Progress:
+    """A live bar on a terminal; silence under --json or when stderr is a pipe or file."""
+    return Progress() if quiet or not sys.stderr.isatty() else Bar()
+
+
+def command(
+    spec: PatchSpec,
+    versions: str | None,
+    pre: bool,
+    jobs: int,
+    platforms: Sequence[str],
+    as_json: bool,
+) -> bool:
+    """What `vpatch matrix` does after parsing: build, render; True when the spec fits all."""
+    if jobs < 1:
+        raise UsageError("--jobs must be at least 1", "e.g. --jobs 4")
+    matrix, _stats = build(spec, versions, pre, jobs, platforms, progress=progress_for(as_json))
+    if as_json:
+        render_json(matrix)
+    else:
+        render_human(matrix)
+    return matrix.ok

@@ -1,0 +1,244 @@
+"""The live serving probe: is speculative decoding actually paying on the serving host?
+
+A patch that loads can still not help. The seed case: the EAGLE-3 whitelist patch loaded, and
+vLLM accepted ~15 % of the drafted tokens, a 0.66x slowdown. So `verify --metrics URL` scrapes
+vLLM's Prometheus endpoint (fetched by the agent ON the host, so `localhost` is the server) and
+turns its spec-decode counters into the numbers vLLM's own docs define:
+
+    acceptance rate        = accepted tokens / draft tokens
+    mean acceptance length = 1 + accepted tokens / drafts        (the bonus token included)
+    per-position rate[i]   = accepted tokens at position i / drafts
+
+Counters are cumulative since the server started, so the numbers cover the server's lifetime,
+summed over engines and models. Parsing uses prometheus_client's own parser, never regexes.
+"""
+
+from __future__ import annotations
+
+import math
+import urllib.parse
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from patcher.errors import UsageError
+from patcher.result import ProbeResult
+from patcher.spec import MetricsThresholds
+from patcher.transport import Transport
+
+PROBE_NAME = "metrics"
+PREFIX = "vllm:spec_decode_num_"
+_ESCAPED = "vllm_spec_decode_num_"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+DEFAULT_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class SpecDecodeStats:
+    """Spec-decode counters of one scrape, summed over every label set (engines, models)."""
+
+    drafts: float
+    draft_tokens: float
+    accepted: float
+    accepted_per_position: tuple[float, ...] = ()
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens > 0 else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return 1 + self.accepted / self.drafts if self.drafts > 0 else None
+
+    @property
+    def per_position_rate(self) -> tuple[float, ...]:
+        if self.drafts <= 0:
+            return ()
+        return tuple(n / self.drafts for n in self.accepted_per_position)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_acceptance_rate: float | None = None
+    min_mean_acceptance_length: float | None = None
+
+    @classmethod
+    def of(cls, spec: MetricsThresholds | None, min_acceptance: float | None) -> Thresholds:
+        """The spec's `[metrics]` table, with `--min-acceptance` taking precedence."""
+        rate = spec.min_acceptance_rate if spec else None
+        length = spec.min_mean_acceptance_length if spec else None
+        return cls(min_acceptance if min_acceptance is not None else rate, length)
+
+
+def _families(text: str) -> Iterable[Metric]:
+    """Prometheus text 0.0.4, or OpenMetrics when the server sent that (it ends in `# EOF`)."""
+    if text.rstrip().endswith("# EOF"):
+        families: Iterable[Metric] = openmetrics_families(text)  # type: ignore[no-untyped-call]
+        return families
+    return text_string_to_metric_families(text)
+
+
+def parse(text: str) -> SpecDecodeStats | None:
+    """The spec-decode counters in a scrape; None when the endpoint has none of them.
+
+    Raises ValueError when the text is not Prometheus exposition format.
+    """
+    totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
+    per_pos: dict[int, float] = {}
+    seen = False
+    for family in _families(text):
+        for sample in family.samples:
+            name = sample.name
+            if name.startswith(_ESCAPED):  # OpenMetrics exposition may escape ':' to '_'
+                name = PREFIX + name[len(_ESCAPED) :]
+            if not name.startswith(PREFIX) or not math.isfinite(sample.value):
+                continue
+            if name in totals:
+                totals[name] += sample.value
+                seen = True
+            elif name == PER_POS and sample.labels.get("position", "").isdigit():
+                pos = int(sample.labels["position"])
+                per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
+                seen = True
+    if not seen:
+        return None
+    positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else ()
+    return SpecDecodeStats(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED], positions)
+
+
+def pct(rate: float) -> str:
+    """0.15 -> '15 %', 0.4567 -> '45.7 %' (no trailing zeros: people read these)."""
+    return f"{rate * 100:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def _measures(stats: SpecDecodeStats, th: Thresholds) -> tuple[list[str], list[str], str]:
+    """(every measure as text, the ones below their threshold, the raw counts)."""
+    rate, length = stats.acceptance_rate, stats.mean_acceptance_length
+    assert rate is not None and length is not None
+    parts: list[str] = []
+    failing: list[str] = []
+    for text, value, minimum, shown in (
+        (f"acceptance {pct(rate)}", rate, th.min_acceptance_rate, pct),
+        (f"mean acceptance length {length:.2f}", length, th.min_mean_acceptance_length, _num),
+    ):
+        if minimum is None:
+            parts.append(text)
+        elif value < minimum:
+            parts.append(f"{text} < {shown(minimum)}")
+            failing.append(parts[-1])
+        else:
+            parts.append(f"{text} >= {shown(minimum)}")
+    if stats.per_position_rate:
+        parts.append("per position " + "/".join(f"{r:.2f}" for r in stats.per_position_rate))
+    counts = (
+        f"{stats.drafts:g} drafts, {stats.draft_tokens:g} draft tokens, {stats.accepted:g} accepted"
+    )
+    return parts, failing, counts
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def evaluate(stats: SpecDecodeStats | None, th: Thresholds, loaded: bool) -> tuple[bool, str]:
+    """(passed, detail). No counters or no drafts yet is inconclusive, which is not a pass."""
+    if stats is None:
+        return False, (
+            "inconclusive: the endpoint serves no vllm:spec_decode_* counters "
+            "(is speculative decoding enabled on that server?)"
+        )
+    if stats.drafts <= 0 or stats.draft_tokens <= 0:
+        return False, (
+            "inconclusive: no drafts counted yet (the server has not speculated since it "
+            "started); send it traffic, then verify again"
+        )
+    parts, failing, counts = _measures(stats, th)
+    if failing:
+        what = "patch is loaded but " if loaded else ""
+        rest = ", ".join(p for p in parts if p not in failing)
+        return False, (
+            f"{what}speculative decoding is not paying: {'; '.join(failing)}; {rest} ({counts})"
+        )
+    unset = th.min_acceptance_rate is None and th.min_mean_acceptance_length is None
+    return True, f"{', '.join(parts)} ({counts})" + ("; no threshold set" if unset else "")
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """What the agent fetched on the host: the text, or why there is none."""
+
+    url: str
+    text: str | None
+    error: str | None
+    seconds: float
+
+
+def scrape(transport: Transport, url: str, timeout: float = DEFAULT_TIMEOUT) -> Scrape:
+    """One fetch per host, by the agent on that host (its `localhost` is the server's)."""
+    res: dict[str, Any] = transport.call({"op": "fetch", "url": url, "timeout": timeout})
+    seconds = float(res.get("seconds", 0.0))
+    if not res.get("ok"):
+        return Scrape(url, None, f"agent refused: {res.get('error')}", seconds)
+    if res.get("error"):
+        return Scrape(url, None, str(res["error"]), seconds)
+    return Scrape(url, str(res.get("text", "")), None, seconds)
+
+
+def probe(
+    got: Scrape,
+    spec: MetricsThresholds | None,
+    min_acceptance: float | None,
+    loaded: bool,
+    stale_processes: int = 0,
+) -> ProbeResult:
+    """The `metrics` probe of one spec on one host."""
+    if got.text is None:
+        return ProbeResult(PROBE_NAME, False, f"cannot scrape {got.url}: {got.error}", got.seconds)
+    try:
+        stats = parse(got.text)
+    except ValueError as exc:
+        return ProbeResult(
+            PROBE_NAME, False, f"{got.url} did not serve Prometheus text: {exc}", got.seconds
+        )
+    ok, detail = evaluate(stats, Thresholds.of(spec, min_acceptance), loaded)
+    if stale_processes and stats is not None and stats.drafts > 0:
+        detail += (
+            f" [{stale_processes} process(es) of this environment started before the patch "
+            "was written: these numbers may come from pre-patch code; restart them]"
+        )
+    return ProbeResult(PROBE_NAME, ok, detail, got.seconds)
+
+
+def check_url(url: str) -> str:
+    """`--metrics URL` must be http(s) with a host: checked before any host is contacted."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"--metrics {url!r} is not an http:// or https:// URL",
+            "e.g. --metrics http://localhost:8000/metrics (fetched on each target host)",
+        )
+    return url
+
+
+def parse_rate(text: str) -> float:
+    """`--min-acceptance`: a fraction (0.4) or a percentage (40%)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise UsageError(
+            f"--min-acceptance {text!r} is not a rate between 0 and 1",
+            "e.g. --min-acceptance 0.4 (or 40%)",
+        )
+    return value

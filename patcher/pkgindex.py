@@ -1,0 +1,159 @@
+"""Releases and wheels of a package, always through pip.
+
+vpatch never talks to a package index itself: it runs `python -m pip`, so the user's pip
+configuration (index URL, extra indexes, find-links, proxy, certificates, credentials) decides
+where releases come from, exactly as for `pip install`. Two pip commands are used:
+
+- `pip index versions NAME [--json]` lists releases. pip drops yanked releases there and,
+  unless `--pre`, pre-releases. pip < 24 has no `--json`: its text line is parsed instead.
+  pip without `index` (or an index refusing it) falls back to asking `pip download` for an
+  impossible version: pip's error lists every non-yanked release ("from versions: ...").
+- `pip download --no-deps --only-binary :all: NAME==X -d DIR` fetches one wheel. Wheels only:
+  an sdist would make pip build metadata, i.e. run the package's setup code, just to read
+  files. `--no-cache-dir` keeps pip from storing a second copy of a 400 MB wheel.
+
+`VPATCH_PIP` overrides the pip command (default: this interpreter's `python -m pip`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from patcher.errors import VpatchError
+
+DOWNLOAD_TIMEOUT = 1800.0
+LIST_TIMEOUT = 300.0
+# `===` is PEP 440 arbitrary equality: no release string equals this, so pip lists them all.
+_IMPOSSIBLE = "===vpatch-list-versions"
+_FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
+_AVAILABLE = re.compile(r"^Available versions: (.*)$", re.MULTILINE)
+PIP_HINT = "check that `python -m pip download PACKAGE` works here (pip.conf, network, proxy)"
+
+
+class PipError(VpatchError):
+    """pip failed; the message carries the last lines pip printed."""
+
+
+def pip_command() -> list[str]:
+    configured = os.environ.get("VPATCH_PIP", "").strip()
+    return shlex.split(configured) if configured else [sys.executable, "-m", "pip"]
+
+
+def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    cmd = [*pip_command(), *args]
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    try:
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+    except FileNotFoundError:
+        raise PipError(
+            f"cannot run {shlex.join(cmd[:3])}", "set VPATCH_PIP or install pip"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise PipError(f"pip {args[0]} did not finish within {timeout:.0f} s", PIP_HINT) from None
+
+
+def _tail(text: str, lines: int = 3) -> str:
+    kept = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(kept[-lines:]) or "(no output)"
+
+
+def _platform_args(platforms: Sequence[str]) -> list[str]:
+    return [arg for p in platforms for arg in ("--platform", p)]
+
+
+def parse_versions(words: str) -> list[Version]:
+    """Versions from a comma-separated pip listing; anything unparsable is skipped (legacy)."""
+    out: set[Version] = set()
+    for word in words.split(","):
+        try:
+            out.add(Version(word.strip()))
+        except InvalidVersion:
+            continue
+    return sorted(out)
+
+
+def versions_from_download_error(stderr: str) -> list[Version] | None:
+    """The "(from versions: ...)" list of pip's "Could not find a version" error, or None."""
+    m = _FROM_VERSIONS.search(stderr)
+    if m is None:
+        return None
+    return [] if m.group(1).strip() == "none" else parse_versions(m.group(1))
+
+
+def list_versions(package: str, pre: bool = False, platforms: Sequence[str] = ()) -> list[Version]:
+    """Every non-yanked release of `package` the configured index offers, oldest first."""
+    extra = [*(["--pre"] if pre else []), *_platform_args(platforms)]
+    res = _pip(["index", "versions", package, "--json", *extra], LIST_TIMEOUT)
+    if res.returncode == 0:
+        doc = json.loads(res.stdout)
+        return _keep(parse_versions(",".join(doc.get("versions", []))), pre)
+    if "no such option: --json" in res.stderr:  # pip < 24: same listing, as text
+        res = _pip(["index", "versions", package, *extra], LIST_TIMEOUT)
+        m = _AVAILABLE.search(res.stdout)
+        if res.returncode == 0 and m is not None:
+            return _keep(parse_versions(m.group(1)), pre)
+    if "No matching distribution" in res.stderr:
+        return []
+    return _keep(_versions_by_download(package, platforms, res.stderr), pre)
+
+
+def _versions_by_download(package: str, platforms: Sequence[str], why: str) -> list[Version]:
+    """Fallback listing: ask pip to download a version no release can have."""
+    args = ["download", "--no-deps", "--no-cache-dir", "--dest", os.devnull]
+    res = _pip([*args, *_platform_args(platforms), f"{package}{_IMPOSSIBLE}"], LIST_TIMEOUT)
+    found = versions_from_download_error(res.stderr)
+    if found is None:
+        raise PipError(
+            f"pip could not list releases of {package}: {_tail(why)} / {_tail(res.stderr)}",
+            PIP_HINT,
+        )
+    return found
+
+
+def _keep(versions: list[Version], pre: bool) -> list[Version]:
+    return versions if pre else [v for v in versions if not v.is_prerelease]
+
+
+def find_wheel(dirs: Sequence[Path], package: str, version: Version) -> Path | None:
+    """A wheel of package==version already on disk (any platform: the .py files are the same)."""
+    want = canonicalize_name(package)
+    for d in dirs:
+        if not d.is_dir():
+            continue
+        for path in sorted(d.glob("*.whl")):
+            try:
+                name, ver, _build, _tags = parse_wheel_filename(path.name)
+            except ValueError:
+                continue
+            if name == want and ver == version:
+                return path
+    return None
+
+
+def download_wheel(
+    package: str, version: Version, dest: Path, platforms: Sequence[str] = ()
+) -> Path:
+    """Fetch the wheel of package==version into `dest` (an empty directory) and return it."""
+    args = ["download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir"]
+    args += ["--progress-bar", "off", "-q", "--dest", str(dest), *_platform_args(platforms)]
+    res = _pip([*args, f"{package}=={version}"], DOWNLOAD_TIMEOUT)
+    found = find_wheel([dest], package, version)
+    if res.returncode != 0 or found is None:
+        why = _tail(res.stderr) if res.returncode != 0 else "pip saved no matching wheel"
+        hint = PIP_HINT
+        if "No matching distribution" in res.stderr:
+            hint = "no wheel for this platform: try --platform (e.g. manylinux_2_28_x86_64)"
+        raise PipError(f"pip download {package}=={version} failed: {why}", hint)
+    return found

@@ -1,0 +1,60 @@
+"""The benchmark (bench/run.py) at its smallest: 2 real sshd hosts, one repetition, so it cannot
+rot. Checks the shape of results.json only: timings on a shared machine are not test material."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import sshd as harness
+from tests.conftest import REPO
+
+ROWS = {
+    ("floor", 2),
+    ("ansible", 2),
+    ("ansible-pipelining", 2),
+    ("vpatch-apply", 2),
+    ("vpatch-rollback", 2),
+    ("vpatch-startup", 1),
+    ("vpatch-verify-import", 1),
+    ("bare-import", 1),
+}
+TARGETS = {"apply_vs_floor", "scale", "vs_ansible", "verify_import", "libcst_parses"}
+
+
+def test_quick_bench_reports_every_row_and_target(tmp_path: Path) -> None:
+    if not os.access(harness.SSHD, os.X_OK):
+        pytest.fail(f"{harness.SSHD} is missing: apt-get install openssh-server")
+    out = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    doc = json.loads(out.read_text())
+    assert doc["quick"] is True and doc["sizes"] == [2] and doc["reps"] == 1
+    rows = {(r["name"], r["hosts"]): r for r in doc["rows"]}
+    assert set(rows) == ROWS
+    for key, row in rows.items():
+        assert row["runs"] == 1, key
+        assert math.isfinite(row["wall_s"]["median"]) and row["wall_s"]["median"] > 0, key
+    # Every apply run was checked against the hosts' bytes, and parsed the one content once.
+    assert rows[("vpatch-apply", 2)]["libcst_parses"]["samples"] == [1]
+    targets = {t["target"]: t for t in doc["targets"]}
+    assert set(targets) == TARGETS
+    assert targets["scale"]["met"] is None  # one host count: nothing to compare
+    assert targets["libcst_parses"]["met"] is True
+    for t in targets.values():
+        assert t["met"] in (True, False, None) and t["measured"], t
+    # The table a person reads names every row.
+    for name, _ in ROWS:
+        assert name in proc.stdout

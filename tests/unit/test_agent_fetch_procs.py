@@ -1,0 +1,179 @@
+"""The agent's `fetch` (URL on the host) and `procs` (restart required) modules, in-process.
+
+Both are stdlib-only agent modules, so they are imported straight from patcher.agent here; the
+end-to-end paths (CLI -> transport -> agent) are in tests/integration/test_verify_truth.py.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patcher.agent import fetch, procs
+
+BODY = b"# TYPE up gauge\nup 1.0\n"
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/slow":
+            time.sleep(2)
+        if self.path == "/ftp":
+            self.send_response(302)
+            self.send_header("Location", "ftp://example.invalid/metrics")
+            self.end_headers()
+            return
+        if self.path == "/hop":
+            self.send_response(302)
+            self.send_header("Location", "/metrics")
+            self.end_headers()
+            return
+        if self.path not in ("/metrics", "/slow", "/big"):
+            self.send_error(404)
+            return
+        body = BODY * (1000 if self.path == "/big" else 1)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # /slow: the client gave up first, as the test wants
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_fetch_ok_and_redirect_within_http(base_url: str) -> None:
+    got = fetch.fetch(base_url + "/metrics")
+    assert got["status"] == 200 and got["text"] == BODY.decode() and "error" not in got
+    assert fetch.fetch(base_url + "/hop")["text"] == BODY.decode()
+
+
+def test_fetch_ignores_proxy_environment(base_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`localhost` must mean the host itself, never a proxy's idea of it."""
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    assert fetch.fetch(base_url + "/metrics")["text"] == BODY.decode()
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "error"),
+    [
+        ("/nope", {}, "HTTP 404 Not Found"),
+        ("/slow", {"timeout": 0.3}, "timed out after 0.3s"),
+        ("/big", {"max_bytes": 1000}, "answer is larger than 1000 bytes"),
+        ("/ftp", {}, "redirected to a refused URL"),
+    ],
+)
+def test_fetch_failures_are_answers(
+    base_url: str, path: str, kwargs: dict[str, float], error: str
+) -> None:
+    got = fetch.fetch(base_url + path, **kwargs)  # type: ignore[arg-type]
+    assert error in got["error"] and "text" not in got
+
+
+def test_fetch_unreachable() -> None:
+    got = fetch.fetch("http://127.0.0.1:9/metrics", timeout=2)
+    assert got["error"] == "connection failed: Connection refused"
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///etc/passwd", "ftp://h/x", "localhost:8000/metrics", "http://", "data:,x"]
+)
+def test_fetch_refuses_other_schemes(url: str) -> None:
+    with pytest.raises(fetch.BadURL):
+        fetch.fetch(url)
+
+
+# ---------------------------------------------------------------------------------------------
+# procs: run in this interpreter, so "the environment" is the .venv running pytest.
+
+_IDLE = "import sys; print('ready', flush=True); sys.stdin.read()"
+
+
+class _Child:
+    def __init__(self, argv: list[str], **kw: object) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            **kw,  # type: ignore[call-overload]
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+        self.pid = self.proc.pid
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def children() -> Iterator[list[_Child]]:
+    made: list[_Child] = []
+    yield made
+    for c in made:
+        c.stop()
+
+
+def _pids(found: list[dict[str, object]]) -> set[object]:
+    return {p["pid"] for p in found}
+
+
+def test_scan_finds_this_envs_processes_started_before(children: list[_Child]) -> None:
+    venv_bin = Path(sys.executable).parent
+    by_path = _Child([sys.executable, "-c", _IDLE])
+    relative = _Child(
+        ["./" + Path(sys.executable).name, "-c", _IDLE], cwd=venv_bin, executable=sys.executable
+    )
+    on_path = _Child(
+        [Path(sys.executable).name, "-c", _IDLE],
+        executable=sys.executable,
+        env={**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"},
+    )
+    base = _Child([os.path.realpath(sys.executable), "-c", _IDLE])  # same binary, other env
+    children.extend([by_path, relative, on_path, base])
+    time.sleep(0.05)  # /proc start times have 10 ms resolution
+    cut = procs.now()
+    time.sleep(0.05)
+    later = _Child([sys.executable, "-c", _IDLE])
+    children.append(later)
+
+    found = procs.scan(cut)
+    pids = _pids(found)
+    assert {by_path.pid, relative.pid, on_path.pid} <= pids
+    assert base.pid not in pids and later.pid not in pids
+    assert os.getpid() not in pids  # the scanner itself
+    assert later.pid in _pids(procs.scan(procs.now()))
+    entry = next(p for p in found if p["pid"] == by_path.pid)
+    assert entry["cmdline"] == f"{sys.executable} -c {_IDLE}"
+    assert str(entry["started"]).endswith("Z")
+
+
+def test_scan_is_empty_without_a_clock() -> None:
+    assert procs.scan(-1.0) == []
+
+
+def test_from_wall_matches_now() -> None:
+    assert abs(procs.from_wall(time.time()) - procs.now()) < 0.05

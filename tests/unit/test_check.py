@@ -1,0 +1,221 @@
+"""`vpatch check`: every mistake in every file, as `error: FILE: FIELD: message`, exit 2.
+
+Each case below is one distinct mistake an author can make in a patch repo, written to its own
+file from a known-good spec; the check must name the file and the field and say what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from patcher import check
+from tests.conftest import REPO, SPEC, vpatch
+
+GOOD = """\
+id = "{id}"
+summary = "accept kimi_k2"
+package = "servekit"
+
+[[variant]]
+versions = ">=1.0,<2.0"
+file = "servekit/config.py"
+  [[variant.edit]]
+  op = "ensure_elements"
+  scope = "SpecConfig.verify"
+  target = "supported"
+  values = ["kimi_k2"]
+
+[[variant]]
+versions = ">=2.0"
+upstream = "2.0 accepts kimi_k2"
+
+[[probe]]
+name = "kimi_k2 accepted"
+module = "servekit.config"
+code = "assert module.SpecConfig"
+"""
+
+EDIT = """\
+  [[variant.edit]]
+  op = "ensure_elements"
+  scope = "SpecConfig.verify"
+  target = "supported"
+  values = ["kimi_k2"]
+"""
+
+
+def good(sid: str = "servekit-kimi") -> str:
+    return GOOD.format(id=sid)
+
+
+def swap(old: str, new: str) -> str:
+    text = good()
+    assert old in text, old
+    return text.replace(old, new, 1)
+
+
+# case -> (spec text, field the error must name, words the message must hold)
+MISTAKES: dict[str, tuple[str, str, str]] = {
+    "invalid_toml": ("id = \n", "(toml)", "invalid TOML"),
+    "unknown_field": (swap('summary = "', 'colour = "red"\nsummary = "'), "colour", "Extra"),
+    "missing_field": (swap('summary = "accept kimi_k2"\n', ""), "summary", "required"),
+    "bad_id": (swap('id = "servekit-kimi"', 'id = "Servekit Kimi"'), "id", "lowercase"),
+    "unknown_op": (swap('op = "ensure_elements"', 'op = "frobnicate"'), "variant[0].edit[0]", "op"),
+    "bad_range": (swap('">=1.0,<2.0"', '"~=banana"'), "variant[0].versions", "PEP 440"),
+    "overlapping_ranges": (swap('">=2.0"', '">=1.5"'), "variant[1].versions", "both match"),
+    "out_of_order": (
+        swap('versions = ">=1.0,<2.0"', 'versions = ">=3.0"').replace('">=2.0"', '">=1.0,<3.0"'),
+        "variant[1].versions",
+        "starts before variant[0]",
+    ),
+    "probe_syntax": (
+        swap("assert module.SpecConfig", "assert (module"),
+        "probe[0].code",
+        "compile",
+    ),
+    "match_syntax": (
+        swap('op = "ensure_elements"', 'op = "remove_statement"\n  match = "if x"').replace(
+            '  target = "supported"\n  values = ["kimi_k2"]\n', ""
+        ),
+        "variant[0].edit[0].match",
+        "not valid Python",
+    ),
+    "value_and_expr": (
+        swap(
+            'op = "ensure_elements"',
+            'op = "set_value"\n  value = 1\n  expr = "2"',
+        ).replace('  values = ["kimi_k2"]\n', ""),
+        "variant[0].edit[0]",
+        "exactly one of 'value' or 'expr'",
+    ),
+    "path_escape": (
+        swap('"servekit/config.py"', '"../../etc/passwd.py"'),
+        "variant[0].file",
+        "without '..'",
+    ),
+    "empty_values": (swap('values = ["kimi_k2"]', "values = []"), "variant[0].edit[0].values", ""),
+    "variant_without_edit": (
+        swap('file = "servekit/config.py"\n' + EDIT, ""),
+        "variant[0]",
+        "needs 'file'",
+    ),
+    "id_not_file_name": (swap('id = "servekit-kimi"', 'id = "servekit-other"'), "id", "file name"),
+    "value_twice": (swap('values = ["kimi_k2"]', 'values = ["kimi_k2", "kimi_k2"]'), "", "twice"),
+    "edit_repeated": (swap(EDIT, EDIT + EDIT), "variant[0].edit[1]", "repeats edit[0]"),
+    "replace_with_itself": (
+        swap(
+            'op = "ensure_elements"', 'op = "replace_statement"\n  match = "x = 1"\n  code = "x=1"'
+        ).replace('  target = "supported"\n  values = ["kimi_k2"]\n', ""),
+        "variant[0].edit[0].code",
+        "changes nothing",
+    ),
+    "ensure_and_remove": (
+        swap(EDIT, EDIT + EDIT.replace("ensure_elements", "remove_elements")),
+        "variant[0].edit[1].values",
+        "ensured by edit[0]",
+    ),
+    "probe_name_twice": (
+        good() + '\n[[probe]]\nname = "kimi_k2 accepted"\nmodule = "servekit.config"\n',
+        "probe[1].name",
+        "also the name of probe[0]",
+    ),
+}
+
+
+def write(d: Path, name: str, text: str) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / name
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize("case", sorted(MISTAKES))
+def test_each_mistake_is_named_by_file_and_field(tmp_path: Path, case: str) -> None:
+    text, where, words = MISTAKES[case]
+    path = write(tmp_path, "servekit-kimi.toml", text)
+    report = check.check([str(path)])
+    assert not report.ok
+    lines = [p.line() for p in report.problems]
+    prefix = f"error: {path}: {where}" if where else f"error: {path}: "
+    assert any(ln.startswith(prefix) and words in ln for ln in lines), lines
+
+
+def test_good_spec_and_the_catalog_are_clean(tmp_path: Path) -> None:
+    path = write(tmp_path, "servekit-kimi.toml", good())
+    assert check.check([str(path)]).problems == []
+    res = vpatch("check", REPO / "patches")
+    assert res.code == 0 and res.err == "", res.err
+    assert res.out == "check: 1 spec(s) ok\n"
+
+
+def test_all_errors_of_all_files_then_one_hint_exit_2(tmp_path: Path) -> None:
+    """One run lists every problem: several in one file (pydantic's full list, not the first)
+    and those of other files, then exactly one hint; nothing on stdout."""
+    many = swap('summary = "accept kimi_k2"', 'colour = 1\nsummary = ""').replace('"~=banana"', "")
+    a = write(tmp_path, "servekit-kimi.toml", many.replace('">=1.0,<2.0"', '"~=banana"'))
+    b = write(tmp_path / "more", "servekit-kimi.toml", good())  # same id, other dir
+    c = write(tmp_path / "more", "broken.toml", "id = \n")
+    res = vpatch("check", a, tmp_path / "more")
+    assert res.code == 2 and res.out == ""
+    lines = res.err.splitlines()
+    assert lines[-1].startswith("hint: ") and all(ln.startswith("error: ") for ln in lines[:-1])
+    assert f"error: {a}: colour: Extra inputs are not permitted" in lines
+    assert any(ln.startswith(f"error: {a}: summary: ") for ln in lines)
+    assert any(ln.startswith(f"error: {a}: variant[0].versions: ") for ln in lines)
+    assert any(ln.startswith(f"error: {c}: (toml): invalid TOML") for ln in lines)
+    assert not any(str(b) in ln for ln in lines)  # a's id is invalid: no duplicate to report
+    assert "Traceback" not in res.err
+
+
+def test_duplicate_ids_across_files_and_with_untouched_siblings(tmp_path: Path) -> None:
+    """pre-commit passes only changed files: a new spec reusing the id of an unchanged one in
+    the same directory is still caught."""
+    old = write(tmp_path / "patches", "servekit-kimi.toml", good())
+    new = write(tmp_path / "patches", "kimi-again.toml", good())
+    lines = [p.line() for p in check.check([str(new)]).problems]
+    assert f"error: {new}: id: 'servekit-kimi' is also the id of {old}" in lines
+    new.unlink()
+    other = write(tmp_path / "elsewhere", "servekit-kimi.toml", good())
+    both = [p.line() for p in check.check([str(old), str(other)]).problems]
+    assert both == [f"error: {other}: id: 'servekit-kimi' is also the id of {old}"]
+
+
+def test_directories_skip_other_tools_toml_and_inventories(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    write(repo / "patches", "servekit-kimi.toml", good())
+    write(repo, "pyproject.toml", "[project]\nname = 'x'\n")
+    write(repo / "deploy", "hosts.toml", "[[host]]\nname = 'a'\naddress = 'a'\n")
+    write(repo / ".venv" / "lib", "junk.toml", "not = [valid")
+    report = check.check([str(repo)])
+    assert report.ok and report.files == [repo / "patches" / "servekit-kimi.toml"]
+    assert check.check([str(repo / "pyproject.toml")]).files == []
+    empty = check.check([str(tmp_path / "repo" / "deploy")])
+    assert [p.line() for p in empty.problems] == [
+        f"error: {repo / 'deploy'}: (dir): holds no .toml spec"
+    ]
+
+
+def test_missing_path_and_unknown_id(tmp_path: Path) -> None:
+    res = vpatch("check", tmp_path / "nope.toml", "no-such-id")
+    assert res.code == 2
+    assert f"error: {tmp_path / 'nope.toml'}: (file): cannot read spec" in res.err
+    assert "error: no-such-id: (file): no spec file or catalog id 'no-such-id'" in res.err
+
+
+def test_pre_commit_hook_definition() -> None:
+    """The manifest pre-commit reads from this repo: id, entry, and a file pattern that
+    selects spec files."""
+    hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    [hook] = hooks
+    assert hook["id"] == "vpatch-check" and hook["entry"] == "vpatch check"
+    assert hook["language"] == "python" and hook.get("pass_filenames", True)
+    import re
+
+    assert re.search(hook["files"], "patches/vllm-eagle3-mla-targets.toml")
+    assert not re.search(hook["files"], "README.md")
+    # What pre-commit runs: the entry plus the changed files.
+    res = vpatch(*hook["entry"].split()[1:], SPEC)
+    assert res.code == 0, res.err
