@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from patcher import catalog
 from patcher.errors import SpecError
 from patcher.spec import (
+    MAX_SPEC_BYTES,
     EnsureElements,
     PatchSpec,
     RemoveElements,
@@ -131,11 +132,21 @@ def _other_toml(path: Path) -> bool:
     """Another tool's config, or a vpatch inventory (`[[host]]` and no `id`)."""
     if path.name in _NOT_SPECS:
         return True
+    if not _small_file(path):
+        return False  # load_spec reports it (a device, a huge file), without reading it all
     try:
         data = tomllib.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False  # a spec that cannot be read is reported, not skipped
     return "host" in data and "id" not in data
+
+
+def _small_file(path: Path) -> bool:
+    """A regular file no bigger than a spec may be: safe to read whole (not /dev/zero)."""
+    try:
+        return path.is_file() and path.stat().st_size <= MAX_SPEC_BYTES
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +164,8 @@ def validate_file(path: Path) -> tuple[PatchSpec | None, list[Problem]]:
 def _explain(path: Path, exc: SpecError) -> list[Problem]:
     name = str(path)
     message = exc.message.removeprefix(f"{name}: ")
+    if not _small_file(path):
+        return [Problem(name, "(file)", message)]
     try:
         data = tomllib.loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):

@@ -16,7 +16,13 @@ from typing import Any, NoReturn
 from patcher import __version__, catalog, check, engine, fleet, hooks, metrics, schema
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.inventory import Target, load_inventory, select
-from patcher.report import progress_for, render_human, render_json, write_report
+from patcher.report import (
+    progress_for,
+    render_human,
+    render_json,
+    render_problems,
+    write_report,
+)
 from patcher.result import HostResult, RunResult
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
@@ -54,6 +60,18 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     ssh.add_argument("--sudo", action="store_true", help="run the agent through `sudo -n`")
     ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
     ssh.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per agent call")
+    ray = p.add_argument_group("ray (pip install 'vpatch[ray]')")
+    ray.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="every alive node of this Ray cluster: auto, HEAD:6379 or ray://HEAD:10001",
+    )
+    ray.add_argument(
+        "--ray-python-map",
+        metavar="FILE",
+        help="TOML: node id, node name or address = interpreter on that node "
+        "(default: --python, else the node's own Python)",
+    )
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--parallel", type=int, default=16, metavar="N", help="hosts at once (16)")
     fleet.add_argument(
@@ -136,11 +154,20 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1", "e.g. --parallel 16")
+    for flag in ("timeout", "connect_timeout"):
+        value = getattr(args, flag)
+        if not 0 < value < 1e6:  # also refuses nan and inf (a call that can never time out)
+            name = "--" + flag.replace("_", "-")
+            raise UsageError(
+                f"{name} {value:g}: must be a positive number of seconds", f"e.g. {name} 30"
+            )
     for name in ("ssh_config", "identity", "inventory"):
         value = getattr(args, name)
         if value and not os.path.isfile(value):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
+    if args.ray or args.ray_python_map:
+        return _ray_targets(args)
     inv = None
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
@@ -148,7 +175,38 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     return select(inv, args.host, args.group, _flag_target(args))
 
 
+def _ray_targets(args: argparse.Namespace) -> list[Target]:
+    """--ray: every alive node of the cluster (patcher.ray_transport, the only module that
+    imports ray). Conflicting target flags are refused before the cluster is contacted."""
+    if not args.ray:
+        raise UsageError("--ray-python-map needs --ray ADDRESS", "e.g. --ray auto")
+    given = {
+        "--host": args.host,
+        "--inventory": args.inventory,
+        "--group": args.group,
+        "--sudo": args.sudo,
+        "--ssh-config": args.ssh_config,
+        "--identity": args.identity,
+    }
+    clash = [flag for flag, value in given.items() if value]
+    if clash:
+        raise UsageError(
+            f"--ray cannot be combined with {', '.join(clash)}",
+            "--ray runs on every alive node of the cluster; --python or --ray-python-map "
+            "picks each node's interpreter",
+        )
+    from patcher import ray_transport
+
+    pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
+    nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
+    return [Target(n.target, f"ray:{n.node_id}", python=n.python or "") for n in nodes]
+
+
 def _open(target: Target, args: argparse.Namespace) -> Transport:
+    if args.ray:
+        from patcher import ray_transport
+
+        return ray_transport.transport_for(target.name, args.timeout)
     if target.local:
         return LocalTransport(target.python, target=target.name)
     opts = SshOptions(
@@ -181,6 +239,8 @@ def _one_host(
 def run(argv: Sequence[str]) -> int:
     argv, command = _split_exec(list(argv))
     args = build_parser().parse_args(argv)
+    if args.command in ("apply", "verify", "ensure"):
+        _prefetch_rewriters()
     if args.command == "matrix":
         return _matrix(args)
     if args.command in ("exec", "hook", "check", "schema"):
@@ -223,6 +283,8 @@ def run(argv: Sequence[str]) -> int:
         hooks.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))
+    if not result.ok and args.command != "ensure":  # ensure prints its own error lines
+        render_problems(result)
     return 0 if result.ok else 1
 
 
@@ -386,6 +448,17 @@ def _matrix(args: argparse.Namespace) -> int:
     [spec] = catalog.load_all([args.spec])
     fits = matrix.command(spec, args.versions, args.pre, args.jobs, args.platform, args.json)
     return 0 if fits else 1
+
+
+def _prefetch_rewriters() -> None:
+    """libcst costs ~0.3 s to import: do it while the hosts connect and inspect (I/O waits),
+    not after, on the critical path. The import lock makes the engine's own import wait."""
+    import threading
+
+    def load() -> None:
+        from patcher.rewrite import elements, statements, values  # noqa: F401
+
+    threading.Thread(target=load, name="vpatch-prefetch", daemon=True).start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

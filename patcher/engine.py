@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,9 @@ from patcher.transport import Transport
 Level = Literal["static", "import", "full"]
 _EDITS = TypeAdapter(list[Edit])
 _CONFLICT_RETRIES = 3
+# TEST-ONLY: a fault point spec (patcher/agent/faults.py) sent with every commit request, so the
+# crash tests reach agents over SSH too. Deliberately not a CLI flag; unset, nothing changes.
+TEST_FAULT_ENV = "VPATCH_TEST_FAULT"
 
 
 @dataclass(frozen=True)
@@ -277,6 +281,45 @@ def _plan_apply(specs: list[PatchSpec], facts: Facts, opts: Options) -> list[Pla
     return plans
 
 
+_SPACE_MARGIN = 64 * 1024  # directory entries, the .pyc, the journal line
+
+
+def _preflight(facts: Facts, plans: list[Plan]) -> None:
+    """Refuse, before the commit, writes the host cannot take: an unwritable state dir or
+    target directory (read-only image, no --sudo), or no room for the file or its backup.
+
+    Known from inspect alone, so such a host costs one error line, not a lock file, a backup
+    or a journal line; and host-wide, like the commit itself, which writes all or nothing."""
+    state = facts.raw.get("state") or {}
+    sdir = state.get("dir", "the state dir")
+    problem, hint = "", "run with --sudo for a root-owned environment, or pass --state-dir DIR"
+    if state.get("writable") is False:
+        problem = f"cannot write vpatch's state in {sdir}: {state.get('why')}"
+    for p in plans:
+        if problem or p.after is None or p.path is None or p.before is None:
+            continue
+        info = facts.file(p.spec.package, p.rel or "")
+        folder = os.path.dirname(p.path)
+        need, free = len(p.after.encode()) + _SPACE_MARGIN, info.get("free")
+        backup, state_free = len(p.before.encode()) + _SPACE_MARGIN, state.get("free")
+        if info.get("writable") is False:
+            problem = f"cannot write in {folder}: {info.get('why_unwritable')}"
+            hint = "remount it read-write or fix its permissions (--sudo for a root-owned env)"
+        elif isinstance(free, int) and free < need:
+            problem = f"no space left for {p.rel} in {folder} ({free} bytes free, {need} needed)"
+            hint = "free space on that filesystem, then run again"
+        elif isinstance(state_free, int) and state_free < backup:
+            problem = f"no space left for backups in {sdir} ({state_free} bytes free)"
+            hint = "free space there, or pass --state-dir DIR on another filesystem"
+    if not problem:
+        return
+    exc = HostError(f"{problem}; nothing was changed", hint)
+    for p in plans:
+        if p.after is not None:
+            p.result.outcome, p.result.message = "failed", exc.message
+    raise exc
+
+
 def _journal_entry(action: str, plan: Plan, facts: Facts, reason: str = "") -> dict[str, Any]:
     assert plan.variant is not None and plan.before is not None and plan.after is not None
     return {
@@ -300,10 +343,16 @@ def _commit(
     entries: list[dict[str, Any]],
     state_dir: str | None,
 ) -> dict[str, Any]:
-    return _call(
-        transport,
-        {"op": "commit", "writes": writes, "journal": entries, "state_dir": state_dir},
-    )
+    request: dict[str, Any] = {
+        "op": "commit",
+        "writes": writes,
+        "journal": entries,
+        "state_dir": state_dir,
+    }
+    fault = os.environ.get(TEST_FAULT_ENV)
+    if fault:  # TEST-ONLY (patcher/agent/faults.py): crash the agent at a named commit step
+        request["fault"] = fault
+    return _call(transport, request)
 
 
 def _writes_for(
@@ -424,13 +473,16 @@ def apply(
             plans = _plan_apply(specs, facts, opts)
             host.patches = [p.result for p in plans]
             writes, entries = _writes_for(plans, facts)
+            if writes:
+                _preflight(facts, plans)
             if opts.dry_run or not writes:
                 break
             try:
                 done = _commit(transport, writes, entries, state_dir)
-            except AgentError as exc:
-                if "changed since inspection" in exc.message and attempt + 1 < _CONFLICT_RETRIES:
+            except HostError as exc:
+                if _conflict(exc) and attempt + 1 < _CONFLICT_RETRIES:
                     continue  # someone wrote between inspect and commit: look again
+                # Refused, or outcome unknown (agent killed, connection cut): not "applied".
                 for p in plans:
                     if p.after is not None:
                         p.result.outcome, p.result.message = "failed", exc.message
@@ -442,6 +494,11 @@ def apply(
             break
 
     return _host_run("apply", transport, body)
+
+
+def _conflict(exc: HostError) -> bool:
+    """The agent refused a commit because a file changed after inspect (a concurrent run)."""
+    return isinstance(exc, AgentError) and "changed since inspection" in exc.message
 
 
 def drift_state(current: str | None, record: str | None, base: str | None) -> str:
@@ -544,9 +601,25 @@ def rollback(
     opts: Options,
     state_dir: str | None = None,
 ) -> HostResult:
-    """Undo specs (all vpatch did, when `specs` is None), re-applying the ones that stay."""
+    """Undo specs (all vpatch did, when `specs` is None), re-applying the ones that stay.
+
+    Like apply, a commit refused because a concurrent run changed a file is planned again
+    from a fresh inspect (up to _CONFLICT_RETRIES times)."""
 
     def body(host: HostResult) -> None:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                once(host)
+                return
+            except HostError as exc:
+                if _conflict(exc) and attempt + 1 < _CONFLICT_RETRIES:
+                    continue
+                for res in host.patches:  # refused, or outcome unknown: not "rolled_back"
+                    if res.outcome == "rolled_back":
+                        res.outcome, res.message = "failed", exc.message
+                raise
+
+    def once(host: HostResult) -> None:
         facts = _inspect(transport, specs or [], state_dir)
         host.python = facts.python
         wanted = None if specs is None else {s.id for s in specs}

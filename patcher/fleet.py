@@ -8,9 +8,11 @@ silently dropped: the report always has one row per selected target, in selectio
 from __future__ import annotations
 
 import math
+import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from patcher.errors import UsageError
@@ -86,36 +88,64 @@ def run(
         pending = list(indices)
         running: dict[Future[HostResult], int] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices)))) as pool:
-            try:
-                while pending or running:
-                    while pending and len(running) < policy.parallel and not stop.is_set():
-                        i = pending.pop(0)
-                        running[pool.submit(work, i)] = i
-                    if not running:
-                        break
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        i = running.pop(fut)
-                        res = fut.result()
-                        results[i] = res
-                        progress.advance(res)
-                        if not res.ok:
-                            failures[0] += 1
-                            if (
-                                policy.max_fail
-                                and failures[0] >= policy.max_fail
-                                and not stop.is_set()
-                            ):
-                                why[0] = f"max-fail reached ({failures[0]} failed)"
-                                stop.set()
-            except KeyboardInterrupt:
-                why[0] = "interrupted (Ctrl-C): in-flight hosts finished, no new host started"
-                stop.set()
-                for fut, i in running.items():
-                    results[i] = fut.result()
+            while pending or running:
+                while pending and len(running) < policy.parallel and not stop.is_set():
+                    i = pending.pop(0)
+                    running[pool.submit(work, i)] = i
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i = running.pop(fut)
+                    res = fut.result()
+                    results[i] = res
+                    progress.advance(res)
+                    if not res.ok:
+                        failures[0] += 1
+                        if policy.max_fail and failures[0] >= policy.max_fail and not stop.is_set():
+                            why[0] = f"max-fail reached ({failures[0]} failed)"
+                            stop.set()
         return not stop.is_set()
 
-    order = list(range(len(targets)))
+    with _ctrl_c_stops(stop, why):
+        _phases(policy, phase, results, stop, why)
+    progress.stop()
+    return [
+        res if res is not None else skipped(targets[i], spec_ids, why[0] or "not started")
+        for i, res in enumerate(results)
+    ]
+
+
+@contextmanager
+def _ctrl_c_stops(stop: threading.Event, why: list[str]) -> Iterator[None]:
+    """First Ctrl-C: stop scheduling, let in-flight hosts finish their atomic step, report.
+    Second Ctrl-C: the default (KeyboardInterrupt). A handler that only sets an event cannot
+    interrupt the scheduler between submitting a host and recording it, as an exception could."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        why[0] = "interrupted (Ctrl-C): in-flight hosts finished, no new host started"
+        stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _phases(
+    policy: Policy,
+    phase: Callable[[list[int]], bool],
+    results: list[HostResult | None],
+    stop: threading.Event,
+    why: list[str],
+) -> None:
+    """Canary hosts first (all must pass), then the rest in batches."""
+    order = list(range(len(results)))
     canary, rest = order[: policy.canary], order[policy.canary :]
     if canary and phase(canary) and any(not results[i].ok for i in canary):  # type: ignore[union-attr]
         why[0] = "a canary host failed"
@@ -124,8 +154,3 @@ def run(
     for start in range(0, len(rest), size):
         if stop.is_set() or not phase(rest[start : start + size]):
             break
-    progress.stop()
-    return [
-        res if res is not None else skipped(targets[i], spec_ids, why[0] or "not started")
-        for i, res in enumerate(results)
-    ]

@@ -31,6 +31,7 @@ from typing import NoReturn, TextIO
 from patcher import catalog, engine
 from patcher.engine import Level, Options
 from patcher.errors import HostError, UsageError
+from patcher.report import clean
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, Transport
@@ -116,13 +117,13 @@ def problem_lines(result: RunResult) -> list[str]:
     for h in result.hosts:
         if h.error:  # transport errors already start with the target
             where = "" if h.error.startswith(f"{h.target}: ") else f"{h.target}: "
-            lines.append(f"error: {where}{h.error}")
+            lines.append(clean(f"error: {where}{h.error}"))
         for p in h.patches:
             bad = [pr for pr in p.probes if not pr.ok]
             if p.outcome in good and not bad:
                 continue
             why = p.message or (f"{bad[0].name}: {bad[0].detail}" if bad else "")
-            lines.append(f"error: {h.target}: {p.id}: {p.outcome}: {why}".rstrip(": "))
+            lines.append(clean(f"error: {h.target}: {p.id}: {p.outcome}: {why}".rstrip(": ")))
     return lines
 
 

@@ -19,18 +19,15 @@ import math
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-from prometheus_client.metrics_core import Metric
-from prometheus_client.openmetrics.parser import (
-    text_string_to_metric_families as openmetrics_families,
-)
-from prometheus_client.parser import text_string_to_metric_families
+from typing import TYPE_CHECKING, Any
 
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
 from patcher.spec import MetricsThresholds
 from patcher.transport import Transport
+
+if TYPE_CHECKING:  # prometheus_client is imported only when a metrics URL is scraped
+    from prometheus_client.metrics_core import Metric
 
 PROBE_NAME = "metrics"
 PREFIX = "vllm:spec_decode_num_"
@@ -81,6 +78,11 @@ class Thresholds:
 
 def _families(text: str) -> Iterable[Metric]:
     """Prometheus text 0.0.4, or OpenMetrics when the server sent that (it ends in `# EOF`)."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
+    from prometheus_client.parser import text_string_to_metric_families
+
     if text.rstrip().endswith("# EOF"):
         families: Iterable[Metric] = openmetrics_families(text)  # type: ignore[no-untyped-call]
         return families

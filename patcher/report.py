@@ -30,6 +30,17 @@ _STYLE = {
 }
 
 
+# C0/C1 control characters except tab and newline, and DEL: text from specs and hosts (probe
+# names and output, file paths, process titles) is shown escaped, so it cannot recolour, clear
+# or rewrite the operator's terminal (JSON output escapes them by itself).
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+
+
+def clean(text: str) -> str:
+    """`text` with control characters (ESC above all) made visible as `\\xNN`."""
+    return text.translate(_CONTROL)
+
+
 def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:
     json.dump(result.to_json(), out, indent=2)
     out.write("\n")
@@ -83,7 +94,7 @@ def summary_table(result: RunResult) -> Table:
     for h in result.hosts:
         by_id = {p.id: p for p in h.patches}
         versions = sorted({p.version for p in h.patches if p.version})
-        cells: list[Text | str] = [h.target, ", ".join(versions) or "-"]
+        cells: list[Text | str] = [h.target, clean(", ".join(versions)) or "-"]
         for sid in ids:
             found = by_id.get(sid)
             missing = Text("error" if h.error else "-", "red")
@@ -146,11 +157,11 @@ def progress_for(total: int, quiet: bool) -> Iterator[fleet.Progress]:
 def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> None:
     head = Text(host.target, "bold")
     if host.python:
-        head.append(f"  {host.python}", "dim")
+        head.append(f"  {clean(host.python)}", "dim")
     head.append(f"  {host.seconds:.2f}s", "dim")
     console.print(head)
     if host.error:
-        console.print(Text(f"  error: {host.error}", "red"))
+        console.print(Text(f"  error: {clean(host.error)}", "red"))
     if not host.patches and not host.error:
         console.print(Text("  nothing recorded", "dim"))
     for p in host.patches:
@@ -158,12 +169,8 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
     for proc in host.restart_required:
         # Started before the write: it still runs the code it imported then.
         since = f" (started {proc['started']})" if proc.get("started") else ""
-        console.print(
-            Text(
-                f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}",
-                "yellow",
-            )
-        )
+        line = f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}"
+        console.print(Text(clean(line), "yellow"))
 
 
 def _patch(console: Console, command: str, p: PatchResult, show_diff: bool) -> None:
@@ -171,21 +178,80 @@ def _patch(console: Console, command: str, p: PatchResult, show_diff: bool) -> N
     line = Text("  ")
     line.append(f"{p.outcome:<19}", style)
     line.append(f"{p.id}", "bold")
-    line.append(f"  {p.package} {p.version or '-'}", "dim")
+    line.append(clean(f"  {p.package} {p.version or '-'}"), "dim")
     console.print(line)
     if p.message:
-        console.print(Text(f"      {p.message}"))
+        console.print(Text(f"      {clean(p.message)}"))
     for f in p.files:
         console.print(
-            Text(f"      {f.path}  {f.before_sha256[:12]} -> {f.after_sha256[:12]}", "dim")
+            Text(clean(f"      {f.path}  {f.before_sha256[:12]} -> {f.after_sha256[:12]}"), "dim")
         )
         if show_diff and f.diff:
-            console.print(Syntax(f.diff, "diff", theme="ansi_dark", background_color="default"))
+            diff = Syntax(clean(f.diff), "diff", theme="ansi_dark", background_color="default")
+            console.print(diff)
     for pr in p.probes:
         mark = Text("      ok   " if pr.ok else "      FAIL ", "green" if pr.ok else "red")
-        mark.append(f"{pr.name} ({pr.seconds:.1f}s)")
+        mark.append(f"{clean(pr.name)} ({pr.seconds:.1f}s)")
         if not pr.ok:
-            mark.append(f": {pr.detail}", "red")
+            mark.append(f": {clean(pr.detail)}", "red")
         elif pr.detail and pr.detail != "passed":  # e.g. the metrics probe's numbers
-            mark.append(f": {pr.detail}", "dim")
+            mark.append(f": {clean(pr.detail)}", "dim")
         console.print(mark)
+
+
+# ---------------------------------------------------------------------------------------------
+# The failure summary on stderr: whatever the rendering on stdout (table or --json), a failed run
+# ends with one `error:` line per problem and one `hint:` line, like an input error (exit 2)
+# does, so scripts and people see what went wrong without parsing the report.
+
+# (words in the message, hint): the first match wins; the outcome's hint is the fallback.
+_MESSAGE_HINTS = (
+    ("is not installed", "is --python the interpreter of the environment that has the package?"),
+    ("no variant's range", "add a [[variant]] for this version (`vpatch matrix SPEC` shows fits)"),
+    ("is a symlink", "vpatch edits only regular files inside site-packages; reinstall the package"),
+    ("is not a file of", "`file` must name a file of the spec's own package (see its RECORD)"),
+    ("is not UTF-8", "the installed file is not UTF-8 text: reinstall the package"),
+    ("cannot parse the file", "the installed file is not valid Python: reinstall the package"),
+    ("is not a regular file", "`file` must name a regular .py file of the package"),
+    ("differs from pip's RECORD", "find out who edited it; --force patches the file as it is"),
+    ("verify failed", "the probe says the patch does not work here; nothing stays changed"),
+)
+_OUTCOME_HINTS = {
+    "not_applicable": "the spec does not cover what is installed on this target",
+    "anchor_missing": "the installed code is not what the spec expects (`vpatch matrix SPEC`)",
+    "ambiguous": "narrow the edit's scope (Class.method) so its target matches once",
+    "drifted": "`vpatch status` says what the file is now; --force overrides",
+    "not_applied": "run `vpatch apply SPEC` on this target",
+    "skipped": "an earlier host failed and the fleet policy stopped; fix it and run again",
+    "failed": "the file is unchanged unless the message says otherwise; fix the cause, run again",
+}
+
+
+def problems(result: RunResult) -> list[tuple[str, str]]:
+    """(message, hint) per host error or per spec not in the state the command asked for."""
+    good = GOOD[result.command]
+    out: list[tuple[str, str]] = []
+    for h in result.hosts:
+        msg = ""
+        if h.error:  # "<msg> (hint: <hint>)", as engine._error_text joins them
+            msg, sep, hint = h.error.partition(" (hint: ")
+            where = "" if msg.startswith(f"{h.target}: ") else f"{h.target}: "
+            out.append((where + msg, hint[:-1] if sep else "run `vpatch status` on this target"))
+        for p in h.patches:
+            bad = [pr for pr in p.probes if not pr.ok]
+            if (p.outcome in good and not bad) or (msg and p.message == msg):
+                continue  # good, or the host error again (a failed commit fails its specs)
+            why = p.message or (f"{bad[0].name}: {bad[0].detail}" if bad else "")
+            hint = next((t for words, t in _MESSAGE_HINTS if words in why), "")
+            hint = hint or _OUTCOME_HINTS.get(p.outcome, "see the report above")
+            out.append((f"{h.target}: {p.id}: {p.outcome}: {why}".rstrip(": "), hint))
+    return out
+
+
+def render_problems(result: RunResult, err: TextIO = sys.stderr) -> None:
+    """`error:` per problem (first line of each message), then the first problem's `hint:`."""
+    found = problems(result)
+    for msg, _hint in found:
+        print(f"error: {clean(msg.splitlines()[0] if msg else msg)}", file=err)
+    if found:
+        print(f"hint: {clean(found[0][1])}", file=err)

@@ -35,6 +35,11 @@ _ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
+def _at_line(exc: SyntaxError) -> str:
+    """ " (line N)" when the compiler knows the line (not for e.g. a NUL byte in the source)."""
+    return f" (line {exc.lineno})" if exc.lineno else ""
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,7 +50,7 @@ def _check_statements(source: str, what: str) -> str:
         # Dedented like the rewrite does, so an indented multi-line TOML string is accepted.
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError as exc:
-        raise ValueError(f"{what} is not valid Python: {exc.msg} (line {exc.lineno})") from None
+        raise ValueError(f"{what} is not valid Python: {exc.msg}{_at_line(exc)}") from None
     if not tree.body:
         raise ValueError(f"{what} holds no statement")
     return source
@@ -182,11 +187,15 @@ class Variant(_Model):
     versions: str = Field(description="PEP 440 specifier set, e.g. '>=0.11,<0.17'.")
     file: str | None = Field(default=None, description="Path relative to site-packages.")
     edit: list[Edit] = Field(default_factory=list)
-    upstream: str | None = Field(default=None, description="Why no edit is needed here.")
+    upstream: str | None = Field(
+        default=None, min_length=1, description="Why no edit is needed here."
+    )
 
     @field_validator("versions")
     @classmethod
     def _versions(cls, v: str) -> str:
+        if not v.strip():  # SpecifierSet("") admits every version: a forgotten value, not intent
+            raise ValueError("versions is empty; write '>=0' to mean every version")
         try:
             SpecifierSet(v)
         except InvalidSpecifier:
@@ -201,6 +210,8 @@ class Variant(_Model):
         p = PurePosixPath(v)
         if p.is_absolute() or "\\" in v or ".." in p.parts or v.startswith("~"):
             raise ValueError("file must be relative to site-packages, without '..'")
+        if str(p) != v or "\0" in v:  # "pkg/./m.py", "pkg//m.py": not how RECORD spells it
+            raise ValueError(f"file must be a plain relative path like 'pkg/module.py', not {v!r}")
         if p.suffix != ".py" or len(p.parts) < 1:
             raise ValueError("file must name a .py file inside the package")
         return v
@@ -252,9 +263,7 @@ class Probe(_Model):
         try:
             compile(v, "<probe>", "exec")
         except SyntaxError as exc:
-            raise ValueError(
-                f"probe code does not compile: {exc.msg} (line {exc.lineno})"
-            ) from None
+            raise ValueError(f"probe code does not compile: {exc.msg}{_at_line(exc)}") from None
         return v
 
 
@@ -377,16 +386,27 @@ _FIELD_HINTS = {
 }
 
 
+# Real specs are a few KiB; anything near this is a wrong file (or a device) and would only
+# make every host's request and every journal line huge.
+MAX_SPEC_BYTES = 1024 * 1024
+
+
 def load_spec(path: Path | str) -> PatchSpec:
     """Read and validate one TOML spec; any problem is a SpecError naming file and field."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as fh:  # bounded: `vpatch apply /dev/zero` must not eat memory
+            raw = fh.read(MAX_SPEC_BYTES + 1)
     except OSError as exc:
         raise SpecError(
             f"{path}: cannot read spec ({exc.strerror})",
             "pass the path of a .toml patch spec (see patches/)",
         ) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"{path}: spec is larger than {MAX_SPEC_BYTES // 1024} KiB",
+            "a spec holds a few edits; is this the right file?",
+        )
     try:
         data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

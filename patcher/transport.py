@@ -36,9 +36,9 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 
 BOOT = """\
-import sys,json,importlib.abc,importlib.util
+import sys,json,importlib.util
 m=json.loads(sys.stdin.readline())
-class F(importlib.abc.MetaPathFinder,importlib.abc.Loader):
+class F:
     def find_spec(self,name,path=None,target=None):
         if name in m:
             return importlib.util.spec_from_loader(name,self,is_package=name=='vpatch_agent')
@@ -115,6 +115,11 @@ class LocalTransport:
             ) from None
         except OSError as exc:
             raise HostError(f"{self.target}: cannot run {self.python}: {exc.strerror}") from None
+        if proc.returncode < 0 and not proc.stdout.strip():  # OOM killer, kill -9, a crash
+            raise HostError(
+                f"{self.target}: agent killed by signal {-proc.returncode}; outcome unknown",
+                "files are either pristine or fully patched; run `vpatch status` to see which",
+            )
         return decode_answer(self.target, proc.stdout, proc.stderr, proc.returncode)
 
     def close(self) -> None:
@@ -307,8 +312,13 @@ class SshTransport:
         try:
             chan = transport.open_session(timeout=self.opts.connect_timeout)
             chan.exec_command(cmd)
-            chan.sendall(payload)
-            chan.shutdown_write()
+            try:
+                chan.sendall(payload)
+                chan.shutdown_write()
+            except (OSError, paramiko.SSHException):
+                # The remote command ended before reading its input (e.g. the interpreter is
+                # missing): its exit status and stderr, read below, say why.
+                pass
             out, err = bytearray(), bytearray()
             deadline = time.monotonic() + timeout
             while True:

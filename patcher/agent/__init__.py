@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -76,8 +77,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         if dist is None:
             packages[name] = {"version": None, "files": {}}
             continue
-        hashes = locate.record_hashes(dist)
-        infos = {rel: locate.file_info(dist, rel, hashes) for rel in files}
+        hashes, owned = locate.record_hashes(dist), locate.recorded(dist)
+        infos = {rel: locate.file_info(dist, rel, hashes, owned) for rel in files}
         for info in infos.values():
             if info["sha256"] in known and not info["error"]:
                 info["text"], info["cached"] = None, True  # the controller has these bytes
@@ -94,26 +95,86 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         "host": socket.gethostname(),
         "state_dir": sdir,
         "locked": lock.held(_paths(sdir)["lock"]),
+        "state": _state_facts(sdir),
         "packages": packages,
         "journal": _journal_state(sdir, current),
     }
 
 
+def _state_facts(sdir: str) -> dict[str, Any]:
+    """Can a commit keep its journal, lock and backups here? Asked BEFORE any write, so an
+    unwritable or full state dir is refused while the host is still untouched."""
+    p = _paths(sdir)
+    where = p["backups"]
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    why = fsops.unwritable(where)
+    for x in (p["journal"], p["lock"]):
+        if not why and os.path.exists(x) and not os.access(x, os.R_OK | os.W_OK):
+            why = "Permission denied (%s)" % x
+    return {"dir": sdir, "writable": not why, "why": why, "free": fsops.free_bytes(where)}
+
+
 def _ensure_state_dir(sdir: str) -> None:
-    os.makedirs(os.path.join(sdir, "backups"), mode=0o700, exist_ok=True)
+    """0700 at every level we create (os.makedirs applies `mode` to the leaf only)."""
+    for d in (sdir, os.path.join(sdir, "backups")):
+        if not os.path.isdir(d):
+            os.makedirs(os.path.dirname(d) or ".", exist_ok=True)
+            try:
+                os.mkdir(d, 0o700)
+            except FileExistsError:
+                pass
+
+
+def _adopt_state(sdir: str) -> None:
+    """Give what vpatch keeps on the host the owner of the environment itself.
+
+    An agent run through sudo on a user's venv must not leave a journal that user cannot read
+    (0600, root) and a lock that user cannot open: owned like the env, the next run without
+    sudo still works. Only root can chown, and only root needs to."""
+    if os.geteuid() != 0:
+        return
+    try:
+        env = os.stat(sys.prefix)
+    except OSError:
+        return
+    paths = [sdir, os.path.join(sdir, "backups")]
+    for name in ("journal.jsonl", "lock"):
+        paths.append(os.path.join(sdir, name))
+    try:
+        paths += [os.path.join(sdir, "backups", n) for n in os.listdir(paths[1])]
+    except OSError:
+        pass
+    for path in paths:
+        try:
+            st = os.lstat(path)
+            if (st.st_uid, st.st_gid) != (env.st_uid, env.st_gid):
+                os.lchown(path, env.st_uid, env.st_gid)
+        except OSError:
+            continue
 
 
 def _backup(sdir: str, data: bytes, sha: str) -> None:
-    """Content-addressed, written once: the same pristine bytes are never stored twice."""
-    dest = os.path.join(_paths(sdir)["backups"], sha)
+    """Content-addressed, written once: the same pristine bytes are never stored twice.
+
+    Durable (file and directory fsync'ed) before the journal that refers to it is written."""
+    backups = _paths(sdir)["backups"]
+    dest = os.path.join(backups, sha)
     if os.path.exists(dest) and _sha_or_none(dest) == sha:
         return
-    fd = os.open(dest + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(dest + ".tmp", dest)
+    fd, tmp = tempfile.mkstemp(prefix=fsops.TEMP_PREFIX, suffix=fsops.TEMP_SUFFIX, dir=backups)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        faults.point("backup.temp_written")
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fsops.fsync_dir(backups)
     faults.point("backup.written")
 
 
@@ -133,24 +194,65 @@ class _Refused(Exception):
 
 
 def op_commit(req: dict[str, Any]) -> dict[str, Any]:
-    """Write every file in `writes` or none: all hashes and syntax are checked before any write."""
+    """Write every file in `writes` or none: all hashes and syntax are checked before any write.
+
+    Order (faults.POINTS names each step): lock; check; stage new bytes in temp files next to
+    the targets; back up the old bytes; journal (fsync'ed); rename; bytecode; commit marker.
+    Everything that can fail for lack of space or permission (staging, backups) happens before
+    the journal records anything, so such a failure leaves the host as it was; a crash after
+    the journal is resolved by the fold (journal.py) from the files' actual bytes."""
+    started = time.time()
     sdir = state_dir(req)
     _ensure_state_dir(sdir)
     p = _paths(sdir)
     writes = req.get("writes") or []
-    with lock.Locked(p["lock"], float(req.get("lock_timeout", 60))):
-        faults.point("commit.locked")
-        planned = []
-        for w in writes:
-            path = w["path"]
-            old = fsops.read_bytes(path)
-            if fsops.sha256_bytes(old) != w["expect_sha256"]:
-                raise _Refused("%s changed since inspection" % path, "conflict")
-            new = _new_bytes(sdir, w)
-            err = fsops.compile_check(new, path)
-            if err:
-                raise _Refused("%s: new content does not compile here: %s" % (path, err), "syntax")
-            planned.append((path, old, new))
+    notes: list[str] = []
+    try:
+        with lock.Locked(p["lock"], float(req.get("lock_timeout", 60))):
+            faults.point("commit.locked")
+            planned = _planned(sdir, writes)
+            for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
+                for stale in fsops.sweep(d, started):
+                    notes.append("removed %s (left by an interrupted run)" % stale)
+            txn, written_at = _write_planned(req, sdir, planned, notes)
+            faults.point("commit.done")
+    finally:
+        _adopt_state(sdir)
+    faults.point("commit.unlocked")
+    restart = procs.scan(written_at) if planned else []
+    return {
+        "txn": txn,
+        "written": [w[0] for w in planned],
+        "notes": notes,
+        "restart_required": restart,
+    }
+
+
+def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[tuple[str, bytes, bytes]]:
+    """(path, old, new) per write, after checking hashes and that the new bytes compile."""
+    planned = []
+    for w in writes:
+        path = w["path"]
+        old = fsops.read_bytes(path)
+        if fsops.sha256_bytes(old) != w["expect_sha256"]:
+            raise _Refused("%s changed since inspection" % path, "conflict")
+        new = _new_bytes(sdir, w)
+        err = fsops.compile_check(new, path)
+        if err:
+            raise _Refused("%s: new content does not compile here: %s" % (path, err), "syntax")
+        planned.append((path, old, new))
+    return planned
+
+
+def _write_planned(
+    req: dict[str, Any], sdir: str, planned: list[tuple[str, bytes, bytes]], notes: list[str]
+) -> tuple[str, float]:
+    """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
+    p = _paths(sdir)
+    staged: list[fsops.Staged] = []
+    try:
+        for path, _old, new in planned:
+            staged.append(fsops.stage(path, new))
         for _path, old, _new in planned:
             _backup(sdir, old, fsops.sha256_bytes(old))
         txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
@@ -162,23 +264,18 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
         }
         entries = [dict(e, **meta) for e in req.get("journal") or []]
         journal.append(p["journal"], entries)
-        notes = []
         written_at = procs.now()  # processes started before this run the old bytes
-        for path, _old, new in planned:
-            fsops.atomic_write(path, new)
-            note = fsops.refresh_bytecode(path)
+        for item in staged:
+            item.publish()
+            note = fsops.refresh_bytecode(item.path)
             faults.point("commit.bytecode")
             if note:
                 notes.append(note)
-        journal.append(p["journal"], [{"action": "commit", "txn": txn}])
-        faults.point("commit.done")
-    restart = procs.scan(written_at) if planned else []
-    return {
-        "txn": txn,
-        "written": [w[0] for w in planned],
-        "notes": notes,
-        "restart_required": restart,
-    }
+    finally:
+        for item in staged:
+            item.discard()  # no-op once published; removes the temp file after an error
+    journal.append(p["journal"], [{"action": "commit", "txn": txn}], point="marker.appended")
+    return txn, written_at
 
 
 def _user() -> str:

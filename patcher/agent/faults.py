@@ -1,8 +1,18 @@
-"""Named fault points for crash testing; inert unless a test sets VPATCH_AGENT_FAULT.
+"""Named fault points for crash testing: TEST-ONLY, inert unless a test arms one.
 
-`VPATCH_AGENT_FAULT=<name>` (or a request's `fault` field) makes the agent kill itself with
-SIGKILL when it reaches the point of that name, which is how the suite proves every step of a
-commit is crash-safe. Nothing else reads them; unarmed, a point costs one comparison.
+Why: "nothing can leave a host half-patched" is only believable if the suite kills the agent at
+every step of a commit and shows the next run recovers (tests/integration/test_faults.py). So
+each step calls `point(name)`; unarmed, that costs one comparison and does nothing else.
+
+How a test arms a point (no public CLI flag exists, on purpose):
+    VPATCH_TEST_FAULT=<spec>   read by the CONTROLLER (patcher.engine), which copies it into the
+                               `fault` field of its commit requests, so it also reaches agents
+                               over SSH (a remote host never sees the controller's environment);
+    VPATCH_AGENT_FAULT=<spec>  read by the agent itself (local runs only; any op).
+`<spec>` is `name` (SIGKILL the agent there) or `name:pause` (SIGSTOP it there, so a test can
+cut the SSH connection while the agent is provably parked at that step; the harness kills it).
+Names are in POINTS, in the order a one-file commit reaches them; steps that only happen when
+needed (a backup that already exists is not rewritten) are skipped by the commit, not faked.
 """
 
 from __future__ import annotations
@@ -10,17 +20,42 @@ from __future__ import annotations
 import os
 import signal
 
-_ARMED = {"name": os.environ.get("VPATCH_AGENT_FAULT", "")}
+# The steps of one commit (apply and rollback alike), in order. Keep in sync with op_commit.
+POINTS = (
+    "commit.locked",  # lock held, nothing written yet
+    "write.temp_written",  # new bytes in a temp file next to the target, not yet fsync'ed
+    "write.temp_synced",  # temp file fsync'ed, given the target's mode/owner
+    "backup.temp_written",  # backup bytes in a temp file in backups/, fsync'ed, not renamed
+    "backup.written",  # backup renamed into place
+    "journal.appended",  # journal entries written, not yet fsync'ed
+    "write.before_rename",  # journal fsync'ed; the target still has its old bytes
+    "write.renamed",  # target replaced by rename; directory not yet fsync'ed
+    "write.dir_synced",  # directory fsync'ed: the rename is durable
+    "commit.bytecode",  # __pycache__ refreshed
+    "marker.appended",  # commit marker written, not yet fsync'ed
+    "commit.done",  # marker fsync'ed, lock still held
+    "commit.unlocked",  # lock released, answer not yet sent
+)
+
+_ARMED = {"spec": os.environ.get("VPATCH_AGENT_FAULT", "")}
 REACHED: list[str] = []
 
 
-def arm(name: str) -> None:
+def arm(spec: str) -> None:
     """Arm a fault point from the request (remote hosts do not see the controller's env)."""
-    _ARMED["name"] = name
+    _ARMED["spec"] = spec
 
 
 def point(name: str) -> None:
-    """Mark a step; die here if a test asked for it."""
+    """Mark a step; die (or park) here if a test asked for it."""
     REACHED.append(name)
-    if _ARMED["name"] and _ARMED["name"] == name:
+    spec = _ARMED["spec"]
+    if not spec:
+        return
+    armed, _, mode = spec.partition(":")
+    if armed != name:
+        return
+    if mode == "pause":
+        os.kill(os.getpid(), signal.SIGSTOP)  # the test cuts the connection, then kills us
+    else:
         os.kill(os.getpid(), signal.SIGKILL)

@@ -9,13 +9,17 @@ CPython still trusts (CPython issue #75953).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import os
 import py_compile
+import stat
 import tempfile
 
 from . import faults
+
+TEMP_PREFIX, TEMP_SUFFIX = ".vpatch-", ".tmp"
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -27,6 +31,31 @@ def read_bytes(path: str) -> bytes:
         return fh.read()
 
 
+def free_bytes(path: str) -> int | None:
+    """Bytes this process may still write on `path`'s filesystem (root may use the reserve)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return int(blocks * st.f_frsize)
+
+
+def unwritable(directory: str) -> str:
+    """Why this process cannot create files in `directory` ("" when it can), without writing:
+    inspect must be able to say so while the host is still untouched."""
+    if not os.path.isdir(directory):
+        return "Not a directory"
+    if os.access(directory, os.W_OK | os.X_OK):
+        return ""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "Read-only file system"
+    except OSError:
+        pass
+    return "Permission denied"
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -35,30 +64,99 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, data: bytes, like: str | None = None, tag: str = "write") -> None:
-    """Replace `path` with `data` by rename, keeping the mode/owner of `like` (default: path)."""
+class Staged:
+    """New bytes for `path` in a locked temp file next to it, ready to be renamed over it.
+
+    The temp file holds an flock for as long as this object lives, so `sweep` (run by the next
+    commit) can tell the temp file of a live writer from one a killed writer left behind."""
+
+    def __init__(self, path: str, tmp: str, fd: int) -> None:
+        self.path, self.tmp, self.fd = path, tmp, fd
+
+    def publish(self, tag: str = "write") -> None:
+        """Rename over the target, then make the rename durable."""
+        faults.point(tag + ".before_rename")
+        os.replace(self.tmp, self.path)
+        self.tmp = ""
+        self.close()
+        faults.point(tag + ".renamed")
+        fsync_dir(os.path.dirname(self.path) or ".")
+        faults.point(tag + ".dir_synced")
+
+    def discard(self) -> None:
+        """Remove the temp file if it was not published (an error before the rename)."""
+        if self.tmp and os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+        self.tmp = ""
+        self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def stage(path: str, data: bytes, like: str | None = None, tag: str = "write") -> Staged:
+    """Write `data` to a temp file in `path`'s directory, fsync it, give it the mode/owner of
+    `like` (default: path). Nothing is visible at `path` until `Staged.publish`."""
     directory = os.path.dirname(path) or "."
     ref = like or path
     st = os.stat(ref) if os.path.exists(ref) else None
-    fd, tmp = tempfile.mkstemp(prefix=".vpatch-", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+    staged = Staged(path, tmp, fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            faults.point(tag + ".temp_written")
-            fh.flush()
-            os.fsync(fh.fileno())
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _write_all(fd, data)
+        faults.point(tag + ".temp_written")
+        os.fsync(fd)
         if st is not None:
             os.chmod(tmp, st.st_mode & 0o7777)
             if os.geteuid() == 0:
                 os.chown(tmp, st.st_uid, st.st_gid)
-        faults.point(tag + ".before_rename")
-        os.replace(tmp, path)
+        faults.point(tag + ".temp_synced")
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        staged.discard()
         raise
-    faults.point(tag + ".renamed")
-    fsync_dir(directory)
+    return staged
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def sweep(directory: str, before: float) -> list[str]:
+    """Remove our temp files that a killed writer left in `directory`; returns their paths.
+
+    Ours: named `.vpatch-*.tmp`, regular files, last written before `before` (the start of the
+    current run) and not flock'ed (a live writer holds the lock on its temp file until the
+    rename). Best effort: a file we cannot remove is left for the next run."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_mtime >= before:
+                continue
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(path)
+            removed.append(path)
+        except OSError:
+            continue  # held by a live writer, or not ours to remove
+        finally:
+            os.close(fd)
+    return removed
 
 
 def refresh_bytecode(path: str) -> str:
@@ -77,8 +175,14 @@ def refresh_bytecode(path: str) -> str:
                 os.unlink(other)
             except OSError as exc:
                 notes.append("cannot remove stale %s: %s" % (other, exc.strerror))
+    new_dir = not os.path.isdir(os.path.dirname(cache))
     try:
         py_compile.compile(path, cfile=cache, doraise=True, invalidation_mode=_mode())
+        if os.geteuid() == 0:  # through sudo: the env's owner must still be able to replace it
+            st = os.stat(path)
+            os.chown(cache, st.st_uid, st.st_gid)
+            if new_dir:
+                os.chown(os.path.dirname(cache), st.st_uid, st.st_gid)
     except (OSError, py_compile.PyCompileError) as exc:
         try:
             if os.path.exists(cache):

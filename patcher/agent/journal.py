@@ -23,7 +23,7 @@ def read(path: str) -> list[Entry]:
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no journal yet (or no state dir at all)
         return out
     for line in raw.splitlines():
         try:
@@ -35,8 +35,11 @@ def read(path: str) -> list[Entry]:
     return out
 
 
-def append(path: str, entries: list[Entry]) -> None:
-    """Append entries with one write + fsync; a partial line is tolerated by `read`."""
+def append(path: str, entries: list[Entry], point: str = "journal.appended") -> None:
+    """Append entries with one write + fsync; a partial line is tolerated by `read`.
+
+    `point` names the fault point between the write and the fsync (entries vs. the commit
+    marker are different steps of a commit)."""
     if not entries:
         return
     blob = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode()
@@ -49,7 +52,7 @@ def append(path: str, entries: list[Entry]) -> None:
                 if fh.read(1) != b"\n":
                     os.write(fd, b"\n")
         os.write(fd, blob)
-        faults.point("journal.appended")
+        faults.point(point)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -32,8 +32,20 @@ def record_hashes(dist: Any) -> dict[str, str]:
     return out
 
 
-def file_info(dist: Any, rel: str, hashes: dict[str, str]) -> dict[str, Any]:
-    """Everything the controller needs to decide about one target file."""
+def recorded(dist: Any) -> set[str] | None:
+    """Every path pip's RECORD lists for `dist` (None without a RECORD, e.g. egg-info)."""
+    if dist.read_text("RECORD") is None:
+        return None
+    return {str(f).replace(os.sep, "/") for f in dist.files or []}
+
+
+def file_info(
+    dist: Any, rel: str, hashes: dict[str, str], owned: set[str] | None = None
+) -> dict[str, Any]:
+    """Everything the controller needs to decide about one target file.
+
+    `owned` (the RECORD's paths) keeps a spec to its own package: a file that exists but
+    belongs to no one or to another distribution in the same site-packages is refused."""
     root = os.path.realpath(str(dist.locate_file("")))
     path = os.path.join(root, *rel.split("/"))
     info: dict[str, Any] = {
@@ -53,6 +65,10 @@ def file_info(dist: Any, rel: str, hashes: dict[str, str]) -> dict[str, Any]:
     if not os.path.isfile(path):
         info["error"] = "is not a regular file"
         return info
+    if owned is not None and rel not in owned:
+        name = dist.metadata["Name"]
+        info["error"] = "is not a file of %s (not in its RECORD): not the package's own" % name
+        return info
     data = fsops.read_bytes(path)
     info["exists"] = True
     info["sha256"] = fsops.sha256_bytes(data)
@@ -60,5 +76,7 @@ def file_info(dist: Any, rel: str, hashes: dict[str, str]) -> dict[str, Any]:
         info["text"] = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         info["error"] = "is not UTF-8 text (%s)" % exc.reason
-    info["writable"] = os.access(os.path.dirname(path), os.W_OK)
+    why = fsops.unwritable(os.path.dirname(path))
+    info["writable"], info["why_unwritable"] = not why, why
+    info["free"] = fsops.free_bytes(os.path.dirname(path))
     return info

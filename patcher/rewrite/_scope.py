@@ -62,10 +62,15 @@ def guarded(
 def parse_module(source: str) -> cst.Module:
     """Parse with libcst, whose lossless tree lets us print everything we do not touch verbatim."""
     try:
-        return cst.parse_module(source)
+        module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         where = f"line {exc.editor_line}, column {exc.editor_column}"
         raise Abort("invalid", f"cannot parse the file: {exc.message} ({where})") from None
+    if not module.has_trailing_newline and source.endswith(("\n", "\r")):
+        # libcst misreads a file whose last line is a comment ending in a backslash as having
+        # no final newline, and would drop that byte from every rewrite of the file.
+        module = module.with_changes(has_trailing_newline=True)
+    return module
 
 
 def _compile_error(code: str) -> str | None:

@@ -45,6 +45,48 @@ def _same(module: cst.Module, old: cst.BaseExpression, new_code: str) -> bool:
 @guarded
 def set_value(source: str, edit: SetValue) -> RewriteResult:
     """Dispatch on the edit's form: parameter default, dict entry, or whole right-hand side."""
+    result = _set_value(source, edit)
+    if edit.expr is not None and result.status == "changed":
+        _read_back(result.source, edit)
+    return result
+
+
+def _read_back(source: str, edit: SetValue) -> None:
+    """Refuse an `expr` that does not mean the same once in place.
+
+    An `expr` is source text spliced into a dict entry or a parameter list, where a trailing
+    comma (`1,` is a tuple alone, `1` in `{"k": 1,}`) or a comment would change what the file
+    says without breaking its syntax. So the written file is read back and must hold exactly
+    the expression the spec gave."""
+    assert edit.expr is not None
+    module = parse_module(source)
+    found: cst.BaseExpression | None
+    if edit.param is not None:
+        node = find_scope(module, edit.scope)
+        assert isinstance(node, cst.FunctionDef)
+        found = _find_param(node, edit.param, edit.scope).default
+    else:
+        assert edit.target is not None
+        found = find_assignment(module, edit.scope, edit.target).value
+        if edit.key is not None:
+            entries = found.elements if isinstance(found, cst.Dict) else []
+            hits = [
+                e.value
+                for e in entries
+                if isinstance(e, cst.DictElement)
+                and literal_key(module.code_for_node(e.key)) == value_key(edit.key)
+            ]
+            found = hits[0] if len(hits) == 1 else None
+    code = edit.expr.strip()
+    if found is None or expression_dump(module.code_for_node(found)) != expression_dump(code):
+        raise Abort(
+            "invalid",
+            f"expr {code!r} would not read back as the same expression in place "
+            "(a trailing comma or a comment?); wrap it in parentheses",
+        )
+
+
+def _set_value(source: str, edit: SetValue) -> RewriteResult:
     module = parse_module(source)
     if edit.param is not None:
         return _set_default(source, module, edit, edit.param)

@@ -1,0 +1,209 @@
+"""`vpatch.core.patch`: vpatch's engine on the controller, its agent on the target.
+
+Split, and why:
+- The thinking runs HERE, in the action plugin on the controller: spec loading, variant choice,
+  libcst rewrites (one parse per distinct file content per fork), diffs, outcomes. It is
+  `patcher.engine` itself, unchanged, so a playbook gets exactly the outcomes, messages and JSON
+  document of `vpatch apply|verify|rollback --json`. libcst and pydantic are needed only here.
+- The target only runs vpatch's stdlib agent (inspect / commit / verify), reached through
+  `_execute_module("vpatch.core.patch_agent")`: Ansible's normal module transfer, so every
+  connection plugin (ssh, docker, kubectl, SSM, local, ...), `become`, and the inventory's
+  interpreter settings work as for any module, and nothing has to be installed on the target.
+
+That is one `Transport` (see patcher.transport) whose `call()` is `_execute_module`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.plugins.action import ActionBase
+
+AGENT_MODULE = "vpatch.core.patch_agent"
+
+ARGUMENT_SPEC: dict[str, Any] = {
+    "spec": {"type": "list", "elements": "str", "required": True},
+    "state": {"type": "str", "default": "present", "choices": ["present", "absent", "verified"]},
+    "python": {"type": "str"},
+    "level": {"type": "str", "default": "full", "choices": ["static", "import", "full"]},
+    "state_dir": {"type": "str"},
+    "force": {"type": "bool", "default": False},
+    "catalog": {"type": "path"},
+    "timeout": {"type": "float", "default": 600},
+}
+
+COMMANDS = {"present": "apply", "absent": "rollback", "verified": "verify"}
+# Outcomes whose files were (or, in check mode, would be) rewritten.
+WRITING = frozenset({"applied", "rolled_back", "would_apply"})
+
+
+def _import_vpatch() -> Any:
+    """patcher lives on the controller, in the Python that runs ansible-playbook."""
+    try:
+        from patcher import catalog, engine, errors, result, transport
+    except ImportError as exc:
+        raise AnsibleActionFail(
+            f"vpatch.core.patch needs vpatch on the controller ({exc}): "
+            "pip install vpatch into the Python environment that runs ansible-playbook"
+        ) from None
+    return catalog, engine, errors, result, transport
+
+
+class _ModuleTransport:
+    """patcher.transport.Transport over Ansible: each agent call is one module execution."""
+
+    def __init__(
+        self, action: ActionModule, task_vars: dict[str, Any], python: str | None, timeout: float
+    ) -> None:
+        _, _, errors, _, transport = _import_vpatch()
+        self._decode = transport.decode_answer
+        self._host_error = errors.HostError
+        self._action = action
+        self._task_vars = task_vars
+        self._python = python
+        self._timeout = timeout
+        self._agent = transport.agent_bundle().decode("utf-8")
+        self._boot = transport.BOOT
+        self.target = str(task_vars.get("inventory_hostname", "target"))
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        args = {
+            "request": json.dumps(request),
+            "agent": self._agent,
+            "boot": self._boot,
+            "timeout": timeout or self._timeout,
+        }
+        if self._python:
+            args["python"] = self._python
+        res = self._action._execute_module(
+            module_name=AGENT_MODULE, module_args=args, task_vars=self._task_vars
+        )
+        if res.get("failed") or "answer" not in res:
+            msg = str(res.get("msg") or "module failed without a message")
+            hint = (
+                "set `python:` to the serving environment's interpreter"
+                if res.get("kind") == "python_missing"
+                else "rerun with -vvv to see the connection and module output"
+            )
+            if res.get("unreachable"):
+                hint = "check the connection settings of this host"
+            raise self._host_error(f"{self.target}: {msg}", hint)
+        status = int(res.get("rc", 0))
+        if status < 0 and not str(res["answer"]).strip():  # OOM killer, kill -9, a crash
+            raise self._host_error(
+                f"{self.target}: agent killed by signal {-status}; outcome unknown",
+                "files are either pristine or fully patched; `state: verified` tells which",
+            )
+        return dict(
+            self._decode(
+                self.target,
+                str(res["answer"]).encode("utf-8"),
+                str(res.get("stderr_tail", "")).encode("utf-8"),
+                status,
+            )
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Any = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        task_vars = task_vars or {}
+        result: dict[str, Any] = super().run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        catalog, engine, errors, results, _ = _import_vpatch()
+        check = bool(self._task.check_mode)
+        command = COMMANDS[args["state"]]
+        try:
+            specs = catalog.load_all([self._spec_path(s, args["catalog"]) for s in args["spec"]])
+        except errors.VpatchError as exc:
+            raise AnsibleActionFail(_error_text(exc)) from None
+        opts = engine.Options(dry_run=check, force=args["force"], level=args["level"])
+        transport = _ModuleTransport(self, task_vars, args["python"], args["timeout"])
+        # The remote tmp dir made by the first module call is reused by the next ones and
+        # removed by the task executor's cleanup(), as for any action plugin.
+        host = self._dispatch(engine, command, specs, transport, opts, args["state_dir"])
+        stats = {
+            "libcst_parses": engine.REWRITE_STATS["parses"],
+            "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
+        }
+        doc = results.RunResult(command, host.ok, [host], stats).to_json()
+        result.update(self._summary(host, command, doc))
+        return result
+
+    @staticmethod
+    def _dispatch(
+        engine: Any,
+        command: str,
+        specs: list[Any],
+        transport: _ModuleTransport,
+        opts: Any,
+        state_dir: str | None,
+    ) -> Any:
+        if command == "apply":
+            return engine.apply(specs, transport, opts, state_dir)
+        if command == "verify":
+            return engine.verify(specs, transport, opts, state_dir)
+        return engine.rollback(specs, transport, opts, state_dir)
+
+    def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
+        """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook
+        dir); an id in `catalog` (else $VPATCH_CATALOG or ./patches, as the CLI does)."""
+        if spec.endswith(".toml") or "/" in spec:
+            try:
+                return str(self._find_needle("files", spec))
+            except AnsibleError:
+                return spec  # vpatch's own error names the missing file
+        if catalog_dir:
+            return f"{catalog_dir}/{spec}.toml"
+        return spec
+
+    def _summary(self, host: Any, command: str, doc: dict[str, Any]) -> dict[str, Any]:
+        """Ansible's view: changed iff bytes changed (or would, in check mode)."""
+        changed = command != "verify" and any(
+            p.outcome in WRITING and any(f.before_sha256 != f.after_sha256 for f in p.files)
+            for p in host.patches
+        )
+        out: dict[str, Any] = {
+            "changed": changed,
+            "vpatch": doc,
+            "outcomes": {p.id: p.outcome for p in host.patches},
+            "restart_required": host.restart_required,
+            "msg": _message(host),
+        }
+        if not host.ok:
+            out["failed"] = True
+        if self._task.diff:
+            diffs = [
+                {"prepared": f.diff}
+                for p in host.patches
+                if p.outcome in WRITING
+                for f in p.files
+                if f.diff
+            ]
+            if diffs:
+                out["diff"] = diffs
+        return out
+
+
+def _message(host: Any) -> str:
+    if host.error:
+        return str(host.error)
+    parts = [f"{p.id}: {p.outcome}" + (f" ({p.message})" * bool(p.message)) for p in host.patches]
+    for p in host.patches:
+        for probe in p.probes:
+            if not probe.ok:
+                parts.append(f"{p.id}: probe {probe.name!r} failed: {probe.detail}")
+    return "; ".join(parts) or "nothing to do"
+
+
+def _error_text(exc: Any) -> str:
+    return exc.message if not exc.hint else f"{exc.message} (hint: {exc.hint})"

@@ -1,0 +1,124 @@
+#!/usr/bin/python
+"""Runs ONE vpatch agent request on the target; driven by the `vpatch.core.patch` action plugin.
+
+Why the agent travels as an argument instead of living in this file: the controller's vpatch
+sends its own agent (`patcher.transport.agent_bundle()`) and bootstrap (`BOOT`), exactly as the
+SSH and local transports do. There is one agent source of truth (patcher/agent/), nothing is
+generated at build time, and a collection older or newer than the controller's vpatch can never
+run a mismatched agent. This file only moves bytes: it starts the requested interpreter as
+`python -I -c BOOT`, feeds it the bundle and the request on stdin, and hands back stdout.
+
+Runs under whatever interpreter Ansible uses on the target (3.8+ syntax here); the agent itself
+needs 3.9+ in the environment it patches.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: patch_agent
+short_description: Internal - run one vpatch agent request on the target
+description:
+  - Internal transport of M(vpatch.core.patch); use that module in playbooks.
+  - Starts O(python) as C(python -I -c BOOT) with the agent sources and the request on stdin,
+    and returns the agent's JSON answer as a string.
+version_added: 0.1.0
+options:
+  request:
+    description: One agent request, as JSON text.
+    type: str
+    required: true
+  agent:
+    description: First stdin line for the bootstrap (agent sources keyed by module name).
+    type: str
+    required: true
+  boot:
+    description: The bootstrap program given to C(python -I -c).
+    type: str
+    required: true
+  python:
+    description: Interpreter of the environment to act on; default the one running this module.
+    type: str
+  timeout:
+    description: Seconds before the agent is killed (the outcome is then unknown).
+    type: float
+    default: 600
+author:
+  - vpatch developers
+"""
+
+RETURN = r"""
+answer:
+  description: The agent's stdout (one JSON document), undecoded.
+  returned: always
+  type: str
+rc:
+  description: The agent's exit status.
+  returned: always
+  type: int
+stderr_tail:
+  description: The last lines of the agent's stderr, for error messages.
+  returned: always
+  type: str
+"""
+
+# Ops that never write: the only ones allowed in check mode (a second guard; the action plugin
+# never sends a commit in check mode).
+READ_ONLY_OPS = frozenset(("inspect", "verify", "procs", "fetch"))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            request=dict(type="str", required=True),
+            # no_log: 40 kB of source would otherwise go to the target's syslog on every call.
+            agent=dict(type="str", required=True, no_log=True),
+            boot=dict(type="str", required=True),
+            python=dict(type="str"),
+            timeout=dict(type="float", default=600),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        op = json.loads(params["request"]).get("op")
+    except (ValueError, AttributeError):
+        module.fail_json(msg="request is not a JSON object", kind="protocol")
+    if module.check_mode and op not in READ_ONLY_OPS:
+        module.fail_json(msg=f"refusing agent op {op!r} in check mode", kind="check_mode")
+    python = params["python"] or sys.executable
+    payload = params["agent"].encode("utf-8")
+    if not payload.endswith(b"\n"):
+        payload += b"\n"
+    payload += params["request"].encode("utf-8")
+    try:
+        proc = subprocess.run(
+            [python, "-I", "-c", params["boot"]],
+            input=payload,
+            capture_output=True,
+            timeout=params["timeout"],
+        )
+    except FileNotFoundError:
+        module.fail_json(msg=f"python {python!r} not found on the host", kind="python_missing")
+    except PermissionError:
+        module.fail_json(msg=f"python {python!r} is not executable here", kind="python_missing")
+    except subprocess.TimeoutExpired:
+        module.fail_json(
+            msg=f"agent timed out after {params['timeout']:g}s; outcome unknown", kind="timeout"
+        )
+    tail = "\n".join(proc.stderr.decode("utf-8", "replace").strip().splitlines()[-5:])
+    module.exit_json(
+        changed=False,
+        answer=proc.stdout.decode("utf-8", "replace"),
+        rc=proc.returncode,
+        stderr_tail=tail,
+    )
+
+
+if __name__ == "__main__":
+    main()

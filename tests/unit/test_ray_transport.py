@@ -1,0 +1,312 @@
+"""patcher.ray_transport without a cluster: a fake `ray` module that runs each "task" here.
+
+The fake keeps Ray's contract as the transport uses it (init / nodes / remote(...).options(
+scheduling_strategy=...).remote(...) / get / cancel / exceptions / cloudpickle), and runs the
+task function for real: the agent starts under the node's interpreter (a stand-in env made by
+pip), so the engine, the agent and the transport are the real ones. The real cluster is in
+tests/integration/test_ray.py; these cover node selection, the python map, errors and the CLI
+wiring in milliseconds, and run where Ray is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher import cli, engine, ray_transport
+from patcher.errors import HostError, SpecError, UsageError
+from patcher.spec import load_spec
+from tests import standin
+from tests.integration.test_local_standin import SPEC_A
+
+ID_A, ID_B = "a" * 56, "b" * 56
+
+
+class RayError(Exception):
+    pass
+
+
+class NodeDiedError(RayError):
+    pass
+
+
+class GetTimeoutError(RayError, TimeoutError):
+    pass
+
+
+class NodeAffinitySchedulingStrategy:
+    def __init__(self, node_id: str, soft: bool) -> None:
+        self.node_id, self.soft = node_id, soft
+
+
+class _Ref:
+    def __init__(self, fake: FakeRay, fn: Callable[..., Any], node: str, args: tuple[Any, ...]):
+        self.fake, self.fn, self.node, self.args = fake, fn, node, args
+
+
+class _Options:
+    def __init__(self, fake: FakeRay, fn: Callable[..., Any], strategy: Any) -> None:
+        self.fake, self.fn, self.strategy = fake, fn, strategy
+
+    def remote(self, *args: Any) -> _Ref:
+        assert isinstance(self.strategy, NodeAffinitySchedulingStrategy)
+        assert self.strategy.soft is False  # pinned: never runs on another node
+        self.fake.calls.append((self.strategy.node_id, json.loads(args[2].split(b"\n", 1)[1])))
+        return _Ref(self.fake, self.fn, self.strategy.node_id, args)
+
+
+class _Remote:
+    def __init__(self, fake: FakeRay, fn: Callable[..., Any]) -> None:
+        self.fake, self.fn = fake, fn
+
+    def options(self, scheduling_strategy: Any) -> _Options:
+        return _Options(self.fake, self.fn, scheduling_strategy)
+
+
+class FakeRay(types.ModuleType):
+    """What the transport needs of `ray`, in-process; `dead`/`slow` nodes fail their tasks."""
+
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        super().__init__("ray")
+        self._nodes = nodes
+        self.address: str | None = None
+        self.remote_options: dict[str, Any] = {}
+        self.by_value: list[str] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.cancelled: list[tuple[_Ref, bool]] = []
+        self.dead: set[str] = set()
+        self.slow: set[str] = set()
+        self.exceptions = types.SimpleNamespace(RayError=RayError, GetTimeoutError=GetTimeoutError)
+        self.cloudpickle = types.SimpleNamespace(
+            register_pickle_by_value=lambda m: self.by_value.append(m.__name__)
+        )
+
+    def is_initialized(self) -> bool:
+        return self.address is not None
+
+    def init(self, address: str, **_: Any) -> None:
+        self.address = address
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self._nodes
+
+    def remote(self, **opts: Any) -> Callable[[Callable[..., Any]], _Remote]:
+        self.remote_options = opts
+        return lambda fn: _Remote(self, fn)
+
+    def get(self, ref: _Ref, timeout: float) -> Any:
+        assert timeout > 0
+        if ref.node in self.dead:
+            raise NodeDiedError(ref.node)
+        if ref.node in self.slow:
+            raise GetTimeoutError(ref.node)
+        return ref.fn(*ref.args)
+
+    def cancel(self, ref: _Ref, force: bool) -> None:
+        self.cancelled.append((ref, force))
+
+    def shutdown(self) -> None:
+        self.address = None
+
+
+def node(node_id: str, name: str, alive: bool = True) -> dict[str, Any]:
+    return {"NodeID": node_id, "NodeManagerAddress": "10.0.0.7", "NodeName": name, "Alive": alive}
+
+
+@pytest.fixture(scope="module")
+def pythons(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Two stand-in envs (pip-installed), one per fake node."""
+    root = tmp_path_factory.mktemp("envs")
+    return {name: str(standin.make_env(root / name)) for name in ("n1", "n2")}
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
+    ray = FakeRay([node(ID_B, "n2"), node(ID_A, "n1"), node("c" * 56, "gone", alive=False)])
+    util = types.ModuleType("ray.util")
+    strategies = types.ModuleType("ray.util.scheduling_strategies")
+    strategies.NodeAffinitySchedulingStrategy = NodeAffinitySchedulingStrategy  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray.util", util)
+    monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
+    monkeypatch.setattr(ray_transport, "_REMOTE", [])
+    monkeypatch.setattr(ray_transport, "_NODES", {})
+    yield ray
+
+
+def test_nodes_alive_sorted_with_map_then_python_then_own() -> None:
+    raw = [
+        node(ID_B, "n2"),
+        {**node(ID_A, "n1"), "NodeManagerAddress": "10.0.0.8"},
+        node("c" * 56, "n3"),
+        node("d" * 56, "dead", alive=False),
+    ]
+    pymap = {ID_A: "/by/id", "n1": "/by/name", "10.0.0.7": "/by/address"}
+    got = ray_transport.select_nodes(raw, "/flag", pymap)
+    assert [(n.name, n.python) for n in got] == [
+        ("n1", "/by/id"),  # id beats name
+        ("n2", "/by/address"),
+        ("n3", "/by/address"),
+    ]
+    assert got[0].target == f"10.0.0.8/{ID_A}"
+    assert [n.python for n in ray_transport.select_nodes(raw, "/flag", {})] == ["/flag"] * 3
+    assert [n.python for n in ray_transport.select_nodes(raw, None, {})] == [None] * 3
+
+
+def test_map_key_matching_no_alive_node_is_refused() -> None:
+    with pytest.raises(UsageError) as err:
+        ray_transport.select_nodes(
+            [node(ID_A, "n1"), node(ID_B, "dead", False)], None, {"dead": "/p"}
+        )
+    assert "'dead' match no alive node" in err.value.message
+    assert "n1 (aaaaaaaaaaaa)" in err.value.hint
+
+
+def test_python_map_file_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "m.toml"
+    bad.write_text("n1 = 3\n")
+    with pytest.raises(SpecError, match="must map to an interpreter path"):
+        ray_transport.load_python_map(str(bad))
+    bad.write_text("n1 = \n")
+    with pytest.raises(SpecError, match="invalid TOML"):
+        ray_transport.load_python_map(str(bad))
+    with pytest.raises(UsageError, match="cannot read"):
+        ray_transport.load_python_map(str(tmp_path / "missing.toml"))
+    bad.write_text('n1 = "/srv/a/bin/python"\n"10.0.0.7" = "/srv/b/bin/python"\n')
+    assert ray_transport.load_python_map(str(bad)) == {
+        "n1": "/srv/a/bin/python",
+        "10.0.0.7": "/srv/b/bin/python",
+    }
+
+
+def test_engine_over_ray_tasks_pinned_per_node(
+    tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
+) -> None:
+    spec_file = tmp_path / "a.toml"
+    spec_file.write_text(SPEC_A)
+    spec = load_spec(spec_file)
+    nodes = ray_transport.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
+    assert fake.address == "auto" and [n.name for n in nodes] == ["n1", "n2"]
+    hosts = [
+        engine.apply([spec], ray_transport.transport_for(n.target), engine.Options()) for n in nodes
+    ]
+    assert [h.patches[0].outcome for h in hosts] == ["applied", "applied"], hosts
+    assert [h.python.split()[0] for h in hosts] == [pythons["n1"], pythons["n2"]]
+    # Ray options that matter on a serving cluster: no CPU reserved, never retried.
+    assert fake.remote_options == {"num_cpus": 0, "max_retries": 0}
+    assert fake.by_value == ["patcher.ray_transport"]
+    ops = [(n, req["op"]) for n, req in fake.calls]
+    assert ops[:3] == [(ID_A, "inspect"), (ID_A, "commit"), (ID_A, "verify")]
+    assert {n for n, _ in ops} == {ID_A, ID_B}
+
+
+def test_dead_node_slow_node_and_missing_python_are_host_errors(
+    tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
+) -> None:
+    nodes = ray_transport.nodes("auto", pythons["n1"], {})
+    t1, t2 = (ray_transport.transport_for(n.target, 5) for n in nodes)
+    request = {"op": "inspect", "packages": {}}
+    assert t1.call(request)["ok"] is True
+
+    fake.dead.add(ID_B)
+    with pytest.raises(HostError) as err:
+        t2.call(request)
+    assert "node n2 lost mid-call (NodeDiedError); outcome unknown" in err.value.message
+
+    fake.dead.clear()
+    fake.slow.add(ID_B)
+    with pytest.raises(HostError, match="timed out after 5s; outcome unknown"):
+        t2.call(request)
+    assert [force for _, force in fake.cancelled] == [True]
+
+    fake.slow.clear()
+    missing = ray_transport.RayTransport(
+        ray_transport.RayNode(ID_B, "10.0.0.7", "n2", str(tmp_path / "no-python")), 5
+    )
+    with pytest.raises(HostError) as err:
+        missing.call(request)
+    assert "not found on this node" in err.value.message and "--ray-python-map" in err.value.hint
+
+
+def test_run_agent_is_self_contained() -> None:
+    """The task body needs nothing from vpatch: it is what cloudpickle ships by value."""
+    code = ray_transport.run_agent.__code__
+    assert set(code.co_names) <= {
+        "subprocess",
+        "sys",
+        "executable",
+        "run",
+        "returncode",
+        "stdout",
+        "stderr",
+        "FileNotFoundError",
+        "PermissionError",
+        "TimeoutExpired",
+        "encode",
+    }
+    status, out, _ = ray_transport.run_agent(
+        None, "import sys; sys.stdout.write(sys.stdin.read())", b"hello", 10
+    )
+    assert (status, out) == (0, b"hello")
+    assert ray_transport.run_agent("/nonexistent/python", "", b"", 10)[0] == 127
+
+
+def test_cluster_events_never_reach_stdout(fake: FakeRay, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+    worker = types.ModuleType("ray._private.worker")
+    worker.print_to_stdstream = lambda data, ignore_prefix: seen.append(data)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "ray._private.worker", worker)
+    ray_transport.connect("auto")
+    worker.print_to_stdstream({"lines": ["node marked dead"], "is_err": False}, False)  # type: ignore[attr-defined]
+    assert seen == [{"lines": ["node marked dead"], "is_err": True}]
+
+
+def test_cli_ray_flags(
+    tmp_path: Path,
+    fake: FakeRay,
+    pythons: dict[str, str],
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    spec = tmp_path / "a.toml"
+    spec.write_text(SPEC_A)
+    pymap = tmp_path / "m.toml"
+    pymap.write_text("".join(f'{k} = "{v}"\n' for k, v in pythons.items()))
+    assert cli.main(["status", "--ray", "auto", "--host", "h1"]) == 2
+    assert "--ray cannot be combined with --host" in capfd.readouterr().err
+    assert cli.main(["status", "--ray-python-map", str(pymap)]) == 2
+    assert "needs --ray" in capfd.readouterr().err
+
+    # --report: render_json's default stream is bound at import, out of capfd's reach.
+    report = tmp_path / "r.json"
+    code = cli.main(
+        [
+            "apply",
+            str(spec),
+            "--ray",
+            "auto",
+            "--ray-python-map",
+            str(pymap),
+            "--report",
+            str(report),
+        ]
+    )
+    doc = json.loads(report.read_text())
+    assert code == 0, doc
+    assert [h["target"] for h in doc["hosts"]] == [f"10.0.0.7/{ID_A}", f"10.0.0.7/{ID_B}"]
+    # The envs are shared with the engine test above: applied there or here, in place now.
+    assert {h["patches"][0]["outcome"] for h in doc["hosts"]} <= {"applied", "already_applied"}
+
+
+def test_cli_without_ray_installed(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    assert cli.main(["status", "--ray", "127.0.0.1:6379"]) == 2
+    err = capfd.readouterr().err
+    assert "needs the `ray` package" in err and "vpatch[ray]" in err
