@@ -111,12 +111,23 @@ class Facts:
         info: dict[str, Any] = self.raw["packages"][package]["files"][rel]
         return info
 
+    @property
+    def restart_required(self) -> list[dict[str, Any]]:
+        """Processes of the env started before vpatch last wrote a file of the inspected specs:
+        they still run the code from before (the patch is on disk, not in them)."""
+        found: list[dict[str, Any]] = self.raw.get("restart_required", [])
+        return found
+
     def journal(self, path: str) -> dict[str, Any] | None:
         st: dict[str, Any] | None = self.raw.get("journal", {}).get(path)
         return st
 
 
-def _inspect(transport: Transport, specs: list[PatchSpec], state_dir: str | None) -> Facts:
+def _inspect(
+    transport: Transport, specs: list[PatchSpec], state_dir: str | None, procs: bool = False
+) -> Facts:
+    """ONE agent call for every fact about the host; with `procs`, the restart-required scan
+    for the specs' files rides along (verify would otherwise need a second round trip)."""
     packages: dict[str, list[str]] = {}
     for spec in specs:
         files = packages.setdefault(spec.package, [])
@@ -129,6 +140,8 @@ def _inspect(transport: Transport, specs: list[PatchSpec], state_dir: str | None
         "state_dir": state_dir,
         "known": sorted(_CONTENT),
     }
+    if procs:
+        request["procs_for"] = [s.id for s in specs]
     res = _call(transport, request)
     for pkg in res.get("packages", {}).values():
         for info in pkg.get("files", {}).values():
@@ -541,29 +554,13 @@ def _verify_one(spec: PatchSpec, facts: Facts) -> tuple[PatchResult, Variant | N
     return res, variant
 
 
-def _stale_processes(
-    transport: Transport, facts: Facts, specs: list[PatchSpec]
-) -> list[dict[str, Any]]:
-    """Processes of the environment started before vpatch last wrote a file of these specs:
-    they still run the code from before (the patch is on disk, not in them)."""
-    ids = {s.id for s in specs}
-    journal: dict[str, dict[str, Any]] = facts.raw.get("journal", {})
-    paths = sorted(p for p, st in journal.items() if ids & set(st.get("applied", {})))
-    if not paths:
-        return []
-    found: list[dict[str, Any]] = _call(transport, {"op": "procs", "paths": paths}).get(
-        "restart_required", []
-    )
-    return found
-
-
 def verify(
     specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
 ) -> HostResult:
     def body(host: HostResult) -> None:
-        facts = _inspect(transport, specs, state_dir)
+        facts = _inspect(transport, specs, state_dir, procs=True)
         host.python = facts.python
-        host.restart_required = _stale_processes(transport, facts, specs)
+        host.restart_required = facts.restart_required
         got = metrics.scrape(transport, opts.metrics_url) if opts.metrics_url else None
         for spec in specs:
             res, variant = _verify_one(spec, facts)

@@ -2,7 +2,8 @@
 
 It is shipped as source over the transport (see `patcher.transport.agent_bundle`) and run as
 `python -I -c BOOT`, so the host needs nothing installed but Python. Ops:
-    inspect  package versions, target files (bytes, sha256, RECORD hash), journal state
+    inspect  package versions, target files (bytes, sha256, RECORD hash), journal state and,
+             for verify, the procs answer for the files of the given spec ids (one call less)
     commit   under the lock: re-check hashes, back up, write atomically, refresh .pyc, journal
     verify   import checks and probes in fresh interpreters
     procs    processes of this environment started before the given files last changed
@@ -12,16 +13,16 @@ Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
-import socket
 import sys
-import tempfile
 import time
 from typing import Any
 
-from . import faults, fetch, fsops, journal, locate, lock, probe, procs
+# Only what every op needs is imported here; each op imports the rest itself. The agent is a
+# fresh interpreter per call on every host, so its imports are paid on each call (the lazy
+# layout halved an inspect call's CPU; see bench/).
+from . import faults, fsops, journal, lock
 
 PROTOCOL = 1
 
@@ -69,6 +70,8 @@ def _backup_text(sdir: str, sha: str | None) -> str | None:
 
 
 def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
+    from . import locate
+
     packages: dict[str, Any] = {}
     current: dict[str, str | None] = {}
     known = set(req.get("known") or [])
@@ -77,8 +80,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         if dist is None:
             packages[name] = {"version": None, "files": {}}
             continue
-        hashes, owned = locate.record_hashes(dist), locate.recorded(dist)
-        infos = {rel: locate.file_info(dist, rel, hashes, owned) for rel in files}
+        infos = {rel: locate.file_info(dist, rel) for rel in files}
         for info in infos.values():
             if info["sha256"] in known and not info["error"]:
                 info["text"], info["cached"] = None, True  # the controller has these bytes
@@ -86,19 +88,25 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
-    return {
+    state = _journal_state(sdir, current)
+    out = {
         "python": {
             "executable": sys.executable,
             "version": "%d.%d.%d" % sys.version_info[:3],
             "prefix": sys.prefix,
         },
-        "host": socket.gethostname(),
+        "host": _hostname(),
         "state_dir": sdir,
         "locked": lock.held(_paths(sdir)["lock"]),
         "state": _state_facts(sdir),
         "packages": packages,
-        "journal": _journal_state(sdir, current),
+        "journal": state,
     }
+    if "procs_for" in req:  # verify: who still runs code from before the patches were written
+        ids = set(req["procs_for"] or [])
+        paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]
+        out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
+    return out
 
 
 def _state_facts(sdir: str) -> dict[str, Any]:
@@ -162,7 +170,7 @@ def _backup(sdir: str, data: bytes, sha: str) -> None:
     dest = os.path.join(backups, sha)
     if os.path.exists(dest) and _sha_or_none(dest) == sha:
         return
-    fd, tmp = tempfile.mkstemp(prefix=fsops.TEMP_PREFIX, suffix=fsops.TEMP_SUFFIX, dir=backups)
+    fd, tmp = fsops.mkstemp(backups)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -201,6 +209,8 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     Everything that can fail for lack of space or permission (staging, backups) happens before
     the journal records anything, so such a failure leaves the host as it was; a crash after
     the journal is resolved by the fold (journal.py) from the files' actual bytes."""
+    from . import procs
+
     started = time.time()
     sdir = state_dir(req)
     _ensure_state_dir(sdir)
@@ -260,10 +270,12 @@ def _write_planned(
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "txn": txn,
             "user": _user(),
-            "host": socket.gethostname(),
+            "host": _hostname(),
         }
         entries = [dict(e, **meta) for e in req.get("journal") or []]
         journal.append(p["journal"], entries)
+        from . import procs
+
         written_at = procs.now()  # processes started before this run the old bytes
         for item in staged:
             item.publish()
@@ -279,18 +291,28 @@ def _write_planned(
 
 
 def _user() -> str:
+    import getpass
+
     try:
         return getpass.getuser()
     except Exception:
         return str(os.getuid())
 
 
+def _hostname() -> str:
+    return os.uname().nodename  # = socket.gethostname(), without importing socket
+
+
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
+    from . import probe
+
     return {"checks": probe.run(req.get("checks") or [])}
 
 
 def op_procs(req: dict[str, Any]) -> dict[str, Any]:
     """Processes of this environment that started before the newest of `paths` was written."""
+    from . import procs
+
     mtimes = []
     for path in req.get("paths") or []:
         try:
@@ -303,6 +325,8 @@ def op_procs(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
+    from . import fetch
+
     try:
         return fetch.fetch(
             str(req.get("url", "")),

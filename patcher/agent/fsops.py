@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import importlib.util
 import os
-import py_compile
 import stat
-import tempfile
 
 from . import faults
 
@@ -54,6 +51,20 @@ def unwritable(directory: str) -> str:
     except OSError:
         pass
     return "Permission denied"
+
+
+def mkstemp(directory: str) -> tuple[int, str]:
+    """A new, empty, 0600 `.vpatch-*.tmp` file in `directory`, opened for writing (what
+    tempfile.mkstemp does, without importing tempfile and random on every agent call)."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        path = os.path.join(directory, TEMP_PREFIX + os.urandom(8).hex() + TEMP_SUFFIX)
+        try:
+            return os.open(path, flags, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError("no free temporary name in %s" % directory)
 
 
 def fsync_dir(path: str) -> None:
@@ -102,7 +113,7 @@ def stage(path: str, data: bytes, like: str | None = None, tag: str = "write") -
     directory = os.path.dirname(path) or "."
     ref = like or path
     st = os.stat(ref) if os.path.exists(ref) else None
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX, dir=directory)
+    fd, tmp = mkstemp(directory)
     staged = Staged(path, tmp, fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
@@ -166,6 +177,9 @@ def refresh_bytecode(path: str) -> str:
     fatal (Python recompiles from source when the .pyc is absent), but a stale .pyc that cannot be
     removed is reported.
     """
+    import importlib.util
+    import py_compile
+
     notes = []
     cache = importlib.util.cache_from_source(path)
     for opt in ("", 1, 2):
@@ -177,7 +191,8 @@ def refresh_bytecode(path: str) -> str:
                 notes.append("cannot remove stale %s: %s" % (other, exc.strerror))
     new_dir = not os.path.isdir(os.path.dirname(cache))
     try:
-        py_compile.compile(path, cfile=cache, doraise=True, invalidation_mode=_mode())
+        mode = py_compile._get_default_invalidation_mode()  # honours SOURCE_DATE_EPOCH
+        py_compile.compile(path, cfile=cache, doraise=True, invalidation_mode=mode)
         if os.geteuid() == 0:  # through sudo: the env's owner must still be able to replace it
             st = os.stat(path)
             os.chown(cache, st.st_uid, st.st_gid)
@@ -191,11 +206,6 @@ def refresh_bytecode(path: str) -> str:
             notes.append("stale bytecode %s left: %s" % (cache, exc2.strerror))
         notes.append("bytecode not refreshed: %s" % exc)
     return "; ".join(notes)
-
-
-def _mode() -> py_compile.PycInvalidationMode:
-    """The invalidation mode this interpreter would use itself (honours SOURCE_DATE_EPOCH)."""
-    return py_compile._get_default_invalidation_mode()
 
 
 def compile_check(data: bytes, path: str) -> str | None:

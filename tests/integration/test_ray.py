@@ -167,6 +167,17 @@ def test_apply_verify_rollback_reach_every_node_and_match_ssh(ray_lab: RayLab) -
     assert {h["patches"][0]["outcome"] for h in st.doc["hosts"]} == {"applied"}
     assert {h["target"] for h in st.doc["hosts"]} == {h["target"] for h in hosts}
 
+    # ensure through Ray: in place already = nothing written; after an SSH rollback it applies.
+    same = c.vpatch("ensure", spec, *ray_lab.ray, "--json")
+    assert same.code == 0, same.out + same.err
+    assert {h["patches"][0]["outcome"] for h in same.doc["hosts"]} == {"already_applied"}
+    done = vpatch("rollback", *ray_lab.ssh)
+    assert done.code == 0, done.out + done.err
+    again = c.vpatch("ensure", spec, *ray_lab.ray, "--json")
+    assert again.code == 0, again.out + again.err
+    assert {h["patches"][0]["outcome"] for h in again.doc["hosts"]} == {"applied"}
+    for h in PYTHONS:
+        assert '"kimi_k2",' in ray_lab.file(h).read_text()
     done = vpatch("rollback", *ray_lab.ssh)
     assert done.code == 0, done.out + done.err
 
