@@ -13,7 +13,17 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from patcher import __version__, catalog, check, engine, fleet, hooks, metrics, schema
+from patcher import (
+    __version__,
+    catalog,
+    check,
+    engine,
+    fleet,
+    hooks,
+    metrics,
+    rewrite_cache,
+    schema,
+)
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.inventory import Target, load_inventory, select
 from patcher.report import (
@@ -239,13 +249,13 @@ def _one_host(
 def run(argv: Sequence[str]) -> int:
     argv, command = _split_exec(list(argv))
     args = build_parser().parse_args(argv)
-    if args.command in ("apply", "verify", "ensure"):
-        _prefetch_rewriters()
     if args.command == "matrix":
         return _matrix(args)
     if args.command in ("exec", "hook", "check", "schema"):
         return _standalone(args, command)
     specs = catalog.load_all(args.specs) if args.specs else []
+    if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
+        _prefetch_rewriters()
     opts = engine.Options(
         dry_run=getattr(args, "dry_run", False),
         force=getattr(args, "force", False),
@@ -452,7 +462,9 @@ def _matrix(args: argparse.Namespace) -> int:
 
 def _prefetch_rewriters() -> None:
     """libcst costs ~0.3 s to import: do it while the hosts connect and inspect (I/O waits),
-    not after, on the critical path. The import lock makes the engine's own import wait."""
+    not after, on the critical path. The import lock makes the engine's own import wait.
+    Skipped when earlier runs left rewrites of every spec on disk (patcher.rewrite_cache):
+    then the run most likely needs no libcst at all, and a miss imports it on demand."""
     import threading
 
     def load() -> None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter
 
-from patcher import metrics
+from patcher import metrics, rewrite_cache
 from patcher.errors import AgentError, HostError, VpatchError
 from patcher.result import FileChange, HostResult, PatchResult, ProbeResult, host_ok
 from patcher.rewrite import RewriteResult, apply_edits
@@ -71,17 +71,20 @@ _KEY_LOCKS: dict[tuple[str, str, int], threading.Lock] = {}
 
 
 def _rewrite(text: str, spec: PatchSpec, index: int, variant: Variant) -> RewriteResult:
-    """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE parse."""
+    """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE parse.
+    Misses go to the on-disk cache of earlier runs (patcher.rewrite_cache) before libcst."""
     key = (sha256_text(text), spec.digest, index)
     with _CACHE_LOCK:
         key_lock = _KEY_LOCKS.setdefault(key, threading.Lock())
     with key_lock:
-        hit = _REWRITE_CACHE.get(key)
+        hit = _REWRITE_CACHE.get(key) or rewrite_cache.get(key[0], spec, index)
         if hit is not None:
             with _CACHE_LOCK:
                 REWRITE_STATS["hits"] += 1
+                _REWRITE_CACHE[key] = hit
             return hit
         res = apply_edits(text, variant.edit)
+        rewrite_cache.put(key[0], spec, index, res)
         with _CACHE_LOCK:
             REWRITE_STATS["parses"] += 1
             _REWRITE_CACHE[key] = res

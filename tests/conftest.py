@@ -15,6 +15,12 @@ import pytest
 
 from tests import envs, standin
 
+# No on-disk rewrite cache (patcher/rewrite_cache.py) unless a test asks for one: tests assert
+# exact libcst parse counts, which a cache shared between tests would make order-dependent (and
+# ~/.cache is not the suite's to fill). Set before any test starts a vpatch, so every child
+# process inherits it; tests/unit/test_rewrite_cache.py and the bench turn it back on.
+os.environ["VPATCH_NO_CACHE"] = "1"
+
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "patches" / "vllm-eagle3-mla-targets.toml"
 VPATCH = [sys.executable, "-m", "patcher.cli"]

@@ -20,6 +20,7 @@ ROWS = {
     ("ansible", 2),
     ("ansible-pipelining", 2),
     ("vpatch-apply", 2),
+    ("vpatch-apply-cold", 2),
     ("vpatch-rollback", 2),
     ("vpatch-startup", 1),
     ("vpatch-verify-import", 1),
@@ -47,8 +48,10 @@ def test_quick_bench_reports_every_row_and_target(tmp_path: Path) -> None:
     for key, row in rows.items():
         assert row["runs"] == 1, key
         assert math.isfinite(row["wall_s"]["median"]) and row["wall_s"]["median"] > 0, key
-    # Every apply run was checked against the hosts' bytes, and parsed the one content once.
+    # Every apply run was checked against the hosts' bytes, and parsed the one content once:
+    # the first with an empty rewrite cache, the cold one without the cache.
     assert rows[("vpatch-apply", 2)]["libcst_parses"]["samples"] == [1]
+    assert rows[("vpatch-apply-cold", 2)]["libcst_parses"]["samples"] == [1]
     targets = {t["target"]: t for t in doc["targets"]}
     assert set(targets) == TARGETS
     assert targets["scale"]["met"] is None  # one host count: nothing to compare

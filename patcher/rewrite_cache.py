@@ -1,0 +1,172 @@
+"""Rewrites remembered across runs, on the controller, so that libcst is not even imported when
+every file a run meets was rewritten before.
+
+Why: a rewrite is a pure function of (file text, spec, variant, rewrite code), and a fleet meets
+the same few file contents again and again: a canary run then the rest, `vpatch verify` after
+`vpatch apply`, `vpatch ensure` in a pre-start hook on every restart after a reinstall. Importing
+libcst alone costs ~0.3 s of CPU per run, a quarter of a one-host apply.
+
+What is stored: one JSON file per (text sha256, spec digest, variant index, code version) with
+the result's status, text and message; only `changed` and `unchanged` results (the ones a run
+acts on; an anchor that is missing is re-derived and reported fresh). The code version hashes
+the rewrite package's own source and libcst's version file, so any change to how rewrites are
+computed is a different key (never a stale hit after an upgrade or an edit of the code).
+
+Where: `$VPATCH_CACHE_DIR`, else `$XDG_CACHE_HOME/vpatch`, else `~/.cache/vpatch`, under
+`rewrites/`; `VPATCH_NO_CACHE=1` turns it off. The directory must be the user's own and not
+writable by group or others (the entries are code that vpatch writes into site-packages), or it
+is not used. The cache can never fail a run: unreadable, corrupt or unwritable = a miss, and
+whatever text comes out of it still goes through the agent's compile check and verify.
+Writes are atomic (temp file in the same directory, fsync, rename); at most `KEEP` entries are
+kept, the least recently written go first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+import time
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patcher.rewrite import RewriteResult
+    from patcher.spec import PatchSpec
+
+KEEP = 512
+_STORED = ("changed", "unchanged")
+
+
+def directory() -> Path | None:
+    """The cache directory (created 0700 if missing), or None when off or not safe to use."""
+    if os.environ.get("VPATCH_NO_CACHE"):
+        return None
+    base = os.environ.get("VPATCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vpatch"
+    )
+    d = Path(base) / "rewrites"
+    try:
+        if not d.is_dir():
+            d.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            d.mkdir(mode=0o700, exist_ok=True)
+        st = d.stat()
+    except OSError:
+        return None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return d
+
+
+@cache
+def code_version() -> str:
+    """Hash of everything that decides a rewrite's output besides its inputs."""
+    h = hashlib.sha256()
+    for f in sorted((Path(__file__).parent / "rewrite").glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    found = importlib.util.find_spec("libcst")  # locates, does not import
+    if found is not None and found.origin:
+        version = Path(found.origin).parent / "_version.py"
+        h.update(version.read_bytes() if version.exists() else found.origin.encode())
+    return h.hexdigest()[:16]
+
+
+def _name(text_sha: str, spec: PatchSpec, index: int) -> str:
+    key = hashlib.sha256(f"{text_sha}:{spec.digest}:{index}:{code_version()}".encode())
+    return f"{spec.digest}-{key.hexdigest()[:32]}.json"
+
+
+def covers(specs: list[PatchSpec]) -> bool:
+    """True when every spec has at least one entry: the run will most likely need no libcst
+    (a hint for prefetching it, not a promise)."""
+    d = directory()
+    if d is None or not specs:
+        return False
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return False
+    have = {n.split("-", 1)[0] for n in names if n.endswith(".json")}
+    return all(s.digest in have for s in specs)
+
+
+def get(text_sha: str, spec: PatchSpec, index: int) -> RewriteResult | None:
+    d = directory()
+    if d is None:
+        return None
+    try:
+        entry = json.loads((d / _name(text_sha, spec, index)).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict):
+        return None
+    want = {"text_sha256": text_sha, "spec": spec.digest, "variant": index, "code": code_version()}
+    if any(entry.get(k) != v for k, v in want.items()):
+        return None
+    status, source, message = entry.get("status"), entry.get("source"), entry.get("message")
+    if status not in _STORED or not isinstance(source, str) or not isinstance(message, str):
+        return None
+    if status == "unchanged" and hashlib.sha256(source.encode()).hexdigest() != text_sha:
+        return None
+    from patcher.rewrite import RewriteResult
+
+    return RewriteResult(status, source, message)
+
+
+def put(text_sha: str, spec: PatchSpec, index: int, result: RewriteResult) -> None:
+    if result.status not in _STORED:
+        return
+    d = directory()
+    if d is None:
+        return
+    entry = {
+        "text_sha256": text_sha,
+        "spec": spec.digest,
+        "variant": index,
+        "code": code_version(),
+        "status": result.status,
+        "source": result.source,
+        "message": result.message,
+    }
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(entry, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, d / _name(text_sha, spec, index))
+        tmp = ""
+        _prune(d)
+    except OSError:
+        pass  # a cache that cannot be written is a cache that misses next time
+    finally:
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _prune(d: Path) -> None:
+    entries = []
+    now = time.time()
+    for n in os.listdir(d):
+        try:
+            mtime = os.stat(d / n).st_mtime
+            if n.startswith(".tmp-") and now - mtime > 3600:
+                os.unlink(d / n)  # left by a run killed between its write and its rename
+            elif n.endswith(".json") and not n.startswith("."):
+                entries.append((mtime, n))
+        except OSError:
+            continue
+    if len(entries) <= KEEP:
+        return
+    for _mtime, n in sorted(entries)[: len(entries) - KEEP * 3 // 4]:
+        try:
+            os.unlink(d / n)
+        except OSError:
+            continue

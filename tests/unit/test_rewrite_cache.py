@@ -1,0 +1,187 @@
+"""The on-disk rewrite cache: exact keys, never trusted when unsafe or corrupt, never fails a
+run; and a run whose rewrites are all cached never imports libcst."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patcher import rewrite_cache
+from patcher.rewrite import apply_edits
+from patcher.spec import PatchSpec, load_spec
+from tests.conftest import REPO, Env, vpatch
+from tests.integration.test_local_standin import REL, SPEC_A
+
+SOURCE = 'class SpecConfig:\n    def verify(self):\n        supported = ["llama", "qwen"]\n'
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "cache"
+    monkeypatch.setenv("VPATCH_CACHE_DIR", str(d))
+    monkeypatch.delenv("VPATCH_NO_CACHE", raising=False)
+    return d / "rewrites"
+
+
+def spec(tmp_path: Path, text: str = SPEC_A) -> PatchSpec:
+    p = tmp_path / "spec.toml"
+    p.write_text(text)
+    return load_spec(p)
+
+
+def sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_round_trip_and_exact_keys(tmp_path: Path, cache_dir: Path) -> None:
+    s = spec(tmp_path)
+    res = apply_edits(SOURCE, s.variant[0].edit)
+    assert res.status == "changed" and "kimi_k2" in res.source
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert not rewrite_cache.covers([s])
+    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    assert rewrite_cache.get(sha(SOURCE), s, 0) == res
+    assert rewrite_cache.covers([s])
+    assert oct(cache_dir.stat().st_mode & 0o777) == "0o700"
+    # Any other input is another key: text, variant, spec content.
+    assert rewrite_cache.get(sha(SOURCE + "\n"), s, 0) is None
+    assert rewrite_cache.get(sha(SOURCE), s, 1) is None
+    other = spec(tmp_path, SPEC_A.replace('values = ["kimi_k2"]', 'values = ["kimi_k25"]'))
+    assert rewrite_cache.get(sha(SOURCE), other, 0) is None
+    assert not rewrite_cache.covers([s, other])
+    # Only results a run acts on are kept.
+    missing = apply_edits("x = 1\n", s.variant[0].edit)
+    assert missing.status == "anchor_missing"
+    rewrite_cache.put(sha("x = 1\n"), s, 0, missing)
+    assert rewrite_cache.get(sha("x = 1\n"), s, 0) is None
+
+
+def test_new_rewrite_code_is_a_new_key(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = spec(tmp_path)
+    rewrite_cache.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is not None
+    monkeypatch.setattr(rewrite_cache, "code_version", lambda: "0123456789abcdef")
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+
+
+def test_code_version_follows_the_rewrite_sources() -> None:
+    """It hashes the files that compute rewrites (and libcst's version), not a release number:
+    an edited rewrite module in a dev checkout cannot be served a stale entry."""
+    rewrite_cache.code_version.cache_clear()
+    before = rewrite_cache.code_version()
+    real = Path.read_bytes
+
+    def edited(self: Path) -> bytes:
+        data = real(self)
+        return data + b"# edited\n" if self.name == "elements.py" else data
+
+    try:
+        Path.read_bytes = edited  # type: ignore[method-assign]
+        rewrite_cache.code_version.cache_clear()
+        after = rewrite_cache.code_version()
+    finally:
+        Path.read_bytes = real  # type: ignore[method-assign]
+        rewrite_cache.code_version.cache_clear()
+    assert len(before) == 16 and after != before
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda e: "{not json",
+        lambda e: json.dumps([e]),
+        lambda e: json.dumps({**e, "status": "anchor_missing"}),
+        lambda e: json.dumps({**e, "source": 42}),
+        lambda e: json.dumps({**e, "spec": "0" * 16}),
+        lambda e: json.dumps({**e, "status": "unchanged"}),  # unchanged = the input itself
+    ],
+)
+def test_damaged_entries_are_misses(tmp_path: Path, cache_dir: Path, damage: object) -> None:
+    s = spec(tmp_path)
+    rewrite_cache.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
+    [entry] = list(cache_dir.glob("*.json"))
+    entry.write_text(damage(json.loads(entry.read_text())))  # type: ignore[operator]
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+
+
+def test_unsafe_or_unusable_directory_is_not_used(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = spec(tmp_path)
+    res = apply_edits(SOURCE, s.variant[0].edit)
+    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    cache_dir.chmod(0o777)  # anyone could plant code here: ignored
+    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    cache_dir.chmod(0o700)
+    os.chown(cache_dir, 4242, 4242)  # someone else's
+    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    os.chown(cache_dir, os.geteuid(), os.getegid())
+    assert rewrite_cache.get(sha(SOURCE), s, 0) == res
+    monkeypatch.setenv("VPATCH_NO_CACHE", "1")
+    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    # A path that cannot be a directory: no cache, no error, nothing written.
+    monkeypatch.delenv("VPATCH_NO_CACHE")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("VPATCH_CACHE_DIR", str(blocker))
+    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is None and blocker.read_text() == ""
+
+
+def test_prune_keeps_the_newest(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rewrite_cache, "KEEP", 8)
+    s = spec(tmp_path)
+    texts = [SOURCE + f"# {i}\n" for i in range(9)]
+    for i, text in enumerate(texts):
+        rewrite_cache.put(sha(text), s, 0, apply_edits(text, s.variant[0].edit))
+        entry = cache_dir / rewrite_cache._name(sha(text), s, 0)
+        os.utime(entry, (1_000_000 + i, 1_000_000 + i))  # the order of writes, in mtimes
+    left = [t for t in texts if rewrite_cache.get(sha(t), s, 0) is not None]
+    assert left == texts[-len(left) :] and len(left) == 6  # 9 > 8: down to 3/4 of KEEP
+    assert not list(cache_dir.glob(".tmp-*"))
+
+
+def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
+    """CLI level: apply, rollback, apply again with a cache dir: the second apply parses nothing
+    and never imports libcst (python -X importtime lists every import on stderr)."""
+    a = tmp_path / "a.toml"
+    a.write_text(SPEC_A)
+    env = {"VPATCH_CACHE_DIR": str(tmp_path / "cache"), "VPATCH_NO_CACHE": ""}
+    py = ["--python", str(standin_env.python)]
+    first = vpatch("apply", a, *py, "--json", env=env)
+    assert first.code == 0, first.out + first.err
+    assert first.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 0}
+    assert vpatch("rollback", *py, env=env).code == 0
+    pristine = standin_env.file(REL).read_text()
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "patcher.cli", "apply", str(a), *py, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["stats"] == {"libcst_parses": 0, "rewrite_cache_hits": 1}
+    [p] = doc["hosts"][0]["patches"]
+    assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
+    assert '"kimi_k2",' in standin_env.file(REL).read_text() != pristine
+    imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
+    assert "patcher.engine" in imported and "libcst" not in imported
+    # Without the cache (the suite's default), the same run parses again.
+    assert vpatch("rollback", *py).code == 0
+    again = vpatch("apply", a, *py, "--json")
+    assert again.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 0}
