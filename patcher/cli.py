@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="fail the metrics probe below this draft acceptance rate (0.4 or 40%%); "
         "overrides the spec's [metrics] min_acceptance_rate",
     )
+    vp.add_argument(
+        "--metrics-window",
+        metavar="SECONDS",
+        help="scrape twice, SECONDS apart, and judge only the traffic in between "
+        "(default: one scrape, the server's lifetime)",
+    )
 
     rp = sub.add_parser("rollback", help="restore exact bytes (no SPEC: everything vpatch applied)")
     rp.add_argument("specs", nargs="*", metavar="SPEC")
@@ -301,11 +307,15 @@ def run(argv: Sequence[str]) -> int:
 def _metrics_options(args: argparse.Namespace) -> dict[str, Any]:
     """verify's --metrics/--min-acceptance, checked before any host is contacted (exit 2)."""
     url, rate = getattr(args, "metrics", None), getattr(args, "min_acceptance", None)
+    window = getattr(args, "metrics_window", None)
     if rate is not None and url is None:
         raise UsageError("--min-acceptance needs --metrics URL", "add --metrics URL")
+    if window is not None and url is None:
+        raise UsageError("--metrics-window needs --metrics URL", "add --metrics URL")
     return {
         "metrics_url": metrics.check_url(url) if url is not None else None,
         "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
+        "metrics_window": metrics.parse_window(window) if window is not None else None,
     }
 
 

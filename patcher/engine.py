@@ -40,6 +40,7 @@ class Options:
     level: Level = "full"
     metrics_url: str | None = None  # verify: scrape this on each host (the `metrics` probe)
     min_acceptance: float | None = None  # verify: overrides [metrics] min_acceptance_rate
+    metrics_window: float | None = None  # verify: judge the counters' increase over N seconds
 
 
 def sha256_text(text: str) -> str:
@@ -564,7 +565,9 @@ def verify(
         facts = _inspect(transport, specs, state_dir, procs=True)
         host.python = facts.python
         host.restart_required = facts.restart_required
-        got = metrics.scrape(transport, opts.metrics_url) if opts.metrics_url else None
+        got = None
+        if opts.metrics_url:
+            got = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = _verify_one(spec, facts)
             host.patches.append(res)

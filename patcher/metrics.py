@@ -9,13 +9,18 @@ turns its spec-decode counters into the numbers vLLM's own docs define:
     mean acceptance length = 1 + accepted tokens / drafts        (the bonus token included)
     per-position rate[i]   = accepted tokens at position i / drafts
 
-Counters are cumulative since the server started, so the numbers cover the server's lifetime,
-summed over engines and models. Parsing uses prometheus_client's own parser, never regexes.
+Counters are cumulative since the server started, so one scrape covers the server's lifetime,
+summed over engines and models. `--metrics-window SECONDS` scrapes twice, that far apart, and
+judges only what happened in between (the counters' increase, as Prometheus' `increase()`
+does, a counter reset in the window counting from zero): how the server does NOW, not
+averaged with last week's traffic or with the hours before a config change. Parsing uses
+prometheus_client's own parser, never regexes.
 """
 
 from __future__ import annotations
 
 import math
+import time
 import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -61,6 +66,29 @@ class SpecDecodeStats:
         if self.drafts <= 0:
             return ()
         return tuple(n / self.drafts for n in self.accepted_per_position)
+
+    def since(self, before: SpecDecodeStats) -> SpecDecodeStats:
+        """The increase from an earlier scrape of the same server. When any counter went down
+        the server restarted in between: everything counted now is new (Prometheus' rule)."""
+        pairs = [
+            (self.drafts, before.drafts),
+            (self.draft_tokens, before.draft_tokens),
+            (self.accepted, before.accepted),
+            *zip(self.accepted_per_position, before.accepted_per_position, strict=False),
+        ]
+        fewer = len(self.accepted_per_position) < len(before.accepted_per_position)
+        if fewer or any(now < then for now, then in pairs):
+            return self
+        old = before.accepted_per_position
+        return SpecDecodeStats(
+            self.drafts - before.drafts,
+            self.draft_tokens - before.draft_tokens,
+            self.accepted - before.accepted,
+            tuple(
+                n - (old[i] if i < len(old) else 0.0)
+                for i, n in enumerate(self.accepted_per_position)
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,19 +179,29 @@ def _num(x: float) -> str:
     return f"{x:g}"
 
 
-def evaluate(stats: SpecDecodeStats | None, th: Thresholds, loaded: bool) -> tuple[bool, str]:
-    """(passed, detail). No counters or no drafts yet is inconclusive, which is not a pass."""
+def evaluate(
+    stats: SpecDecodeStats | None, th: Thresholds, loaded: bool, window: float | None = None
+) -> tuple[bool, str]:
+    """(passed, detail). No counters or no drafts yet is inconclusive, which is not a pass.
+    `window`: the stats are the increase over that many seconds (said in the detail)."""
     if stats is None:
         return False, (
             "inconclusive: the endpoint serves no vllm:spec_decode_* counters "
             "(is speculative decoding enabled on that server?)"
         )
     if stats.drafts <= 0 or stats.draft_tokens <= 0:
+        if window is not None:
+            return False, (
+                f"inconclusive: no drafts in the {window:g} s window (the server did not "
+                "speculate meanwhile); verify while it serves traffic, or widen --metrics-window"
+            )
         return False, (
             "inconclusive: no drafts counted yet (the server has not speculated since it "
             "started); send it traffic, then verify again"
         )
     parts, failing, counts = _measures(stats, th)
+    if window is not None:
+        counts = f"in the last {window:g} s: {counts}"
     if failing:
         what = "patch is loaded but " if loaded else ""
         rest = ", ".join(p for p in parts if p not in failing)
@@ -176,16 +214,39 @@ def evaluate(stats: SpecDecodeStats | None, th: Thresholds, loaded: bool) -> tup
 
 @dataclass(frozen=True)
 class Scrape:
-    """What the agent fetched on the host: the text, or why there is none."""
+    """What the agent fetched on the host: the text, or why there is none. With a window,
+    `before` is the first of the two scrapes and `window` the seconds between them."""
 
     url: str
     text: str | None
     error: str | None
     seconds: float
+    before: Scrape | None = None
+    window: float | None = None
 
 
-def scrape(transport: Transport, url: str, timeout: float = DEFAULT_TIMEOUT) -> Scrape:
-    """One fetch per host, by the agent on that host (its `localhost` is the server's)."""
+def scrape(
+    transport: Transport,
+    url: str,
+    timeout: float = DEFAULT_TIMEOUT,
+    window: float | None = None,
+    sleep: Any = time.sleep,
+) -> Scrape:
+    """One fetch per host, by the agent on that host (its `localhost` is the server's); with
+    `window`, two fetches that many seconds apart (the second one is the result)."""
+    if window is None:
+        return _fetch(transport, url, timeout)
+    first = _fetch(transport, url, timeout)
+    if first.text is None:
+        return first
+    started = time.monotonic()
+    sleep(window)
+    second = _fetch(transport, url, timeout)
+    elapsed = time.monotonic() - started
+    return Scrape(url, second.text, second.error, first.seconds + second.seconds, first, elapsed)
+
+
+def _fetch(transport: Transport, url: str, timeout: float) -> Scrape:
     res: dict[str, Any] = transport.call({"op": "fetch", "url": url, "timeout": timeout})
     seconds = float(res.get("seconds", 0.0))
     if not res.get("ok"):
@@ -207,11 +268,15 @@ def probe(
         return ProbeResult(PROBE_NAME, False, f"cannot scrape {got.url}: {got.error}", got.seconds)
     try:
         stats = parse(got.text)
+        if stats is not None and got.before is not None and got.before.text is not None:
+            first = parse(got.before.text)
+            stats = stats.since(first) if first is not None else stats
     except ValueError as exc:
         return ProbeResult(
             PROBE_NAME, False, f"{got.url} did not serve Prometheus text: {exc}", got.seconds
         )
-    ok, detail = evaluate(stats, Thresholds.of(spec, min_acceptance), loaded)
+    window = round(got.window, 1) if got.window is not None else None
+    ok, detail = evaluate(stats, Thresholds.of(spec, min_acceptance), loaded, window)
     if stale_processes and stats is not None and stats.drafts > 0:
         detail += (
             f" [{stale_processes} process(es) of this environment started before the patch "
@@ -229,6 +294,20 @@ def check_url(url: str) -> str:
             "e.g. --metrics http://localhost:8000/metrics (fetched on each target host)",
         )
     return url
+
+
+def parse_window(text: str) -> float:
+    """`--metrics-window SECONDS`: how far apart the two scrapes are (0 < s <= 3600)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 3600:
+        raise UsageError(
+            f"--metrics-window {text!r} is not a number of seconds between 0 and 3600",
+            "e.g. --metrics-window 60 (judge the last minute of traffic)",
+        )
+    return value
 
 
 def parse_rate(text: str) -> float:

@@ -411,6 +411,60 @@ def test_metrics_message_follows_the_patch_state(tmp_path: Path, standin_env: En
     )
 
 
+class _Growing(http.server.BaseHTTPRequestHandler):
+    """A server that speculated well for a long time (90 %) and badly since (10 %): each scrape
+    sees 100 more drafts of 3 tokens with 30 of them accepted."""
+
+    scrapes = 0
+
+    def do_GET(self) -> None:
+        n = type(self).scrapes
+        type(self).scrapes += 1
+        reg = prometheus_client.CollectorRegistry()
+        counts = (("drafts", 1000 + 100 * n), ("draft_tokens", 3000 + 300 * n))
+        for name, value in (*counts, ("accepted_tokens", 2700 + 30 * n)):
+            counter = prometheus_client.Counter(f"vllm:spec_decode_num_{name}", name, registry=reg)
+            counter.inc(value)
+        body = prometheus_client.generate_latest(reg)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_metrics_window_judges_the_recent_traffic(tmp_path: Path, standin_env: Env) -> None:
+    """Lifetime counters say 90 % (pass); the last second says 10 % (fail): --metrics-window
+    scrapes twice, on the host, a second apart, and judges the increase."""
+    spec = write(tmp_path, "a.toml", SPEC_A)
+    assert vpatch("apply", spec, "--python", standin_env.python).code == 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Growing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    py = ["--python", str(standin_env.python), "--metrics", url, "--min-acceptance", "40%"]
+    try:
+        lifetime = vpatch("verify", spec, *py, "--level", "static", "--json")
+        started = time.monotonic()
+        recent = vpatch("verify", spec, *py, "--level", "static", "--metrics-window", "1", "--json")
+        took = time.monotonic() - started
+    finally:
+        server.shutdown()
+    assert lifetime.code == 0, lifetime.out + lifetime.err
+    [m] = [p for p in lifetime.patch()["probes"] if p["name"] == "metrics"]
+    assert m["ok"] and m["detail"].startswith("acceptance 90 % >= 40 %"), m
+    assert recent.code == 1, recent.out + recent.err
+    [m] = [p for p in recent.patch()["probes"] if p["name"] == "metrics"]
+    assert not m["ok"] and "patch is loaded but speculative decoding is not paying" in m["detail"]
+    assert "acceptance 10 % < 40 %" in m["detail"], m
+    assert (
+        "in the last 1" in m["detail"]
+        and "100 drafts, 300 draft tokens, 30 accepted" in m["detail"]
+    )
+    assert _Growing.scrapes == 3 and took >= 1.0
+
+
 def test_unreachable_metrics_url_fails_the_probe(tmp_path: Path, standin_env: Env) -> None:
     spec = write(tmp_path, "s.toml", SATISFIED)
     res = vpatch(

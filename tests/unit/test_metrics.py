@@ -195,6 +195,9 @@ def test_metrics_table_is_validated(tmp_path: object, table: str, needle: str) -
         (["--metrics", "localhost:8000/metrics"], "is not an http:// or https:// URL"),
         (["--min-acceptance", "0.4"], "--min-acceptance needs --metrics URL"),
         (["--metrics", "http://127.0.0.1:9/m", "--min-acceptance", "1.5"], "between 0 and 1"),
+        (["--metrics-window", "30"], "--metrics-window needs --metrics URL"),
+        (["--metrics", "http://127.0.0.1:9/m", "--metrics-window", "0"], "between 0 and 3600"),
+        (["--metrics", "http://127.0.0.1:9/m", "--metrics-window", "soon"], "between 0 and 3600"),
     ],
 )
 def test_metrics_input_errors_are_exit_2_before_any_host(
@@ -206,3 +209,68 @@ def test_metrics_input_errors_are_exit_2_before_any_host(
     assert cli.main(["verify", spec, "--python", "/nonexistent/bin/python", *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("error: ") and needle in err and "\nhint: " in err
+
+
+class _Texts:
+    """A transport whose `fetch` answers are the given texts, in order (the server's counters
+    at each scrape); records what was asked."""
+
+    target = "fake"
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = list(texts)
+        self.calls: list[dict[str, object]] = []
+
+    def call(self, request: dict[str, object], timeout: float = 600) -> dict[str, object]:
+        self.calls.append(request)
+        return {"ok": True, "text": self.texts.pop(0), "error": None, "seconds": 0.01}
+
+    def close(self) -> None:
+        pass
+
+
+def test_window_judges_only_the_traffic_in_between() -> None:
+    """A server that did great for a week and badly in the last minute FAILS with a window
+    (and passed on its lifetime counters): the window is about now."""
+    week = exposition({"0": (1000, 3000, 2400, [900, 800, 700])})  # 80 %
+    now = exposition({"0": (1100, 3300, 2430, [910, 810, 710])})  # +100 drafts, +30/300 = 10 %
+    th = MetricsThresholds(min_acceptance_rate=0.4)
+    lifetime = metrics.probe(metrics.scrape(_Texts(now), "http://h/m"), th, None, True)
+    assert lifetime.ok, lifetime.detail
+    slept: list[float] = []
+    fake = _Texts(week, now)
+    got = metrics.scrape(fake, "http://h/m", window=60, sleep=slept.append)
+    assert slept == [60] and [c["op"] for c in fake.calls] == ["fetch", "fetch"]
+    pr = metrics.probe(got, th, None, True)
+    assert not pr.ok
+    assert "acceptance 10 % < 40 %" in pr.detail and "per position 0.10/0.10/0.10" in pr.detail
+    assert "in the last 0 s: 100 drafts, 300 draft tokens, 30 accepted" in pr.detail
+
+
+def test_window_counts_a_restart_from_zero_and_idle_is_inconclusive() -> None:
+    before = exposition({"0": (1000, 3000, 2400, [900, 800, 700])})
+    restarted = exposition({"0": (10, 30, 6, [3, 2, 1])})  # counters went down: new process
+    got = metrics.scrape(_Texts(before, restarted), "http://h/m", window=5, sleep=lambda s: None)
+    pr = metrics.probe(got, None, None, True)
+    assert "acceptance 20 %" in pr.detail and "10 drafts, 30 draft tokens, 6 accepted" in pr.detail
+    idle = metrics.scrape(_Texts(before, before), "http://h/m", window=5, sleep=lambda s: None)
+    pr = metrics.probe(idle, None, None, True)
+    assert not pr.ok and pr.detail.startswith("inconclusive: no drafts in the 0 s window")
+
+    # The first scrape failing: no second one, the error is the answer.
+    class Down(_Texts):
+        def call(self, request: dict[str, object], timeout: float = 600) -> dict[str, object]:
+            self.calls.append(request)
+            return {"ok": True, "text": None, "error": "connection refused", "seconds": 0.0}
+
+    down = Down()
+    got = metrics.scrape(down, "http://h/m", window=5, sleep=lambda s: pytest.fail("slept"))
+    assert len(down.calls) == 1 and got.text is None and got.error == "connection refused"
+
+
+def test_since_is_the_increase() -> None:
+    a = SpecDecodeStats(10, 30, 20, (8, 7, 5))
+    b = SpecDecodeStats(15, 45, 26, (10, 9, 7, 1))
+    assert b.since(a) == SpecDecodeStats(5, 15, 6, (2, 2, 2, 1))
+    assert a.since(b) == a  # went down: a restart, everything counted is new
+    assert SpecDecodeStats(15, 45, 26, (10, 9)).since(a) == SpecDecodeStats(15, 45, 26, (10, 9))
