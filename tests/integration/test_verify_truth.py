@@ -372,9 +372,13 @@ def test_no_restart_required_when_nothing_was_written(
 class _Metrics(http.server.BaseHTTPRequestHandler):
     """vLLM-named counters made with prometheus_client (vLLM's own class: test_vllm_verify)."""
 
+    def counts(self) -> tuple[int, int, int]:
+        return 100, 300, 45  # drafts, draft tokens, accepted tokens: 15 %
+
     def do_GET(self) -> None:
         reg = prometheus_client.CollectorRegistry()
-        for name, value in (("drafts", 100), ("draft_tokens", 300), ("accepted_tokens", 45)):
+        names = ("drafts", "draft_tokens", "accepted_tokens")
+        for name, value in zip(names, self.counts(), strict=True):
             counter = prometheus_client.Counter(f"vllm:spec_decode_num_{name}", name, registry=reg)
             counter.inc(value)
         body = prometheus_client.generate_latest(reg)
@@ -411,28 +415,16 @@ def test_metrics_message_follows_the_patch_state(tmp_path: Path, standin_env: En
     )
 
 
-class _Growing(http.server.BaseHTTPRequestHandler):
+class _Growing(_Metrics):
     """A server that speculated well for a long time (90 %) and badly since (10 %): each scrape
     sees 100 more drafts of 3 tokens with 30 of them accepted."""
 
     scrapes = 0
 
-    def do_GET(self) -> None:
+    def counts(self) -> tuple[int, int, int]:
         n = type(self).scrapes
         type(self).scrapes += 1
-        reg = prometheus_client.CollectorRegistry()
-        counts = (("drafts", 1000 + 100 * n), ("draft_tokens", 3000 + 300 * n))
-        for name, value in (*counts, ("accepted_tokens", 2700 + 30 * n)):
-            counter = prometheus_client.Counter(f"vllm:spec_decode_num_{name}", name, registry=reg)
-            counter.inc(value)
-        body = prometheus_client.generate_latest(reg)
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        return 1000 + 100 * n, 3000 + 300 * n, 2700 + 30 * n
 
 
 def test_metrics_window_judges_the_recent_traffic(tmp_path: Path, standin_env: Env) -> None:
