@@ -23,6 +23,11 @@ listed in /proc, so each pid is a process):
    resolution) against the write time on the same boot clock, so a process started a moment
    after the write is never reported and a wall-clock jump cannot confuse the comparison.
 
+Paths in /proc/PID (argv[0], cwd, PATH, maps) are the PROCESS's view. A process in another
+mount namespace (a container sharing the host's PID namespace, `docker --pid=host`, hostPID
+pods) may show the very same path string for a different environment, so for those the
+directories are compared by identity (device and inode) through /proc/PID/root, never by name.
+
 The agent itself and its ancestors (the shell or sshd that started it, the vpatch CLI) are
 excluded. Without root, other users' processes cannot be inspected and are not listed.
 The rule is deliberately conservative: a process of the environment that never imported the
@@ -86,8 +91,34 @@ def _environ_path(pid: int) -> str:
     return ""
 
 
-def _resolve_argv0(pid: int, argv0: str) -> str | None:
-    """argv[0] as the process itself would have resolved it to locate its environment."""
+def _mnt_ns(pid: str) -> str:
+    try:
+        return os.readlink("/proc/%s/ns/mnt" % pid)
+    except OSError:
+        return ""
+
+
+def _view(pid: int, own_ns: str) -> str:
+    """Prefix that shows paths as process `pid` sees them: "" in our own mount namespace (or
+    when that cannot be told), else its root, /proc/PID/root."""
+    ns = _mnt_ns(str(pid))
+    return "" if not ns or ns == own_ns else "/proc/%d/root" % pid
+
+
+def _same_file(theirs: str, ours: str) -> bool:
+    """Is `theirs` (a path with a _view prefix, or a /proc link) the very file `ours` (device
+    and inode)? Used on directories too, where identity is what tells envs apart: a hard-linked
+    copy of an env (cp -al) shares every file's inode but has directories of its own."""
+    try:
+        a, b = os.stat(theirs), os.stat(ours)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _resolve_argv0(pid: int, argv0: str, view: str = "") -> str | None:
+    """argv[0] as the process itself would have resolved it to locate its environment (a path
+    in the process's own view)."""
     if "/" in argv0:
         if os.path.isabs(argv0):
             return argv0
@@ -97,20 +128,24 @@ def _resolve_argv0(pid: int, argv0: str) -> str | None:
             return None
     for d in _environ_path(pid).split(os.pathsep):
         cand = os.path.join(d or ".", argv0)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+        if os.path.isfile(view + cand) and os.access(view + cand, os.X_OK):
             return cand
     return None
 
 
-def _in_bin_dir(pid: int, argv: list[str], bin_dir: str) -> bool:
+def _in_bin_dir(pid: int, argv: list[str], bin_dir: str, view: str = "") -> bool:
     if not argv:
         return False
-    path = _resolve_argv0(pid, argv[0])
+    path = _resolve_argv0(pid, argv[0], view)
+    if path is None:
+        return False
     # Compare directories, not files: ENV/bin/python resolves (as a file) to the base binary.
-    return path is not None and os.path.realpath(os.path.dirname(path)) == bin_dir
+    if not view:
+        return os.path.realpath(os.path.dirname(path)) == bin_dir
+    return _same_file(view + os.path.dirname(path), bin_dir)
 
 
-def _maps_site(pid: int, sites: list[str]) -> bool:
+def _maps_site(pid: int, sites: list[str], view: str = "") -> bool:
     try:
         raw = _read("/proc/%d/maps" % pid).decode("utf-8", "replace")
     except OSError:
@@ -118,8 +153,9 @@ def _maps_site(pid: int, sites: list[str]) -> bool:
     for line in raw.splitlines():
         parts = line.split(None, 5)
         if len(parts) == 6 and parts[5].startswith("/"):
-            if any(parts[5].startswith(s) for s in sites):
-                return True
+            for s in sites:
+                if parts[5].startswith(s) and (not view or _same_file(view + s, s)):
+                    return True
     return False
 
 
@@ -172,6 +208,7 @@ def _scan(before: float) -> list[dict[str, Any]]:
     bin_dir = os.path.realpath(os.path.dirname(sys.executable))
     sites = _site_dirs()
     skip = _ancestors(os.getpid())
+    own_ns = _mnt_ns("self")
     hz = float(os.sysconf("SC_CLK_TCK"))
     wall_offset = time.time() - _boot_clock()
     found = []
@@ -180,13 +217,16 @@ def _scan(before: float) -> list[dict[str, Any]]:
             continue
         pid = int(name)
         try:
-            if os.path.realpath("/proc/%d/exe" % pid) != exe:
+            view = _view(pid, own_ns)
+            if not view and os.path.realpath("/proc/%d/exe" % pid) != exe:
                 continue
+            if view and not _same_file("/proc/%d/exe" % pid, exe):
+                continue  # (its exe link shows a path in its own view)
             started = _start_ticks(pid) / hz
             if started >= before:
                 continue
             argv = _argv(pid)
-            if not (_in_bin_dir(pid, argv, bin_dir) or _maps_site(pid, sites)):
+            if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
                 continue
         except (OSError, ValueError, IndexError):
             continue  # gone, a zombie, or another user's (no permission)

@@ -531,20 +531,28 @@ def test_new_agent_ops_run_on_python_39(tmp_path: Path) -> None:
 
 def test_restart_required_over_ssh(tmp_path: Path, ssh_lab_factory: harness.LabFactory) -> None:
     """Computed by the agent on the host, so it is the same over SSH: a process started in
-    another SSH session of that host, before the write, is listed with its remote pid."""
-    lab = ssh_lab_factory(1, harness.standin_env_factory)
-    host = lab.hosts[0]
+    another SSH session of that host, before the write, is listed with its remote pid.
+
+    The two lab hosts share one PID namespace but not their mounts (like containers on a
+    hostPID node): h2's server runs `/root/ml-env/bin/python` too, the same path string and
+    (cp -al) the same inodes for every file, yet another environment. It is not h1's."""
+    lab = ssh_lab_factory(2, harness.standin_env_factory)
+    h1, h2 = lab.hosts
     remote_py = "/root/ml-env/bin/python"
-    holder = Holder(lab.ssh_argv(host, remote_py, "-c", _HOLDER))
+    holder = Holder(lab.ssh_argv(h1, remote_py, "-c", _HOLDER))
+    other = Holder(lab.ssh_argv(h2, remote_py, "-c", _HOLDER))
     try:
         spec = write(tmp_path, "a.toml", SPEC_A)
-        args = ["--host", host.name, "--ssh-config", str(lab.ssh_config), "--python", remote_py]
+        args = ["--host", h1.name, "--ssh-config", str(lab.ssh_config), "--python", remote_py]
         res = vpatch("apply", spec, *args, "--json")
         assert res.code == 0, res.out + res.err
         listed = _pids(res.doc)
         assert listed[holder.pid]["cmdline"].startswith(f"{remote_py} -c ")
+        assert other.pid not in listed, listed
         assert holder.ask() == "refuses"  # the remote process still runs the old code
         back = vpatch("rollback", *args, "--json")
         assert back.code == 0 and holder.pid in _pids(back.doc)
+        assert other.pid not in _pids(back.doc)
     finally:
         holder.stop()
+        other.stop()
