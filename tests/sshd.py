@@ -33,7 +33,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tests import envs, standin
+from tests import standin
 
 SSHD = "/usr/sbin/sshd"  # absolute: sshd re-execs itself per connection and refuses a relative path
 ADDRESS = "127.0.0.1"  # the only address the harness ever uses
@@ -748,27 +747,7 @@ def _standin_template(version: str, config: str) -> Path:
             atexit.register(shutil.rmtree, base, ignore_errors=True)
             whl = standin.build_wheel(base, version, config)
             venv = base / "ml-env"
-            subprocess.run(
-                [envs.HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)],
-                check=True,
-                capture_output=True,
-            )
-            subprocess.run(
-                [
-                    sys.executable,  # the dev venv's pip, as tests/standin.py does
-                    "-m",
-                    "pip",
-                    "-q",
-                    "--python",
-                    str(venv / "bin" / "python"),
-                    "install",
-                    "--no-deps",
-                    "--no-index",
-                    str(whl),
-                ],
-                check=True,
-                capture_output=True,
-            )
+            standin.install_venv(venv, whl)
             _TEMPLATES[key] = venv
         return _TEMPLATES[key]
 

@@ -74,23 +74,20 @@ def build_wheel(dest: Path, version: str = "1.0.0", config: str = CONFIG_PY) -> 
 def make_env(dest: Path, version: str = "1.0.0", config: str = CONFIG_PY) -> Path:
     """A venv at `dest` with the stand-in installed by pip; returns its python."""
     dest.mkdir(parents=True, exist_ok=True)
-    whl = build_wheel(dest.parent, version, config)
     venv = dest / "venv"
-    subprocess.run([envs.HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+    install_venv(venv, build_wheel(dest.parent, version, config))
+    return venv / "bin" / "python"
+
+
+def install_venv(venv: Path, whl: Path) -> None:
+    """A venv of the hosts' interpreter (not pyenv's) with `whl` installed by real pip (the dev
+    venv's, so the venv needs no pip of its own): a RECORD exactly as on a server."""
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "-q",
-            "--python",
-            str(venv / "bin" / "python"),
-            "install",
-            "--no-deps",
-            "--no-index",
-            str(whl),
-        ],
+        [envs.HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)],
         check=True,
         capture_output=True,
     )
-    return venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "-q", "--python", str(venv / "bin" / "python")]
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", str(whl)], check=True, capture_output=True
+    )
