@@ -2,9 +2,16 @@
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
-source, loaded by a tiny in-memory importer) and the request after it. Nothing has to be
-installed on the host, the host's own `vpatch` (if any) is never used, and no value from a spec
-ever reaches a shell: the remote command line is a constant plus the quoted interpreter path.
+source, loaded by a tiny in-memory importer). Nothing has to be installed on the host, the host's
+own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell: the remote
+command line is a constant plus the quoted interpreter path.
+
+One agent process per transport ("agent session"): it is started on the first call and then
+answers one JSON request line with one JSON answer line, so a whole apply (inspect, commit,
+verify) costs one interpreter start and one bundle upload per host, not one per call. `close()`
+sends EOF and the agent exits. A call that times out or loses its agent ends the session; the
+next call starts a fresh one. Ray and the Ansible module still run the agent one-shot (bundle,
+request, EOF): the agent speaks both.
 """
 
 from __future__ import annotations
@@ -18,12 +25,16 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
+import tempfile
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import paramiko
@@ -63,6 +74,31 @@ def agent_bundle() -> bytes:
     return json.dumps(mods).encode() + b"\n"
 
 
+def _wait(reads: list[Any], writes: list[Any], timeout: float) -> tuple[list[Any], list[Any]]:
+    """select() for objects with fileno(), through poll(): select() refuses descriptors above
+    1024, which a controller with a few hundred hosts in flight (sockets, paramiko's per-channel
+    pipes) passes."""
+    poller = select.poll()
+    for obj in reads:
+        poller.register(obj.fileno(), select.POLLIN)
+    for obj in writes:
+        poller.register(obj.fileno(), select.POLLOUT | (select.POLLIN if obj in reads else 0))
+    ready = dict(poller.poll(max(0.0, timeout) * 1000))
+    done = select.POLLHUP | select.POLLERR
+    readable = [o for o in reads if ready.get(o.fileno(), 0) & (select.POLLIN | done)]
+    writable = [o for o in writes if ready.get(o.fileno(), 0) & (select.POLLOUT | done)]
+    return readable, writable
+
+
+def request_line(request: dict[str, Any]) -> bytes:
+    """One request of a session: compact JSON never contains a raw newline."""
+    return json.dumps(request).encode() + b"\n"
+
+
+_ERR_KEEP = 64 * 1024  # stderr kept per call: error messages quote only its last line
+_UNKNOWN_HINT = "files are either pristine or fully patched; run `vpatch status` to see which"
+
+
 def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
     """The agent's JSON answer, or an AgentError that says what went wrong on the host."""
     try:
@@ -87,7 +123,9 @@ class Transport(Protocol):
 
 
 class LocalTransport:
-    """Runs the agent with a local interpreter (default: `python3` on PATH)."""
+    """Runs the agent with a local interpreter (default: `python3` on PATH), one process per
+    transport: started by the first call, ended by `close()` (or when the transport is
+    garbage-collected, or at interpreter exit)."""
 
     def __init__(self, python: str = "python3", target: str = "local") -> None:
         self.target = target
@@ -98,32 +136,168 @@ class LocalTransport:
                 "pass --python with the interpreter of the environment to patch",
             )
         self.python = exe
+        self._lock = threading.Lock()
+        self._session: _LocalSession | None = None
 
     def call(self, request: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
-        payload = agent_bundle() + json.dumps(request).encode()
+        with self._lock:
+            try:
+                return self._call(request, timeout)
+            except BaseException:
+                # Whatever broke the call (an error above, or e.g. KeyboardInterrupt while
+                # waiting), the session may still owe an answer: never read it as the next one.
+                self._end(kill=False)
+                raise
+
+    def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        payload = request_line(request)
+        session = self._session
+        if session is not None and session.proc.poll() is not None:
+            session.end()  # died between calls (OOM killer...): nothing was asked of it
+            session = None
+        if session is None:
+            session = self._session = _LocalSession.start(self.target, self.python)
+            payload = agent_bundle() + payload
+        mark = session.err_size()
         try:
-            proc = subprocess.run(
-                [self.python, "-I", "-c", BOOT],
-                input=payload,
-                capture_output=True,
-                timeout=timeout,
-            )
-        except subprocess.TimeoutExpired:
+            line = session.exchange(payload, deadline)
+        except TimeoutError:
+            self._end(kill=True)
             raise HostError(
                 f"{self.target}: agent timed out after {timeout:g}s",
                 "run `vpatch status` to see what state the host is in",
             ) from None
-        except OSError as exc:
-            raise HostError(f"{self.target}: cannot run {self.python}: {exc.strerror}") from None
-        if proc.returncode < 0 and not proc.stdout.strip():  # OOM killer, kill -9, a crash
-            raise HostError(
-                f"{self.target}: agent killed by signal {-proc.returncode}; outcome unknown",
-                "files are either pristine or fully patched; run `vpatch status` to see which",
-            )
-        return decode_answer(self.target, proc.stdout, proc.stderr, proc.returncode)
+        if line is None:  # the agent exited without answering
+            out, err = bytes(session.out), session.err_since(mark)
+            code = self._end(kill=False)
+            if code < 0 and not out.strip():  # OOM killer, kill -9, a crash
+                raise HostError(
+                    f"{self.target}: agent killed by signal {-code}; outcome unknown",
+                    _UNKNOWN_HINT,
+                )
+            return decode_answer(self.target, out, err, code)
+        try:
+            return decode_answer(self.target, line, session.err_since(mark), 0)
+        except AgentError:
+            self._end(kill=True)  # it printed something that is not an answer: out of step
+            raise
+
+    def _end(self, kill: bool) -> int:
+        session, self._session = self._session, None
+        return session.end(kill=kill) if session is not None else 0
 
     def close(self) -> None:
-        pass
+        """EOF to the agent, which exits; killed if it has not within 2 s. Never waits for a
+        call running in another thread for long: that call then sees its agent gone."""
+        got = self._lock.acquire(timeout=5)
+        try:
+            self._end(kill=False)
+        finally:
+            if got:
+                self._lock.release()
+
+
+class _LocalSession:
+    """One local agent process: stdin/stdout pipes, stderr to an unlinked temp file (nothing to
+    drain, so a chatty agent cannot block on it), its own process group for a clean kill."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes]) -> None:
+        self.proc, self.err, self.out = proc, err, bytearray()
+        # No zombie or orphan even if nobody calls close(): GC or interpreter exit ends it too.
+        self._finalizer = weakref.finalize(self, _end_local, proc, err, 2.0, False)
+
+    @classmethod
+    def start(cls, target: str, python: str) -> _LocalSession:
+        # O_APPEND: the child's writes never land where a read of ours left the shared offset.
+        err = tempfile.TemporaryFile(mode="a+b", buffering=0)
+        try:
+            proc = subprocess.Popen(
+                [python, "-I", "-c", BOOT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                bufsize=0,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            err.close()
+            raise HostError(f"{target}: cannot run {python}: {exc.strerror}") from None
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)
+        return cls(proc, err)
+
+    def exchange(self, payload: bytes, deadline: float) -> bytes | None:
+        """Send payload, return the next answer line (without its newline), or None if the
+        agent's stdout ended first; TimeoutError at the deadline. Reads while writing, so
+        neither side can block the other on a full pipe."""
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        todo = memoryview(payload)
+        while True:
+            nl = self.out.find(b"\n")
+            if nl >= 0:
+                line = bytes(self.out[:nl])
+                del self.out[: nl + 1]
+                return line
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            wants = [stdin] if todo else []
+            readable, writable = _wait([stdout], wants, left)
+            if writable:
+                try:
+                    todo = todo[os.write(stdin.fileno(), todo) :]
+                except BlockingIOError:
+                    pass
+                except (BrokenPipeError, ConnectionResetError):
+                    todo = todo[:0]  # the agent is gone: its exit status says why, below
+            if readable:
+                chunk = os.read(stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return None
+                self.out += chunk
+
+    def err_size(self) -> int:
+        return os.fstat(self.err.fileno()).st_size
+
+    def err_since(self, mark: int) -> bytes:
+        """What the agent wrote to stderr since `mark` (at most the last _ERR_KEEP bytes)."""
+        end = self.err_size()
+        start = max(mark, end - _ERR_KEEP)
+        return os.pread(self.err.fileno(), end - start, start) if end > start else b""
+
+    def end(self, kill: bool = False) -> int:
+        """Stop the agent (EOF, or SIGKILL to its group) and reap it; its exit code."""
+        self._finalizer.detach()
+        return _end_local(self.proc, self.err, 2.0, kill)
+
+
+def _end_local(proc: subprocess.Popen[bytes], err: IO[bytes], grace: float, kill: bool) -> int:
+    """Close stdin (EOF: the agent exits), reap; SIGKILL the group if asked or after `grace`.
+
+    The group is only signalled while the agent is unreaped (alive or a zombie), so its pgid
+    cannot have been reused by then."""
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+    if not kill:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            kill = True
+    if kill and proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+    proc.wait()
+    for fh in (proc.stdout, err):
+        if fh is not None:
+            fh.close()
+    return proc.returncode
 
 
 def remote_command(python: str, sudo: bool = False) -> str:
@@ -201,7 +375,8 @@ class _HostKeyPolicy:
 
 
 class SshTransport:
-    """Runs the agent on a remote interpreter over ONE SSH connection, reused for every call."""
+    """Runs the agent on a remote interpreter over ONE SSH connection: one session channel,
+    hence one agent process, for every call (reopened only after a timeout or a lost agent)."""
 
     def __init__(
         self, target: str, host: str, user: str | None, port: int | None, opts: SshOptions
@@ -238,6 +413,9 @@ class SshTransport:
         client.set_missing_host_key_policy(
             _HostKeyPolicy(opts.accept_new_host_key, self.known_hosts)
         )
+        self._lock = threading.Lock()
+        self._chan: paramiko.Channel | None = None  # the agent session, opened by the 1st call
+        self._out, self._err = bytearray(), bytearray()
         self._open()
 
     def _known_hosts_file(self) -> Path:
@@ -295,63 +473,111 @@ class SshTransport:
             transport.set_keepalive(self.opts.keepalive)
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        payload = agent_bundle() + json.dumps(request).encode()
-        cmd = remote_command(self.opts.python, self.opts.sudo)
-        out, err, status = self._exec(cmd, payload, timeout or self.opts.call_timeout)
-        if status != 0 and not out.strip():
-            raise self._exec_error(err, status)
-        return decode_answer(self.target, out, err, status)
+        with self._lock:
+            try:
+                return self._call(request, timeout or self.opts.call_timeout)
+            except BaseException:
+                self._drop()  # a session that may still owe an answer is never reused
+                raise
 
-    def _exec(self, cmd: str, payload: bytes, timeout: float) -> tuple[bytes, bytes, int]:
-        """exec_command + sendall + shutdown_write: invoke's stdin pump reads 1 byte per 10 ms."""
+    def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One request on the session channel (opened on first use): send a line, read until
+        an answer line arrives, the agent ends, or the deadline passes."""
         import paramiko
 
         transport = self.conn.client.get_transport()
         if transport is None or not transport.is_active():
+            self._drop()
             raise HostError(f"{self.target}: connection lost", "run `vpatch status` on this host")
+        deadline = time.monotonic() + timeout
+        payload = request_line(request)
+        self._err = bytearray()
         try:
-            chan = transport.open_session(timeout=self.opts.connect_timeout)
-            chan.exec_command(cmd)
-            try:
-                chan.sendall(payload)
-                chan.shutdown_write()
-            except (OSError, paramiko.SSHException):
-                # The remote command ended before reading its input (e.g. the interpreter is
-                # missing): its exit status and stderr, read below, say why.
-                pass
-            out, err = bytearray(), bytearray()
-            deadline = time.monotonic() + timeout
+            chan = self._chan
+            if chan is not None and (chan.closed or chan.eof_received or chan.exit_status_ready()):
+                self._drop()  # the agent ended between calls: nothing was asked of it
+                chan = None
+            if chan is None:
+                chan = transport.open_session(timeout=self.opts.connect_timeout)
+                chan.exec_command(remote_command(self.opts.python, self.opts.sudo))
+                self._chan, self._out = chan, bytearray()
+                payload = agent_bundle() + payload
+            # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
+            # blocking sendall: output is drained while the payload goes out.
+            todo = memoryview(payload)
             while True:
-                got = False
-                while chan.recv_ready():
-                    out += chan.recv(1 << 20)
-                    got = True
-                while chan.recv_stderr_ready():
-                    err += chan.recv_stderr(1 << 20)
-                    got = True
+                while todo and chan.send_ready():  # one packet per send, never blocks
+                    try:
+                        todo = todo[chan.send(bytes(todo[: 1 << 16])) :]
+                    except (OSError, paramiko.SSHException):
+                        # The remote command ended before reading its input (e.g. the
+                        # interpreter is missing): its exit status and stderr say why.
+                        todo = todo[:0]
+                got = self._drain(chan)
+                nl = self._out.find(b"\n")
+                if nl >= 0:
+                    line = bytes(self._out[:nl])
+                    del self._out[: nl + 1]
+                    break
                 if chan.closed or (chan.eof_received and chan.exit_status_ready()):
-                    break
+                    return self._ended(chan)
                 if not transport.is_active():
-                    break
+                    return self._ended(chan)
                 if time.monotonic() > deadline:
-                    chan.close()
+                    self._drop()
                     raise HostError(
                         f"{self.target}: agent call timed out after {timeout:g}s; outcome unknown",
                         "run `vpatch status` on this host to see what state it is in",
                     )
                 if not got:
-                    select.select([chan], [], [], 0.05)
-            status = chan.recv_exit_status() if chan.exit_status_ready() else -1
-            while chan.recv_stderr_ready():
-                err += chan.recv_stderr(1 << 20)
-            chan.close()
+                    _wait([chan], [], 0.05)
         except (OSError, paramiko.SSHException, EOFError) as exc:
+            self._drop()
             raise HostError(
                 f"{self.target}: connection lost mid-call ({exc or type(exc).__name__}); "
                 "outcome unknown",
-                "files are either pristine or fully patched; run `vpatch status` to see which",
+                _UNKNOWN_HINT,
             ) from None
-        return bytes(out), bytes(err), status
+        try:
+            return decode_answer(self.target, line, bytes(self._err), 0)
+        except AgentError:
+            self._drop()  # it printed something that is not an answer: out of step
+            raise
+
+    def _drain(self, chan: paramiko.Channel) -> bool:
+        """Move whatever stdout/stderr has arrived into our buffers (stderr keeps its tail):
+        a chatty agent never stalls on a full stderr window."""
+        got = False
+        while chan.recv_ready():
+            self._out += chan.recv(1 << 20)
+            got = True
+        while chan.recv_stderr_ready():
+            self._err += chan.recv_stderr(1 << 20)
+            got = True
+        if len(self._err) > _ERR_KEEP:
+            del self._err[:-_ERR_KEEP]
+        return got
+
+    def _ended(self, chan: paramiko.Channel) -> dict[str, Any]:
+        """The agent (or the connection) ended without an answer line: why, from its exit
+        status and stderr, worded as when every call was its own process."""
+        status = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        self._drain(chan)
+        out, err = bytes(self._out), bytes(self._err)
+        self._drop()
+        if status != 0 and not out.strip():
+            raise self._exec_error(err, status)
+        return decode_answer(self.target, out, err, status)
+
+    def _drop(self) -> None:
+        """Forget the session (closing its channel); the next call starts a fresh agent."""
+        chan, self._chan = self._chan, None
+        self._out = bytearray()
+        if chan is not None:
+            try:
+                chan.close()
+            except Exception:  # a dead transport may raise anything here
+                pass
 
     def _exec_error(self, err: bytes, status: int) -> HostError:
         tail = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
@@ -376,4 +602,20 @@ class SshTransport:
         )
 
     def close(self) -> None:
+        """EOF on the session's stdin so the agent exits (waited for briefly), then disconnect."""
+        import paramiko
+
+        got = self._lock.acquire(timeout=5)
+        try:
+            chan, self._chan = self._chan, None
+            if chan is not None and not chan.closed:
+                try:
+                    chan.shutdown_write()
+                    chan.status_event.wait(2.0)  # set by the exit status, or when it closes
+                    chan.close()
+                except (OSError, paramiko.SSHException, EOFError):
+                    pass  # the connection is gone already: so is the agent's stdin
+        finally:
+            if got:
+                self._lock.release()
         self.conn.close()

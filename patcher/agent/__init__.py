@@ -1,14 +1,23 @@
-"""The on-host agent: stdlib only, Python 3.9+, one JSON request on stdin, one JSON answer out.
+"""The on-host agent: stdlib only, Python 3.9+, JSON requests on stdin, JSON answers on stdout.
 
 It is shipped as source over the transport (see `patcher.transport.agent_bundle`) and run as
-`python -I -c BOOT`, so the host needs nothing installed but Python. Ops:
+`python -I -c BOOT`, so the host needs nothing installed but Python. After the bundle line, each
+stdin line is one request and gets exactly one answer line; EOF ends the process. A transport
+keeps one such process per host for a whole run (an "agent session"); a one-shot caller (Ray,
+Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops:
     inspect  package versions, target files (bytes, sha256, RECORD hash), journal state and,
              for verify, the procs answer for the files of the given spec ids (one call less)
     commit   under the lock: re-check hashes, back up, write atomically, refresh .pyc, journal
     verify   import checks and probes in fresh interpreters
     procs    processes of this environment started before the given files last changed
     fetch    GET an http(s) URL from the host (the live serving metrics probe)
-Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}.
+Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}, with the agent's
+"pid" (so a caller can tell sessions apart).
+
+Nothing a request sets may outlive it: `handle` re-arms the test fault point from each request
+(or disarms it) and drops importlib.metadata's directory caches (a pip install between two
+requests must be seen); every other module keeps no state between calls (locate reads
+dist-info afresh, locks and temp files are closed by the op that opened them).
 """
 
 from __future__ import annotations
@@ -20,8 +29,8 @@ import time
 from typing import Any
 
 # Only what every op needs is imported here; each op imports the rest itself. The agent is a
-# fresh interpreter per call on every host, so its imports are paid on each call (the lazy
-# layout halved an inspect call's CPU; see bench/).
+# fresh interpreter per host and run (one-shot callers: per call), so its imports are paid that
+# often (the lazy layout halved an inspect call's CPU; see bench/).
 from . import faults, fsops, journal, lock
 
 PROTOCOL = 1
@@ -209,8 +218,6 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     Everything that can fail for lack of space or permission (staging, backups) happens before
     the journal records anything, so such a failure leaves the host as it was; a crash after
     the journal is resolved by the fold (journal.py) from the files' actual bytes."""
-    from . import procs
-
     started = time.time()
     sdir = state_dir(req)
     _ensure_state_dir(sdir)
@@ -229,7 +236,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     finally:
         _adopt_state(sdir)
     faults.point("commit.unlocked")
-    restart = procs.scan(written_at) if planned else []
+    restart = _restart_scan(written_at) if planned else []
     return {
         "txn": txn,
         "written": [w[0] for w in planned],
@@ -321,7 +328,37 @@ def op_procs(req: dict[str, Any]) -> dict[str, Any]:
             continue
     if not mtimes:
         return {"restart_required": []}
-    return {"restart_required": procs.scan(procs.from_wall(max(mtimes)))}
+    return {"restart_required": _restart_scan(procs.from_wall(max(mtimes)))}
+
+
+def _restart_scan(before: float) -> list[dict[str, Any]]:
+    """procs.scan without vpatch agents and what they started (probes): an agent session lives
+    for a whole run, so a concurrent run's agent on this env (or, where hosts share /proc, the
+    agent of another host whose env path matches) would otherwise look like a stale server."""
+    from . import procs
+
+    out = []
+    for p in procs.scan(before):
+        try:
+            parent = procs._ppid(p["pid"])
+        except (OSError, ValueError, IndexError):
+            parent = 0
+        if not (_is_agent(p["pid"]) or _is_agent(parent)):
+            out.append(p)
+    return out
+
+
+def _is_agent(pid: int) -> bool:
+    """`python -I -c BOOT` (transport.BOOT imports vpatch_agent; no server does)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as fh:
+            argv = fh.read().split(b"\0")
+    except OSError:
+        return False
+    for i in range(len(argv) - 1):  # (no itertools.pairwise: the agent runs on 3.9)
+        if argv[i] == b"-c" and b"import vpatch_agent\n" in argv[i + 1]:
+            return True
+    return False
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
@@ -347,8 +384,7 @@ OPS = {
 
 
 def handle(req: dict[str, Any]) -> dict[str, Any]:
-    if req.get("fault"):
-        faults.arm(str(req["fault"]))
+    _fresh_request(req)
     op = OPS.get(req.get("op", ""))
     if op is None:
         return {"ok": False, "kind": "protocol", "error": "unknown op %r" % req.get("op")}
@@ -366,13 +402,52 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    """Read the request from stdin, write one JSON document to stdout."""
+def _fresh_request(req: dict[str, Any]) -> None:
+    """Forget what an earlier request of this session set: its fault point, and what
+    importlib.metadata cached about sys.path (3.10+ caches directory listings by mtime)."""
+    faults.arm(str(req.get("fault") or faults.ENV_SPEC))
+    del faults.REACHED[:]
+    meta = sys.modules.get("importlib.metadata")  # never imported just for this
+    finder = getattr(meta, "MetadataPathFinder", None)
+    clear = getattr(finder, "invalidate_caches", None)
+    if clear is not None and getattr(clear, "__self__", None) is finder:  # a classmethod: 3.10+
+        clear()
+
+
+def answer(line: str) -> dict[str, Any]:
+    """The answer to one request line (a bad line is answered, never fatal)."""
     try:
-        req = json.loads(sys.stdin.read())
+        req = json.loads(line)
     except ValueError as exc:
         res: dict[str, Any] = {"ok": False, "kind": "protocol", "error": "bad request: %s" % exc}
     else:
-        res = handle(req)
-    sys.stdout.write(json.dumps(res))
-    sys.stdout.flush()
+        if isinstance(req, dict):
+            res = handle(req)
+        else:
+            res = {"ok": False, "kind": "protocol", "error": "bad request: not a JSON object"}
+    res["pid"] = os.getpid()
+    return res
+
+
+def main() -> None:
+    """Answer each request line on stdin with one JSON line on stdout, until EOF.
+
+    The last request may lack its newline (one-shot callers send the bundle line, a request,
+    EOF).
+    Blank lines are ignored. If the caller is gone (stdout broken), the agent just exits: the
+    request it was answering is complete on disk either way."""
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        if not line.strip():
+            continue
+        res = answer(line)
+        try:
+            sys.stdout.write(json.dumps(res) + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # Python would complain again at exit while flushing stdout: point it at /dev/null.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(1)

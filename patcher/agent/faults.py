@@ -9,6 +9,8 @@ How a test arms a point (no public CLI flag exists, on purpose):
                                `fault` field of its commit requests, so it also reaches agents
                                over SSH (a remote host never sees the controller's environment);
     VPATCH_AGENT_FAULT=<spec>  read by the agent itself (local runs only; any op).
+A request's `fault` arms a point for THAT request only: the agent re-arms before every request
+(`arm(req.get("fault") or ENV_SPEC)`), since one agent process now answers many requests.
 `<spec>` is `name` (SIGKILL the agent there) or `name:pause` (SIGSTOP it there, so a test can
 cut the SSH connection while the agent is provably parked at that step; the harness kills it).
 Names are in POINTS, in the order a one-file commit reaches them; steps that only happen when
@@ -37,12 +39,14 @@ POINTS = (
     "commit.unlocked",  # lock released, answer not yet sent
 )
 
-_ARMED = {"spec": os.environ.get("VPATCH_AGENT_FAULT", "")}
-REACHED: list[str] = []
+ENV_SPEC = os.environ.get("VPATCH_AGENT_FAULT", "")
+_ARMED = {"spec": ENV_SPEC}
+REACHED: list[str] = []  # points passed by the current request (reset per request)
 
 
 def arm(spec: str) -> None:
-    """Arm a fault point from the request (remote hosts do not see the controller's env)."""
+    """Arm a fault point for the request about to run ("" disarms); remote hosts do not see
+    the controller's env, so the controller sends the spec in the request."""
     _ARMED["spec"] = spec
 
 

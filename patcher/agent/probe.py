@@ -57,7 +57,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
 
 def run_one(module: str, code: str, timeout: float, python: str | None = None) -> dict[str, Any]:
     started = time.monotonic()
-    # Own session (process group), so a timeout can kill everything the probe started.
+    # Own session (process group), so a timeout can kill everything the probe started. Its
+    # stdin is its own pipe (the code, then EOF), never the agent's: the agent's stdin carries
+    # the session's next requests, which a probe reading stdin would otherwise swallow.
     proc = subprocess.Popen(
         [python or sys.executable, "-I", "-c", _BOOT, module],
         stdin=subprocess.PIPE,

@@ -1,0 +1,137 @@
+"""The agent's stdin/stdout protocol, spoken to a real `python -I -c BOOT` (no host needed).
+
+A session: the bundle line, then one request per line, one answer line each, exit 0 at EOF.
+One-shot callers (Ray's run_agent, the Ansible module) send the bundle line and a request
+WITHOUT a newline, then EOF, and json.loads the whole stdout: that must keep working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from patcher import agent
+from patcher.agent import faults
+from patcher.ray_transport import run_agent
+from patcher.transport import BOOT, agent_bundle, decode_answer
+
+INSPECT = {"op": "inspect", "packages": {}}
+
+
+def run(stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-I", "-c", BOOT], input=stdin, capture_output=True, timeout=60
+    )
+
+
+def test_one_shot_request_without_newline() -> None:
+    proc = run(agent_bundle() + json.dumps(INSPECT).encode())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith(b"\n") and proc.stdout.count(b"\n") == 1
+    res = json.loads(proc.stdout)  # what the Ansible module's caller does with the whole stdout
+    assert res["ok"] and res["protocol"] == agent.PROTOCOL and isinstance(res["pid"], int)
+
+
+def test_ray_run_agent_still_one_shot() -> None:
+    payload = agent_bundle() + json.dumps(INSPECT).encode()
+    status, out, err = run_agent(sys.executable, BOOT, payload, 60)
+    assert status == 0, err
+    assert decode_answer("n1", out, err, status)["ok"]
+
+
+def test_session_lines_blank_and_bad_lines() -> None:
+    lines = [
+        json.dumps(INSPECT),
+        "",  # ignored
+        "   ",  # ignored
+        "{not json",
+        "[1, 2]",
+        json.dumps({"op": "nope"}),
+        json.dumps(INSPECT),
+    ]
+    proc = run(agent_bundle() + "\n".join(lines).encode() + b"\n")
+    assert proc.returncode == 0, proc.stderr
+    answers = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    assert [a["ok"] for a in answers] == [True, False, False, False, True]
+    assert [a.get("kind") for a in answers[1:4]] == ["protocol"] * 3
+    assert "bad request" in answers[1]["error"] and "not a JSON object" in answers[2]["error"]
+    assert len({a["pid"] for a in answers}) == 1  # one process answered them all
+
+
+def test_eof_right_after_the_bundle_is_a_clean_exit() -> None:
+    proc = run(agent_bundle())
+    assert (proc.returncode, proc.stdout) == (0, b""), proc.stderr
+
+
+def test_fault_is_per_request(tmp_path: Path) -> None:
+    """A fault armed by one request of a session is gone for the next: the commit after an
+    inspect that carried `fault: commit.locked` runs to the end in the same process."""
+    target = tmp_path / "mod.py"
+    target.write_text("x = 1\n")
+    commit = {
+        "op": "commit",
+        "state_dir": str(tmp_path / "state"),
+        "writes": [
+            {
+                "path": str(target),
+                "expect_sha256": hashlib.sha256(b"x = 1\n").hexdigest(),
+                "text": "x = 2\n",
+            }
+        ],
+        "journal": [{"action": "apply", "path": str(target), "spec": "s"}],
+    }
+    armed = {**INSPECT, "fault": "commit.locked"}
+    proc = run(agent_bundle() + f"{json.dumps(armed)}\n{json.dumps(commit)}\n".encode())
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)  # -9: the fault leaked
+    first, second = (json.loads(x) for x in proc.stdout.decode().splitlines())
+    assert first["ok"] and second["ok"], second
+    assert first["pid"] == second["pid"]
+    assert target.read_text() == "x = 2\n"
+
+
+def test_in_process_handle_rearms_per_request() -> None:
+    """`handle` itself forgets the previous request's fault and reached points."""
+    faults.arm("commit.locked")
+    faults.REACHED.append("stale")
+    assert agent.handle(dict(INSPECT))["ok"]
+    assert faults._ARMED["spec"] == faults.ENV_SPEC == "" and faults.REACHED == []
+
+
+def test_wait_handles_descriptors_above_1024() -> None:
+    """A controller with hundreds of hosts in flight holds more than 1024 descriptors, which
+    select() refuses; transport._wait uses poll()."""
+    import resource
+
+    from patcher.transport import _wait
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    r, w = os.pipe()
+    high_r, high_w = os.dup2(r, 1500), os.dup2(w, 1501)
+    os.close(r)
+    os.close(w)
+
+    class Fd:
+        def __init__(self, fd: int) -> None:
+            self.fd = fd
+
+        def fileno(self) -> int:
+            return self.fd
+
+    reader, writer = Fd(high_r), Fd(high_w)
+    try:
+        assert _wait([reader], [writer], 0.01) == ([], [writer])
+        os.write(high_w, b"x")
+        assert _wait([reader], [], 1.0) == ([reader], [])
+        os.close(high_w)
+        os.read(high_r, 1)
+        assert _wait([reader], [], 1.0) == ([reader], [])  # EOF counts as readable
+    finally:
+        os.close(high_r)
+        if soft < 2048:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
