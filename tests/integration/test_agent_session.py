@@ -408,13 +408,13 @@ def test_interrupted_call_never_leaves_an_answer_behind(
     t = local_host.connect()
     try:
         first = t.call(dict(INSPECT))["pid"]
-        real = transport_mod.select.select
+        real = transport_mod._wait
 
         def interrupted(*args: Any) -> Any:
-            monkeypatch.setattr(transport_mod.select, "select", real)
+            monkeypatch.setattr(transport_mod, "_wait", real)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(transport_mod.select, "select", interrupted)
+        monkeypatch.setattr(transport_mod, "_wait", interrupted)
         with pytest.raises(KeyboardInterrupt):
             t.call(dict(INSPECT))
         assert not _alive(first)
