@@ -154,6 +154,10 @@ def _inspect(
                 _CONTENT[sha] = info["text"]
             elif info.pop("cached", False) and sha in _CONTENT:
                 info["text"] = _CONTENT[sha]
+    for st in res.get("journal", {}).values():
+        text = st.pop("current_text", None)
+        if isinstance(text, str) and st.get("current"):
+            _CONTENT[st["current"]] = text
     return Facts(res)
 
 
@@ -717,7 +721,10 @@ def _rollback_file(
 
 
 def _current_text(st: dict[str, Any]) -> str | None:
-    """Current text when we can rebuild it from base + applied edits (for the diff)."""
+    """The file's current text (for the diff): as inspect sent it, else rebuilt from base +
+    applied edits."""
+    if st["current"] in _CONTENT:
+        return _CONTENT[st["current"]]
     if st["base_text"] is None or st["current"] != st["expected"]:
         return None
     text: str = st["base_text"]

@@ -48,17 +48,34 @@ def _paths(sdir: str) -> dict[str, str]:
     }
 
 
-def _journal_state(sdir: str, extra_current: dict[str, str | None]) -> dict[str, Any]:
+def _journal_state(
+    sdir: str, extra_current: dict[str, str | None], known: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
+    for files not among the inspected packages' (whose text travels there), the current text
+    unless the controller already holds it (`known`): rollback's diff needs it, and without it
+    the controller would rebuild it by re-running every edit (importing libcst for a diff)."""
     entries = journal.read(_paths(sdir)["journal"])
     current: dict[str, str | None] = dict(extra_current)
+    texts: dict[str, bytes] = {}
     for e in entries:
         p = e.get("path")
         if isinstance(p, str) and p not in current:
-            current[p] = _sha_or_none(p)
+            try:
+                texts[p] = fsops.read_bytes(p)
+                current[p] = fsops.sha256_bytes(texts[p])
+            except OSError:
+                current[p] = None
     state = journal.fold(entries, current)
     for path, st in state.items():
         st["current"] = current.get(path)
         st["base_text"] = _backup_text(sdir, st["base"]) if st["applied"] else None
+        data = texts.get(path)
+        if st["applied"] and data is not None and st["current"] not in known:
+            try:
+                st["current_text"] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
     return state
 
 
@@ -97,7 +114,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
-    state = _journal_state(sdir, current)
+    state = _journal_state(sdir, current, frozenset(known))
     out = {
         "python": {
             "executable": sys.executable,

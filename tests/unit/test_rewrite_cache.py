@@ -185,3 +185,25 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     assert vpatch("rollback", *py).code == 0
     again = vpatch("apply", a, *py, "--json")
     assert again.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 0}
+
+
+def test_rollback_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
+    """Rolling everything back restores the backup's bytes; its diff is made from the text
+    inspect sends (the file as it is now), not by re-running the edits: no libcst at all."""
+    a = tmp_path / "a.toml"
+    a.write_text(SPEC_A)
+    py = ["--python", str(standin_env.python)]
+    assert vpatch("apply", a, *py).code == 0
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "patcher.cli", "rollback", *py, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    [p] = json.loads(proc.stdout)["hosts"][0]["patches"]
+    [f] = p["files"]
+    assert p["outcome"] == "rolled_back" and '-            "kimi_k2",\n' in f["diff"], f["diff"]
+    imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
+    assert "patcher.engine" in imported and "libcst" not in imported
