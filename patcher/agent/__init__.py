@@ -235,6 +235,8 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     Everything that can fail for lack of space or permission (staging, backups) happens before
     the journal records anything, so such a failure leaves the host as it was; a crash after
     the journal is resolved by the fold (journal.py) from the files' actual bytes."""
+    from . import procs
+
     started = time.time()
     sdir = state_dir(req)
     _ensure_state_dir(sdir)
@@ -253,7 +255,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     finally:
         _adopt_state(sdir)
     faults.point("commit.unlocked")
-    restart = _restart_scan(written_at) if planned else []
+    restart = procs.scan(written_at) if planned else []
     return {
         "txn": txn,
         "written": [w[0] for w in planned],
@@ -345,37 +347,7 @@ def op_procs(req: dict[str, Any]) -> dict[str, Any]:
             continue
     if not mtimes:
         return {"restart_required": []}
-    return {"restart_required": _restart_scan(procs.from_wall(max(mtimes)))}
-
-
-def _restart_scan(before: float) -> list[dict[str, Any]]:
-    """procs.scan without vpatch agents and what they started (probes): an agent session lives
-    for a whole run, so a concurrent run's agent on this env (or, where hosts share /proc, the
-    agent of another host whose env path matches) would otherwise look like a stale server."""
-    from . import procs
-
-    out = []
-    for p in procs.scan(before):
-        try:
-            parent = procs._ppid(p["pid"])
-        except (OSError, ValueError, IndexError):
-            parent = 0
-        if not (_is_agent(p["pid"]) or _is_agent(parent)):
-            out.append(p)
-    return out
-
-
-def _is_agent(pid: int) -> bool:
-    """`python -I -c BOOT` (transport.BOOT imports vpatch_agent; no server does)."""
-    try:
-        with open("/proc/%d/cmdline" % pid, "rb") as fh:
-            argv = fh.read().split(b"\0")
-    except OSError:
-        return False
-    for i in range(len(argv) - 1):  # (no itertools.pairwise: the agent runs on 3.9)
-        if argv[i] == b"-c" and b"import vpatch_agent\n" in argv[i + 1]:
-            return True
-    return False
+    return {"restart_required": procs.scan(procs.from_wall(max(mtimes)))}
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,9 @@ pods) may show the very same path string for a different environment, so for tho
 directories are compared by identity (device and inode) through /proc/PID/root, never by name.
 
 The agent itself and its ancestors (the shell or sshd that started it, the vpatch CLI) are
-excluded. Without root, other users' processes cannot be inspected and are not listed.
+excluded, and so are other vpatch agents and what they started (probes): an agent session lives
+for a whole run, so a concurrent run's agent on this env would otherwise look like a stale
+server. Without root, other users' processes cannot be inspected and are not listed.
 The rule is deliberately conservative: a process of the environment that never imported the
 patched module is listed too (which modules a process imported is not visible from outside).
 """
@@ -89,6 +91,23 @@ def _environ_path(pid: int) -> str:
         if item.startswith(b"PATH="):
             return item[5:].decode("utf-8", "replace")
     return ""
+
+
+def _is_agent(argv: list[str]) -> bool:
+    """`python -I -c BOOT` (transport.BOOT imports vpatch_agent; no server does)."""
+    for i in range(len(argv) - 1):  # (no itertools.pairwise: the agent runs on 3.9)
+        if argv[i] == "-c" and "import vpatch_agent\n" in argv[i + 1]:
+            return True
+    return False
+
+
+def _agent_or_child(pid: int, argv: list[str]) -> bool:
+    if _is_agent(argv):
+        return True
+    try:
+        return _is_agent(_argv(_ppid(pid)))
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _mnt_ns(pid: str) -> str:
@@ -226,6 +245,8 @@ def _scan(before: float) -> list[dict[str, Any]]:
             if started >= before:
                 continue
             argv = _argv(pid)
+            if _agent_or_child(pid, argv):
+                continue
             if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
                 continue
         except (OSError, ValueError, IndexError):
