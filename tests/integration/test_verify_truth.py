@@ -375,13 +375,16 @@ class _Metrics(http.server.BaseHTTPRequestHandler):
     def counts(self) -> tuple[int, int, int]:
         return 100, 300, 45  # drafts, draft tokens, accepted tokens: 15 %
 
-    def do_GET(self) -> None:
+    def body(self) -> bytes:
         reg = prometheus_client.CollectorRegistry()
         names = ("drafts", "draft_tokens", "accepted_tokens")
         for name, value in zip(names, self.counts(), strict=True):
             counter = prometheus_client.Counter(f"vllm:spec_decode_num_{name}", name, registry=reg)
             counter.inc(value)
-        body = prometheus_client.generate_latest(reg)
+        return prometheus_client.generate_latest(reg)
+
+    def do_GET(self) -> None:
+        body = self.body()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -487,16 +490,9 @@ def _python39() -> Path | None:
     return None
 
 
-class _Text(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = b"# TYPE up gauge\nup 1.0\n"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+class _Text(_Metrics):
+    def body(self) -> bytes:
+        return b"# TYPE up gauge\nup 1.0\n"
 
 
 def test_new_agent_ops_run_on_python_39(tmp_path: Path) -> None:
