@@ -41,8 +41,9 @@ KEEP = 512
 _STORED = ("changed", "unchanged")
 
 
-def directory() -> Path | None:
-    """The cache directory (created 0700 if missing), or None when off or not safe to use."""
+def directory(create: bool = False) -> Path | None:
+    """The cache directory, or None when off, missing (unless `create`: then made 0700) or not
+    safe to use. Only a write creates it: reading never leaves anything behind."""
     if os.environ.get("VPATCH_NO_CACHE"):
         return None
     base = os.environ.get("VPATCH_CACHE_DIR") or os.path.join(
@@ -51,6 +52,8 @@ def directory() -> Path | None:
     d = Path(base) / "rewrites"
     try:
         if not d.is_dir():
+            if not create:
+                return None
             d.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             d.mkdir(mode=0o700, exist_ok=True)
         st = d.stat()
@@ -119,7 +122,7 @@ def get(text_sha: str, spec: PatchSpec, index: int) -> RewriteResult | None:
 def put(text_sha: str, spec: PatchSpec, index: int, result: RewriteResult) -> None:
     if result.status not in _STORED:
         return
-    d = directory()
+    d = directory(create=True)
     if d is None:
         return
     entry = {

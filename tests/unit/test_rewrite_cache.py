@@ -46,6 +46,7 @@ def test_round_trip_and_exact_keys(tmp_path: Path, cache_dir: Path) -> None:
     assert res.status == "changed" and "kimi_k2" in res.source
     assert rewrite_cache.get(sha(SOURCE), s, 0) is None
     assert not rewrite_cache.covers([s])
+    assert not cache_dir.parent.exists()  # reading creates nothing; the first write does
     rewrite_cache.put(sha(SOURCE), s, 0, res)
     assert rewrite_cache.get(sha(SOURCE), s, 0) == res
     assert rewrite_cache.covers([s])
