@@ -31,6 +31,24 @@ def resolve(arg: str) -> Path:
     )
 
 
+def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
+    """For rollback: arguments that are neither a spec file nor a catalog id but look like an
+    id are taken as journal ids (the journal records every spec's edits, so rolling one back
+    needs no spec file)."""
+    from patcher.spec import _ID
+
+    found, ids = [], []
+    for arg in args:
+        try:
+            resolve(arg)
+            found.append(arg)
+        except SpecError:
+            if not _ID.match(arg):
+                raise
+            ids.append(arg)
+    return load_all(found), ids
+
+
 def load_all(args: list[str]) -> list[PatchSpec]:
     """Load every spec; duplicate ids are an input error (they would fight over one journal)."""
     specs: list[PatchSpec] = []

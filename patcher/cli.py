@@ -147,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--dry-run", action="store_true")
     rp.add_argument("--diff", action="store_true")
     rp.add_argument("--force", action="store_true", help="restore even if the file drifted")
+    rp.add_argument(
+        "--level",
+        choices=["static", "import", "full"],
+        default="full",
+        help="checks of the specs that stay, re-run after a partial rollback (undone if one fails)",
+    )
 
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
     sp.add_argument("specs", nargs="*", metavar="SPEC")
@@ -239,7 +245,11 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
 
 
 def _one_host(
-    target: Target, args: argparse.Namespace, specs: list[PatchSpec], opts: engine.Options
+    target: Target,
+    args: argparse.Namespace,
+    specs: list[PatchSpec],
+    opts: engine.Options,
+    ids: Sequence[str] = (),
 ) -> HostResult:
     """Connect, run the command, close; any per-host failure becomes that host's error."""
     try:
@@ -247,7 +257,7 @@ def _one_host(
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
-        return _dispatch(args.command, specs, transport, opts, args.state_dir)
+        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids)
     finally:
         transport.close()
 
@@ -259,7 +269,11 @@ def run(argv: Sequence[str]) -> int:
         return _matrix(args)
     if args.command in ("exec", "hook", "check", "schema"):
         return _standalone(args, command)
-    specs = catalog.load_all(args.specs) if args.specs else []
+    ids: list[str] = []
+    if args.command == "rollback":
+        specs, ids = catalog.load_or_ids(args.specs)
+    else:
+        specs = catalog.load_all(args.specs) if args.specs else []
     if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
         _prefetch_rewriters()
     opts = engine.Options(
@@ -277,13 +291,12 @@ def run(argv: Sequence[str]) -> int:
         batch=fleet.parse_count("--batch", args.batch, len(targets)),
         max_fail=fleet.parse_count("--max-fail", args.max_fail, len(targets)),
     )
-    ids = [(s.id, s.package) for s in specs]
     with progress_for(len(targets), args.json) as bar:
         hosts = fleet.run(
             [t.name for t in targets],
-            lambda i: _one_host(targets[i], args, specs, opts),
+            lambda i: _one_host(targets[i], args, specs, opts, ids),
             policy,
-            ids,
+            [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
             bar,
         )
     stats = {
@@ -325,13 +338,14 @@ def _dispatch(
     transport: Transport,
     opts: engine.Options,
     state_dir: str | None,
+    ids: Sequence[str] = (),
 ) -> HostResult:
     if command == "apply":
         return engine.apply(specs, transport, opts, state_dir)
     if command == "verify":
         return engine.verify(specs, transport, opts, state_dir)
     if command == "rollback":
-        return engine.rollback(specs or None, transport, opts, state_dir)
+        return engine.rollback(specs or None, transport, opts, state_dir, ids)
     if command == "ensure":
         return hooks.ensure(specs, transport, opts, state_dir)
     return engine.status(specs, transport, opts, state_dir)

@@ -41,4 +41,9 @@ class HostError(VpatchError):
 
 
 class AgentError(HostError):
-    pass
+    """`kind` is the agent's error kind (patcher.agent.protocol): what the controller decides
+    on, never the message text."""
+
+    def __init__(self, message: str, hint: str = "", kind: str = "") -> None:
+        super().__init__(message, hint)
+        self.kind = kind

@@ -48,6 +48,7 @@ from rich.table import Table
 from rich.text import Text
 
 from patcher import pkgindex
+from patcher import plan as planner
 from patcher.errors import UsageError, VpatchError
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, Variant
@@ -163,43 +164,51 @@ def _rules_fingerprint() -> str:
     """Hash of the code a decision depends on: cached decisions die with any change to it."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in [here / "spec.py", here / "matrix.py", *sorted((here / "rewrite").glob("*.py"))]:
+    rules = [here / "spec.py", here / "matrix.py", here / "plan.py"]
+    for path in [*rules, *sorted((here / "rewrite").glob("*.py"))]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
 def plan(spec: PatchSpec, version: Version) -> Release | tuple[int, Variant]:
-    """The final answer when no file is needed, else the variant whose file must be read."""
-    chosen = spec.choose_variant(str(version))
-    if chosen is None:
-        ranges = "; ".join(v.versions for v in spec.variant)
-        return Release(str(version), None, "not_covered", f"in no variant's range ({ranges})")
-    index, variant = chosen
-    if variant.upstream is not None:
-        return Release(str(version), index, "satisfied_upstream", variant.upstream)
-    return index, variant
+    """The final answer when no file is needed, else the variant whose files must be read.
+    Variant choice is the planner's (`patcher.plan.choose`), as on a host."""
+    res, index, variant = planner.choose(spec, str(version))
+    if variant is not None:
+        return index, variant
+    if res.outcome == "satisfied_upstream":
+        return Release(str(version), index, "satisfied_upstream", res.message)
+    ranges = "; ".join(v.versions for v in spec.variant)
+    return Release(str(version), None, "not_covered", f"in no variant's range ({ranges})")
 
 
-def judge(version: Version, index: int, variant: Variant, data: bytes | None) -> Release:
-    """Run the variant's edits on the release's file, as `vpatch apply --dry-run` would."""
-    rel = variant.file or ""
+def judge(
+    version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
+) -> Release:
+    """Run the variant's edits on the release's files, as `vpatch apply --dry-run` would: the
+    planner's mapping of a rewrite's status, the worst file deciding."""
     out = Release(str(version), index, "failed")
-    if data is None:
-        out.outcome, out.message = "no_file", f"{rel} is not in the wheel"
-        return out
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        out.message = f"{rel} is not UTF-8 text"
-        return out
-    rw = apply_edits(text, variant.edit)
-    if rw.status == "changed":
-        out.outcome = "would_apply"
-    elif rw.status == "unchanged":
-        out.outcome = "satisfied_upstream"
-    elif rw.status in ("anchor_missing", "ambiguous"):
-        out.outcome = rw.status
-    out.message = f"{rel}: {rw.message}"
+    verdicts: list[tuple[str, str]] = []
+    for rel, edits in variant.files():
+        data = files.get(rel)
+        adds = any(e.op == "add_file" for e in edits)
+        if data is None and not adds:
+            out.outcome, out.message = "no_file", f"{rel} is not in the wheel"
+            return out
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            out.message = f"{rel} is not UTF-8 text"
+            return out
+        rw = apply_edits(text, edits)
+        verdict = planner.rewrite_outcome(rw.status)
+        if verdict not in ("would_apply", "satisfied_upstream"):
+            out.outcome, out.message = verdict, f"{rel}: {rw.message}"  # type: ignore[assignment]
+            return out
+        verdicts.append((verdict, f"{rel}: {rw.message}"))
+    changed = any(v == "would_apply" for v, _ in verdicts)
+    out.outcome = "would_apply" if changed else "satisfied_upstream"
+    out.message = "; ".join(m for _, m in verdicts)
     return out
 
 
@@ -421,10 +430,9 @@ class Runner:
         return [answers[v] for v in sorted(answers)]
 
     def _one(self, version: Version, index: int, variant: Variant) -> Release:
-        assert variant.file is not None
         try:
-            data = self._file(version, variant.file)
-            release = self._decide(version, index, variant, data)
+            files = {rel: self._file(version, rel) for rel, _ in variant.files()}
+            release = self._decide(version, index, variant, files)
         except VpatchError as exc:
             hint = f" (hint: {exc.hint})" if exc.hint else ""
             release = Release(str(version), index, "failed", exc.message + hint)
@@ -434,16 +442,19 @@ class Runner:
         return release
 
     def _decide(
-        self, version: Version, index: int, variant: Variant, data: bytes | None
+        self, version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
     ) -> Release:
-        if data is None:
-            return judge(version, index, variant, None)
+        if any(d is None for d in files.values()):
+            return judge(version, index, variant, files)
+        data = b"".join(
+            rel.encode() + b"\0" + hashlib.sha256(d or b"").digest() for rel, d in files.items()
+        )
         key = self.cache.result_key(self.spec, index, data)
         hit = self.cache.cached_result(key)
         if hit is not None:
             self.stats.add("cached_results")
             return Release(str(version), index, hit[0], hit[1])
-        release = judge(version, index, variant, data)
+        release = judge(version, index, variant, files)
         self.stats.add("computed")
         if release.outcome != "failed":
             self.cache.save_result(key, release)

@@ -84,6 +84,8 @@ _OUTCOME_HINTS = {
     "anchor_missing": "the installed code is not what the spec expects (`vpatch matrix SPEC`)",
     "ambiguous": "narrow the edit's scope (Class.method) so its target matches once",
     "drifted": "`vpatch status` says what the file is now; --force overrides",
+    "modified": "the file was edited outside vpatch; reinstall the package, or --force",
+    "superseded": "the package was reinstalled or upgraded; the journal entry is retired",
     "not_applied": "run `vpatch apply SPEC` on this target",
     "skipped": "an earlier host failed and the fleet policy stopped; fix it and run again",
     "failed": "the file is unchanged unless the message says otherwise; fix the cause, run again",
@@ -96,10 +98,10 @@ def problems(result: RunResult) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for h in result.hosts:
         msg = ""
-        if h.error:  # "<msg> (hint: <hint>)", as engine._error_text joins them
-            msg, sep, hint = h.error.partition(" (hint: ")
+        if h.error:
+            msg = h.error
             where = "" if msg.startswith(f"{h.target}: ") else f"{h.target}: "
-            out.append((where + msg, hint[:-1] if sep else "run `vpatch status` on this target"))
+            out.append((where + msg, h.hint or "run `vpatch status` on this target"))
         for p in h.patches:
             bad = [pr for pr in p.probes if not pr.ok]
             if (p.outcome in good and not bad) or (msg and p.message == msg):

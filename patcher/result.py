@@ -18,6 +18,8 @@ Outcome = Literal[
     "anchor_missing",
     "ambiguous",
     "drifted",
+    "modified",
+    "superseded",
     "not_applied",
     "rolled_back",
     "skipped",
@@ -28,8 +30,9 @@ Outcome = Literal[
 GOOD: dict[str, frozenset[str]] = {
     "apply": frozenset({"applied", "would_apply", "already_applied", "satisfied_upstream"}),
     "verify": frozenset({"applied", "satisfied_upstream"}),
-    "rollback": frozenset({"rolled_back", "not_applied", "would_apply"}),
-    "status": frozenset({"applied", "satisfied_upstream", "not_applied"}),
+    # superseded: the package was reinstalled or upgraded; the journal entry is retired.
+    "rollback": frozenset({"rolled_back", "not_applied", "would_apply", "superseded"}),
+    "status": frozenset({"applied", "satisfied_upstream", "not_applied", "superseded"}),
     # A pre-start hook: in place now, whether it wrote (applied) or not. No dry run.
     "ensure": frozenset({"applied", "already_applied", "satisfied_upstream"}),
 }
@@ -68,10 +71,12 @@ class HostResult:
     target: str
     ok: bool = False
     error: str | None = None
+    hint: str | None = None  # the one thing to try next, kept apart from `error`
     python: str = ""
     restart_required: list[dict[str, Any]] = field(default_factory=list)
     patches: list[PatchResult] = field(default_factory=list)
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)  # e.g. a half-written transaction repaired
 
 
 @dataclass

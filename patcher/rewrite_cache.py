@@ -6,8 +6,8 @@ the same few file contents again and again: a canary run then the rest, `vpatch 
 `vpatch apply`, `vpatch ensure` in a pre-start hook on every restart after a reinstall. Importing
 libcst alone costs ~0.3 s of CPU per run, a quarter of a one-host apply.
 
-What is stored: one JSON file per (text sha256, spec digest, variant index, code version) with
-the result's status, text and message; only `changed` and `unchanged` results (the ones a run
+What is stored: one JSON file per (text sha256, spec digest, "variant index:file", code version)
+with the result's status, text and message; only `changed` and `unchanged` results (the ones a run
 acts on; an anchor that is missing is re-derived and reported fresh). The code version hashes
 the rewrite package's own source and libcst's version file, so any change to how rewrites are
 computed is a different key (never a stale hit after an upgrade or an edit of the code).
@@ -28,14 +28,17 @@ import importlib.util
 import json
 import os
 import tempfile
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult
-    from patcher.spec import PatchSpec
+    from patcher.spec import Edit, PatchSpec
 
 KEEP = 512
 _STORED = ("changed", "unchanged")
@@ -77,7 +80,7 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def _name(text_sha: str, spec: PatchSpec, index: int) -> str:
+def _name(text_sha: str, spec: PatchSpec, index: str) -> str:
     key = hashlib.sha256(f"{text_sha}:{spec.digest}:{index}:{code_version()}".encode())
     return f"{spec.digest}-{key.hexdigest()[:32]}.json"
 
@@ -96,7 +99,7 @@ def covers(specs: list[PatchSpec]) -> bool:
     return all(s.digest in have for s in specs)
 
 
-def get(text_sha: str, spec: PatchSpec, index: int) -> RewriteResult | None:
+def get(text_sha: str, spec: PatchSpec, index: str) -> RewriteResult | None:
     d = directory()
     if d is None:
         return None
@@ -119,7 +122,7 @@ def get(text_sha: str, spec: PatchSpec, index: int) -> RewriteResult | None:
     return RewriteResult(status, source, message)
 
 
-def put(text_sha: str, spec: PatchSpec, index: int, result: RewriteResult) -> None:
+def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> None:
     if result.status not in _STORED:
         return
     d = directory(create=True)
@@ -173,3 +176,40 @@ def _prune(d: Path) -> None:
             os.unlink(d / n)
         except OSError:
             continue
+
+
+@dataclass
+class Caches:
+    """What a run learns once and reuses on every host: file texts by sha256 (inspect then
+    sends only hashes for these) and rewrites by (text sha256, spec digest, variant, file)."""
+
+    content: dict[str, str] = field(default_factory=dict)
+    rewrites: dict[tuple[str, str, int, str], RewriteResult] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=lambda: {"parses": 0, "hits": 0})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    key_locks: dict[tuple[str, str, int, str], threading.Lock] = field(default_factory=dict)
+
+    def rewrite(
+        self, text: str, spec: PatchSpec, index: int, rel: str, edits: Sequence[Edit]
+    ) -> RewriteResult:
+        """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE
+        parse. Misses go to the on-disk cache of earlier runs (patcher.rewrite_cache)."""
+        key = (hashlib.sha256(text.encode()).hexdigest(), spec.digest, index, rel)
+        part = f"{index}:{rel}"
+        with self.lock:
+            key_lock = self.key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            hit = self.rewrites.get(key) or get(key[0], spec, part)
+            if hit is not None:
+                with self.lock:
+                    self.stats["hits"] += 1
+                    self.rewrites[key] = hit
+                return hit
+            from patcher.rewrite import apply_edits
+
+            res = apply_edits(text, edits)
+            put(key[0], spec, part, res)
+            with self.lock:
+                self.stats["parses"] += 1
+                self.rewrites[key] = res
+            return res

@@ -56,11 +56,35 @@ def _check_statements(source: str, what: str) -> str:
     return source
 
 
+def _rel_file(v: str | None) -> str | None:
+    """A path relative to site-packages, spelled the way pip's RECORD spells it."""
+    if v is None:
+        return v
+    p = PurePosixPath(v)
+    if p.is_absolute() or "\\" in v or ".." in p.parts or v.startswith("~"):
+        raise ValueError("file must be relative to site-packages, without '..'")
+    if str(p) != v or "\0" in v:  # "pkg/./m.py", "pkg//m.py": not how RECORD spells it
+        raise ValueError(f"file must be a plain relative path like 'pkg/module.py', not {v!r}")
+    if p.suffix != ".py" or len(p.parts) < 1:
+        raise ValueError("file must name a .py file inside the package")
+    return v
+
+
 class _Edit(_Model):
     scope: str = Field(
         default="",
         description="Dotted path of classes/functions holding the target ('' = module level).",
     )
+    file: str | None = Field(
+        default=None,
+        description="File this edit changes, relative to site-packages (default: the variant's "
+        "`file`); one variant may change several files of its package.",
+    )
+
+    @field_validator("file")
+    @classmethod
+    def _file(cls, v: str | None) -> str | None:
+        return _rel_file(v)
 
     @field_validator("scope")
     @classmethod
@@ -162,13 +186,30 @@ class RemoveStatement(_StatementEdit):
     op: Literal["remove_statement"]
 
 
+class AddFile(_Edit):
+    """Create a module the package lacks (`text` is its whole content); rollback removes it."""
+
+    op: Literal["add_file"]
+    text: str = Field(description="The new module's source.")
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        try:
+            compile(v, "<add_file>", "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            raise ValueError(f"text is not valid Python: {exc.msg}{_at_line(exc)}") from None
+        return v
+
+
 Edit = Annotated[
     EnsureElements
     | RemoveElements
     | SetValue
     | ReplaceStatement
     | InsertStatement
-    | RemoveStatement,
+    | RemoveStatement
+    | AddFile,
     Field(discriminator="op"),
 ]
 EDIT_OPS = (
@@ -178,6 +219,7 @@ EDIT_OPS = (
     "replace_statement",
     "insert_statement",
     "remove_statement",
+    "add_file",
 )
 
 
@@ -205,41 +247,52 @@ class Variant(_Model):
     @field_validator("file")
     @classmethod
     def _file(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        p = PurePosixPath(v)
-        if p.is_absolute() or "\\" in v or ".." in p.parts or v.startswith("~"):
-            raise ValueError("file must be relative to site-packages, without '..'")
-        if str(p) != v or "\0" in v:  # "pkg/./m.py", "pkg//m.py": not how RECORD spells it
-            raise ValueError(f"file must be a plain relative path like 'pkg/module.py', not {v!r}")
-        if p.suffix != ".py" or len(p.parts) < 1:
-            raise ValueError("file must name a .py file inside the package")
-        return v
+        return _rel_file(v)
 
     @model_validator(mode="after")
     def _kind(self) -> Variant:
         if self.upstream is not None:
             if self.file is not None or self.edit:
                 raise ValueError("an 'upstream' variant takes no 'file' or 'edit'")
-        elif self.file is None or not self.edit:
+            return self
+        if not self.edit:
             raise ValueError(
-                "a variant needs 'file' and at least one [[variant.edit]], or 'upstream'"
+                "a variant needs 'file' and at least one [[variant.edit]] (an edit may name its "
+                "own file), or 'upstream'"
             )
+        for i, e in enumerate(self.edit):
+            if (e.file or self.file) is None:
+                raise ValueError(f"edit[{i}] names no file: set the variant's 'file' or its own")
+        for rel, edits in self.files():
+            if len(edits) > 1 and any(e.op == "add_file" for e in edits):
+                raise ValueError(f"add_file gives the whole text of {rel}: no other edit there")
         return self
+
+    def files(self) -> list[tuple[str, list[Edit]]]:
+        """(file, its edits in spec order) per file the variant changes, in first-seen order."""
+        out: dict[str, list[Edit]] = {}
+        for e in self.edit:
+            rel = e.file or self.file
+            assert rel is not None  # _kind
+            out.setdefault(rel, []).append(e)
+        return list(out.items())
 
     @property
     def specifier(self) -> SpecifierSet:
         return SpecifierSet(self.versions)
 
     @property
-    def module(self) -> str | None:
-        """Import name of `file` (``vllm/config/speculative.py`` -> ``vllm.config.speculative``)."""
-        if self.file is None:
-            return None
-        parts = list(PurePosixPath(self.file).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        return ".".join(parts)
+    def modules(self) -> list[str]:
+        """Import names of the files it changes (``vllm/config/speculative.py`` ->
+        ``vllm.config.speculative``)."""
+        return [module_of(rel) for rel, _ in self.files()]
+
+
+def module_of(rel: str) -> str:
+    parts = list(PurePosixPath(rel).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 class Probe(_Model):

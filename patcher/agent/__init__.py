@@ -31,9 +31,9 @@ from typing import Any
 # Only what every op needs is imported here; each op imports the rest itself. The agent is a
 # fresh interpreter per host and run (one-shot callers: per call), so its imports are paid that
 # often (the lazy layout halved an inspect call's CPU; see bench/).
-from . import faults, fsops, journal, lock
+from . import faults, fsops, journal, lock, protocol
 
-PROTOCOL = 1
+PROTOCOL = protocol.PROTOCOL
 
 
 def state_dir(req: dict[str, Any]) -> str:
@@ -50,11 +50,13 @@ def _paths(sdir: str) -> dict[str, str]:
 
 def _journal_state(
     sdir: str, extra_current: dict[str, str | None], known: frozenset[str] = frozenset()
-) -> dict[str, Any]:
-    """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
-    for files not among the inspected packages' (whose text travels there), the current text
-    unless the controller already holds it (`known`): rollback's diff needs it, and without it
-    the controller would rebuild it by re-running every edit (importing libcst for a diff)."""
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Per journaled file: what vpatch applied, the hashes, the pristine text (backup), the
+    installed version and RECORD hash of its package now (an upgrade retires old entries),
+    and, for files not among the inspected packages' (whose text travels there), the current
+    text unless the controller already holds it (`known`): rollback's diff needs it.
+
+    Also the transactions a crash left half-written (`journal.pending`, files partly done)."""
     entries = journal.read(_paths(sdir)["journal"])
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
@@ -67,16 +69,39 @@ def _journal_state(
             except OSError:
                 current[p] = None
     state = journal.fold(entries, current)
+    installed = _installed(entries)
     for path, st in state.items():
         st["current"] = current.get(path)
         st["base_text"] = _backup_text(sdir, st["base"]) if st["applied"] else None
+        first = next(iter(st["applied"].values()), None)
+        if first is not None:
+            now = installed.get(str(first.get("package")))
+            st["package_version"] = now[0] if now else None
+            st["record_sha256"] = now[1].get(str(first.get("file"))) if now else None
         data = texts.get(path)
         if st["applied"] and data is not None and st["current"] not in known:
             try:
                 st["current_text"] = data.decode("utf-8")
             except UnicodeDecodeError:
                 pass
-    return state
+    half = [
+        {"txn": t["txn"], "files": sorted(t["files"]), "done": t["done"]}
+        for t in journal.pending(entries, current)
+        if t["done"] and len(t["done"]) < len(t["files"])
+    ]
+    return state, half
+
+
+def _installed(entries: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """package -> (installed version, RECORD) for every package the journal names."""
+    from . import locate
+
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name in sorted({str(e["package"]) for e in entries if isinstance(e.get("package"), str)}):
+        dist = locate.distribution(name)
+        if dist is not None:
+            out[str(name)] = (dist.version, dict(dist.record or {}))
+    return out
 
 
 def _sha_or_none(path: str) -> str | None:
@@ -114,7 +139,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
-    state = _journal_state(sdir, current, frozenset(known))
+    state, half = _journal_state(sdir, current, frozenset(known))
     out = {
         "python": {
             "executable": sys.executable,
@@ -127,6 +152,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         "state": _state_facts(sdir),
         "packages": packages,
         "journal": state,
+        "incomplete": half,
     }
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = set(req["procs_for"] or [])
@@ -212,12 +238,19 @@ def _backup(sdir: str, data: bytes, sha: str) -> None:
     faults.point("backup.written")
 
 
-def _new_bytes(sdir: str, w: dict[str, Any]) -> bytes:
+def _backup_bytes(sdir: str, sha: str) -> bytes:
+    data = fsops.read_bytes(os.path.join(_paths(sdir)["backups"], sha))
+    if fsops.sha256_bytes(data) != sha:
+        raise _Refused("backup %s is corrupt" % sha, protocol.BACKUP)
+    return data
+
+
+def _new_bytes(sdir: str, w: dict[str, Any]) -> bytes | None:
+    """The bytes a write leaves at its path (None: the file is removed)."""
+    if w.get("delete"):
+        return None
     if w.get("restore_sha256"):
-        data = fsops.read_bytes(os.path.join(_paths(sdir)["backups"], w["restore_sha256"]))
-        if fsops.sha256_bytes(data) != w["restore_sha256"]:
-            raise _Refused("backup %s is corrupt" % w["restore_sha256"], "backup")
-        return data
+        return _backup_bytes(sdir, str(w["restore_sha256"]))
     return str(w["text"]).encode("utf-8")
 
 
@@ -230,11 +263,12 @@ class _Refused(Exception):
 def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     """Write every file in `writes` or none: all hashes and syntax are checked before any write.
 
-    Order (faults.POINTS names each step): lock; check; stage new bytes in temp files next to
-    the targets; back up the old bytes; journal (fsync'ed); rename; bytecode; commit marker.
-    Everything that can fail for lack of space or permission (staging, backups) happens before
-    the journal records anything, so such a failure leaves the host as it was; a crash after
-    the journal is resolved by the fold (journal.py) from the files' actual bytes."""
+    Order (faults.POINTS names each step): lock; finish what a crashed commit left (`_repair`);
+    check; stage new bytes in temp files next to the targets; back up the old bytes; journal
+    (fsync'ed); rename (or unlink) each file; bytecode; commit marker. Everything that can fail
+    for lack of space or permission (staging, backups) happens before the journal records
+    anything, so such a failure leaves the host as it was; a crash after the journal is
+    resolved by the next commit or `repair` from the files' actual bytes (journal.pending)."""
     from . import procs
 
     started = time.time()
@@ -246,6 +280,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     try:
         with lock.Locked(p["lock"], float(req.get("lock_timeout", 60))):
             faults.point("commit.locked")
+            notes.extend(_repair(sdir))
             planned = _planned(sdir, writes)
             for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
                 for stale in fsops.sweep(d, started):
@@ -264,33 +299,108 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[tuple[str, bytes, bytes]]:
-    """(path, old, new) per write, after checking hashes and that the new bytes compile."""
+def op_repair(req: dict[str, Any]) -> dict[str, Any]:
+    """Under the lock: settle every transaction a crash left without its marker."""
+    sdir = state_dir(req)
+    if not os.path.exists(_paths(sdir)["journal"]):
+        return {"notes": []}
+    try:
+        with lock.Locked(_paths(sdir)["lock"], float(req.get("lock_timeout", 60))):
+            notes = _repair(sdir)
+    finally:
+        _adopt_state(sdir)
+    return {"notes": notes}
+
+
+def _repair(sdir: str) -> list[str]:
+    """Give each unmarked transaction its marker: `commit` when every file it names has its
+    after-hash, `abort` otherwise, after putting the files it did change back to their
+    before-bytes (from the backups the crashed commit made before its journal entries).
+
+    Runs under the lock, so a live commit (which holds it) is never mistaken for a dead one."""
+    path = _paths(sdir)["journal"]
+    entries = journal.read(path)
+    current: dict[str, str | None] = {}
+    for e in entries:
+        name = e.get("path")
+        if isinstance(name, str) and name not in current:
+            current[name] = _sha_or_none(name)
+    notes: list[str] = []
+    for t in journal.pending(entries, current):
+        files, done = t["files"], t["done"]
+        if len(done) == len(files):
+            journal.append(path, [protocol.marker(t["txn"])], point="marker.appended")
+            if done:
+                notes.append("transaction %s had written every file; marked committed" % t["txn"])
+            continue
+        for name in done:
+            before = files[name][0]
+            if before is None:
+                _remove(name)
+            else:
+                item = fsops.stage(name, _backup_bytes(sdir, before))
+                try:
+                    item.publish()
+                finally:
+                    item.discard()
+                fsops.refresh_bytecode(name)
+        journal.append(path, [protocol.marker(t["txn"], abort=True)], point="marker.appended")
+        if done:
+            notes.append(
+                "transaction %s was cut after %d of %d files; restored %s"
+                % (t["txn"], len(done), len(files), ", ".join(done))
+            )
+    return notes
+
+
+def _remove(path: str) -> None:
+    """Unlink a file vpatch created, with its bytecode; a rename's fault points mark the step."""
+    import importlib.util
+
+    faults.point("write.before_rename")
+    if os.path.lexists(path):
+        os.unlink(path)
+    faults.point("write.renamed")
+    fsops.fsync_dir(os.path.dirname(path) or ".")
+    faults.point("write.dir_synced")
+    for opt in ("", 1, 2):
+        pyc = importlib.util.cache_from_source(path, optimization=opt)
+        if os.path.exists(pyc):
+            os.unlink(pyc)
+
+
+def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[Any]:
+    """(path, old, new) per write, after checking hashes and that the new bytes compile.
+    `old` None: the file must not exist yet (created); `new` None: the file is removed."""
     planned = []
     for w in writes:
         path = w["path"]
-        old = fsops.read_bytes(path)
-        if fsops.sha256_bytes(old) != w["expect_sha256"]:
-            raise _Refused("%s changed since inspection" % path, "conflict")
+        old = fsops.read_bytes(path) if os.path.lexists(path) else None
+        if (fsops.sha256_bytes(old) if old is not None else None) != w.get("expect_sha256"):
+            raise _Refused("%s changed since inspection" % path, protocol.CONFLICT)
         new = _new_bytes(sdir, w)
-        err = fsops.compile_check(new, path)
+        err = fsops.compile_check(new, path) if new is not None else None
         if err:
-            raise _Refused("%s: new content does not compile here: %s" % (path, err), "syntax")
+            raise _Refused(
+                "%s: new content does not compile here: %s" % (path, err), protocol.SYNTAX
+            )
         planned.append((path, old, new))
     return planned
 
 
 def _write_planned(
-    req: dict[str, Any], sdir: str, planned: list[tuple[str, bytes, bytes]], notes: list[str]
+    req: dict[str, Any], sdir: str, planned: list[Any], notes: list[str]
 ) -> tuple[str, float]:
     """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
     p = _paths(sdir)
-    staged: list[fsops.Staged] = []
+    staged: dict[str, fsops.Staged] = {}
     try:
-        for path, _old, new in planned:
-            staged.append(fsops.stage(path, new))
+        for path, old, new in planned:
+            if new is not None:
+                staged[path] = fsops.stage(path, new, fresh=old is None)
         for _path, old, _new in planned:
-            _backup(sdir, old, fsops.sha256_bytes(old))
+            if old is not None:
+                _backup(sdir, old, fsops.sha256_bytes(old))
         txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
         meta = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -303,16 +413,20 @@ def _write_planned(
         from . import procs
 
         written_at = procs.now()  # processes started before this run the old bytes
-        for item in staged:
+        for path, _old, new in planned:
+            if new is None:
+                _remove(path)
+                continue
+            item = staged[path]
             item.publish()
             note = fsops.refresh_bytecode(item.path)
             faults.point("commit.bytecode")
             if note:
                 notes.append(note)
     finally:
-        for item in staged:
+        for item in staged.values():
             item.discard()  # no-op once published; removes the temp file after an error
-    journal.append(p["journal"], [{"action": "commit", "txn": txn}], point="marker.appended")
+    journal.append(p["journal"], [protocol.marker(txn)], point="marker.appended")
     return txn, written_at
 
 
@@ -360,12 +474,13 @@ def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
             int(req.get("max_bytes", fetch.DEFAULT_MAX_BYTES)),
         )
     except fetch.BadURL as exc:
-        raise _Refused(str(exc), "input") from None
+        raise _Refused(str(exc), protocol.INPUT) from None
 
 
 OPS = {
     "inspect": op_inspect,
     "commit": op_commit,
+    "repair": op_repair,
     "verify": op_verify,
     "procs": op_procs,
     "fetch": op_fetch,
@@ -376,16 +491,16 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     _fresh_request(req)
     op = OPS.get(req.get("op", ""))
     if op is None:
-        return {"ok": False, "kind": "protocol", "error": "unknown op %r" % req.get("op")}
+        return protocol.error(protocol.PROTOCOL_ERROR, "unknown op %r" % req.get("op"))
     try:
         out = op(req)
     except _Refused as exc:
-        return {"ok": False, "kind": exc.kind, "error": str(exc)}
+        return protocol.error(exc.kind, str(exc))
     except TimeoutError as exc:
-        return {"ok": False, "kind": "locked", "error": str(exc)}
+        return protocol.error(protocol.LOCKED, str(exc))
     except OSError as exc:
         where = " (%s)" % exc.filename if exc.filename else ""
-        return {"ok": False, "kind": "os", "error": "%s%s" % (exc.strerror or exc, where)}
+        return protocol.error(protocol.OS_ERROR, "%s%s" % (exc.strerror or exc, where))
     out["ok"] = True
     out["protocol"] = PROTOCOL
     return out
@@ -408,12 +523,12 @@ def answer(line: str) -> dict[str, Any]:
     try:
         req = json.loads(line)
     except ValueError as exc:
-        res: dict[str, Any] = {"ok": False, "kind": "protocol", "error": "bad request: %s" % exc}
+        res: dict[str, Any] = protocol.error(protocol.PROTOCOL_ERROR, "bad request: %s" % exc)
     else:
         if isinstance(req, dict):
             res = handle(req)
         else:
-            res = {"ok": False, "kind": "protocol", "error": "bad request: not a JSON object"}
+            res = protocol.error(protocol.PROTOCOL_ERROR, "bad request: not a JSON object")
     res["pid"] = os.getpid()
     return res
 

@@ -13,6 +13,8 @@ A request's `fault` arms a point for THAT request only: the agent re-arms before
 (`arm(req.get("fault") or ENV_SPEC)`), since one agent process now answers many requests.
 `<spec>` is `name` (SIGKILL the agent there) or `name:pause` (SIGSTOP it there, so a test can
 cut the SSH connection while the agent is provably parked at that step; the harness kills it).
+`name#N` fires at the Nth time the point is reached: a multi-file commit passes the per-file
+steps once per file, and the crash between two files' renames is the one that matters most.
 Names are in POINTS, in the order a one-file commit reaches them; steps that only happen when
 needed (a backup that already exists is not rewritten) are skipped by the commit, not faked.
 """
@@ -57,7 +59,8 @@ def point(name: str) -> None:
     if not spec:
         return
     armed, _, mode = spec.partition(":")
-    if armed != name:
+    armed, _, nth = armed.partition("#")  # "write.renamed#2": the second file's rename
+    if armed != name or (nth and REACHED.count(name) != int(nth)):
         return
     if mode == "pause":
         os.kill(os.getpid(), signal.SIGSTOP)  # the test cuts the connection, then kills us

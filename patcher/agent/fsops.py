@@ -107,9 +107,14 @@ class Staged:
             self.fd = -1
 
 
-def stage(path: str, data: bytes, like: str | None = None, tag: str = "write") -> Staged:
+def stage(
+    path: str, data: bytes, like: str | None = None, tag: str = "write", fresh: bool = False
+) -> Staged:
     """Write `data` to a temp file in `path`'s directory, fsync it, give it the mode/owner of
-    `like` (default: path). Nothing is visible at `path` until `Staged.publish`."""
+    `like` (default: path). Nothing is visible at `path` until `Staged.publish`.
+
+    `fresh`: a module vpatch adds to a package. It gets 0644 and the directory's owner, like
+    the files pip installed next to it (a 0600 module would not import for other users)."""
     directory = os.path.dirname(path) or "."
     ref = like or path
     st = os.stat(ref) if os.path.exists(ref) else None
@@ -124,6 +129,11 @@ def stage(path: str, data: bytes, like: str | None = None, tag: str = "write") -
             os.chmod(tmp, st.st_mode & 0o7777)
             if os.geteuid() == 0:
                 os.chown(tmp, st.st_uid, st.st_gid)
+        elif fresh:
+            os.chmod(tmp, 0o644)
+            if os.geteuid() == 0:
+                owner = os.stat(directory)
+                os.chown(tmp, owner.st_uid, owner.st_gid)
         faults.point(tag + ".temp_synced")
     except BaseException:
         staged.discard()

@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from . import faults
+from . import faults, protocol
 
 Entry = dict[str, Any]
 
@@ -30,7 +30,7 @@ def read(path: str) -> list[Entry]:
             obj = json.loads(line)
         except ValueError:
             continue
-        if isinstance(obj, dict):
+        if protocol.valid_entry(obj):
             out.append(obj)
     return out
 
@@ -58,35 +58,84 @@ def append(path: str, entries: list[Entry], point: str = "journal.appended") -> 
         os.close(fd)
 
 
+def _txn_files(entries: list[Entry]) -> dict[Any, dict[str, tuple[Any, Any]]]:
+    """txn -> path -> (before of its first entry, after of its last): what the txn did to it."""
+    out: dict[Any, dict[str, tuple[Any, Any]]] = {}
+    for e in entries:
+        if e.get("action") in (protocol.COMMIT, protocol.ABORT):
+            continue
+        files = out.setdefault(e.get("txn"), {})
+        first = files.get(e["path"], (e.get("before"), None))[0]
+        files[e["path"]] = (first, e.get("after"))
+    return out
+
+
+def _took_effect(
+    entries: list[Entry], current: dict[str, str | None]
+) -> tuple[set[Any], list[dict[str, Any]]]:
+    """The txns whose entries count, and the unmarked ones (see `pending`).
+
+    A txn with a commit marker counts; one with an abort marker never does. One without either
+    was cut short: it counts when EVERY file it names already has its after-hash (all renames
+    happened, only the marker is missing), and not at all otherwise, so a multi-file patch is
+    never taken as half applied."""
+    marked = {
+        e.get("txn"): e["action"]
+        for e in entries
+        if e["action"] in (protocol.COMMIT, protocol.ABORT)
+    }
+    counted: set[Any] = set()
+    half: list[dict[str, Any]] = []
+    for txn, files in _txn_files(entries).items():
+        mark = marked.get(txn)
+        if mark == protocol.COMMIT:
+            counted.add(txn)
+            continue
+        if mark == protocol.ABORT:
+            continue
+        done = sorted(p for p, (_b, a) in files.items() if current.get(p) == a)
+        if len(done) == len(files):
+            counted.add(txn)
+        half.append({"txn": txn, "files": files, "done": done})
+    return counted, half
+
+
+def pending(entries: list[Entry], current: dict[str, str | None]) -> list[dict[str, Any]]:
+    """Transactions without a marker: a crash between the journal and the marker. `done` lists
+    the files that have the txn's after-hash: none, the txn never took effect (it gets an abort
+    marker); all, it only lacks its commit marker; some, it is half-written and the repair puts
+    the done files back to their before-bytes (an all-or-none patch must never stay half)."""
+    return _took_effect(entries, current)[1]
+
+
 def fold(entries: list[Entry], current: dict[str, str | None]) -> dict[str, dict[str, Any]]:
     """Per-file state: which specs vpatch applied, the hash the file should have, its base.
 
     `current` maps path -> sha256 of the file now (None if absent); it decides whether entries
-    of a txn without a commit marker took effect (see module docstring).
+    of a txn without a marker took effect (see `_took_effect`). `base` None with `created` set:
+    vpatch created the file (add_file), so taking every spec out removes it.
     """
-    committed = {e.get("txn") for e in entries if e.get("action") == "commit"}
-    last_after: dict[tuple[Any, Any], Any] = {}
-    for e in entries:
-        if e.get("action") != "commit":
-            last_after[(e.get("txn"), e.get("path"))] = e.get("after")
+    counted, _half = _took_effect(entries, current)
     state: dict[str, dict[str, Any]] = {}
     for e in entries:
-        action, path = e.get("action"), e.get("path")
-        if action == "commit" or not isinstance(path, str):
+        action, path = e["action"], e.get("path")
+        if action in (protocol.COMMIT, protocol.ABORT) or e.get("txn") not in counted:
             continue
-        if e.get("txn") not in committed and current.get(path) != last_after[(e.get("txn"), path)]:
-            continue
-        st = state.setdefault(path, {"applied": {}, "expected": None, "base": None})
-        if action == "apply":
+        assert isinstance(path, str)
+        st = state.setdefault(
+            path, {"applied": {}, "expected": None, "base": None, "created": False}
+        )
+        if action == protocol.APPLY:
             if not st["applied"]:
                 st["base"] = e.get("before")
+                st["created"] = e.get("before") is None
             st["applied"][e["spec"]] = e
             st["expected"] = e.get("after")
-        elif action == "rollback":
+        elif action == protocol.ROLLBACK:
             st["applied"].pop(e.get("spec"), None)
             st["expected"] = e.get("after")
             if not st["applied"]:
-                st["base"] = None
-        elif action == "reset":
-            st.update(applied={}, expected=None, base=None)
+                st.update(base=None, created=False)
+        elif action in (protocol.RESET, protocol.SUPERSEDE):
+            st.update(applied={}, expected=None, base=None, created=False)
     return state

@@ -159,10 +159,11 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
         info["error"] = "is not a regular file"
         return info
     if dist.record is not None and rel not in dist.record:
+        # Refused for edits; a module vpatch's add_file created is read all the same.
         info["error"] = "is not a file of %s (not in its RECORD): not the package's own" % (
             dist.name
         )
-        return info
+        info["in_record"] = False
     data = fsops.read_bytes(path)
     info["exists"] = True
     info["sha256"] = fsops.sha256_bytes(data)
@@ -170,6 +171,7 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
         info["text"] = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         info["error"] = "is not UTF-8 text (%s)" % exc.reason
+        info["in_record"] = True  # undecodable: refused for add_file too
     why = fsops.unwritable(os.path.dirname(path))
     info["writable"], info["why_unwritable"] = not why, why
     info["free"] = fsops.free_bytes(os.path.dirname(path))

@@ -44,7 +44,18 @@ def apply_edit(source: str, edit: Edit) -> RewriteResult:
             return statements.insert(source, edit)
         case "remove_statement":
             return statements.remove(source, edit)
+        case "add_file":
+            return add_file(source, edit.text)
     raise AssertionError(f"unknown op {edit.op}")  # pragma: no cover - pydantic rejects it
+
+
+def add_file(source: str, text: str) -> RewriteResult:
+    """A whole new module: the planner passes "" for a file that does not exist yet."""
+    if source == text:
+        return RewriteResult("unchanged", source, "the file already has this text")
+    if source:
+        return RewriteResult("anchor_missing", source, "the file exists with other content")
+    return RewriteResult("changed", text, "created the module")
 
 
 def apply_edits(source: str, edits: Sequence[Edit]) -> RewriteResult:

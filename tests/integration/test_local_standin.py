@@ -131,7 +131,7 @@ def test_hand_edited_file_is_refused_unless_forced(tmp_path: Path, standin_env: 
     target.write_text(target.read_text() + "\n# local hack\n")
     snap = fingerprint(standin_env.root)
     res = vpatch("apply", a, *py, "--json")
-    assert res.code == 1 and res.patch()["outcome"] == "failed"
+    assert res.code == 1 and res.patch()["outcome"] == "modified"
     assert "differs from pip's RECORD" in res.patch()["message"]
     assert fingerprint(standin_env.root) == snap
     forced = vpatch("apply", a, *py, "--force", "--json")

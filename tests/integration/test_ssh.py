@@ -99,8 +99,8 @@ def test_host_keys_unknown_refused_accept_new_changed_refused(
         "apply", spec, "--host", h.name, *ssh_args(lab, "--known-hosts", str(kh), "--json")
     )
     assert refused.code == 1
-    err = refused.doc["hosts"][0]["error"]
-    assert "unknown host key" in err and fp in err and "--accept-new-host-key" in err
+    err, hint = refused.doc["hosts"][0]["error"], refused.doc["hosts"][0]["hint"]
+    assert "unknown host key" in err and fp in err and "--accept-new-host-key" in hint
     assert fingerprint(h.home) == snap
 
     accepted = vpatch(

@@ -11,6 +11,7 @@ import json
 import tomllib
 from typing import Any
 
+from patcher.spec import EDIT_OPS
 from tests.conftest import SPEC, vpatch
 
 KNOWN = {
@@ -93,13 +94,6 @@ def test_edit_ops_are_a_tagged_union_for_completion() -> None:
     schema = schema_doc()
     edit = schema["$defs"]["Variant"]["properties"]["edit"]["items"]
     assert edit["discriminator"]["propertyName"] == "op"
-    assert set(edit["discriminator"]["mapping"]) == {
-        "ensure_elements",
-        "remove_elements",
-        "set_value",
-        "replace_statement",
-        "insert_statement",
-        "remove_statement",
-    }
+    assert set(edit["discriminator"]["mapping"]) == set(EDIT_OPS)
     described = schema["$defs"]["Variant"]["properties"]["versions"]["description"]
     assert "PEP 440" in described

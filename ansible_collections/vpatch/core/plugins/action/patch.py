@@ -196,7 +196,8 @@ class ActionModule(ActionBase):
 
 def _message(host: Any) -> str:
     if host.error:
-        return str(host.error)
+        hint = getattr(host, "hint", None)
+        return f"{host.error} (hint: {hint})" if hint else str(host.error)
     parts = [f"{p.id}: {p.outcome}" + (f" ({p.message})" * bool(p.message)) for p in host.patches]
     for p in host.patches:
         for probe in p.probes:

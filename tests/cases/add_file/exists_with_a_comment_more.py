@@ -1,0 +1,5 @@
+# spec: {"op": "add_file", "file": "servekit/aux.py", "text": "def collect(states, layers):\n    return tuple(states[i] for i in layers)\n"}
+# status: anchor_missing
+# local change
+def collect(states, layers):
+    return tuple(states[i] for i in layers)

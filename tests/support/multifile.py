@@ -1,0 +1,107 @@
+"""A three-file patch of the stand-in package (tests/standin.py), for transaction tests.
+
+One variant changes `servekit/config.py` and `servekit/__init__.py` and adds the module
+`servekit/aux.py`: a real pip install with a real RECORD, so "pristine" means RECORD's bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patcher.spec import PatchSpec, load_spec
+from tests import envs
+
+FILES = ("servekit/__init__.py", "servekit/aux.py", "servekit/config.py")
+
+SPEC = """
+id = "servekit-eagle3"
+summary = "accept kimi_k2, mark the package, add the aux module"
+package = "servekit"
+[[variant]]
+versions = ">=1.0"
+file = "servekit/config.py"
+  [[variant.edit]]
+  op = "ensure_elements"
+  scope = "SpecConfig.verify"
+  target = "supported"
+  values = ["kimi_k2"]
+  [[variant.edit]]
+  op = "insert_statement"
+  file = "servekit/__init__.py"
+  match = '__version__ = "1.0.0"'
+  code = "EAGLE3 = True"
+  [[variant.edit]]
+  op = "add_file"
+  file = "servekit/aux.py"
+  text = "AUX_LAYERS = (2, 16, 29)\\n"
+[[probe]]
+name = "all three changes load"
+module = "servekit.aux"
+code = '''
+import servekit, servekit.config
+from types import SimpleNamespace as NS
+assert servekit.EAGLE3 and module.AUX_LAYERS == (2, 16, 29)
+assert servekit.config.SpecConfig.verify(NS(model_type="kimi_k2"))
+'''
+"""
+
+
+@dataclass
+class MultiTarget:
+    """The files of one environment as the test process sees them."""
+
+    root: Path
+    spec: PatchSpec
+    pristine: dict[str, bytes | None] = field(default_factory=dict)
+    patched: dict[str, bytes | None] = field(default_factory=dict)
+
+    @property
+    def site(self) -> Path:
+        return envs.site_packages(self.root)
+
+    @property
+    def state(self) -> Path:
+        return self.root / ".vpatch"
+
+    def now(self) -> dict[str, bytes | None]:
+        out: dict[str, bytes | None] = {}
+        for rel in FILES:
+            p = self.site / rel
+            out[rel] = p.read_bytes() if p.exists() else None
+        return out
+
+    def temps(self) -> list[Path]:
+        found = list((self.site / "servekit").glob(".vpatch-*.tmp"))
+        return found + list((self.state / "backups").glob(".vpatch-*.tmp"))
+
+    def reset(self) -> None:
+        shutil.rmtree(self.state, ignore_errors=True)
+        for tmp in self.temps():
+            tmp.unlink()
+        for rel, data in self.pristine.items():
+            p = self.site / rel
+            if data is None:
+                p.unlink(missing_ok=True)
+            else:
+                p.write_bytes(data)
+
+
+def write_spec(dest: Path, probe: bool = True) -> PatchSpec:
+    path = dest / "multi.toml"
+    path.write_text(SPEC if probe else SPEC.split("[[probe]]")[0])
+    return load_spec(path)
+
+
+def target(root: Path, spec: PatchSpec) -> MultiTarget:
+    """Pristine bytes from the env as installed; patched bytes from the spec's own edits."""
+    from patcher.rewrite import apply_edits
+
+    t = MultiTarget(root, spec)
+    t.pristine = t.now()
+    for rel, edits in spec.variant[0].files():
+        before = t.pristine[rel]
+        t.patched[rel] = apply_edits((before or b"").decode(), edits).source.encode()
+    assert t.pristine["servekit/aux.py"] is None
+    return t

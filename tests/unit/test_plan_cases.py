@@ -1,0 +1,93 @@
+"""The planner pinned by data: tests/cases/plan/*.json (see tests/support/plancases.py).
+
+Each case runs the pure planner on the case's facts and compares outcomes, message words,
+the writes (by text name) and the journal actions. Every apply case that writes is then
+committed on paper (files rewritten, the journal folded by the agent's own fold) and planned
+again: the second plan must write nothing, pyinfra's idempotence check for operations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, get_args
+
+import pytest
+
+from patcher import plan as planner
+from patcher.result import Outcome, PatchResult
+from tests.support import plancases
+from tests.support.plancases import ROOT, PlanCase
+
+
+def _run(case: PlanCase) -> tuple[list[PatchResult], planner.Plan | None]:
+    cmd = case.raw["command"]
+    if cmd == "apply":
+        p = planner.plan_apply(case.specs, case.facts, case.opts)
+        return p.results, p
+    if cmd == "verify":
+        return [planner.verify_spec(s, case.facts)[0] for s in case.specs], None
+    if cmd == "rollback":
+        wanted = case.raw.get("rollback")
+        p = planner.plan_rollback(
+            None if wanted is None else set(wanted), case.facts, case.opts, case.specs
+        )
+        return p.results, p
+    assert cmd == "status", cmd
+    return planner.status_journal(case.facts), None
+
+
+def _write_names(case: PlanCase, plan: planner.Plan) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for w in plan.writes:
+        rel = w.path.removeprefix(ROOT)
+        if w.delete:
+            out[rel] = "delete"
+        elif w.restore is not None:
+            name = next((n for n, t in case.texts.items() if plancases.sha(t) == w.restore), None)
+            out[rel] = f"restore:{name}"
+        else:
+            out[rel] = case.text_name(w.text) or f"<unnamed text>\n{w.text}"
+    return out
+
+
+@pytest.mark.parametrize("path", plancases.case_paths(), ids=lambda p: p.stem)
+def test_plan_case(path: Path) -> None:
+    case = plancases.load(path)
+    expect: dict[str, Any] = case.raw["expect"]
+    results, plan = _run(case)
+    assert {r.id: r.outcome for r in results} == expect["outcomes"], [
+        (r.id, r.outcome, r.message) for r in results
+    ]
+    for sid, words in expect.get("messages", {}).items():
+        got = next(r.message for r in results if r.id == sid)
+        assert words in got, (sid, got)
+    assert all(r.message for r in results), "every outcome explains itself"
+    if plan is None:
+        return
+    assert _write_names(case, plan) == expect.get("writes", {})
+    actions = [
+        [e["action"], e.get("spec"), str(e["path"]).removeprefix(ROOT)] for e in plan.entries
+    ]
+    assert actions == expect.get("journal", [])
+    if "checks" in expect:
+        assert sorted(plan.checks) == sorted(expect["checks"])
+    if "preflight" in expect:
+        got = planner.preflight(case.facts, plan)
+        want = expect["preflight"]
+        assert (got is None) if want is None else (got is not None and want in got[0]), got
+    if case.raw["command"] == "apply" and plan.writes and not case.opts.dry_run:
+        again = planner.plan_apply(case.specs, plancases.after_commit(case, plan), case.opts)
+        assert again.writes == [], [(r.id, r.outcome, r.message) for r in again.results]
+        assert all(
+            r.outcome in ("already_applied", "satisfied_upstream", "not_applicable")
+            for r in again.results
+        ), [(r.id, r.outcome, r.message) for r in again.results]
+
+
+def test_enough_cases_for_every_outcome() -> None:
+    """At least 40 cases, and every outcome a planner can reach is pinned by one."""
+    cases = [plancases.load(p) for p in plancases.case_paths()]
+    assert len(cases) >= 40
+    seen = {o for c in cases for o in c.raw["expect"]["outcomes"].values()}
+    reachable = set(get_args(Outcome)) - {"skipped"}  # skipped: the fleet's, not a plan's
+    assert reachable <= seen, sorted(reachable - seen)
