@@ -180,6 +180,11 @@ def _definitions(stmts: Sequence[cst.BaseStatement], name: str) -> Iterator[Scop
                 yield from _definitions(body_of(suite), name)
 
 
+def definitions(node: ScopeNode, name: str) -> list[ScopeNode]:
+    """Defs/classes called `name` directly in a scope (conditional ones included)."""
+    return list(_definitions(body_of(node), name))
+
+
 def find_scope(module: cst.Module, scope: str) -> ScopeNode:
     """Resolve a dotted class/def path from module level, one component at a time."""
     node: ScopeNode = module
@@ -233,6 +238,12 @@ def _small_statements(stmts: Sequence[cst.CSTNode]) -> Iterator[cst.BaseSmallSta
                 yield from _small_statements([suite])
         elif isinstance(stmt, cst.IndentedBlock):
             yield from _small_statements(stmt.body)
+
+
+def small_statements(node: ScopeNode) -> list[cst.BaseSmallStatement]:
+    """Small statements of a scope at its own level: if/try/with/loop bodies, not nested defs."""
+    root: Sequence[cst.CSTNode] = [node.body] if not isinstance(node, cst.Module) else node.body
+    return list(_small_statements(root))
 
 
 def _assigns(small: cst.BaseSmallStatement, target: str) -> Assignment | None:

@@ -77,13 +77,20 @@ def test_case(path: Path) -> None:
 
 def test_every_op_has_enough_cases() -> None:
     counts = {op: len(list((CASES / op).glob("*.py"))) for op in EDIT_OPS}
-    assert all(n >= 5 for n in counts.values()), counts
+    assert all(n >= 8 for n in counts.values()), counts
+
+
+# An import has no anchor: the module is always there and an import is added or merged, so
+# it can be neither missing nor ambiguous (a clashing name is "invalid", pinned instead).
+_NO_ANCHOR = {"ensure_import": {"anchor_missing", "ambiguous"}}
 
 
 def test_statuses_are_all_covered() -> None:
     """Each op is pinned for the applied, already-applied, missing and ambiguous outcomes."""
-    wanted = {"changed", "unchanged", "anchor_missing", "ambiguous"}
     for op in EDIT_OPS:
+        wanted = {"changed", "unchanged", "anchor_missing", "ambiguous"} - _NO_ANCHOR.get(op, set())
+        if op == "ensure_import":
+            wanted.add("invalid")
         statuses = {load_case(p).status for p in (CASES / op).glob("*.py")}
         assert wanted <= statuses, (op, sorted(wanted - statuses))
 
@@ -128,6 +135,23 @@ _CRLF_EDITS: list[dict[str, object]] = [
         "position": "before",
     },
     {"op": "remove_statement", "scope": "Config.check", "match": "return True"},
+    {"op": "ensure_base", "scope": "Config", "value": "Base"},
+    {"op": "ensure_def", "scope": "Config", "code": "def extra(self):\n    return 1\n"},
+    {"op": "ensure_import", "code": "from os import path"},
+    {
+        "op": "set_argument",
+        "scope": "Config.check",
+        "call": "ValueError",
+        "arg": "code",
+        "value": 1,
+    },
+    {
+        "op": "replace_statement",
+        "scope": "Config.check",
+        "match": "return True",
+        "code": "return kind",
+        "occurrence": 1,
+    },
 ]
 
 

@@ -100,6 +100,11 @@ def test_edit_ops_are_a_tagged_union_for_completion() -> None:
         "replace_statement",
         "insert_statement",
         "remove_statement",
+        "ensure_base",
+        "remove_base",
+        "ensure_def",
+        "ensure_import",
+        "set_argument",
     }
     described = schema["$defs"]["Variant"]["properties"]["versions"]["description"]
     assert "PEP 440" in described
