@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import keyword
 import re
 import textwrap
 import tomllib
@@ -214,12 +215,11 @@ class RemoveStatement(_StatementEdit):
 class _BaseEdit(_Edit):
     value: str = Field(description="Base class expression source, e.g. 'Mixin' or 'mod.Base'.")
 
-    @field_validator("scope")
-    @classmethod
-    def _class(cls, v: str) -> str:
-        if not v:
+    @model_validator(mode="after")
+    def _class(self) -> _BaseEdit:
+        if not self.scope:  # an after-validator: a field's own validator skips the default
             raise ValueError("scope must name the class (dotted for a nested class)")
-        return v
+        return self
 
     @field_validator("value")
     @classmethod
@@ -308,7 +308,7 @@ class SetArgument(_Edit):
     @field_validator("arg")
     @classmethod
     def _arg(cls, v: str) -> str:
-        if not v.isidentifier():
+        if not v.isidentifier() or keyword.iskeyword(v):
             raise ValueError("arg must be a keyword argument name")
         return v
 
