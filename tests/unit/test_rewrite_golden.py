@@ -13,42 +13,13 @@ A case pins the exact text an op produces, so any formatting drift shows up as a
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 
 from patcher.rewrite import RewriteResult, apply_edit
-from patcher.spec import EDIT_OPS, Edit
-
-CASES = Path(__file__).resolve().parent.parent / "cases"
-EDIT = TypeAdapter(Edit)
-_OUTPUT = re.compile(r"^# output\n", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Case:
-    edit: Edit
-    status: str
-    source: str
-    expected: str | None
-
-
-def load_case(path: Path) -> Case:
-    """Split a case file into its edit, status, input and expected output."""
-    text = path.read_bytes().decode("utf-8")
-    spec_line, status_line, rest = text.split("\n", 2)
-    assert spec_line.startswith("# spec: "), f"{path}: first line must be '# spec: {{...}}'"
-    assert status_line.startswith("# status: "), f"{path}: second line must be '# status: ...'"
-    edit = EDIT.validate_python(json.loads(spec_line.removeprefix("# spec: ")))
-    status = status_line.removeprefix("# status: ").strip()
-    parts = _OUTPUT.split(rest, maxsplit=1)
-    expected = parts[1] if len(parts) == 2 else None
-    assert (expected is not None) == (status == "changed"), f"{path}: '# output' iff changed"
-    return Case(edit, status, parts[0], expected)
+from patcher.spec import EDIT_OPS
+from tests.support.cases import CASES, EDIT, load_case
 
 
 def _case_paths() -> list[Path]:

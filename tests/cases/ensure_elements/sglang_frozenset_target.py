@@ -1,4 +1,4 @@
-# spec: {"op": "ensure_elements", "target": "_SPEC_VERIFY_AUDITED_BACKENDS", "values": ["flashmla"]}
+# spec: {"op": "ensure_elements", "target": "_SPEC_VERIFY_AUDITED_BACKENDS", "values": ["fa4"]}
 # status: changed
 """KV cache checks."""
 
@@ -21,7 +21,7 @@ _SPEC_VERIFY_AUDITED_BACKENDS = frozenset(
         "triton",
         "flashinfer",
         "fa3",
-        "flashmla",
+        "fa4",
     }
 )
 
