@@ -240,12 +240,6 @@ def _small_statements(stmts: Sequence[cst.CSTNode]) -> Iterator[cst.BaseSmallSta
             yield from _small_statements(stmt.body)
 
 
-def small_statements(node: ScopeNode) -> list[cst.BaseSmallStatement]:
-    """Small statements of a scope at its own level: if/try/with/loop bodies, not nested defs."""
-    root: Sequence[cst.CSTNode] = [node.body] if not isinstance(node, cst.Module) else node.body
-    return list(_small_statements(root))
-
-
 def _assigns(small: cst.BaseSmallStatement, target: str) -> Assignment | None:
     if isinstance(small, cst.Assign):
         if any(dotted_name(t.target) == target for t in small.targets):

@@ -33,8 +33,9 @@ from patcher.spec import EnsureDef
 def _appended(node: cst.Module | cst.ClassDef, new: cst.BaseStatement) -> cst.CSTNode:
     """`node` with `new` last in its body, set off by PEP 8's blank lines unless it has some."""
     blanks = 2 if isinstance(node, cst.Module) else 1
-    if not leading_lines(new):
-        new = new.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * blanks)
+    above = list(leading_lines(new))
+    if not above or above[0].comment is not None:  # a comment of `code` goes with the def
+        new = new.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * blanks + above)
     if isinstance(node, cst.Module):
         return node.with_changes(body=[*node.body, new])
     body = node.body

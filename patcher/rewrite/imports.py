@@ -1,8 +1,9 @@
 """ensure_import: a module-level import, merged into the file's own imports.
 
 An import is present when the module already binds the same names from the same module
-(same relative level), anywhere at module level, `try:`/`if TYPE_CHECKING:` blocks included:
-a second copy at the top would defeat such a fallback. Missing names of a `from x import ...`
+(same relative level), anywhere at module level, `try:`/`except ImportError:` blocks included:
+a second copy at the top would defeat such a fallback. `if TYPE_CHECKING:` blocks do not count:
+they never run, and the name would be missing at run time. Missing names of a `from x import ...`
 join the file's first top-level `from x import` of that module; otherwise the new statement
 goes after the import block at the top (after the docstring when there is none), and a
 `from __future__` import before every other statement but the docstring.
@@ -10,7 +11,7 @@ goes after the import block at the top (after the docstring when there is none),
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -18,13 +19,14 @@ import libcst as cst
 from patcher.rewrite import RewriteResult, _commas
 from patcher.rewrite._scope import (
     Abort,
+    body_of,
     dotted_name,
     finish,
     guarded,
     parse_module,
     parse_statements,
     replace_node,
-    small_statements,
+    suites,
 )
 from patcher.spec import EnsureImport
 
@@ -73,6 +75,25 @@ def _wanted(code: str) -> Wanted:
     if not isinstance(node, cst.Import | cst.ImportFrom):  # pragma: no cover - spec checks it
         raise Abort("invalid", "code is not an import statement")
     return _read(node)
+
+
+def _runtime_imports(stmts: Sequence[cst.BaseStatement]) -> Iterator[cst.BaseSmallStatement]:
+    """Module-level small statements that run on import: `if TYPE_CHECKING:` bodies do not
+    (a name imported only there is missing at run time), their `else:` does."""
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+        elif isinstance(stmt, cst.If) and dotted_name(stmt.test) in _TYPE_CHECKING:
+            if stmt.orelse is not None:
+                yield from _runtime_imports(
+                    [stmt.orelse] if isinstance(stmt.orelse, cst.If) else body_of(stmt.orelse.body)
+                )
+        elif not isinstance(stmt, cst.FunctionDef | cst.ClassDef):
+            for suite in suites(stmt):
+                yield from _runtime_imports(body_of(suite))
+
+
+_TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
 def _bound(alias: Alias) -> str:
@@ -158,7 +179,7 @@ def ensure(source: str, edit: EnsureImport) -> RewriteResult:
     wanted = _wanted(edit.code)
     have: dict[str, tuple[tuple[int, str] | None, Alias]] = {}
     present: set[tuple[tuple[int, str] | None, Alias]] = set()
-    for small in small_statements(module):
+    for small in _runtime_imports(module.body):
         if isinstance(small, cst.Import | cst.ImportFrom):
             found = _read(small)
             for alias in found.aliases:
