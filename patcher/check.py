@@ -247,6 +247,11 @@ def _dupes(values: Iterable[object]) -> list[object]:
     return out
 
 
+def _anchor(edit: EnsureElements | RemoveElements) -> str:
+    """What names an element edit's literal: its target, or the values it must contain."""
+    return edit.target or json.dumps(edit.containing, sort_keys=True)
+
+
 def _edits(where: str, variant: Variant) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     first: dict[str, int] = {}
@@ -262,10 +267,10 @@ def _edits(where: str, variant: Variant) -> list[tuple[str, str]]:
                 out.append((f"{at}.values", f"{v!r} is listed twice"))
         if isinstance(edit, EnsureElements):
             for v in edit.values:
-                wanted.setdefault((edit.scope, edit.target, json.dumps(v, sort_keys=True)), k)
+                wanted.setdefault((edit.scope, _anchor(edit), json.dumps(v, sort_keys=True)), k)
         if isinstance(edit, RemoveElements):
             for v in edit.values:
-                j = wanted.get((edit.scope, edit.target, json.dumps(v, sort_keys=True)))
+                j = wanted.get((edit.scope, _anchor(edit), json.dumps(v, sort_keys=True)))
                 if j is not None:
                     out.append((f"{at}.values", f"{v!r} is removed here but ensured by edit[{j}]"))
         if isinstance(edit, ReplaceStatement) and _same_code(edit.match, edit.code):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import keyword
 import re
 import textwrap
 import tomllib
@@ -94,29 +95,64 @@ class _Edit(_Model):
         return v
 
 
-class _TargetEdit(_Edit):
-    target: str = Field(description="Name assigned in scope, e.g. 'supported' or 'self.items'.")
+def _check_dotted(v: str | None, what: str) -> str | None:
+    if v is not None and not _DOTTED.match(v):
+        raise ValueError(f"{what} must be a name or dotted attribute like 'self.items', not {v!r}")
+    return v
+
+
+def _check_expression(v: str, what: str) -> str:
+    try:
+        ast.parse(v.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"{what} is not a Python expression: {exc.msg}") from None
+    return v
+
+
+class _ElementsEdit(_Edit):
+    target: str | None = Field(
+        default=None,
+        description="Name assigned in scope, e.g. 'supported' or 'self.items'.",
+    )
+    containing: list[JsonValue] | None = Field(
+        default=None,
+        min_length=1,
+        description="Instead of target: the one list/tuple/set literal in scope that holds all "
+        "these values (a comparison operand, call argument, dict value, ...).",
+    )
+    values: list[JsonValue] = Field(min_length=1)
 
     @field_validator("target")
     @classmethod
-    def _target(cls, v: str) -> str:
-        if not _DOTTED.match(v):
-            raise ValueError("target must be a name or dotted attribute like 'self.items'")
-        return v
+    def _target(cls, v: str | None) -> str | None:
+        return _check_dotted(v, "target")
+
+    @model_validator(mode="after")
+    def _anchor(self) -> _ElementsEdit:
+        if (self.target is None) == (self.containing is None):
+            raise ValueError("set exactly one of 'target' or 'containing'")
+        return self
 
 
-class EnsureElements(_TargetEdit):
-    """Add missing values to a list/tuple/set literal assigned to `target`."""
+class EnsureElements(_ElementsEdit):
+    """Add missing values to a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
     op: Literal["ensure_elements"]
-    values: list[JsonValue] = Field(min_length=1)
 
 
-class RemoveElements(_TargetEdit):
-    """Remove values from a list/tuple/set literal assigned to `target`."""
+class RemoveElements(_ElementsEdit):
+    """Remove values from a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
     op: Literal["remove_elements"]
-    values: list[JsonValue] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _kept(self) -> RemoveElements:
+        doomed = {json.dumps(v, sort_keys=True) for v in self.values}
+        both = [v for v in self.containing or [] if json.dumps(v, sort_keys=True) in doomed]
+        if both:
+            # The anchor must still hold after the removal, or a re-run could not find it.
+            raise ValueError(f"containing lists {both[0]!r}, which values removes")
+        return self
 
 
 class SetValue(_Edit):
@@ -145,15 +181,17 @@ class SetValue(_Edit):
             if name is not None and not _DOTTED.match(name):
                 raise ValueError(f"{name!r} is not a name or dotted attribute")
         if self.expr is not None:
-            try:
-                ast.parse(self.expr, mode="eval")
-            except SyntaxError as exc:
-                raise ValueError(f"expr is not a Python expression: {exc.msg}") from None
+            _check_expression(self.expr, "expr")
         return self
 
 
 class _StatementEdit(_Edit):
     match: str = Field(description="Statement source to find (whitespace/comments ignored).")
+    occurrence: int | None = Field(
+        default=None,
+        ge=1,
+        description="Which match (1-based, in file order) when it repeats in scope.",
+    )
 
     @field_validator("match")
     @classmethod
@@ -185,6 +223,127 @@ class InsertStatement(_StatementEdit):
 class RemoveStatement(_StatementEdit):
     op: Literal["remove_statement"]
 
+    @field_validator("occurrence")
+    @classmethod
+    def _no_occurrence(cls, v: int | None) -> int | None:
+        if v is not None:
+            # Removing the Nth of several equal statements leaves a file in which another one
+            # is the Nth: a re-run would remove it too. Only a wider match can say which one.
+            raise ValueError(
+                "occurrence cannot pick a statement to remove (after the removal another one "
+                "takes its number); widen match with a neighbouring statement instead"
+            )
+        return v
+
+
+class _BaseEdit(_Edit):
+    value: str = Field(description="Base class expression source, e.g. 'Mixin' or 'mod.Base'.")
+
+    @model_validator(mode="after")
+    def _class(self) -> _BaseEdit:
+        if not self.scope:  # an after-validator: a field's own validator skips the default
+            raise ValueError("scope must name the class (dotted for a nested class)")
+        return self
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, v: str) -> str:
+        return _check_expression(v, "value")
+
+
+class EnsureBase(_BaseEdit):
+    """Add a base class (after the positional bases, before `metaclass=` and other keywords)."""
+
+    op: Literal["ensure_base"]
+
+
+class RemoveBase(_BaseEdit):
+    """Remove a base class; nothing to do when it is not there."""
+
+    op: Literal["remove_base"]
+
+
+class EnsureDef(_Edit):
+    """Add a function or method to the module or class `scope` unless one of its name exists."""
+
+    op: Literal["ensure_def"]
+    code: str = Field(description="The whole def, decorators included.")
+    replace: bool = Field(
+        default=False, description="Replace a different def of the same name (else a conflict)."
+    )
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, v: str) -> str:
+        body = ast.parse(textwrap.dedent(_check_statements(v, "code"))).body
+        if len(body) != 1 or not isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef):
+            kinds = ", ".join(type(stmt).__name__ for stmt in body)
+            raise ValueError(f"code must be exactly one def (decorators allowed), not {kinds}")
+        return v
+
+    @property
+    def name(self) -> str:
+        """Name of the def in `code`."""
+        node = ast.parse(textwrap.dedent(self.code)).body[0]
+        assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        return node.name
+
+
+class EnsureImport(_Edit):
+    """Add a module-level import unless its names are already imported."""
+
+    op: Literal["ensure_import"]
+    code: str = Field(description="One import statement, e.g. 'from .interfaces import X'.")
+
+    @field_validator("scope")
+    @classmethod
+    def _module_level(cls, v: str) -> str:
+        if v:
+            raise ValueError("ensure_import adds module-level imports: leave scope empty")
+        return v
+
+    @field_validator("code")
+    @classmethod
+    def _code(cls, v: str) -> str:
+        body = ast.parse(textwrap.dedent(_check_statements(v, "code"))).body
+        if len(body) != 1 or not isinstance(body[0], ast.Import | ast.ImportFrom):
+            raise ValueError("code must be exactly one 'import ...' or 'from ... import ...'")
+        if any(alias.name == "*" for alias in body[0].names):
+            raise ValueError("a star import cannot be checked for presence; name the imports")
+        return v
+
+
+class SetArgument(_Edit):
+    """Set (or add) a keyword argument of the one call to `call` in scope, decorators included."""
+
+    op: Literal["set_argument"]
+    call: str = Field(description="Dotted name of the callee, e.g. 'lru_cache' or 'Field'.")
+    arg: str = Field(description="Keyword argument name.")
+    value: JsonValue | None = None
+    expr: str | None = Field(default=None, description="Python expression source.")
+
+    @field_validator("call")
+    @classmethod
+    def _call(cls, v: str) -> str:
+        if not _DOTTED.match(v):
+            raise ValueError("call must be a dotted name like 'functools.lru_cache'")
+        return v
+
+    @field_validator("arg")
+    @classmethod
+    def _arg(cls, v: str) -> str:
+        if not v.isidentifier() or keyword.iskeyword(v):
+            raise ValueError("arg must be a keyword argument name")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> SetArgument:
+        if (self.value is None) == (self.expr is None):
+            raise ValueError("set exactly one of 'value' or 'expr'")
+        if self.expr is not None:
+            _check_expression(self.expr, "expr")
+        return self
+
 
 class AddFile(_Edit):
     """Create a module the package lacks (`text` is its whole content); rollback removes it."""
@@ -209,6 +368,11 @@ Edit = Annotated[
     | ReplaceStatement
     | InsertStatement
     | RemoveStatement
+    | EnsureBase
+    | RemoveBase
+    | EnsureDef
+    | EnsureImport
+    | SetArgument
     | AddFile,
     Field(discriminator="op"),
 ]
@@ -219,6 +383,11 @@ EDIT_OPS = (
     "replace_statement",
     "insert_statement",
     "remove_statement",
+    "ensure_base",
+    "remove_base",
+    "ensure_def",
+    "ensure_import",
+    "set_argument",
     "add_file",
 )
 

@@ -93,47 +93,62 @@ def base_env() -> Path:
     return base
 
 
-def wheel(package: str, version: str) -> Path:
-    """Download (once) the real wheel of package==version, without dependencies."""
+def _pip_here(*args: str) -> None:
+    """pip of the interpreter running the tests (no base venv: for installs without deps)."""
+    _run([sys.executable, "-m", "pip", "-q", *args])
+
+
+def wheel(package: str, version: str, *, base: bool = True) -> Path:
+    """Download (once) the real wheel of package==version, without dependencies.
+
+    `base=False` downloads with the test interpreter's pip instead of the base venv's, for
+    callers that never import the package and so do not need torch and friends built first."""
     dest = CACHE / "wheels"
     pattern = f"{package.replace('-', '_')}-{version}-*.whl"
     found = sorted(dest.glob(pattern))
     if found:
         return found[0]
-    base_env()
+    if base:
+        base_env()
     with _cache_lock():
         found = sorted(dest.glob(pattern))
         if not found:
             dest.mkdir(parents=True, exist_ok=True)
-            _pip("download", "--no-deps", "-d", str(dest), f"{package}=={version}")
+            pip = _pip if base else _pip_here
+            pip("download", "--no-deps", "-d", str(dest), f"{package}=={version}")
             found = sorted(dest.glob(pattern))
     if not found:
         raise FileNotFoundError(f"pip downloaded no wheel matching {pattern}")
     return found[0]
 
 
-def template(version: str, package: str = "vllm") -> Path:
-    """A pristine venv with package==version installed by pip --no-deps; never modified."""
-    env = CACHE / "envs" / f"{package}-{version}"
+def template(version: str, package: str = "vllm", *, bare: bool = False) -> Path:
+    """A pristine venv with package==version installed by pip --no-deps; never modified.
+
+    `bare`: the package alone, without the base venv behind it (nor its torch build), which is
+    enough for `--level static`: it reads RECORD and rewrites files, it never imports them."""
+    env = CACHE / "envs" / (f"{package}-{version}-bare" if bare else f"{package}-{version}")
     stamp = env / ".vpatch-ready"
     if stamp.exists():
         return env
-    whl = wheel(package, version)
-    base = base_env()
+    whl = wheel(package, version, base=not bare)
+    base = None if bare else base_env()
+    pip = _pip_here if bare else _pip
     with _cache_lock():
         if stamp.exists():
             return env
         shutil.rmtree(env, ignore_errors=True)
         _run([HOST_PYTHON, "-m", "venv", "--without-pip", str(env)])
-        _pip("--python", str(env / "bin" / "python"), "install", "--no-deps", str(whl))
-        (site_packages(env) / "_vpatch_test_base.pth").write_text(f"{site_packages(base)}\n")
+        pip("--python", str(env / "bin" / "python"), "install", "--no-deps", str(whl))
+        if base is not None:
+            (site_packages(env) / "_vpatch_test_base.pth").write_text(f"{site_packages(base)}\n")
         stamp.write_text(version)
     return env
 
 
-def clone(version: str, dest: Path, package: str = "vllm") -> Path:
+def clone(version: str, dest: Path, package: str = "vllm", *, bare: bool = False) -> Path:
     """A private, writable copy of the template (hard links; vpatch writes by rename)."""
-    src = template(version, package)
+    src = template(version, package, bare=bare)
     _run(["cp", "-al", str(src), str(dest)])
     return dest
 

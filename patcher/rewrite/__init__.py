@@ -29,7 +29,7 @@ class RewriteResult:
 
 def apply_edit(source: str, edit: Edit) -> RewriteResult:
     """Dispatch one edit to its op module."""
-    from patcher.rewrite import elements, statements, values
+    from patcher.rewrite import arguments, bases, defs, elements, imports, statements, values
 
     match edit.op:
         case "ensure_elements":
@@ -44,6 +44,16 @@ def apply_edit(source: str, edit: Edit) -> RewriteResult:
             return statements.insert(source, edit)
         case "remove_statement":
             return statements.remove(source, edit)
+        case "ensure_base":
+            return bases.ensure(source, edit)
+        case "remove_base":
+            return bases.remove(source, edit)
+        case "ensure_def":
+            return defs.ensure(source, edit)
+        case "ensure_import":
+            return imports.ensure(source, edit)
+        case "set_argument":
+            return arguments.set_argument(source, edit)
         case "add_file":
             return add_file(source, edit.text)
     raise AssertionError(f"unknown op {edit.op}")  # pragma: no cover - pydantic rejects it

@@ -180,6 +180,11 @@ def _definitions(stmts: Sequence[cst.BaseStatement], name: str) -> Iterator[Scop
                 yield from _definitions(body_of(suite), name)
 
 
+def definitions(node: ScopeNode, name: str) -> list[ScopeNode]:
+    """Defs/classes called `name` directly in a scope (conditional ones included)."""
+    return list(_definitions(body_of(node), name))
+
+
 def find_scope(module: cst.Module, scope: str) -> ScopeNode:
     """Resolve a dotted class/def path from module level, one component at a time."""
     node: ScopeNode = module

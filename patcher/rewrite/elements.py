@@ -21,8 +21,11 @@ from patcher.rewrite._scope import (
     Abort,
     expression_dump,
     find_assignment,
+    find_scope,
     finish,
+    format_lines,
     guarded,
+    line_numbers,
     literal_key,
     parse_expression,
     parse_module,
@@ -291,25 +294,116 @@ def drop(layout: Layout, indexes: set[int]) -> Layout:
 # --- the ops ---------------------------------------------------------------------------------
 
 
-def _collection(module: cst.Module, scope: str, target: str) -> Collection | cst.Call:
-    """The literal assigned to `target`; `set()` counts as the empty set literal."""
+_WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
+_HASHED = frozenset({"frozenset", "set"})
+
+
+@dataclass(frozen=True)
+class Found:
+    """The literal an element edit changes, how messages name it, and whether it is a set."""
+
+    node: Collection | cst.Call  # a Call only for `set()`, the empty set
+    label: str
+    hashed: bool
+
+
+def _wrapped(value: cst.BaseExpression) -> tuple[str, cst.List | cst.Tuple | cst.Set] | None:
+    """(callee, literal) for `frozenset({...})` and friends: a builtin call of one literal."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+        return None
+    if value.func.value not in _WRAPPERS or len(value.args) != 1:
+        return None
+    arg = value.args[0]
+    if (
+        arg.keyword is not None
+        or arg.star
+        or not isinstance(arg.value, cst.List | cst.Tuple | cst.Set)
+    ):
+        return None
+    return value.func.value, arg.value
+
+
+def _assigned_collection(module: cst.Module, scope: str, target: str) -> Found:
+    """The literal assigned to `target`, directly or through `frozenset(...)` and friends;
+    `set()` counts as the empty set literal."""
     value = find_assignment(module, scope, target).value
+    label = f"{target!r} in {scope_label(scope)}"
     if isinstance(value, cst.List | cst.Tuple | cst.Set):
-        return value
+        return Found(value, label, isinstance(value, cst.Set))
+    wrapped = _wrapped(value)
+    if wrapped is not None:
+        return Found(wrapped[1], label, wrapped[0] in _HASHED or isinstance(wrapped[1], cst.Set))
     if (
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Name)
         and value.func.value == "set"
         and not value.args
     ):
-        return value
+        return Found(value, label, True)
     found = type(value).__name__
     code = module.code_for_node(value).strip().splitlines()[0]
     raise Abort(
         "anchor_missing",
-        f"{target!r} in {scope_label(scope)} is assigned a {found} ({code!r}), "
-        "not a list, tuple or set literal",
+        f"{label} is assigned a {found} ({code!r}), not a list, tuple or set literal "
+        "(or a frozenset/set/tuple/list call of one)",
     )
+
+
+class _Literals(cst.CSTVisitor):
+    """Every list/tuple/set literal under a node, and which ones a set/frozenset call wraps."""
+
+    def __init__(self) -> None:
+        self.found: list[cst.List | cst.Tuple | cst.Set] = []
+        self.hashed: set[int] = set()
+
+    def visit_List(self, node: cst.List) -> None:
+        self.found.append(node)
+
+    def visit_Tuple(self, node: cst.Tuple) -> None:
+        self.found.append(node)
+
+    def visit_Set(self, node: cst.Set) -> None:
+        self.found.append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        wrapped = _wrapped(node)
+        if wrapped is not None and wrapped[0] in _HASHED:
+            self.hashed.add(id(wrapped[1]))
+
+
+def _holding(module: cst.Module, scope: str, containing: Sequence[JsonValue]) -> Found:
+    """The one literal anywhere in `scope` that holds every value of `containing`."""
+    node = find_scope(module, scope)
+    visitor = _Literals()
+    node.visit(visitor)
+    wanted = [(v, render_literal(v)) for v in containing]
+    hits = []
+    for literal in visitor.found:
+        codes = _element_codes(module, read_layout(literal))
+        if all(any(_matches(c, v, r) for c in codes) for v, r in wanted):
+            hits.append(literal)
+    shown = _shown([r for _, r in wanted])
+    label = f"the literal holding {shown} in {scope_label(scope)}"
+    if not hits:
+        raise Abort(
+            "anchor_missing", f"no list, tuple or set literal holds {shown} in {scope_label(scope)}"
+        )
+    if len(hits) > 1:
+        lines = format_lines(line_numbers(module, hits))
+        raise Abort(
+            "ambiguous",
+            f"{len(hits)} literals hold {shown} in {scope_label(scope)} ({lines}); "
+            "list more of their values in containing",
+        )
+    hit = hits[0]
+    return Found(hit, label, isinstance(hit, cst.Set) or id(hit) in visitor.hashed)
+
+
+def _collection(module: cst.Module, edit: EnsureElements | RemoveElements) -> Found:
+    if edit.containing is not None:
+        return _holding(module, edit.scope, edit.containing)
+    assert edit.target is not None  # the spec demands target or containing
+    return _assigned_collection(module, edit.scope, edit.target)
 
 
 def _element_codes(module: cst.Module, layout: Layout) -> list[str | None]:
@@ -348,7 +442,8 @@ def _shown(values: Sequence[str]) -> str:
 def ensure(source: str, edit: EnsureElements) -> RewriteResult:
     """Append the values the literal lacks; "unchanged" when all are present."""
     module = parse_module(source)
-    node = _collection(module, edit.scope, edit.target)
+    found = _collection(module, edit)
+    node = found.node
     layout = read_layout(node)
     codes = _element_codes(module, layout)
     quote = string_quote([e.item.value for e in layout.entries if isinstance(e.item, cst.Element)])
@@ -356,13 +451,12 @@ def ensure(source: str, edit: EnsureElements) -> RewriteResult:
     missing = [(v, r) for v, r in rendered if not any(_matches(c, v, r) for c in codes)]
     if not missing:
         shown = _shown([r for _, r in rendered])
-        return RewriteResult("unchanged", source, f"{edit.target!r} already contains {shown}")
-    if isinstance(node, cst.Set | cst.Call) and any(isinstance(v, list | dict) for v, _ in missing):
-        raise Abort("invalid", f"cannot put a list or table into the set {edit.target!r}")
+        return RewriteResult("unchanged", source, f"{found.label} already contains {shown}")
+    if found.hashed and any(isinstance(v, list | dict) for v, _ in missing):
+        raise Abort("invalid", f"cannot put a list or table into the set {found.label}")
     items = [cst.Element(parse_expression(r, "value")) for _, r in missing]
     new = build(append(layout, items))
-    added = _shown([r for _, r in missing])
-    message = f"added {added} to {edit.target!r} in {scope_label(edit.scope)}"
+    message = f"added {_shown([r for _, r in missing])} to {found.label}"
     return finish(source, replace_node(module, node, new).code, message)
 
 
@@ -370,15 +464,16 @@ def ensure(source: str, edit: EnsureElements) -> RewriteResult:
 def remove(source: str, edit: RemoveElements) -> RewriteResult:
     """Drop every element equal to one of the values; "unchanged" when none is there."""
     module = parse_module(source)
-    node = _collection(module, edit.scope, edit.target)
+    found = _collection(module, edit)
+    node = found.node
     layout = read_layout(node)
     codes = _element_codes(module, layout)
     rendered = [(v, render_literal(v)) for v in _unique(edit.values)]
     doomed = {i for i, c in enumerate(codes) if any(_matches(c, v, r) for v, r in rendered)}
     if not doomed:
         shown = _shown([r for _, r in rendered])
-        return RewriteResult("unchanged", source, f"{edit.target!r} already lacks {shown}")
+        return RewriteResult("unchanged", source, f"{found.label} already lacks {shown}")
     removed = _shown([module.code_for_node(layout.entries[i].item) for i in sorted(doomed)])
     new = build(drop(layout, doomed))
-    message = f"removed {removed} from {edit.target!r} in {scope_label(edit.scope)}"
+    message = f"removed {removed} from {found.label}"
     return finish(source, replace_node(module, node, new).code, message)

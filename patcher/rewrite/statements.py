@@ -33,7 +33,7 @@ from patcher.rewrite._scope import (
     statement_key,
     suites,
 )
-from patcher.spec import InsertStatement, RemoveStatement, ReplaceStatement
+from patcher.spec import InsertStatement, RemoveStatement, ReplaceStatement, _StatementEdit
 
 
 @dataclass(frozen=True)
@@ -175,6 +175,25 @@ def _strip_blank(lines: Sequence[cst.EmptyLine], leading: bool) -> list[cst.Empt
     return list(lines[start:end]) if start < end else []
 
 
+def _in_order(module: cst.Module, runs: Sequence[Run]) -> list[Run]:
+    """Runs sorted as they appear in the file (the index lists them block by block)."""
+    lines = line_numbers(module, [r.block.body[r.start] for r in runs])
+    return [run for _, _, run in sorted(zip(lines, range(len(runs)), runs, strict=True))]
+
+
+def _nth(module: cst.Module, runs: Sequence[Run], edit: _StatementEdit, what: str) -> Run:
+    """The `edit.occurrence`-th of `runs` in file order."""
+    assert edit.occurrence is not None
+    ordered = _in_order(module, runs)
+    if edit.occurrence > len(ordered):
+        raise Abort(
+            "anchor_missing",
+            f"{what} is found {len(ordered)} times in {scope_label(edit.scope)}: "
+            f"there is no occurrence {edit.occurrence}",
+        )
+    return ordered[edit.occurrence - 1]
+
+
 # --- the ops ---------------------------------------------------------------------------------
 
 
@@ -189,6 +208,8 @@ def replace(source: str, edit: ReplaceStatement) -> RewriteResult:
         if not any(index.inside(r, c) for c in code_runs)
     ]
     where = scope_label(edit.scope)
+    if edit.occurrence is not None:
+        return _replace_nth(source, module, edit, runs, code_runs, index)
     if len(runs) > 1:
         raise _ambiguous(module, runs, f"match {_preview(edit.match)} in {where}")
     if not runs:
@@ -197,11 +218,41 @@ def replace(source: str, edit: ReplaceStatement) -> RewriteResult:
         if code_runs:
             return RewriteResult("unchanged", source, f"already replaced in {where}")
         raise Abort("anchor_missing", f"match {_preview(edit.match)} not found in {where}")
-    run = runs[0]
+    return _replace_run(source, module, edit, runs[0])
+
+
+def _replace_nth(
+    source: str,
+    module: cst.Module,
+    edit: ReplaceStatement,
+    runs: list[Run],
+    code_runs: list[Run],
+    index: Index,
+) -> RewriteResult:
+    """Replace the `occurrence`-th match, counting the places already replaced as well.
+
+    Counting replaced places keeps the numbering stable: after the edit, the place it changed
+    holds `code` and still has its number, so a re-run finds it done instead of replacing the
+    next match along.
+    """
+    replaced = [c for c in code_runs if not any(index.inside(c, r) for r in runs)]
+    what = f"match {_preview(edit.match)} (or code)"
+    run = _nth(module, [*runs, *replaced], edit, what)
+    where = scope_label(edit.scope)
+    if not any(run is r for r in runs):
+        return RewriteResult(
+            "unchanged", source, f"occurrence {edit.occurrence} already replaced in {where}"
+        )
+    return _replace_run(source, module, edit, run)
+
+
+def _replace_run(
+    source: str, module: cst.Module, edit: ReplaceStatement, run: Run
+) -> RewriteResult:
     new = parse_statements(edit.code)
     old_lines = leading_lines(run.block.body[run.start])
     new[0] = new[0].with_changes(leading_lines=[*old_lines, *leading_lines(new[0])])
-    message = f"replaced {_preview(edit.match)} in {where}"
+    message = f"replaced {_preview(edit.match)} in {scope_label(edit.scope)}"
     return finish(source, _splice(module, run, new, ()).code, message)
 
 
@@ -246,6 +297,9 @@ def insert(source: str, edit: InsertStatement) -> RewriteResult:
     runs = index.find(snippet_key(edit.match))
     before = edit.position == "before"
     where = scope_label(edit.scope)
+    if edit.occurrence is not None:
+        # Only the chosen place counts: the code next to another match is not this edit's.
+        runs = [_nth(module, runs, edit, f"match {_preview(edit.match)}")]
     if any(index.next_to(r, code_key, before) for r in runs):
         return RewriteResult(
             "unchanged", source, f"code already {edit.position} the match in {where}"

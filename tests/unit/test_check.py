@@ -57,6 +57,11 @@ def swap(old: str, new: str) -> str:
     return text.replace(old, new, 1)
 
 
+def edit(body: str) -> str:
+    """The good spec with its first edit replaced by `body` (TOML lines of one edit)."""
+    return swap(EDIT, "  [[variant.edit]]\n" + body)
+
+
 # case -> (spec text, field the error must name, words the message must hold)
 MISTAKES: dict[str, tuple[str, str, str]] = {
     "invalid_toml": ("id = \n", "(toml)", "invalid TOML"),
@@ -116,6 +121,66 @@ MISTAKES: dict[str, tuple[str, str, str]] = {
         swap(EDIT, EDIT + EDIT.replace("ensure_elements", "remove_elements")),
         "variant[0].edit[1].values",
         "ensured by edit[0]",
+    ),
+    "target_and_containing": (
+        edit('op = "ensure_elements"\ntarget = "x"\ncontaining = ["a"]\nvalues = ["b"]\n'),
+        "variant[0].edit[0]",
+        "exactly one of 'target' or 'containing'",
+    ),
+    "containing_removed": (
+        edit('op = "remove_elements"\ncontaining = ["a", "b"]\nvalues = ["b"]\n'),
+        "variant[0].edit[0]",
+        "which values removes",
+    ),
+    "base_without_scope": (
+        edit('op = "ensure_base"\nvalue = "Mixin"\n'),
+        "variant[0].edit[0]",
+        "must name the class",
+    ),
+    "base_not_expression": (
+        edit('op = "remove_base"\nscope = "A"\nvalue = "class B"\n'),
+        "variant[0].edit[0].value",
+        "not a Python expression",
+    ),
+    "def_not_one_def": (
+        edit('op = "ensure_def"\ncode = "def a(): pass\\ndef b(): pass"\n'),
+        "variant[0].edit[0].code",
+        "exactly one def",
+    ),
+    "import_not_an_import": (
+        edit('op = "ensure_import"\ncode = "x = 1"\n'),
+        "variant[0].edit[0].code",
+        "exactly one 'import",
+    ),
+    "import_with_scope": (
+        edit('op = "ensure_import"\nscope = "A"\ncode = "import os"\n'),
+        "variant[0].edit[0].scope",
+        "leave scope empty",
+    ),
+    "import_star": (
+        edit('op = "ensure_import"\ncode = "from os import *"\n'),
+        "variant[0].edit[0].code",
+        "star import",
+    ),
+    "argument_not_a_name": (
+        edit('op = "set_argument"\ncall = "Field"\narg = "max-size"\nvalue = 1\n'),
+        "variant[0].edit[0].arg",
+        "keyword argument name",
+    ),
+    "argument_value_and_expr": (
+        edit('op = "set_argument"\ncall = "Field"\narg = "default"\nvalue = 1\nexpr = "2"\n'),
+        "variant[0].edit[0]",
+        "exactly one of 'value' or 'expr'",
+    ),
+    "remove_by_occurrence": (
+        edit('op = "remove_statement"\nmatch = "x = 1"\noccurrence = 2\n'),
+        "variant[0].edit[0].occurrence",
+        "widen match",
+    ),
+    "occurrence_zero": (
+        edit('op = "replace_statement"\nmatch = "x = 1"\ncode = "x = 2"\noccurrence = 0\n'),
+        "variant[0].edit[0].occurrence",
+        "greater than or equal to 1",
     ),
     "probe_name_twice": (
         good() + '\n[[probe]]\nname = "kimi_k2 accepted"\nmodule = "servekit.config"\n',

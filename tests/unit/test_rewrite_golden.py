@@ -13,42 +13,13 @@ A case pins the exact text an op produces, so any formatting drift shows up as a
 
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from pydantic import TypeAdapter
 
 from patcher.rewrite import RewriteResult, apply_edit
-from patcher.spec import EDIT_OPS, Edit
-
-CASES = Path(__file__).resolve().parent.parent / "cases"
-EDIT = TypeAdapter(Edit)
-_OUTPUT = re.compile(r"^# output\n", re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Case:
-    edit: Edit
-    status: str
-    source: str
-    expected: str | None
-
-
-def load_case(path: Path) -> Case:
-    """Split a case file into its edit, status, input and expected output."""
-    text = path.read_bytes().decode("utf-8")
-    spec_line, status_line, rest = text.split("\n", 2)
-    assert spec_line.startswith("# spec: "), f"{path}: first line must be '# spec: {{...}}'"
-    assert status_line.startswith("# status: "), f"{path}: second line must be '# status: ...'"
-    edit = EDIT.validate_python(json.loads(spec_line.removeprefix("# spec: ")))
-    status = status_line.removeprefix("# status: ").strip()
-    parts = _OUTPUT.split(rest, maxsplit=1)
-    expected = parts[1] if len(parts) == 2 else None
-    assert (expected is not None) == (status == "changed"), f"{path}: '# output' iff changed"
-    return Case(edit, status, parts[0], expected)
+from patcher.spec import EDIT_OPS
+from tests.support.cases import CASES, EDIT, load_case
 
 
 def _case_paths() -> list[Path]:
@@ -77,16 +48,22 @@ def test_case(path: Path) -> None:
 
 def test_every_op_has_enough_cases() -> None:
     counts = {op: len(list((CASES / op).glob("*.py"))) for op in EDIT_OPS}
-    assert all(n >= 5 for n in counts.values()), counts
+    assert all(n >= 8 for n in counts.values()), counts
+
+
+# An import has no anchor: the module is always there and an import is added or merged, so
+# it can be neither missing nor ambiguous (a clashing name is "invalid", pinned instead).
+_NO_ANCHOR = {"ensure_import": {"anchor_missing", "ambiguous"}, "add_file": {"ambiguous"}}
 
 
 def test_statuses_are_all_covered() -> None:
     """Each op is pinned for the applied, already-applied, missing and ambiguous outcomes."""
-    wanted = {"changed", "unchanged", "anchor_missing", "ambiguous"}
     for op in EDIT_OPS:
+        wanted = {"changed", "unchanged", "anchor_missing", "ambiguous"} - _NO_ANCHOR.get(op, set())
+        if op == "ensure_import":
+            wanted.add("invalid")
         statuses = {load_case(p).status for p in (CASES / op).glob("*.py")}
-        need = wanted - {"ambiguous"} if op == "add_file" else wanted  # a path has no rival
-        assert need <= statuses, (op, sorted(need - statuses))
+        assert wanted <= statuses, (op, sorted(wanted - statuses))
 
 
 # --- line endings, headers, invalid input ------------------------------------------------------
@@ -129,6 +106,23 @@ _CRLF_EDITS: list[dict[str, object]] = [
         "position": "before",
     },
     {"op": "remove_statement", "scope": "Config.check", "match": "return True"},
+    {"op": "ensure_base", "scope": "Config", "value": "Base"},
+    {"op": "ensure_def", "scope": "Config", "code": "def extra(self):\n    return 1\n"},
+    {"op": "ensure_import", "code": "from os import path"},
+    {
+        "op": "set_argument",
+        "scope": "Config.check",
+        "call": "ValueError",
+        "arg": "code",
+        "value": 1,
+    },
+    {
+        "op": "replace_statement",
+        "scope": "Config.check",
+        "match": "return True",
+        "code": "return kind",
+        "occurrence": 1,
+    },
 ]
 
 

@@ -1,0 +1,7 @@
+# spec: {"op": "ensure_def", "scope": "Model", "code": "def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:\n    num_layers = len(self.model.layers)\n    return (2, num_layers // 2, num_layers - 3)\n"}
+# status: unchanged
+class Model:
+    def get_eagle3_aux_hidden_state_layers(self)->tuple[int, ...]:
+        # upstream comment
+        num_layers = len(self.model.layers)
+        return (2, num_layers//2, num_layers-3)

@@ -1,0 +1,22 @@
+# spec: {"op": "insert_statement", "scope": "load", "match": "check(data)", "code": "seen.add(data)", "occurrence": 1}
+# status: changed
+def load(paths):
+    for path in paths:
+        data = read(path)
+        check(data)
+    for extra in EXTRAS:
+        data = read(extra)
+        check(data)
+        seen.add(data)
+    return data
+# output
+def load(paths):
+    for path in paths:
+        data = read(path)
+        check(data)
+        seen.add(data)
+    for extra in EXTRAS:
+        data = read(extra)
+        check(data)
+        seen.add(data)
+    return data

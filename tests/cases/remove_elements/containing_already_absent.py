@@ -1,0 +1,3 @@
+# spec: {"op": "remove_elements", "containing": ["a"], "values": ["b"]}
+# status: unchanged
+X = f(["a", "c"])

@@ -1,0 +1,3 @@
+# spec: {"op": "remove_elements", "containing": ["zzz"], "values": ["a"]}
+# status: anchor_missing
+X = ["a"]
