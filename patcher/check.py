@@ -14,15 +14,16 @@ import json
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from patcher import catalog
 from patcher.errors import SpecError
+from patcher.result import SCHEMA_VERSION
 from patcher.spec import (
     MAX_SPEC_BYTES,
     EnsureElements,
@@ -89,13 +90,30 @@ def check(args: Sequence[str]) -> Report:
     return report
 
 
-def render(report: Report, out: TextIO, err: TextIO) -> None:
+def render(report: Report, out: TextIO | None, err: TextIO) -> None:
+    """Problems on `err`; the ok line on `out` (None under --json: stdout holds the document)."""
     if report.problems:
         for p in report.problems:
             print(p.line(), file=err)
         print(f"hint: {HINT}", file=err)
         return
-    print(f"check: {len(report.files)} spec(s) ok", file=out)
+    if out is not None:
+        print(f"check: {len(report.files)} spec(s) ok", file=out)
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    """`vpatch check --json`: every file checked and every problem; when there are problems,
+    also `error` (the first one) and `hint`, the keys every failed vpatch document has."""
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "command": "check",
+        "ok": report.ok,
+        "files": [str(f) for f in report.files],
+        "problems": [asdict(p) for p in report.problems],
+    }
+    if report.problems:
+        doc |= {"error": report.problems[0].line().removeprefix("error: "), "hint": HINT}
+    return doc
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from select import POLLERR, POLLOUT, poll
 from typing import Any, NoReturn
 
 from patcher import (
@@ -27,6 +29,8 @@ from patcher import (
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.inventory import Target, load_inventory, select
 from patcher.report import (
+    emit,
+    error_document,
     progress_for,
     render_human,
     render_json,
@@ -383,8 +387,14 @@ def _hook_parsers(sub: Any) -> None:
 
     cp = sub.add_parser("check", help="validate spec files offline (patch repos, pre-commit)")
     cp.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR")
+    cp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
-    sub.add_parser("schema", help="print the JSON Schema of the spec format")
+    sc = sub.add_parser("schema", help="print the JSON Schema of the spec format")
+    sc.add_argument(
+        "--result",
+        action="store_true",
+        help="the schema of the --json result document instead (apply, verify, ...)",
+    )
 
 
 def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -399,11 +409,13 @@ def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
     """Commands that run once, here, rather than across targets."""
     if args.command == "schema":
-        print(json.dumps(schema.spec_schema(), indent=2))
+        print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
         return 0
     if args.command == "check":
         report = check.check(args.paths)
-        check.render(report, sys.stdout, sys.stderr)
+        if args.json:
+            emit(check.to_json(report))
+        check.render(report, None if args.json else sys.stdout, sys.stderr)
         return 0 if report.ok else 2
     if args.command == "hook":
         extra = [*(["--level", args.level] if args.level else [])]
@@ -483,17 +495,68 @@ def _prefetch_rewriters() -> None:
     threading.Thread(target=load, name="vpatch-prefetch", daemon=True).start()
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json (or an abbreviation argparse accepts) before any `--`: known even when parsing
+    fails, so that error is a JSON document too."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if len(arg) >= 3 and "--json".startswith(arg):
+            return True
+    return False
+
+
+def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
+    """`error:` and `hint:` on stderr, and with --json the same as one document on stdout."""
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    if as_json:
+        emit(error_document(message, hint))
+    return code
+
+
+def _reader_gone() -> bool:
+    """Whether stdout or stderr is a pipe whose reader has exited (poll says POLLERR)."""
+    poller = poll()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poller.register(stream.fileno(), POLLOUT)
+        except (AttributeError, ValueError, OSError):
+            continue  # replaced by something without a descriptor (tests), or closed
+    return any(events & POLLERR for _fd, events in poller.poll(0))
+
+
+def _quiet_exit() -> int:
+    """The reader went away (`vpatch schema | head -2`): stop without a word, as a Unix tool
+    killed by SIGPIPE does, and with its status (128 + 13). SIGPIPE itself stays ignored, as
+    Python sets it: a dead agent's pipe must be an error vpatch reports, not its death."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())  # what is still buffered goes nowhere, silently
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(args)
     try:
-        code = run(sys.argv[1:] if argv is None else argv)
-    except VpatchError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        code = 130
+        try:
+            code = run(args)
+        except VpatchError as exc:
+            code = _fail(exc.message, exc.hint, exc.exit_code, as_json)
+        except KeyboardInterrupt:
+            hint = "run `vpatch status` to see what state the targets are in"
+            code = _fail("interrupted", hint, 130, as_json)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise  # an agent's pipe, not ours: a bug to see, not to hide
+        return _quiet_exit()
     return code
 
 
