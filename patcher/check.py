@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
 from patcher import catalog
+from patcher._compat import tomllib
 from patcher.errors import SpecError
 from patcher.result import SCHEMA_VERSION
 from patcher.spec import (

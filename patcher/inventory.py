@@ -8,13 +8,13 @@ defaults. Hosts keep inventory order, so reports read the same way every run.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")

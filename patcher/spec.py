@@ -12,7 +12,6 @@ import hashlib
 import json
 import re
 import textwrap
-import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -28,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from patcher._compat import tomllib
 from patcher.errors import SpecError
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")

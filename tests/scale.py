@@ -33,12 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patcher._compat import tomllib
 from tests import envs
 from tests import sshd as harness
 

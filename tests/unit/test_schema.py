@@ -7,11 +7,11 @@ fail where `vpatch check` would fail them too.
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import Any
 
 import jsonschema
 
+from patcher._compat import tomllib
 from tests.conftest import SPEC, vpatch
 
 
