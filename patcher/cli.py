@@ -37,7 +37,7 @@ from patcher.report import (
     render_problems,
     write_report,
 )
-from patcher.result import HostResult, RunResult
+from patcher.result import SCHEMA_VERSION, HostResult, RunResult
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
 
@@ -261,7 +261,7 @@ def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "matrix":
         return _matrix(args)
-    if args.command in ("exec", "hook", "check", "schema"):
+    if args.command in ("exec", "hook", "check", "schema", "catalog"):
         return _standalone(args, command)
     specs = catalog.load_all(args.specs) if args.specs else []
     if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
@@ -389,6 +389,9 @@ def _hook_parsers(sub: Any) -> None:
     cp.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR")
     cp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
+    lp = sub.add_parser("catalog", help="list the spec ids SPEC can name, and where each is from")
+    lp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
     sc = sub.add_parser("schema", help="print the JSON Schema of the spec format")
     sc.add_argument(
         "--result",
@@ -411,6 +414,9 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
     if args.command == "schema":
         print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
         return 0
+    if args.command == "catalog":
+        _catalog(args.json)
+        return 0
     if args.command == "check":
         report = check.check(args.paths)
         if args.json:
@@ -427,6 +433,35 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         print(text, end="")
         return 0
     return _exec(args, command)
+
+
+def _catalog(as_json: bool) -> None:
+    """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
+    found = catalog.entries()
+    if as_json:
+        emit(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "command": "catalog",
+                "sources": [{"source": s, "path": str(d)} for s, d in catalog.sources()],
+                "specs": [
+                    {
+                        "id": e.id,
+                        "source": e.source,
+                        "path": str(e.path),
+                        "shadows": [str(p) for p in e.shadows],
+                    }
+                    for e in found
+                ],
+            }
+        )
+        return
+    if not found:
+        print("no catalog ids (set $VPATCH_CATALOG or run where ./patches is)", file=sys.stderr)
+    width = max((len(e.id) for e in found), default=0)
+    for e in found:
+        hidden = f"  (overrides {', '.join(map(str, e.shadows))})" if e.shadows else ""
+        print(f"{e.id:<{width}}  {e.source:<15}  {e.path}{hidden}")
 
 
 def _exec(args: argparse.Namespace, command: list[str] | None) -> int:

@@ -156,7 +156,8 @@ class ActionModule(ActionBase):
 
     def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
         """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook
-        dir); an id in `catalog` (else $VPATCH_CATALOG or ./patches, as the CLI does)."""
+        dir); an id in `catalog` (else $VPATCH_CATALOG, ./patches or the shipped catalog, as the
+        CLI does)."""
         if spec.endswith(".toml") or "/" in spec:
             try:
                 return str(self._find_needle("files", spec))

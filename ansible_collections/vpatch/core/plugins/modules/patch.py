@@ -59,7 +59,9 @@ options:
     type: bool
     default: false
   catalog:
-    description: Directory of C(<id>.toml) specs for ids (default C($VPATCH_CATALOG) or ./patches).
+    description: >-
+      Directory of C(<id>.toml) specs for ids (default C($VPATCH_CATALOG), ./patches, then the
+      catalog shipped with vpatch).
     type: path
   timeout:
     description: Seconds for each agent call on the target.
