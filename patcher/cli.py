@@ -19,6 +19,7 @@ from patcher import (
     __version__,
     catalog,
     check,
+    clidocs,
     engine,
     fleet,
     hooks,
@@ -26,6 +27,7 @@ from patcher import (
     rewrite_cache,
     schema,
 )
+from patcher.clidocs import SPEC_HELP
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.inventory import Target, load_inventory, select
 from patcher.report import (
@@ -56,7 +58,12 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
     )
     p.add_argument("--python", help="target interpreter (default: python3)")
-    p.add_argument("--inventory", metavar="FILE", help="hosts.toml with [defaults] and [[host]]")
+    p.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="hosts.toml: [defaults] (user, port, python, identity, sudo) and [[host]] tables "
+        "(name, address, groups, and the same fields); docs/inventory.md",
+    )
     p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
     ssh = p.add_argument_group("ssh")
     ssh.add_argument(
@@ -91,8 +98,11 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     fleet.add_argument(
         "--canary", metavar="K", help="run the first K hosts first; stop if one fails"
     )
-    fleet.add_argument("--batch", metavar="N|P%%", help="rolling batches of N hosts (or P%%)")
-    fleet.add_argument("--max-fail", metavar="N|P%%", help="stop starting hosts after N failures")
+    # metavars are printed as written, help texts %-formatted: one % there, %% here.
+    fleet.add_argument("--batch", metavar="N|P%", help="rolling batches of N hosts (or P%%)")
+    fleet.add_argument(
+        "--max-fail", metavar="N|P%", help="stop starting hosts after N failures (or P%% of them)"
+    )
     p.add_argument("--report", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument(
         "--state-dir", help="journal/backup dir on the target (default: <prefix>/.vpatch)"
@@ -115,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ap = sub.add_parser("apply", help="apply specs (then verify) on the targets")
-    ap.add_argument("specs", nargs="+", metavar="SPEC")
+    ap.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(ap)
     _level(ap)
     ap.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
@@ -123,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
 
     vp = sub.add_parser("verify", help="check that specs are in effect on the targets")
-    vp.add_argument("specs", nargs="+", metavar="SPEC")
+    vp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(vp)
     _level(vp)
     vp.add_argument(
@@ -146,17 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     rp = sub.add_parser("rollback", help="restore exact bytes (no SPEC: everything vpatch applied)")
-    rp.add_argument("specs", nargs="*", metavar="SPEC")
+    rp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(rp)
     rp.add_argument("--dry-run", action="store_true")
     rp.add_argument("--diff", action="store_true")
     rp.add_argument("--force", action="store_true", help="restore even if the file drifted")
 
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
-    sp.add_argument("specs", nargs="*", metavar="SPEC")
+    sp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(sp)
     _hook_parsers(sub)
     _matrix_parser(sub)
+    cp = sub.add_parser("completion", help="print a shell completion script")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    clidocs.describe(parser, dict(sub.choices))
     return parser
 
 
@@ -261,7 +274,7 @@ def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "matrix":
         return _matrix(args)
-    if args.command in ("exec", "hook", "check", "schema", "catalog"):
+    if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
     specs = catalog.load_all(args.specs) if args.specs else []
     if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
@@ -357,7 +370,7 @@ def _ensure_level(p: argparse.ArgumentParser) -> None:
 
 def _hook_parsers(sub: Any) -> None:
     ep = sub.add_parser("ensure", help="apply what is missing, verify; exit 0 only when in place")
-    ep.add_argument("specs", nargs="+", metavar="SPEC")
+    ep.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(ep)
     _ensure_level(ep)
     ep.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
@@ -367,7 +380,7 @@ def _hook_parsers(sub: Any) -> None:
         help="ensure on the command's python, then exec the command (same PID)",
         usage="vpatch exec SPEC... [--python PATH] [options] -- CMD [ARGS...]",
     )
-    xp.add_argument("specs", nargs="+", metavar="SPEC")
+    xp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     xp.add_argument("--python", help="interpreter to patch (default: the one CMD runs on)")
     _ensure_level(xp)
     xp.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
@@ -375,7 +388,7 @@ def _hook_parsers(sub: Any) -> None:
 
     hp = sub.add_parser("hook", help="print a pre-start hook that runs `vpatch ensure`")
     hp.add_argument("kind", choices=["systemd"])
-    hp.add_argument("specs", nargs="+", metavar="SPEC")
+    hp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     hp.add_argument("--service", required=True, help="unit name, e.g. vllm (vllm.service)")
     hp.add_argument("--python", required=True, help="absolute path of the service's python")
     _ensure_level(hp)
@@ -416,6 +429,11 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         return 0
     if args.command == "catalog":
         _catalog(args.json)
+        return 0
+    if args.command == "completion":
+        from patcher.completion import SHELLS
+
+        print(SHELLS[args.shell](build_parser()), end="")
         return 0
     if args.command == "check":
         report = check.check(args.paths)
@@ -489,7 +507,7 @@ def _matrix_parser(sub: Any) -> None:
     mp = sub.add_parser(
         "matrix", help="check a spec against every release of its package (no host needed)"
     )
-    mp.add_argument("spec", metavar="SPEC")
+    mp.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     mp.add_argument(
         "--versions",
         metavar="SPECIFIER",
