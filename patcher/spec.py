@@ -84,27 +84,35 @@ class _TargetEdit(_Edit):
 class EnsureElements(_TargetEdit):
     """Add missing values to a list/tuple/set literal assigned to `target`."""
 
-    op: Literal["ensure_elements"]
-    values: list[JsonValue] = Field(min_length=1)
+    op: Literal["ensure_elements"] = Field(description="Add the values the literal lacks.")
+    values: list[JsonValue] = Field(
+        min_length=1, description="Values that must be in the literal (TOML strings, numbers...)."
+    )
 
 
 class RemoveElements(_TargetEdit):
     """Remove values from a list/tuple/set literal assigned to `target`."""
 
-    op: Literal["remove_elements"]
-    values: list[JsonValue] = Field(min_length=1)
+    op: Literal["remove_elements"] = Field(description="Remove the values from the literal.")
+    values: list[JsonValue] = Field(
+        min_length=1, description="Values that must not be in the literal."
+    )
 
 
 class SetValue(_Edit):
     """Set the right-hand side of an assignment, a dict entry in it, or a parameter default."""
 
-    op: Literal["set_value"]
-    target: str | None = None
+    op: Literal["set_value"] = Field(description="Set an assignment's value or a default.")
+    target: str | None = Field(
+        default=None, description="Name assigned in scope (or set 'param' instead)."
+    )
     param: str | None = Field(default=None, description="Parameter of the scope function.")
     key: str | int | float | bool | None = Field(
         default=None, description="Dict key inside target's literal (a hashable scalar)."
     )
-    value: JsonValue | None = None
+    value: JsonValue | None = Field(
+        default=None, description="The new value as TOML data (or set 'expr' instead)."
+    )
     expr: str | None = Field(default=None, description="Python expression source.")
 
     @model_validator(mode="after")
@@ -138,8 +146,10 @@ class _StatementEdit(_Edit):
 
 
 class ReplaceStatement(_StatementEdit):
-    op: Literal["replace_statement"]
-    code: str
+    """Replace the statement(s) `match` finds in scope with `code`."""
+
+    op: Literal["replace_statement"] = Field(description="Replace a statement.")
+    code: str = Field(description="Python statements to put in place of the match.")
 
     @field_validator("code")
     @classmethod
@@ -148,9 +158,13 @@ class ReplaceStatement(_StatementEdit):
 
 
 class InsertStatement(_StatementEdit):
-    op: Literal["insert_statement"]
-    code: str
-    position: Literal["before", "after"] = "after"
+    """Insert `code` before or after the statement `match` finds in scope."""
+
+    op: Literal["insert_statement"] = Field(description="Insert statements next to a match.")
+    code: str = Field(description="Python statements to insert.")
+    position: Literal["before", "after"] = Field(
+        default="after", description="Where `code` goes relative to the match."
+    )
 
     @field_validator("code")
     @classmethod
@@ -159,7 +173,9 @@ class InsertStatement(_StatementEdit):
 
 
 class RemoveStatement(_StatementEdit):
-    op: Literal["remove_statement"]
+    """Remove the statement `match` finds in scope."""
+
+    op: Literal["remove_statement"] = Field(description="Remove a statement.")
 
 
 Edit = Annotated[
@@ -186,7 +202,9 @@ class Variant(_Model):
 
     versions: str = Field(description="PEP 440 specifier set, e.g. '>=0.11,<0.17'.")
     file: str | None = Field(default=None, description="Path relative to site-packages.")
-    edit: list[Edit] = Field(default_factory=list)
+    edit: list[Edit] = Field(
+        default_factory=list, description="Structural edits of `file`, applied in order."
+    )
     upstream: str | None = Field(
         default=None, min_length=1, description="Why no edit is needed here."
     )
@@ -245,10 +263,12 @@ class Variant(_Model):
 class Probe(_Model):
     """A check run in a fresh `python -I` on the target; passes when the code raises nothing."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="Names the probe in reports (unique).")
     module: str = Field(description="Imported first; bound to the name `module` for the code.")
-    code: str = ""
-    timeout: float = Field(default=120.0, gt=0, le=3600)
+    code: str = Field(default="", description="Python run after the import; raising = failing.")
+    timeout: float = Field(
+        default=120.0, gt=0, le=3600, description="Seconds before the probe counts as failed."
+    )
 
     @field_validator("module")
     @classmethod
@@ -284,13 +304,23 @@ class MetricsThresholds(_Model):
 
 
 class PatchSpec(_Model):
-    id: str
-    summary: str = Field(min_length=1)
-    package: str
-    references: list[str] = Field(default_factory=list)
-    variant: list[Variant] = Field(min_length=1)
-    probe: list[Probe] = Field(default_factory=list)
-    metrics: MetricsThresholds | None = None
+    """One patch: which package it fixes, how per version range, and how to prove it works."""
+
+    id: str = Field(description="Unique id, the file name without .toml (`vpatch apply ID`).")
+    summary: str = Field(min_length=1, description="One line: what the patch fixes.")
+    package: str = Field(description="Distribution name as pip knows it, e.g. 'vllm'.")
+    references: list[str] = Field(
+        default_factory=list, description="Issue or pull request links that explain the fix."
+    )
+    variant: list[Variant] = Field(
+        min_length=1, description="One per PEP 440 version range, oldest range first."
+    )
+    probe: list[Probe] = Field(
+        default_factory=list, description="Checks run on the target after applying (verify)."
+    )
+    metrics: MetricsThresholds | None = Field(
+        default=None, description="Live serving thresholds for `vpatch verify --metrics`."
+    )
 
     @field_validator("id")
     @classmethod

@@ -7,10 +7,13 @@ fail where `vpatch check` would fail them too.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from patcher import check
 from patcher._compat import tomllib
 from tests.conftest import SPEC, vpatch
 
@@ -65,3 +68,25 @@ def test_edit_ops_are_a_tagged_union_for_completion() -> None:
     }
     described = schema["$defs"]["Variant"]["properties"]["versions"]["description"]
     assert "PEP 440" in described
+
+
+def test_id_description_and_pattern_agree_with_check(tmp_path: Path) -> None:
+    """`$id` names the schema; every property says what it is (editors show it on hover); the
+    `id` pattern accepts exactly the ids `vpatch check` accepts."""
+    schema = schema_doc()
+    assert schema["$id"] == "urn:vpatch:schema:spec"
+    models = {"PatchSpec": schema, **schema["$defs"]}
+    missing = [
+        f"{name}.{field}"
+        for name, model in models.items()
+        for field, prop in model.get("properties", {}).items()
+        if not prop.get("description")
+    ]
+    assert missing == []
+    pattern = re.compile(schema["properties"]["id"]["pattern"])
+    spec = SPEC.read_text()
+    for sid in ("a", "vllm-fix.2_b", "x" * 100, "x" * 101, "Servekit", "-a", "a b", "é", ""):
+        path = tmp_path / f"{sid or 'empty'}.toml"
+        path.write_text(spec.replace('id = "vllm-eagle3-mla-targets"', f"id = {json.dumps(sid)}"))
+        by_check = not any(p.field == "id" for p in check.check([str(path)]).problems)
+        assert bool(pattern.search(sid)) == by_check, sid
