@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from patcher import sshconfig
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 
@@ -46,6 +47,14 @@ class _Fields(BaseModel):
     identity: str | None = None
     sudo: bool | None = None
 
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        problem = sshconfig.user_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(f"user name {problem}")
+        return v
+
 
 class _Host(_Fields):
     name: str
@@ -57,6 +66,15 @@ class _Host(_Fields):
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError("name must be letters, digits and . _ - : @ (no spaces)")
+        return v
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        """Checked like a --host: `ssh -G` may hand it to ssh_config `Match exec` commands."""
+        problem = sshconfig.host_problem(v)
+        if problem:
+            raise ValueError(f"host name {problem}")
         return v
 
 
