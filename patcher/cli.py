@@ -62,7 +62,8 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         "--inventory",
         metavar="FILE",
         help="hosts.toml: [defaults] (user, port, python, identity, sudo) and [[host]] tables "
-        "(name, address, groups, and the same fields); docs/inventory.md",
+        "(name, address, groups, and the same fields); or an Ansible INI/YAML inventory "
+        "(docs/inventory.md)",
     )
     p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
     ssh = p.add_argument_group("ssh")

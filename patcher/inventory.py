@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from patcher import sshconfig
+from patcher import ansible_inventory, sshconfig
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 
@@ -107,15 +107,19 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
-    """Parse and validate; `flags` are the command line's values (None = not given)."""
+    """Parse and validate; `flags` are the command line's values (None = not given). A file
+    that is not a hosts.toml is read as an Ansible inventory (patcher.ansible_inventory)."""
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        text = Path(path).read_text("utf-8")
     except OSError as exc:
         raise SpecError(
             f"{path}: cannot read inventory ({exc.strerror})", "pass a hosts.toml"
         ) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    data = _toml(path, text)
+    if data is None:
+        data = {"host": ansible_inventory.hosts(path, text)}
     try:
         inv = _Inventory.model_validate(data)
     except ValidationError as exc:
@@ -139,6 +143,20 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         )
         hosts.append((target, frozenset(h.groups)))
     return Inventory(hosts)
+
+
+def _toml(path: str, text: str) -> dict[str, Any] | None:
+    """The hosts.toml data; None when the file is not one (no .toml name, and not TOML with a
+    [[host]] or [defaults] table): then it is an Ansible inventory."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if not path.endswith(".toml"):
+            return None
+        raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    if path.endswith(".toml") or "host" in data or "defaults" in data:
+        return data
+    return None
 
 
 def _pick(field: str, host: _Host, defaults: _Fields, flags: dict[str, Any]) -> Any:

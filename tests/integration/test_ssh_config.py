@@ -166,3 +166,36 @@ def test_hostile_names_never_reach_ssh(tmp_path: Path) -> None:
     code, doc, _ = run("status", "--host", "gpu-01", "--ssh-config", cfg, cwd=tmp_path)
     assert code == 1 and "cannot connect" in doc["hosts"][0]["error"], doc
     assert seen.read_text().split()[0] == "gpu-01"
+
+
+def test_ansible_inventory_reaches_the_same_hosts_as_hosts_toml(
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """An Ansible INI inventory of the lab, and the hosts.toml of the same fleet: one result."""
+    lab = ssh_lab_factory(2, harness.standin_env_factory)
+    ini = tmp_path / "hosts.ini"
+    ini.write_text(
+        "[gpu]\n"
+        + "".join(
+            f"{h.name} ansible_host={h.address} ansible_port={h.port} ansible_user=root\n"
+            for h in lab.hosts
+        )
+        + f"\n[gpu:vars]\nansible_python_interpreter={PY}\n"
+    )
+    toml = tmp_path / "hosts.toml"
+    toml.write_text(
+        f'[defaults]\npython = "{PY}"\nuser = "root"\n'
+        + "".join(
+            f'[[host]]\nname = "{h.name}"\naddress = "{h.address}"\nport = {h.port}\n'
+            'groups = ["gpu"]\n'
+            for h in lab.hosts
+        )
+    )
+    docs = []
+    for inventory in (ini, toml):
+        code, doc, err = run(
+            "status", "--inventory", inventory, "--group", "gpu", "--ssh-config", lab.ssh_config
+        )
+        assert code == 0, err
+        docs.append([(x["target"], x["ok"], x["python"].split()[0]) for x in doc["hosts"]])
+    assert docs[0] == docs[1] == [(h.name, True, PY) for h in lab.hosts]
