@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CACHE ?= /var/cache/vpatch-test
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test test-deps lint unit demo bench docs clean
+.PHONY: install test test-deps lint unit sanity demo bench docs clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,10 @@ test-deps:
 # In `make test` so a broken page, link or reference generator fails CI (a few seconds).
 test: install test-deps lint docs
 	$(BIN)/pytest -q -ra --durations=15 tests
+
+# The Ansible collection under `ansible-test sanity` (validate-modules, pylint, ...): tests/sanity.py
+sanity: install
+	$(BIN)/python -m tests.sanity
 
 demo: install
 	$(BIN)/python -m tests.envs demo
