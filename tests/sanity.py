@@ -25,7 +25,7 @@ from tests.conftest import REPO
 
 COLLECTION = REPO / "ansible_collections" / "vpatch" / "core"
 SKIP = ("pslint", "shellcheck")
-GET_PIP = '''\
+GET_PIP = """\
 # vpatch's stand-in for get-pip.py (tests/sanity.py): pip from ensurepip's bundled wheel.
 import glob, os, sys, ensurepip
 bundled = os.path.join(os.path.dirname(ensurepip.__file__), "_bundled", "pip-*.whl")
@@ -33,7 +33,7 @@ sys.path.insert(0, sorted(glob.glob(bundled))[-1])
 from pip._internal.cli.main import main
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 sys.exit(main(["install", *args]))
-'''
+"""
 
 
 def _pip_version(bin_dir: Path) -> str:
