@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CACHE ?= /var/cache/vpatch-test
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test lint unit demo bench docs clean
+.PHONY: install test test-deps lint unit sanity demo bench docs clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -27,9 +27,22 @@ lint: install
 unit: install
 	$(BIN)/pytest -q tests/unit
 
+# What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py) and
+# sudo for the non-root --sudo tests. Installed only when missing (apt-get needs root, as CI is).
+test-deps:
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null; then \
+	  echo "make: installing openssh-server and sudo (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq openssh-server sudo >/dev/null; \
+	fi
+
 # In `make test` so a broken page, link or reference generator fails CI (a few seconds).
-test: install lint docs
+test: install test-deps lint docs
 	$(BIN)/pytest -q -ra --durations=15 tests
+
+# The Ansible collection under `ansible-test sanity` (validate-modules, pylint, ...): tests/sanity.py
+sanity: install
+	$(BIN)/python -m tests.sanity
 
 demo: install
 	$(BIN)/python -m tests.envs demo

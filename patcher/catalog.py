@@ -1,33 +1,100 @@
 """Resolve spec arguments (paths or ids) to validated specs.
 
-An argument that names an existing file (or ends in .toml) is a path; anything else is an id
-looked up as `<catalog>/<id>.toml`, where the catalog is $VPATCH_CATALOG or ./patches.
+An argument that names an existing file (or ends in .toml, or holds a `/`) is a path; anything
+else is an id, looked up as `<dir>/<id>.toml` in the catalogs, first match wins:
+
+    $VPATCH_CATALOG     a patch repo of your own (when set)
+    ./patches           the catalog of the directory vpatch runs in
+    shipped             the catalog inside the installed vpatch (patches/ of its source tree,
+                        packaged as patcher/catalog_data/ in the wheel)
+
+so a fleet's own patch repo can override a shipped spec, and `vpatch apply ID` works from any
+directory with nothing but vpatch installed.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.errors import SpecError
 from patcher.spec import PatchSpec, load_spec
 
+_HERE = Path(__file__).resolve().parent
+
 
 def catalog_dir() -> Path:
+    """The local catalog: $VPATCH_CATALOG, else ./patches (the shipped one comes after it)."""
     return Path(os.environ.get("VPATCH_CATALOG", "patches"))
+
+
+def shipped_dir() -> Path | None:
+    """The catalog of this vpatch: the wheel's patcher/catalog_data/, or in a source checkout
+    (an editable install) the patches/ next to the patcher/ package."""
+    packaged = _HERE / "catalog_data"
+    if packaged.is_dir():
+        return packaged
+    checkout = _HERE.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "patches").is_dir():
+        return checkout / "patches"
+    return None
+
+
+def sources() -> list[tuple[str, Path]]:
+    """(label, directory) of every catalog in lookup order; one directory is listed once."""
+    found: list[tuple[str, Path]] = []
+    env = os.environ.get("VPATCH_CATALOG")
+    if env:
+        found.append(("$VPATCH_CATALOG", Path(env)))
+    found.append(("./patches", Path("patches")))
+    shipped = shipped_dir()
+    if shipped is not None:
+        found.append(("shipped", shipped))
+    seen: set[Path] = set()
+    out = []
+    for label, d in found:
+        key = d.resolve()
+        if key not in seen and d.is_dir():
+            seen.add(key)
+            out.append((label, d))
+    return out
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    source: str  # "$VPATCH_CATALOG", "./patches" or "shipped"
+    path: Path
+    shadows: tuple[Path, ...] = ()  # same id further down the lookup order, never used
+
+
+def entries() -> list[Entry]:
+    """Every id the catalogs offer, sorted, with the file `vpatch apply ID` would load."""
+    by_id: dict[str, Entry] = {}
+    for label, d in sources():
+        for f in sorted(d.glob("*.toml")):
+            old = by_id.get(f.stem)
+            if old is None:
+                by_id[f.stem] = Entry(f.stem, label, f)
+            else:
+                by_id[f.stem] = Entry(old.id, old.source, old.path, (*old.shadows, f))
+    return [by_id[k] for k in sorted(by_id)]
 
 
 def resolve(arg: str) -> Path:
     p = Path(arg)
     if p.exists() or arg.endswith(".toml") or "/" in arg:
         return p
-    candidate = catalog_dir() / f"{arg}.toml"
-    if candidate.exists():
-        return candidate
-    known = sorted(f.stem for f in catalog_dir().glob("*.toml"))
+    for _label, d in sources():
+        candidate = d / f"{arg}.toml"
+        if candidate.exists():
+            return candidate
+    where = ", ".join(f"{label} ({d})" for label, d in sources()) or "none found"
+    known = ", ".join(e.id for e in entries()) or "(none)"
     raise SpecError(
         f"no spec file or catalog id {arg!r}",
-        f"known ids in {catalog_dir()}: {', '.join(known) or '(none)'}",
+        f"known ids: {known}; catalogs: {where} (`vpatch catalog` lists them)",
     )
 
 

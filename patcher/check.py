@@ -12,17 +12,18 @@ from __future__ import annotations
 import ast
 import json
 import re
-import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
-from patcher import catalog
+from patcher import catalog, tomlpos
+from patcher._compat import tomllib
 from patcher.errors import SpecError
+from patcher.result import SCHEMA_VERSION
 from patcher.spec import (
     MAX_SPEC_BYTES,
     EnsureElements,
@@ -57,9 +58,13 @@ class Problem:
     file: str
     field: str
     message: str
+    line: int | None = None  # where the field is written (1-based), when the file has text
+    col: int | None = None
 
-    def line(self) -> str:
-        return f"error: {self.file}: {self.field}: {self.message}"
+    def text(self) -> str:
+        """`error: FILE:LINE:COL: FIELD: message`, the form editors and pre-commit link."""
+        where = self.file if self.line is None else f"{self.file}:{self.line}:{self.col}"
+        return f"error: {where}: {self.field}: {self.message}"
 
 
 @dataclass
@@ -84,18 +89,63 @@ def check(args: Sequence[str]) -> Report:
             loaded.append((path, spec))
             report.problems += spec_problems(path, spec)
     report.problems += _duplicate_ids(loaded)
+    report.problems = _with_positions(report.problems)
     order = {str(f): i for i, f in enumerate(report.files)}
     report.problems.sort(key=lambda p: order.get(p.file, -1))  # stable: file order, then found
     return report
 
 
-def render(report: Report, out: TextIO, err: TextIO) -> None:
+def render(report: Report, out: TextIO | None, err: TextIO) -> None:
+    """Problems on `err`; the ok line on `out` (None under --json: stdout holds the document)."""
     if report.problems:
         for p in report.problems:
-            print(p.line(), file=err)
+            print(p.text(), file=err)
         print(f"hint: {HINT}", file=err)
         return
-    print(f"check: {len(report.files)} spec(s) ok", file=out)
+    if out is not None:
+        print(f"check: {len(report.files)} spec(s) ok", file=out)
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    """`vpatch check --json`: every file checked and every problem; when there are problems,
+    also `error` (the first one) and `hint`, the keys every failed vpatch document has."""
+    doc: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "command": "check",
+        "ok": report.ok,
+        "files": [str(f) for f in report.files],
+        "problems": [asdict(p) for p in report.problems],
+    }
+    if report.problems:
+        doc |= {"error": report.problems[0].text().removeprefix("error: "), "hint": HINT}
+    return doc
+
+
+def _with_positions(problems: list[Problem]) -> list[Problem]:
+    """Each problem with the line and column of its field in its file (TOML syntax errors: the
+    parser's own position); none for a file that cannot be read as text, or a directory."""
+    texts: dict[str, str | None] = {}
+    out = []
+    for p in problems:
+        if p.file not in texts:
+            texts[p.file] = _text(Path(p.file))
+        text = texts[p.file]
+        pos: tuple[int, int] | None = None
+        if text is not None and p.field == "(toml)":
+            pos = tomlpos.error_position(p.message)
+        elif text is not None and p.field not in ("(file)", "(dir)"):
+            pos = tomlpos.locate(text, p.field)
+        out.append(replace(p, line=pos[0], col=pos[1]) if pos else p)
+    return out
+
+
+def _text(path: Path) -> str | None:
+    if not _small_file(path):
+        return None
+    try:
+        return path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,14 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from select import POLLERR, POLLOUT, poll
 from typing import Any, NoReturn
 
 from patcher import (
     __version__,
     catalog,
     check,
+    clidocs,
     engine,
     fleet,
     hooks,
@@ -24,16 +27,19 @@ from patcher import (
     rewrite_cache,
     schema,
 )
+from patcher.clidocs import SPEC_HELP
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.inventory import Target, load_inventory, select
 from patcher.report import (
+    emit,
+    error_document,
     progress_for,
     render_human,
     render_json,
     render_problems,
     write_report,
 )
-from patcher.result import HostResult, RunResult
+from patcher.result import SCHEMA_VERSION, HostResult, RunResult
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
 
@@ -52,7 +58,13 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
     )
     p.add_argument("--python", help="target interpreter (default: python3)")
-    p.add_argument("--inventory", metavar="FILE", help="hosts.toml with [defaults] and [[host]]")
+    p.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="hosts.toml: [defaults] (user, port, python, identity, sudo) and [[host]] tables "
+        "(name, address, groups, and the same fields); or an Ansible INI/YAML inventory "
+        "(docs/inventory.md)",
+    )
     p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
     ssh = p.add_argument_group("ssh")
     ssh.add_argument(
@@ -87,8 +99,11 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     fleet.add_argument(
         "--canary", metavar="K", help="run the first K hosts first; stop if one fails"
     )
-    fleet.add_argument("--batch", metavar="N|P%%", help="rolling batches of N hosts (or P%%)")
-    fleet.add_argument("--max-fail", metavar="N|P%%", help="stop starting hosts after N failures")
+    # metavars are printed as written, help texts %-formatted: one % there, %% here.
+    fleet.add_argument("--batch", metavar="N|P%", help="rolling batches of N hosts (or P%%)")
+    fleet.add_argument(
+        "--max-fail", metavar="N|P%", help="stop starting hosts after N failures (or P%% of them)"
+    )
     p.add_argument("--report", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument(
         "--state-dir", help="journal/backup dir on the target (default: <prefix>/.vpatch)"
@@ -111,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ap = sub.add_parser("apply", help="apply specs (then verify) on the targets")
-    ap.add_argument("specs", nargs="+", metavar="SPEC")
+    ap.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(ap)
     _level(ap)
     ap.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
@@ -119,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
 
     vp = sub.add_parser("verify", help="check that specs are in effect on the targets")
-    vp.add_argument("specs", nargs="+", metavar="SPEC")
+    vp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(vp)
     _level(vp)
     vp.add_argument(
@@ -142,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     rp = sub.add_parser("rollback", help="restore exact bytes (no SPEC: everything vpatch applied)")
-    rp.add_argument("specs", nargs="*", metavar="SPEC")
+    rp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(rp)
     rp.add_argument("--dry-run", action="store_true")
     rp.add_argument("--diff", action="store_true")
@@ -155,10 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
-    sp.add_argument("specs", nargs="*", metavar="SPEC")
+    sp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(sp)
     _hook_parsers(sub)
     _matrix_parser(sub)
+    cp = sub.add_parser("completion", help="print a shell completion script")
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    clidocs.describe(parser, dict(sub.choices))
     return parser
 
 
@@ -267,7 +285,7 @@ def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "matrix":
         return _matrix(args)
-    if args.command in ("exec", "hook", "check", "schema"):
+    if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
     ids: list[str] = []
     if args.command == "rollback":
@@ -367,7 +385,7 @@ def _ensure_level(p: argparse.ArgumentParser) -> None:
 
 def _hook_parsers(sub: Any) -> None:
     ep = sub.add_parser("ensure", help="apply what is missing, verify; exit 0 only when in place")
-    ep.add_argument("specs", nargs="+", metavar="SPEC")
+    ep.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _target_options(ep)
     _ensure_level(ep)
     ep.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
@@ -377,7 +395,7 @@ def _hook_parsers(sub: Any) -> None:
         help="ensure on the command's python, then exec the command (same PID)",
         usage="vpatch exec SPEC... [--python PATH] [options] -- CMD [ARGS...]",
     )
-    xp.add_argument("specs", nargs="+", metavar="SPEC")
+    xp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     xp.add_argument("--python", help="interpreter to patch (default: the one CMD runs on)")
     _ensure_level(xp)
     xp.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
@@ -385,7 +403,7 @@ def _hook_parsers(sub: Any) -> None:
 
     hp = sub.add_parser("hook", help="print a pre-start hook that runs `vpatch ensure`")
     hp.add_argument("kind", choices=["systemd"])
-    hp.add_argument("specs", nargs="+", metavar="SPEC")
+    hp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     hp.add_argument("--service", required=True, help="unit name, e.g. vllm (vllm.service)")
     hp.add_argument("--python", required=True, help="absolute path of the service's python")
     _ensure_level(hp)
@@ -397,8 +415,17 @@ def _hook_parsers(sub: Any) -> None:
 
     cp = sub.add_parser("check", help="validate spec files offline (patch repos, pre-commit)")
     cp.add_argument("paths", nargs="+", metavar="SPEC_OR_DIR")
+    cp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
-    sub.add_parser("schema", help="print the JSON Schema of the spec format")
+    lp = sub.add_parser("catalog", help="list the spec ids SPEC can name, and where each is from")
+    lp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+    sc = sub.add_parser("schema", help="print the JSON Schema of the spec format")
+    sc.add_argument(
+        "--result",
+        action="store_true",
+        help="the schema of the --json result document instead (apply, verify, ...)",
+    )
 
 
 def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
@@ -413,11 +440,21 @@ def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
     """Commands that run once, here, rather than across targets."""
     if args.command == "schema":
-        print(json.dumps(schema.spec_schema(), indent=2))
+        print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
+        return 0
+    if args.command == "catalog":
+        _catalog(args.json)
+        return 0
+    if args.command == "completion":
+        from patcher.completion import SHELLS
+
+        print(SHELLS[args.shell](build_parser()), end="")
         return 0
     if args.command == "check":
         report = check.check(args.paths)
-        check.render(report, sys.stdout, sys.stderr)
+        if args.json:
+            emit(check.to_json(report))
+        check.render(report, None if args.json else sys.stdout, sys.stderr)
         return 0 if report.ok else 2
     if args.command == "hook":
         extra = [*(["--level", args.level] if args.level else [])]
@@ -429,6 +466,35 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         print(text, end="")
         return 0
     return _exec(args, command)
+
+
+def _catalog(as_json: bool) -> None:
+    """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
+    found = catalog.entries()
+    if as_json:
+        emit(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "command": "catalog",
+                "sources": [{"source": s, "path": str(d)} for s, d in catalog.sources()],
+                "specs": [
+                    {
+                        "id": e.id,
+                        "source": e.source,
+                        "path": str(e.path),
+                        "shadows": [str(p) for p in e.shadows],
+                    }
+                    for e in found
+                ],
+            }
+        )
+        return
+    if not found:
+        print("no catalog ids (set $VPATCH_CATALOG or run where ./patches is)", file=sys.stderr)
+    width = max((len(e.id) for e in found), default=0)
+    for e in found:
+        hidden = f"  (overrides {', '.join(map(str, e.shadows))})" if e.shadows else ""
+        print(f"{e.id:<{width}}  {e.source:<15}  {e.path}{hidden}")
 
 
 def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
@@ -456,7 +522,7 @@ def _matrix_parser(sub: Any) -> None:
     mp = sub.add_parser(
         "matrix", help="check a spec against every release of its package (no host needed)"
     )
-    mp.add_argument("spec", metavar="SPEC")
+    mp.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     mp.add_argument(
         "--versions",
         metavar="SPECIFIER",
@@ -497,17 +563,68 @@ def _prefetch_rewriters() -> None:
     threading.Thread(target=load, name="vpatch-prefetch", daemon=True).start()
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """--json (or an abbreviation argparse accepts) before any `--`: known even when parsing
+    fails, so that error is a JSON document too."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if len(arg) >= 3 and "--json".startswith(arg):
+            return True
+    return False
+
+
+def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
+    """`error:` and `hint:` on stderr, and with --json the same as one document on stdout."""
+    print(f"error: {message}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    if as_json:
+        emit(error_document(message, hint))
+    return code
+
+
+def _reader_gone() -> bool:
+    """Whether stdout or stderr is a pipe whose reader has exited (poll says POLLERR)."""
+    poller = poll()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            poller.register(stream.fileno(), POLLOUT)
+        except (AttributeError, ValueError, OSError):
+            continue  # replaced by something without a descriptor (tests), or closed
+    return any(events & POLLERR for _fd, events in poller.poll(0))
+
+
+def _quiet_exit() -> int:
+    """The reader went away (`vpatch schema | head -2`): stop without a word, as a Unix tool
+    killed by SIGPIPE does, and with its status (128 + 13). SIGPIPE itself stays ignored, as
+    Python sets it: a dead agent's pipe must be an error vpatch reports, not its death."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())  # what is still buffered goes nowhere, silently
+        except (AttributeError, ValueError, OSError):
+            continue
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_json = _wants_json(args)
     try:
-        code = run(sys.argv[1:] if argv is None else argv)
-    except VpatchError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
-        code = exc.exit_code
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        code = 130
+        try:
+            code = run(args)
+        except VpatchError as exc:
+            code = _fail(exc.message, exc.hint, exc.exit_code, as_json)
+        except KeyboardInterrupt:
+            hint = "run `vpatch status` to see what state the targets are in"
+            code = _fail("interrupted", hint, 130, as_json)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        if not _reader_gone():
+            raise  # an agent's pipe, not ours: a bug to see, not to hide
+        return _quiet_exit()
     return code
 
 

@@ -12,7 +12,6 @@ A hand-written field table drifts the day someone adds a field; these cannot. Th
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, get_args
 
 from patcher import matrix, result
+from patcher.clidocs import subcommands
 from patcher.spec import PatchSpec
 
 MARKER = re.compile(r"^<!-- vpatch:([a-z-]+) -->$", re.MULTILINE)
@@ -112,13 +112,6 @@ def spec_fields() -> str:
     return "\n".join(out)
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
-    return {}
-
-
 def cli() -> str:
     """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals)."""
     from patcher.cli import build_parser
@@ -128,7 +121,7 @@ def cli() -> str:
     try:
         parser = build_parser()
         parts = ["## `vpatch`", "", "```text", parser.format_help().rstrip(), "```", ""]
-        for name, sub in _subparsers(parser).items():
+        for name, sub in subcommands(parser).items():
             parts += [f"## `vpatch {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
     finally:
         if old is None:

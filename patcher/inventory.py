@@ -8,13 +8,14 @@ defaults. Hosts keep inventory order, so reports read the same way every run.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from patcher import ansible_inventory, sshconfig
+from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
@@ -46,6 +47,14 @@ class _Fields(BaseModel):
     identity: str | None = None
     sudo: bool | None = None
 
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        problem = sshconfig.user_problem(v) if v is not None else None
+        if problem:
+            raise ValueError(f"user name {problem}")
+        return v
+
 
 class _Host(_Fields):
     name: str
@@ -57,6 +66,15 @@ class _Host(_Fields):
     def _name(cls, v: str) -> str:
         if not _NAME.match(v):
             raise ValueError("name must be letters, digits and . _ - : @ (no spaces)")
+        return v
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        """Checked like a --host: `ssh -G` may hand it to ssh_config `Match exec` commands."""
+        problem = sshconfig.host_problem(v)
+        if problem:
+            raise ValueError(f"host name {problem}")
         return v
 
 
@@ -89,15 +107,19 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
-    """Parse and validate; `flags` are the command line's values (None = not given)."""
+    """Parse and validate; `flags` are the command line's values (None = not given). A file
+    that is not a hosts.toml is read as an Ansible inventory (patcher.ansible_inventory)."""
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        text = Path(path).read_text("utf-8")
     except OSError as exc:
         raise SpecError(
             f"{path}: cannot read inventory ({exc.strerror})", "pass a hosts.toml"
         ) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    data = _toml(path, text)
+    if data is None:
+        data = {"host": ansible_inventory.hosts(path, text)}
     try:
         inv = _Inventory.model_validate(data)
     except ValidationError as exc:
@@ -121,6 +143,20 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         )
         hosts.append((target, frozenset(h.groups)))
     return Inventory(hosts)
+
+
+def _toml(path: str, text: str) -> dict[str, Any] | None:
+    """The hosts.toml data; None when the file is not one (no .toml name, and not TOML with a
+    [[host]] or [defaults] table): then it is an Ansible inventory."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if not path.endswith(".toml"):
+            return None
+        raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    if path.endswith(".toml") or "host" in data or "defaults" in data:
+        return data
+    return None
 
 
 def _pick(field: str, host: _Host, defaults: _Fields, flags: dict[str, Any]) -> Any:

@@ -50,6 +50,7 @@ from rich.text import Text
 from patcher import pkgindex
 from patcher import plan as planner
 from patcher.errors import UsageError, VpatchError
+from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, Variant
 
@@ -96,6 +97,7 @@ class Matrix:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "spec": self.spec,
             "package": self.package,
             "releases": [asdict(r) for r in self.releases],

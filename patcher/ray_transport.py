@@ -30,11 +30,11 @@ import json
 import logging
 import socket
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patcher._compat import tomllib
 from patcher.errors import HostError, SpecError, UsageError
 from patcher.transport import BOOT, agent_bundle, decode_answer
 

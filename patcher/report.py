@@ -8,10 +8,10 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 from patcher import fleet
-from patcher.result import GOOD, RunResult
+from patcher.result import GOOD, SCHEMA_VERSION, RunResult
 
 # C0/C1 control characters except tab and newline, and DEL: text from specs and hosts (probe
 # names and output, file paths, process titles) is shown escaped, so it cannot recolour, clear
@@ -24,9 +24,20 @@ def clean(text: str) -> str:
     return text.translate(_CONTROL)
 
 
-def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:
-    json.dump(result.to_json(), out, indent=2)
+def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
+    """One JSON document (every `--json` output goes through here)."""
+    json.dump(doc, out, indent=2)
     out.write("\n")
+
+
+def error_document(message: str, hint: str, **more: Any) -> dict[str, Any]:
+    """What `--json` prints when vpatch stops on an error before (or instead of) a result: a
+    script reading stdout gets a document on every exit, never an empty string to fail on."""
+    return {"schema_version": SCHEMA_VERSION, "error": message, "hint": hint, **more}
+
+
+def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:
+    emit(result.to_json(), out)
 
 
 def write_report(result: RunResult, path: str) -> None:

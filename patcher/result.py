@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+# The version of every JSON document vpatch prints (results, matrix, check, catalog, errors):
+# bumped when a key changes meaning or goes away, not when one is added.
+SCHEMA_VERSION = 1
+
 Outcome = Literal[
     "applied",
     "would_apply",
@@ -89,7 +93,7 @@ class RunResult:
     stats: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"schema_version": SCHEMA_VERSION, **asdict(self)}
 
 
 def host_ok(command: str, host: HostResult) -> bool:

@@ -13,7 +13,6 @@ import json
 import keyword
 import re
 import textwrap
-import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -29,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from patcher._compat import tomllib
 from patcher.errors import SpecError
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -137,13 +137,19 @@ class _ElementsEdit(_Edit):
 class EnsureElements(_ElementsEdit):
     """Add missing values to a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
-    op: Literal["ensure_elements"]
+    op: Literal["ensure_elements"] = Field(description="Add the values the literal lacks.")
+    values: list[JsonValue] = Field(
+        min_length=1, description="Values that must be in the literal (TOML strings, numbers...)."
+    )
 
 
 class RemoveElements(_ElementsEdit):
     """Remove values from a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
-    op: Literal["remove_elements"]
+    op: Literal["remove_elements"] = Field(description="Remove the values from the literal.")
+    values: list[JsonValue] = Field(
+        min_length=1, description="Values that must not be in the literal."
+    )
 
     @model_validator(mode="after")
     def _kept(self) -> RemoveElements:
@@ -158,13 +164,17 @@ class RemoveElements(_ElementsEdit):
 class SetValue(_Edit):
     """Set the right-hand side of an assignment, a dict entry in it, or a parameter default."""
 
-    op: Literal["set_value"]
-    target: str | None = None
+    op: Literal["set_value"] = Field(description="Set an assignment's value or a default.")
+    target: str | None = Field(
+        default=None, description="Name assigned in scope (or set 'param' instead)."
+    )
     param: str | None = Field(default=None, description="Parameter of the scope function.")
     key: str | int | float | bool | None = Field(
         default=None, description="Dict key inside target's literal (a hashable scalar)."
     )
-    value: JsonValue | None = None
+    value: JsonValue | None = Field(
+        default=None, description="The new value as TOML data (or set 'expr' instead)."
+    )
     expr: str | None = Field(default=None, description="Python expression source.")
 
     @model_validator(mode="after")
@@ -200,8 +210,10 @@ class _StatementEdit(_Edit):
 
 
 class ReplaceStatement(_StatementEdit):
-    op: Literal["replace_statement"]
-    code: str
+    """Replace the statement(s) `match` finds in scope with `code`."""
+
+    op: Literal["replace_statement"] = Field(description="Replace a statement.")
+    code: str = Field(description="Python statements to put in place of the match.")
 
     @field_validator("code")
     @classmethod
@@ -210,9 +222,13 @@ class ReplaceStatement(_StatementEdit):
 
 
 class InsertStatement(_StatementEdit):
-    op: Literal["insert_statement"]
-    code: str
-    position: Literal["before", "after"] = "after"
+    """Insert `code` before or after the statement `match` finds in scope."""
+
+    op: Literal["insert_statement"] = Field(description="Insert statements next to a match.")
+    code: str = Field(description="Python statements to insert.")
+    position: Literal["before", "after"] = Field(
+        default="after", description="Where `code` goes relative to the match."
+    )
 
     @field_validator("code")
     @classmethod
@@ -221,7 +237,9 @@ class InsertStatement(_StatementEdit):
 
 
 class RemoveStatement(_StatementEdit):
-    op: Literal["remove_statement"]
+    """Remove the statement `match` finds in scope."""
+
+    op: Literal["remove_statement"] = Field(description="Remove a statement.")
 
     @field_validator("occurrence")
     @classmethod
@@ -254,19 +272,23 @@ class _BaseEdit(_Edit):
 class EnsureBase(_BaseEdit):
     """Add a base class (after the positional bases, before `metaclass=` and other keywords)."""
 
-    op: Literal["ensure_base"]
+    op: Literal["ensure_base"] = Field(description="Add a base class to the class `scope` names.")
 
 
 class RemoveBase(_BaseEdit):
     """Remove a base class; nothing to do when it is not there."""
 
-    op: Literal["remove_base"]
+    op: Literal["remove_base"] = Field(
+        description="Remove a base class from the class `scope` names."
+    )
 
 
 class EnsureDef(_Edit):
     """Add a function or method to the module or class `scope` unless one of its name exists."""
 
-    op: Literal["ensure_def"]
+    op: Literal["ensure_def"] = Field(
+        description="Add (or, with replace, replace) a function or method."
+    )
     code: str = Field(description="The whole def, decorators included.")
     replace: bool = Field(
         default=False, description="Replace a different def of the same name (else a conflict)."
@@ -292,7 +314,9 @@ class EnsureDef(_Edit):
 class EnsureImport(_Edit):
     """Add a module-level import unless its names are already imported."""
 
-    op: Literal["ensure_import"]
+    op: Literal["ensure_import"] = Field(
+        description="Add a module-level import, merged into an existing one."
+    )
     code: str = Field(description="One import statement, e.g. 'from .interfaces import X'.")
 
     @field_validator("scope")
@@ -316,10 +340,10 @@ class EnsureImport(_Edit):
 class SetArgument(_Edit):
     """Set (or add) a keyword argument of the one call to `call` in scope, decorators included."""
 
-    op: Literal["set_argument"]
+    op: Literal["set_argument"] = Field(description="Set or add a keyword argument of one call.")
     call: str = Field(description="Dotted name of the callee, e.g. 'lru_cache' or 'Field'.")
     arg: str = Field(description="Keyword argument name.")
-    value: JsonValue | None = None
+    value: JsonValue | None = Field(default=None, description="The argument's value (TOML).")
     expr: str | None = Field(default=None, description="Python expression source.")
 
     @field_validator("call")
@@ -348,7 +372,9 @@ class SetArgument(_Edit):
 class AddFile(_Edit):
     """Create a module the package lacks (`text` is its whole content); rollback removes it."""
 
-    op: Literal["add_file"]
+    op: Literal["add_file"] = Field(
+        description="Create a module the package lacks; rollback removes it."
+    )
     text: str = Field(description="The new module's source.")
 
     @field_validator("text")
@@ -397,7 +423,9 @@ class Variant(_Model):
 
     versions: str = Field(description="PEP 440 specifier set, e.g. '>=0.11,<0.17'.")
     file: str | None = Field(default=None, description="Path relative to site-packages.")
-    edit: list[Edit] = Field(default_factory=list)
+    edit: list[Edit] = Field(
+        default_factory=list, description="Structural edits of `file`, applied in order."
+    )
     upstream: str | None = Field(
         default=None, min_length=1, description="Why no edit is needed here."
     )
@@ -467,10 +495,12 @@ def module_of(rel: str) -> str:
 class Probe(_Model):
     """A check run in a fresh `python -I` on the target; passes when the code raises nothing."""
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, description="Names the probe in reports (unique).")
     module: str = Field(description="Imported first; bound to the name `module` for the code.")
-    code: str = ""
-    timeout: float = Field(default=120.0, gt=0, le=3600)
+    code: str = Field(default="", description="Python run after the import; raising = failing.")
+    timeout: float = Field(
+        default=120.0, gt=0, le=3600, description="Seconds before the probe counts as failed."
+    )
 
     @field_validator("module")
     @classmethod
@@ -506,13 +536,23 @@ class MetricsThresholds(_Model):
 
 
 class PatchSpec(_Model):
-    id: str
-    summary: str = Field(min_length=1)
-    package: str
-    references: list[str] = Field(default_factory=list)
-    variant: list[Variant] = Field(min_length=1)
-    probe: list[Probe] = Field(default_factory=list)
-    metrics: MetricsThresholds | None = None
+    """One patch: which package it fixes, how per version range, and how to prove it works."""
+
+    id: str = Field(description="Unique id, the file name without .toml (`vpatch apply ID`).")
+    summary: str = Field(min_length=1, description="One line: what the patch fixes.")
+    package: str = Field(description="Distribution name as pip knows it, e.g. 'vllm'.")
+    references: list[str] = Field(
+        default_factory=list, description="Issue or pull request links that explain the fix."
+    )
+    variant: list[Variant] = Field(
+        min_length=1, description="One per PEP 440 version range, oldest range first."
+    )
+    probe: list[Probe] = Field(
+        default_factory=list, description="Checks run on the target after applying (verify)."
+    )
+    metrics: MetricsThresholds | None = Field(
+        default=None, description="Live serving thresholds for `vpatch verify --metrics`."
+    )
 
     @field_validator("id")
     @classmethod

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import paramiko
 
+from patcher import sshconfig
 from patcher.errors import AgentError, HostError, UsageError
 
 # paramiko's transport thread logs connection failures with tracebacks to stderr through
@@ -338,7 +339,16 @@ def parse_target(target: str) -> tuple[str | None, str, int | None]:
             f"--host {target!r} is not [ssh://][user@]host[:port]",
             "examples: gpu-01, root@10.0.0.5:2222, ssh://ops@[fd00::1]:22",
         )
-    return m["user"], m["host"].strip("[]"), int(m["port"]) if m["port"] else None
+    user, host = m["user"], m["host"].strip("[]")
+    # Before anything can see them: `ssh -G` runs ssh_config `Match exec` commands with the
+    # host and user substituted in (patcher.sshconfig).
+    problem = sshconfig.host_problem(host)
+    if problem:
+        raise UsageError(f"--host {target!r}: host name {problem}", sshconfig.HOST_HINT)
+    problem = sshconfig.user_problem(user) if user is not None else None
+    if problem:
+        raise UsageError(f"--host {target!r}: user name {problem}", "e.g. --host ops@gpu-01")
+    return user, host, int(m["port"]) if m["port"] else None
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -348,26 +358,37 @@ def fingerprint(key: paramiko.PKey) -> str:
 
 
 class _UnknownHostKey(Exception):
+    def __init__(self, hostname: str, key: paramiko.PKey, authority: str | None) -> None:
+        super().__init__(hostname)
+        self.hostname, self.key, self.authority = hostname, key, authority
+
+
+class _RevokedHostKey(Exception):
     def __init__(self, hostname: str, key: paramiko.PKey) -> None:
         super().__init__(hostname)
         self.hostname, self.key = hostname, key
 
 
 class _HostKeyPolicy:
-    """Refuse unknown keys (fabric would auto-add them), or record them when the user said so.
+    """Refuse unknown keys (fabric would auto-add them), or record them when the user said so;
+    a revoked key is refused either way (patcher.sshconfig drops it from the known keys, so
+    paramiko asks here about it).
 
     paramiko only calls `missing_host_key`, so no base class is needed (and importing paramiko
     stays deferred until an SSH target is actually used: local runs start ~0.2 s faster)."""
 
-    def __init__(self, accept_new: bool, known_hosts: Path) -> None:
+    def __init__(self, accept_new: bool, known_hosts: Path, known: sshconfig.KnownHosts) -> None:
         self.accept_new = accept_new
         self.known_hosts = known_hosts
+        self.known = known
 
     def missing_host_key(
         self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
     ) -> None:
+        if self.known.is_revoked(key):
+            raise _RevokedHostKey(hostname, key)
         if not self.accept_new:
-            raise _UnknownHostKey(hostname, key)
+            raise _UnknownHostKey(hostname, key, self.known.authority_for(hostname))
         client.get_host_keys().add(hostname, key.get_name(), key)
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.known_hosts, "a") as fh:
@@ -382,19 +403,37 @@ class SshTransport:
         self, target: str, host: str, user: str | None, port: int | None, opts: SshOptions
     ) -> None:
         """`target` labels the host in reports; host/user/port may be ssh_config aliases."""
-        import paramiko
         from fabric import Config, Connection
 
         self.target = target
         self.opts = opts
-        config = Config(runtime_ssh_path=opts.ssh_config) if opts.ssh_config else Config()
         connect_kwargs: dict[str, Any] = {
             "banner_timeout": opts.connect_timeout,
             "auth_timeout": opts.connect_timeout,
             "channel_timeout": opts.connect_timeout,
         }
-        if opts.identity:
-            connect_kwargs["key_filename"] = [opts.identity]
+        resolved = sshconfig.resolve(
+            target, host, user, port, opts.ssh_config, opts.connect_timeout
+        )
+        if resolved is not None and not resolved.proxied:
+            # OpenSSH resolved it (Include, Match...): connect to exactly that, with no second
+            # opinion from paramiko's parser (an empty SSHConfig loads no file).
+            import paramiko
+
+            config = Config(ssh_config=paramiko.SSHConfig())
+            host, user, port = resolved.hostname, resolved.user, resolved.port
+            keys = [opts.identity] if opts.identity else resolved.identity_files
+            if resolved.identities_only:
+                connect_kwargs["look_for_keys"] = False
+            if not resolved.agent:
+                connect_kwargs["allow_agent"] = False
+        else:
+            # No OpenSSH client, or a ProxyJump/ProxyCommand host: fabric's own ssh_config
+            # handling (paramiko's parser) connects, through the proxy when there is one.
+            config = Config(runtime_ssh_path=opts.ssh_config) if opts.ssh_config else Config()
+            keys = [opts.identity] if opts.identity else []
+        if keys:
+            connect_kwargs["key_filename"] = keys
         self.conn = Connection(
             host,
             user=user,
@@ -403,28 +442,41 @@ class SshTransport:
             connect_timeout=opts.connect_timeout,
             connect_kwargs=connect_kwargs,
         )
-        self.known_hosts = self._known_hosts_file()
+        user_files, system_files = self._known_hosts_files(resolved)
+        self.known_hosts = Path(user_files[0])  # where --accept-new-host-key records keys
+        self.known = sshconfig.load_known_hosts(user_files, system_files)
         client = self.conn.client
-        # fabric loads the system known_hosts and AUTO-ADDS unknown keys: undo both.
-        client._system_host_keys = paramiko.HostKeys()
-        client._host_keys = paramiko.HostKeys()
-        if self.known_hosts.exists():
-            client.load_host_keys(str(self.known_hosts))
+        # fabric AUTO-ADDS unknown keys: our policy instead, and the keys of every known_hosts
+        # file OpenSSH would read (@revoked and @cert-authority understood).
+        client._system_host_keys = self.known.system
+        client._host_keys = self.known.user
         client.set_missing_host_key_policy(
-            _HostKeyPolicy(opts.accept_new_host_key, self.known_hosts)
+            _HostKeyPolicy(opts.accept_new_host_key, self.known_hosts, self.known)
         )
         self._lock = threading.Lock()
         self._chan: paramiko.Channel | None = None  # the agent session, opened by the 1st call
         self._out, self._err = bytearray(), bytearray()
         self._open()
 
-    def _known_hosts_file(self) -> Path:
+    def _known_hosts_files(
+        self, resolved: sshconfig.Resolved | None
+    ) -> tuple[list[str], list[str]]:
+        """(user files, global files): --known-hosts alone when given; else what `ssh -G`
+        lists; else paramiko's reading of the ssh_config, with OpenSSH's defaults."""
         if self.opts.known_hosts:
-            return Path(self.opts.known_hosts)
-        configured = self.conn.ssh_config.get("userknownhostsfile")
-        if configured:
-            return Path(os.path.expanduser(str(configured).split()[0]))
-        return Path(os.path.expanduser("~/.ssh/known_hosts"))
+            return [self.opts.known_hosts], []
+        if resolved is not None and resolved.user_known_hosts:
+            return resolved.user_known_hosts, resolved.global_known_hosts
+        cfg = self.conn.ssh_config
+
+        def listed(key: str, default: str) -> list[str]:
+            value = str(cfg.get(key) or default)
+            return [os.path.expanduser(p) for p in value.split()]
+
+        return (
+            listed("userknownhostsfile", "~/.ssh/known_hosts ~/.ssh/known_hosts2"),
+            listed("globalknownhostsfile", "/etc/ssh/ssh_known_hosts /etc/ssh/ssh_known_hosts2"),
+        )
 
     def _open(self) -> None:
         import paramiko
@@ -434,13 +486,34 @@ class SshTransport:
         try:
             self.conn.open()
         except _UnknownHostKey as exc:
+            hint = (
+                f"check the fingerprint, then rerun with --accept-new-host-key or add it with "
+                f"`ssh-keyscan` to {self.known_hosts}"
+            )
+            if exc.authority:
+                hint = (
+                    f"{exc.authority} trusts a @cert-authority for this host, but vpatch's SSH "
+                    "client (paramiko) cannot check host certificates: " + hint
+                )
             raise HostError(
                 f"{t}: unknown host key for {exc.hostname} ({exc.key.get_name()} "
                 f"{fingerprint(exc.key)}), refused",
-                f"check the fingerprint, then rerun with --accept-new-host-key or add it with "
-                f"`ssh-keyscan` to {self.known_hosts}",
+                hint,
+            ) from None
+        except _RevokedHostKey as exc:
+            raise HostError(
+                f"{t}: the host key of {exc.hostname} ({exc.key.get_name()} "
+                f"{fingerprint(exc.key)}) is marked @revoked in known_hosts; refused",
+                "a revoked key is never trusted: find out why it was revoked, and give the host "
+                "a new key",
             ) from None
         except paramiko.BadHostKeyException as exc:
+            if self.known.is_revoked(exc.key):
+                raise HostError(
+                    f"{t}: the host key of {exc.hostname} ({fingerprint(exc.key)}) is marked "
+                    "@revoked in known_hosts; refused",
+                    "a revoked key is never trusted: find out why, give the host a new key",
+                ) from None
             raise HostError(
                 f"{t}: HOST KEY CHANGED for {exc.hostname}: got {fingerprint(exc.key)}, "
                 f"known_hosts has {fingerprint(exc.expected_key)}; refused (possible "

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests import envs, standin
+from tests import envs, jsondoc, standin
 
 # No on-disk rewrite cache (patcher/rewrite_cache.py) unless a test asks for one: tests assert
 # exact libcst parse counts, which a cache shared between tests would make order-dependent (and
@@ -34,7 +34,9 @@ class Run:
 
     @property
     def doc(self) -> dict[str, Any]:
-        return json.loads(self.out)
+        """The one JSON document on stdout, checked against vpatch's own schema."""
+        doc: dict[str, Any] = jsondoc.check(json.loads(self.out))
+        return doc
 
     def patch(self, host: int = 0, index: int = 0) -> dict[str, Any]:
         p: dict[str, Any] = self.doc["hosts"][host]["patches"][index]

@@ -33,12 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patcher._compat import tomllib
 from tests import envs
 from tests import sshd as harness
 
@@ -54,14 +54,18 @@ def _vpatch_dependencies() -> list[str]:
     return list(data["project"]["dependencies"])
 
 
-def engine_venv(name: str, packages: Sequence[str], python: str = sys.executable) -> Path:
-    """A cached venv at envs.CACHE/name with `packages` + vpatch's runtime dependencies.
+def engine_venv(
+    name: str, packages: Sequence[str], python: str = sys.executable, vpatch_deps: bool = True
+) -> Path:
+    """A cached venv at envs.CACHE/name with `packages` + vpatch's runtime dependencies (unless
+    `vpatch_deps` is False: a tool that never imports vpatch).
 
     Rebuilt only when that list or the base interpreter changes (stamp file)."""
     venv = envs.CACHE / name
     stamp = venv / ".vpatch-ready"
+    deps = _vpatch_dependencies() if vpatch_deps else []
     # The real interpreter, not the dev venv's path (which differs per clone, e.g. on CI).
-    want = "\n".join([os.path.realpath(python), *packages, *_vpatch_dependencies()])
+    want = "\n".join([os.path.realpath(python), *packages, *deps])
     if stamp.exists() and stamp.read_text() == want:
         return venv
     with envs._cache_lock():
@@ -75,7 +79,7 @@ def engine_venv(name: str, packages: Sequence[str], python: str = sys.executable
         )
         pip = [sys.executable, "-m", "pip", "-q", "--python", str(venv / "bin" / "python")]
         res = subprocess.run(
-            [*pip, "install", "--disable-pip-version-check", *packages, *_vpatch_dependencies()],
+            [*pip, "install", "--disable-pip-version-check", *packages, *deps],
             capture_output=True,
             text=True,
         )
@@ -138,6 +142,13 @@ def run(argv: Sequence[str], env: dict[str, str], cwd: Path = REPO, timeout: flo
 
 def ansible_bin() -> Path:
     return engine_venv("ansible-vpatch-venv", [ANSIBLE_CORE]) / "bin"
+
+
+def ansible_core_bin() -> Path:
+    """ansible-core alone (`ansible-inventory`, `ansible-test`): a venv whose stamp does not
+    change with vpatch's dependencies, so no work tree's pyproject rebuilds it under another's
+    feet."""
+    return engine_venv("ansible-core-venv", [ANSIBLE_CORE], vpatch_deps=False) / "bin"
 
 
 def collection(dest: Path) -> Path:

@@ -51,20 +51,27 @@ def _record_line(name: str, data: bytes) -> str:
 
 
 def build_wheel(dest: Path, version: str = "1.0.0", config: str = CONFIG_PY) -> Path:
-    files = {
-        f"{PACKAGE}/__init__.py": f'__version__ = "{version}"\n'.encode(),
-        f"{PACKAGE}/config.py": config.encode(),
-    }
-    info = f"{PACKAGE}-{version}.dist-info"
+    return package_wheel(
+        dest,
+        PACKAGE,
+        version,
+        {f"{PACKAGE}/__init__.py": f'__version__ = "{version}"\n', f"{PACKAGE}/config.py": config},
+    )
+
+
+def package_wheel(dest: Path, package: str, version: str, sources: dict[str, str]) -> Path:
+    """A wheel of `package` holding `sources` (path in site-packages -> text)."""
+    files = {name: text.encode() for name, text in sources.items()}
+    info = f"{package}-{version}.dist-info"
     files[f"{info}/METADATA"] = (
-        f"Metadata-Version: 2.1\nName: {PACKAGE}\nVersion: {version}\n"
+        f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n"
     ).encode()
     files[f"{info}/WHEEL"] = (
         b"Wheel-Version: 1.0\nGenerator: vpatch-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
     record = [_record_line(n, d) for n, d in files.items()] + [f"{info}/RECORD,,"]
     files[f"{info}/RECORD"] = ("\n".join(record) + "\n").encode()
-    whl = dest / f"{PACKAGE}-{version}-py3-none-any.whl"
+    whl = dest / f"{package}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as z:
         for name, data in files.items():
             z.writestr(name, data)

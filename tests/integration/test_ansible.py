@@ -172,6 +172,7 @@ def test_collection_layout(collections: Path) -> None:
     shipped = sorted(str(p.relative_to(root)) for p in root.rglob("*.py"))
     assert shipped == [
         "plugins/action/patch.py",
+        "plugins/module_utils/patch_args.py",
         "plugins/modules/patch.py",
         "plugins/modules/patch_agent.py",
     ]

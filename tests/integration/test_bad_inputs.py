@@ -13,6 +13,7 @@ symlink targets, mounts) before and after.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from patcher.spec import MAX_SPEC_BYTES
-from tests import envs, standin
+from tests import envs, jsondoc, standin
 from tests.conftest import REPO, vpatch
 
 CASES_DIR = REPO / "tests" / "cases" / "bad_inputs"
@@ -233,7 +234,9 @@ def test_bad_input(path: Path, tmp_path: Path, template: Path) -> None:
     try:
         SETUPS[case.setup](ctx)
         before = tree_hash(work)
-        res = vpatch(*shlex.split(case.args.format(**ctx.vars)))
+        argv = shlex.split(case.args.format(**ctx.vars))
+        res = vpatch(*argv)
+        as_json = vpatch(*argv, "--json") if case.exit == 2 else None
         after = tree_hash(work)
     finally:
         for undo in reversed(ctx.cleanups):
@@ -247,6 +250,10 @@ def test_bad_input(path: Path, tmp_path: Path, template: Path) -> None:
     assert "Traceback" not in res.out + res.err
     assert (res.out == "") == (case.exit == 2), res.out
     assert before == after, "the environment changed"
+    if as_json is not None:  # the same refusal, also as one JSON document on stdout
+        assert as_json.code == 2 and as_json.err == res.err, as_json.err
+        doc = jsondoc.check(json.loads(as_json.out))
+        assert f"error: {doc['error']}" == lines[0] and f"hint: {doc['hint']}" == lines[1]
 
 
 def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:

@@ -8,9 +8,9 @@ import json
 import shlex
 import subprocess
 import time
-import tomllib
 from pathlib import Path
 
+from patcher._compat import tomllib
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import fingerprint, vpatch

@@ -293,6 +293,7 @@ def test_record_mapping_and_json_shape() -> None:
     assert "pkg/b.py" in files and "tool" not in files and "pkg-1.data/scripts/tool" not in files
     m = matrix.Matrix("s", "p", [matrix.Release("1.0", None, "not_covered", "x")], ">=1")
     assert json.loads(json.dumps(m.to_json())) == {
+        "schema_version": 1,
         "spec": "s",
         "package": "p",
         "releases": [{"version": "1.0", "variant": None, "outcome": "not_covered", "message": "x"}],

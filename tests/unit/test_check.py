@@ -6,6 +6,7 @@ file from a known-good spec; the check must name the file and the field and say 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -203,9 +204,24 @@ def test_each_mistake_is_named_by_file_and_field(tmp_path: Path, case: str) -> N
     path = write(tmp_path, "servekit-kimi.toml", text)
     report = check.check([str(path)])
     assert not report.ok
-    lines = [p.line() for p in report.problems]
-    prefix = f"error: {path}: {where}" if where else f"error: {path}: "
-    assert any(ln.startswith(prefix) and words in ln for ln in lines), lines
+    lines = [p.text() for p in report.problems]
+    found = [p for p in report.problems if p.field.startswith(where) and words in p.message]
+    assert found, lines
+    p = found[0]
+    assert p.text() == f"error: {path}:{p.line}:{p.col}: {p.field}: {p.message}"
+    assert p.line is not None and p.col is not None
+    # FILE:LINE:COL points at what the field names: its key, its table header, or for a field
+    # that is not written (a required one) or a TOML syntax error, where the file says so.
+    at = text.splitlines()[p.line - 1][p.col - 1 :]
+    last = p.field.rsplit(".", 1)[-1]
+    if case == "invalid_toml":
+        assert (p.line, p.col) == (1, 6)
+    elif case == "missing_field":
+        assert (p.line, p.col) == (1, 1)
+    elif last.endswith("]"):  # a table: its [[header]]
+        assert at.startswith("[[" + re.sub(r"\[\d+\]", "", p.field).replace("[", "")), at
+    else:
+        assert at.startswith(f"{last} =") or at.startswith(f"{last}="), (p.field, at)
 
 
 def test_good_spec_and_the_catalog_are_clean(tmp_path: Path) -> None:
@@ -227,10 +243,10 @@ def test_all_errors_of_all_files_then_one_hint_exit_2(tmp_path: Path) -> None:
     assert res.code == 2 and res.out == ""
     lines = res.err.splitlines()
     assert lines[-1].startswith("hint: ") and all(ln.startswith("error: ") for ln in lines[:-1])
-    assert f"error: {a}: colour: Extra inputs are not permitted" in lines
-    assert any(ln.startswith(f"error: {a}: summary: ") for ln in lines)
-    assert any(ln.startswith(f"error: {a}: variant[0].versions: ") for ln in lines)
-    assert any(ln.startswith(f"error: {c}: (toml): invalid TOML") for ln in lines)
+    assert f"error: {a}:2:1: colour: Extra inputs are not permitted" in lines
+    assert any(ln.startswith(f"error: {a}:3:1: summary: ") for ln in lines)
+    assert any(ln.startswith(f"error: {a}:7:1: variant[0].versions: ") for ln in lines)
+    assert any(ln.startswith(f"error: {c}:1:6: (toml): invalid TOML") for ln in lines)
     assert not any(str(b) in ln for ln in lines)  # a's id is invalid: no duplicate to report
     assert "Traceback" not in res.err
 
@@ -240,12 +256,12 @@ def test_duplicate_ids_across_files_and_with_untouched_siblings(tmp_path: Path) 
     the same directory is still caught."""
     old = write(tmp_path / "patches", "servekit-kimi.toml", good())
     new = write(tmp_path / "patches", "kimi-again.toml", good())
-    lines = [p.line() for p in check.check([str(new)]).problems]
-    assert f"error: {new}: id: 'servekit-kimi' is also the id of {old}" in lines
+    lines = [p.text() for p in check.check([str(new)]).problems]
+    assert f"error: {new}:1:1: id: 'servekit-kimi' is also the id of {old}" in lines
     new.unlink()
     other = write(tmp_path / "elsewhere", "servekit-kimi.toml", good())
-    both = [p.line() for p in check.check([str(old), str(other)]).problems]
-    assert both == [f"error: {other}: id: 'servekit-kimi' is also the id of {old}"]
+    both = [p.text() for p in check.check([str(old), str(other)]).problems]
+    assert both == [f"error: {other}:1:1: id: 'servekit-kimi' is also the id of {old}"]
 
 
 def test_directories_skip_other_tools_toml_and_inventories(tmp_path: Path) -> None:
@@ -258,7 +274,7 @@ def test_directories_skip_other_tools_toml_and_inventories(tmp_path: Path) -> No
     assert report.ok and report.files == [repo / "patches" / "servekit-kimi.toml"]
     assert check.check([str(repo / "pyproject.toml")]).files == []
     empty = check.check([str(tmp_path / "repo" / "deploy")])
-    assert [p.line() for p in empty.problems] == [
+    assert [p.text() for p in empty.problems] == [
         f"error: {repo / 'deploy'}: (dir): holds no .toml spec"
     ]
 
@@ -270,17 +286,20 @@ def test_missing_path_and_unknown_id(tmp_path: Path) -> None:
     assert "error: no-such-id: (file): no spec file or catalog id 'no-such-id'" in res.err
 
 
-def test_pre_commit_hook_definition() -> None:
+def test_pre_commit_hook_definition(tmp_path: Path) -> None:
     """The manifest pre-commit reads from this repo: id, entry, and a file pattern that
     selects spec files."""
     hooks = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
     [hook] = hooks
     assert hook["id"] == "vpatch-check" and hook["entry"] == "vpatch check"
     assert hook["language"] == "python" and hook.get("pass_filenames", True)
-    import re
-
     assert re.search(hook["files"], "patches/vllm-eagle3-mla-targets.toml")
-    assert not re.search(hook["files"], "README.md")
-    # What pre-commit runs: the entry plus the changed files.
+    for other in ("README.md", "pyproject.toml", "deploy/hosts.toml", "patches/notes.md"):
+        assert not re.search(hook["files"], other), other
+    # What pre-commit runs: the entry plus the changed files; problems link FILE:LINE:COL.
     res = vpatch(*hook["entry"].split()[1:], SPEC)
     assert res.code == 0, res.err
+    bad = write(tmp_path / "patches", "servekit-kimi.toml", swap('">=1.0,<2.0"', '"~=banana"'))
+    res = vpatch(*hook["entry"].split()[1:], bad)
+    assert res.code == 2
+    assert res.err.startswith(f"error: {bad}:6:1: variant[0].versions: '~=banana' is not"), res.err

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from patcher import docgen, matrix, result
 from patcher.cli import build_parser
+from patcher.clidocs import subcommands
 from patcher.spec import PatchSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -37,11 +38,19 @@ def test_spec_reference_lists_every_field_of_every_model() -> None:
 
 
 def test_cli_reference_has_every_subcommand() -> None:
+    """Each with what it does and an example; `%` printed as `%` (help texts are %-formatted,
+    metavars are not: `N|P%%` once showed up doubled)."""
     text = docgen.cli()
-    subs = docgen._subparsers(build_parser())
-    assert "matrix" in subs and "apply" in subs
-    for name in subs:
+    subs = subcommands(build_parser())
+    assert "matrix" in subs and "apply" in subs and "completion" in subs
+    for name, sub in subs.items():
         assert f"## `vpatch {name}`" in text
+        assert sub.description and sub.epilog and sub.epilog.startswith("example:\n  ")
+        assert f"  vpatch {name}" in sub.epilog or name == "completion", sub.epilog
+        assert sub.description.split()[0][0].isupper()
+    assert "%%" not in text
+    assert "--batch N|P%" in text and "(or P%)" in text
+    assert "  SPEC                  a spec: a .toml path, or a catalog id" in text
 
 
 def test_result_and_matrix_references_cover_the_models() -> None:
@@ -69,6 +78,7 @@ def test_unknown_marker_is_an_error() -> None:
         "spec.md",
         "matrix.md",
         "design.md",
+        "inventory.md",
         "reference/spec.md",
         "reference/cli.md",
         "reference/json.md",

@@ -21,18 +21,9 @@ from typing import Any
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 
-AGENT_MODULE = "vpatch.core.patch_agent"
+from ansible_collections.vpatch.core.plugins.module_utils.patch_args import ARGUMENT_SPEC
 
-ARGUMENT_SPEC: dict[str, Any] = {
-    "spec": {"type": "list", "elements": "str", "required": True},
-    "state": {"type": "str", "default": "present", "choices": ["present", "absent", "verified"]},
-    "python": {"type": "str"},
-    "level": {"type": "str", "default": "full", "choices": ["static", "import", "full"]},
-    "state_dir": {"type": "str"},
-    "force": {"type": "bool", "default": False},
-    "catalog": {"type": "path"},
-    "timeout": {"type": "float", "default": 600},
-}
+AGENT_MODULE = "vpatch.core.patch_agent"
 
 COMMANDS = {"present": "apply", "absent": "rollback", "verified": "verify"}
 # Outcomes whose files were (or, in check mode, would be) rewritten.
@@ -57,7 +48,8 @@ class _ModuleTransport:
     def __init__(
         self, action: ActionModule, task_vars: dict[str, Any], python: str | None, timeout: float
     ) -> None:
-        _, _, errors, _, transport = _import_vpatch()
+        vp = _import_vpatch()
+        errors, transport = vp[2], vp[4]
         self._decode = transport.decode_answer
         self._host_error = errors.HostError
         self._action = action
@@ -118,8 +110,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result: dict[str, Any] = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        catalog, engine, errors, results, _ = _import_vpatch()
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        catalog, engine, errors, results = _import_vpatch()[:4]
         check = bool(self._task.check_mode)
         command = COMMANDS[args["state"]]
         try:
@@ -156,7 +148,8 @@ class ActionModule(ActionBase):
 
     def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
         """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook
-        dir); an id in `catalog` (else $VPATCH_CATALOG or ./patches, as the CLI does)."""
+        dir); an id in `catalog` (else $VPATCH_CATALOG, ./patches or the shipped catalog, as the
+        CLI does)."""
         if spec.endswith(".toml") or "/" in spec:
             try:
                 return str(self._find_needle("files", spec))

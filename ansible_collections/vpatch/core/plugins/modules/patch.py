@@ -7,8 +7,6 @@ this file exists for `ansible-doc vpatch.core.patch` and fails if it is ever run
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: patch
 short_description: Apply, verify or roll back vpatch specs on the target's Python environment
@@ -59,7 +57,9 @@ options:
     type: bool
     default: false
   catalog:
-    description: Directory of C(<id>.toml) specs for ids (default C($VPATCH_CATALOG) or ./patches).
+    description: >-
+      Directory of C(<id>.toml) specs for ids (default C($VPATCH_CATALOG), ./patches, then the
+      catalog shipped with vpatch).
     type: path
   timeout:
     description: Seconds for each agent call on the target.
@@ -75,7 +75,7 @@ attributes:
 notes:
   - The result is the document of C(vpatch ... --json) (key C(vpatch)), with one host.
 author:
-  - vpatch developers
+  - vpatch developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -119,8 +119,16 @@ msg:
 """
 
 
+# Below the documentation, as ansible-test's validate-modules wants.
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+from ansible_collections.vpatch.core.plugins.module_utils.patch_args import (  # noqa: E402
+    ARGUMENT_SPEC,
+)
+
+
 def main():
-    module = AnsibleModule(argument_spec={}, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(
         msg="vpatch.core.patch runs as an action plugin on the controller; "
         "this module body should never run on a target"

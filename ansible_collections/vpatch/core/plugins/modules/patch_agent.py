@@ -14,12 +14,6 @@ needs 3.9+ in the environment it patches.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from ansible.module_utils.basic import AnsibleModule
-
 DOCUMENTATION = r"""
 module: patch_agent
 short_description: Internal - run one vpatch agent request on the target
@@ -49,7 +43,7 @@ options:
     type: float
     default: 600
 author:
-  - vpatch developers
+  - vpatch developers (!UNKNOWN)
 """
 
 RETURN = r"""
@@ -66,6 +60,21 @@ stderr_tail:
   returned: always
   type: str
 """
+
+EXAMPLES = r"""
+# Not for playbooks: the vpatch.core.patch action plugin calls it, with the controller's agent.
+- name: Apply a spec (runs vpatch.core.patch_agent underneath)
+  vpatch.core.patch:
+    spec: vllm-eagle3-mla-targets
+    python: /srv/venv/bin/python
+"""
+
+# Below the documentation, as ansible-test's validate-modules wants.
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 
 # Ops that never write: the only ones allowed in check mode (a second guard; the action plugin
 # never sends a commit in check mode).
@@ -102,6 +111,7 @@ def main():
             input=payload,
             capture_output=True,
             timeout=params["timeout"],
+            check=False,  # the agent's exit status is part of the answer
         )
     except FileNotFoundError:
         module.fail_json(msg=f"python {python!r} not found on the host", kind="python_missing")

@@ -1,0 +1,128 @@
+"""What `vpatch COMMAND --help` says beyond the options: a description and an example per
+subcommand, and what SPEC is. Kept apart from patcher.cli (which says how arguments parse) so
+the words can be read, and reviewed, in one place; `docs/reference/cli.md` is generated from the
+resulting `--help` texts."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+SPEC_HELP = (
+    "a spec: a .toml path, or a catalog id looked up in $VPATCH_CATALOG, ./patches, then the "
+    "catalog shipped with vpatch (`vpatch catalog` lists them)"
+)
+
+TOP_EPILOG = """\
+SPEC is a spec file (.toml) or a catalog id: $VPATCH_CATALOG (when set), then ./patches, then
+the catalog shipped with vpatch; the first that has ID.toml wins (`vpatch catalog`).
+Targets: --python (this machine), --host [user@]host[:port] (SSH, repeatable), --inventory
+hosts.toml with --group (a fleet; the format is in docs/inventory.md), or --ray ADDRESS.
+Exit codes: 0 desired state everywhere; 1 a target failed; 2 bad input (nothing touched).
+
+example:
+  vpatch apply vllm-eagle3-mla-targets --python /srv/venv/bin/python --diff
+  vpatch COMMAND --help"""
+
+# command -> (description, example lines)
+COMMANDS: dict[str, tuple[str, list[str]]] = {
+    "apply": (
+        "Apply specs on the targets: find the file through its package's RECORD, rewrite it "
+        "(libcst), back up and journal the original, write it atomically, then verify (import "
+        "and probes) and put the original back if that fails.",
+        [
+            "vpatch apply vllm-eagle3-mla-targets --python /srv/venv/bin/python --diff",
+            "vpatch apply vllm-eagle3-mla-targets --inventory hosts.toml --canary 1 --batch 25%",
+        ],
+    ),
+    "verify": (
+        "Check that specs are in effect on the targets: static (the file has the journal's hash "
+        "and the edit), import (the module imports in a fresh python -I), full (the spec's "
+        "probes pass; the default).",
+        [
+            "vpatch verify vllm-eagle3-mla-targets --python /srv/venv/bin/python",
+            "vpatch verify vllm-eagle3-mla-targets --host gpu-01 --metrics "
+            "http://localhost:8000/metrics",
+        ],
+    ),
+    "rollback": (
+        "Restore the exact original bytes from the target's backups, for the given specs or, "
+        "without SPEC, everything vpatch applied; other specs on the same file stay applied.",
+        ["vpatch rollback vllm-eagle3-mla-targets --python /srv/venv/bin/python --diff"],
+    ),
+    "status": (
+        "Show what vpatch applied on the targets (their journal) and whether each file still "
+        "holds it; with SPEC, also whether those specs are in place.",
+        ["vpatch status --inventory hosts.toml --group prod --json"],
+    ),
+    "ensure": (
+        "For pre-start hooks: apply what is missing, verify, exit 0 only when every spec is in "
+        "place. Fast and quiet when everything already is (journal and hashes only).",
+        ["vpatch ensure vllm-eagle3-mla-targets --python /srv/venv/bin/python"],
+    ),
+    "exec": (
+        "Ensure the specs on the interpreter CMD runs on, then exec CMD in this process (its "
+        "PID, signals and exit status); CMD never starts unless every spec is in place.",
+        ["vpatch exec vllm-eagle3-mla-targets -- vllm serve deepseek-ai/DeepSeek-V3"],
+    ),
+    "hook": (
+        "Print a systemd drop-in whose ExecStartPre runs `vpatch ensure` before the service "
+        "starts (install it under /etc/systemd/system/SERVICE.service.d/).",
+        [
+            "vpatch hook systemd --service vllm --python /srv/venv/bin/python "
+            "vllm-eagle3-mla-targets > /etc/systemd/system/vllm.service.d/vpatch.conf",
+        ],
+    ),
+    "check": (
+        "Validate spec files offline (patch repos, pre-commit, CI): every problem of every file "
+        "as FILE:LINE:COL: FIELD: message, then one hint; exit 2 if there is any.",
+        ["vpatch check patches/", "vpatch check patches/new-fix.toml --json"],
+    ),
+    "catalog": (
+        "List the ids SPEC can name and the file each loads: $VPATCH_CATALOG (when set), then "
+        "./patches, then the catalog shipped with vpatch; the first that has an id wins.",
+        ["vpatch catalog", "VPATCH_CATALOG=~/patch-repo/patches vpatch catalog --json"],
+    ),
+    "schema": (
+        "Print the JSON Schema of the spec format (for editor completion and validation) or, "
+        "with --result, of the --json document of apply, verify, rollback, status and ensure.",
+        ["vpatch schema > vpatch-spec.schema.json", "vpatch schema --result"],
+    ),
+    "matrix": (
+        "Check a spec against every release of its package from the package index, with no "
+        "host: which variant each release gets and whether its edits find their anchors.",
+        ["vpatch matrix vllm-eagle3-mla-targets --versions '>=0.11'"],
+    ),
+    "completion": (
+        "Print a completion script for bash, zsh or fish (subcommands, options, choices, files "
+        "and catalog ids).",
+        [
+            "source <(vpatch completion bash)              # ~/.bashrc",
+            "source <(vpatch completion zsh)               # ~/.zshrc",
+            "vpatch completion fish > ~/.config/fish/completions/vpatch.fish",
+        ],
+    ),
+}
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Name -> parser of every subcommand (in the order `vpatch --help` lists them)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def describe(
+    parser: argparse.ArgumentParser, subparsers: dict[str, argparse.ArgumentParser]
+) -> None:
+    """Description and example on every subcommand (a missing one is a KeyError: a new
+    subcommand must say what it does). Wrapped here, then printed as written (the default
+    formatter would join the example lines)."""
+    parser.epilog = TOP_EPILOG
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    for name, sub in subparsers.items():
+        text, examples = COMMANDS[name]
+        sub.description = textwrap.fill(text, 90)
+        sub.epilog = "example:\n" + "\n".join(f"  {line}" for line in examples)
+        sub.formatter_class = argparse.RawDescriptionHelpFormatter
