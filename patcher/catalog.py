@@ -99,9 +99,9 @@ def resolve(arg: str) -> Path:
 
 
 def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
-    """For rollback: arguments that are neither a spec file nor a catalog id but look like an
-    id are taken as journal ids (the journal records every spec's edits, so rolling one back
-    needs no spec file)."""
+    """For rollback and verify: arguments that are neither a spec file nor a catalog id but
+    look like an id are taken as journal ids (the journal records every spec's edits and
+    checks, so neither needs the spec file)."""
     from patcher.spec import _ID
 
     found, ids = [], []

@@ -288,7 +288,7 @@ def run(argv: Sequence[str]) -> int:
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
     ids: list[str] = []
-    if args.command == "rollback":
+    if args.command in ("rollback", "verify"):
         specs, ids = catalog.load_or_ids(args.specs)
     else:
         specs = catalog.load_all(args.specs) if args.specs else []
@@ -361,7 +361,7 @@ def _dispatch(
     if command == "apply":
         return engine.apply(specs, transport, opts, state_dir)
     if command == "verify":
-        return engine.verify(specs, transport, opts, state_dir)
+        return engine.verify(specs, transport, opts, state_dir, ids)
     if command == "rollback":
         return engine.rollback(specs or None, transport, opts, state_dir, ids)
     if command == "ensure":

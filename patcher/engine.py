@@ -31,10 +31,11 @@ from patcher.plan import (
     sha256_text,
     status_journal,
     unified_diff,
+    verify_recorded,
     verify_spec,
     wanted_files,
 )
-from patcher.result import HostResult, ProbeResult, host_ok
+from patcher.result import HostResult, PatchResult, ProbeResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import Transport
 
@@ -112,6 +113,7 @@ def _commit(transport: Transport, plan: Plan, state_dir: str | None) -> dict[str
         "writes": [w.request() for w in plan.writes],
         "journal": plan.entries,
         "state_dir": state_dir,
+        "gc": plan.gc,
     }
     fault = os.environ.get(TEST_FAULT_ENV)
     if fault:  # TEST-ONLY (patcher/agent/faults.py): crash the agent at a named commit step
@@ -232,8 +234,14 @@ def _still_needed(failed: set[str], bad: ProbeResult | None) -> str:
 
 
 def verify(
-    specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
+    specs: list[PatchSpec],
+    transport: Transport,
+    opts: Options,
+    state_dir: str | None = None,
+    ids: Sequence[str] = (),
 ) -> HostResult:
+    """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone."""
+
     def body(host: HostResult) -> None:
         facts = _inspect(transport, specs, state_dir, host, procs=True)
         host.restart_required = facts.restart_required
@@ -253,11 +261,21 @@ def verify(
                 res.probes.append(
                     metrics.probe(got, spec.metrics, opts.min_acceptance, loaded, stale)
                 )
-            bad = next((p for p in res.probes if not p.ok), None)
-            if res.outcome in ("applied", "satisfied_upstream") and bad is not None:
-                res.outcome, res.message = "failed", f"{bad.name}: {bad.detail}"
+            _judge(res)
+        for sid in ids:
+            res, checks = verify_recorded(sid, facts, opts.level)
+            host.patches.append(res)
+            if res.outcome == "applied":
+                res.probes = _run_checks(transport, checks)
+            _judge(res)
 
     return _host_run("verify", transport, body)
+
+
+def _judge(res: PatchResult) -> None:
+    bad = next((p for p in res.probes if not p.ok), None)
+    if res.outcome in ("applied", "satisfied_upstream") and bad is not None:
+        res.outcome, res.message = "failed", f"{bad.name}: {bad.detail}"
 
 
 def rollback(

@@ -244,6 +244,8 @@ class Plan:
     # spec id -> the checks to run once the writes are on disk, and the paths it wrote
     checks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     touched: dict[str, list[str]] = field(default_factory=dict)
+    # backups no entry needs once this plan is committed (another release's pristine bytes)
+    gc: list[str] = field(default_factory=list)
 
     def needs_commit(self) -> bool:
         return bool(self.writes or self.entries)
@@ -359,6 +361,7 @@ class _Apply:
         self.writes: dict[str, Write] = {}
         self.entries: list[dict[str, Any]] = []
         self.retired: set[str] = set()
+        self.gc: list[str] = []
 
     def plan(self, specs: Sequence[PatchSpec]) -> Plan:
         out = Plan([])
@@ -388,6 +391,7 @@ class _Apply:
             out.touched[spec.id] = [p.fact.path for p in changed]
         out.writes = list(self.writes.values())
         out.entries = self.entries
+        out.gc = self.gc
         return out
 
     def _retire(self, st: JournalFile) -> None:
@@ -404,6 +408,8 @@ class _Apply:
         self.entries.append(
             protocol.retire_entry(st.path, st.other_version, st.package_version, reason)
         )
+        if st.other_version and st.base and st.base != st.current:
+            self.gc.append(st.base)
 
     def _retire_for(self, spec: PatchSpec, res: PatchResult) -> None:
         """A spec that no longer fits leaves no entry behind where the file is pip's again."""
@@ -698,6 +704,33 @@ def verify_spec(
     return res, variant
 
 
+def verify_recorded(
+    sid: str, facts: HostFacts, level: Level
+) -> tuple[PatchResult, list[dict[str, Any]]]:
+    """verify ID without its spec file: the journal's entries say which files hold the spec
+    and which checks it recorded; the file hashes say whether they still do."""
+    files = [(p, st) for p, st in sorted(facts.journal.items()) if sid in st.applied]
+    if not files:
+        res = PatchResult(sid, "?", None, "not_applied")
+        res.message = f"the journal records nothing for {sid} (and no spec file was given)"
+        return res, []
+    first = files[0][1].applied[sid]
+    res = PatchResult(sid, str(first.get("package", "?")), first.get("version"), "applied")
+    checks: dict[str, dict[str, Any]] = {}
+    for path, st in files:
+        e = st.applied[sid]
+        res.files.append(FileChange(path, str(e.get("before") or ""), str(e.get("after") or "")))
+        for c in recorded_checks(e, level):
+            checks.setdefault(str(c.get("name")), c)
+        if not st.in_sync and res.outcome == "applied":
+            now = drift_state(st.current, st.record_sha256, st.base)
+            res.outcome = "drifted"
+            res.message = f"{e.get('file')} changed since vpatch wrote it; it is now {now}"
+    if res.outcome == "applied":
+        res.message = "every file has the journal's hash (checked from the journal alone)"
+    return res, list(checks.values())
+
+
 def status_journal(facts: HostFacts) -> list[PatchResult]:
     """Everything the journal says vpatch applied, and whether each file still holds it."""
     out: list[PatchResult] = []
@@ -758,6 +791,8 @@ def plan_rollback(
             out.entries.append(
                 protocol.retire_entry(path, st.other_version, st.package_version, message)
             )
+            if st.other_version and st.base and st.base != st.current:
+                out.gc.append(st.base)
         elif outcome == "rolled_back" and write is not None:
             out.writes.append(write)
             before = st.current

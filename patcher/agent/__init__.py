@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import time
 from typing import Any
@@ -286,6 +287,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
                 for stale in fsops.sweep(d, started):
                     notes.append("removed %s (left by an interrupted run)" % stale)
             txn, written_at = _write_planned(req, sdir, planned, notes)
+            _collect(sdir, req.get("gc") or [], {w[0] for w in planned}, txn)
             faults.point("commit.done")
     finally:
         _adopt_state(sdir)
@@ -297,6 +299,26 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
         "notes": notes,
         "restart_required": restart,
     }
+
+
+def _collect(sdir: str, shas: list[Any], written: set[str], txn: str) -> None:
+    """Remove backups the controller says no entry needs (another release's pristine bytes,
+    retired by this commit), unless the journal, folded now, still names one as a base or
+    this commit's own entries start from it (a failed verify puts those bytes back)."""
+    entries = journal.read(_paths(sdir)["journal"])
+    current = {p: _sha_or_none(p) for p in {e["path"] for e in entries if "path" in e} | written}
+    live = {st["base"] for st in journal.fold(entries, current).values() if st["applied"]}
+    live |= {e.get("before") for e in entries if e.get("txn") == txn}
+    for sha in shas:
+        name = str(sha)
+        if name in live or len(name) != 64 or not all(c in "0123456789abcdef" for c in name):
+            continue
+        path = os.path.join(_paths(sdir)["backups"], name)
+        try:
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                os.unlink(path)
+        except OSError:
+            continue
 
 
 def op_repair(req: dict[str, Any]) -> dict[str, Any]:

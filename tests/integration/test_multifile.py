@@ -87,6 +87,15 @@ def test_apply_verify_rollback_cli(tmp_path: Path) -> None:
     assert aux.stat().st_mode & 0o777 == 0o644
     ver = vpatch("verify", tmp_path / "multi.toml", *py, "--json")
     assert ver.code == 0 and ver.patch()["outcome"] == "applied", ver.out
+    by_id = vpatch("verify", spec.id, *py, "--json")  # no spec file: the journal's record
+    assert by_id.code == 0 and by_id.patch()["outcome"] == "applied", by_id.out
+    assert [p["name"] for p in by_id.patch()["probes"]] == [p["name"] for p in p["probes"]]
+    (target.site / "servekit/__init__.py").write_text("# hand edit\n")
+    drift = vpatch("verify", spec.id, *py, "--json")
+    assert drift.code == 1 and drift.patch()["outcome"] == "drifted"
+    (target.site / "servekit/__init__.py").write_bytes(
+        target.patched["servekit/__init__.py"] or b""
+    )
     back = vpatch("rollback", *py, "--json")
     assert back.code == 0, back.err
     assert target.now() == target.pristine

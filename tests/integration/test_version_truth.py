@@ -126,13 +126,17 @@ def test_spec_that_no_longer_fits_leaves_a_clean_journal(tmp_path: Path) -> None
     py = realpkgs.venv(tmp_path / "env", "requests", "2.31.0")
     args = ["--python", str(py), "--json"]
     spec = spec_file(tmp_path, "pool", pool_spec(">=2.31,<2.32"))
+    old = hashlib.sha256((site(py) / ADAPTERS).read_bytes()).hexdigest()
     assert vpatch("apply", spec, *args, "--level", "static").code == 0
+    backup = py.parent.parent / ".vpatch" / "backups" / old
+    assert backup.exists()
     realpkgs.install(py, "requests", "2.32.0")
     st = vpatch("status", *args)
     assert st.code == 0 and st.patch()["outcome"] == "superseded", st.out
     res = vpatch("apply", spec, *args, "--level", "static")
     assert res.patch()["outcome"] == "not_applicable"
     assert "retired" in res.patch()["message"]
+    assert not backup.exists(), "2.31.0's pristine bytes are garbage once superseded"
     st = vpatch("status", *args)
     assert st.code == 0 and st.doc["hosts"][0]["patches"] == [], st.out
     assert vpatch("rollback", *args).code == 0

@@ -32,6 +32,8 @@ def _run(case: PlanCase) -> tuple[list[PatchResult], planner.Plan | None]:
             None if wanted is None else set(wanted), case.facts, case.opts, case.specs
         )
         return p.results, p
+    if cmd == "verify_id":
+        return [planner.verify_recorded(i, case.facts, "full")[0] for i in case.raw["ids"]], None
     assert cmd == "status", cmd
     return planner.status_journal(case.facts), None
 
@@ -69,6 +71,8 @@ def test_plan_case(path: Path) -> None:
         [e["action"], e.get("spec"), str(e["path"]).removeprefix(ROOT)] for e in plan.entries
     ]
     assert actions == expect.get("journal", [])
+    names = {plancases.sha(t): n for n, t in case.texts.items()}
+    assert [names.get(sha, sha) for sha in plan.gc] == expect.get("gc", [])
     if "checks" in expect:
         assert sorted(plan.checks) == sorted(expect["checks"])
     if "preflight" in expect:
