@@ -23,6 +23,8 @@ from patcher.plan import (
     Plan,
     checks_for,
     drift_state,
+    judge_probes,
+    not_done,
     plan_apply,
     plan_redo,
     plan_rollback,
@@ -30,12 +32,16 @@ from patcher.plan import (
     preflight,
     sha256_text,
     status_journal,
+    still_needed,
+    undone,
     unified_diff,
+    verify_failed,
     verify_recorded,
     verify_spec,
     wanted_files,
+    wants_probes,
 )
-from patcher.result import HostResult, PatchResult, ProbeResult, host_ok
+from patcher.result import HostResult, ProbeResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import Transport
 
@@ -134,9 +140,7 @@ def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) 
             kind = exc.kind if isinstance(exc, AgentError) else ""
             if kind == protocol.CONFLICT and attempt + 1 < _CONFLICT_RETRIES:
                 continue
-            for res in host.patches:
-                if res.outcome in done and res.files:
-                    res.outcome, res.message = "failed", exc.message
+            not_done(host.patches, done, exc.message)
             raise
 
 
@@ -180,7 +184,7 @@ def apply(
             return
         host.restart_required = _commit(transport, plan, state_dir).get("restart_required", [])
         undo = lambda p, failed: plan_undo(p, failed, "verify failed")  # noqa: E731
-        if _recheck(transport, plan, opts.level, state_dir, undo, _verify_failed):
+        if _recheck(transport, plan, opts.level, state_dir, undo, verify_failed):
             host.restart_required = []  # every write was undone: disk = what they loaded
 
     done = frozenset({"applied", "would_apply"})
@@ -211,26 +215,7 @@ def _recheck(
         return False
     back = undo(plan, set(failed))
     _commit(transport, back, state_dir)
-    undone = {w.path for w in back.writes}
-    first = next(iter(failed.values()))
-    for res in plan.results:
-        if any(f.path in undone for f in res.files):
-            res.outcome, res.message = "failed", say(set(failed), failed.get(res.id, first))
-    return all(w.path in undone for w in plan.writes)
-
-
-def _verify_failed(failed: set[str], bad: ProbeResult | None) -> str:
-    why = f"verify failed ({bad.name}: {bad.detail})" if bad else "verify failed"
-    return f"{why}; previous bytes restored"
-
-
-def _still_needed(failed: set[str], bad: ProbeResult | None) -> str:
-    detail = f" ({bad.name}: {bad.detail})" if bad else ""
-    who = ", ".join(sorted(failed))
-    return (
-        f"{who} fails without it{detail}: {who} needs this spec; previous bytes restored, "
-        "nothing changed"
-    )
+    return undone(plan, back, failed, say)
 
 
 def verify(
@@ -251,31 +236,23 @@ def verify(
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)
             host.patches.append(res)
-            if res.outcome in ("applied", "satisfied_upstream", "not_applied", "drifted"):
+            if wants_probes(res):
                 res.probes = _run_checks(transport, checks_for(spec, variant, opts.level))
             if got is not None:
-                loaded = res.outcome in ("applied", "satisfied_upstream") and all(
-                    p.ok for p in res.probes
-                )
+                loaded = judge_probes(res, dry=True)
                 stale = len(host.restart_required)
                 res.probes.append(
                     metrics.probe(got, spec.metrics, opts.min_acceptance, loaded, stale)
                 )
-            _judge(res)
+            judge_probes(res)
         for sid in ids:
             res, checks = verify_recorded(sid, facts, opts.level)
             host.patches.append(res)
             if res.outcome == "applied":
                 res.probes = _run_checks(transport, checks)
-            _judge(res)
+            judge_probes(res)
 
     return _host_run("verify", transport, body)
-
-
-def _judge(res: PatchResult) -> None:
-    bad = next((p for p in res.probes if not p.ok), None)
-    if res.outcome in ("applied", "satisfied_upstream") and bad is not None:
-        res.outcome, res.message = "failed", f"{bad.name}: {bad.detail}"
 
 
 def rollback(
@@ -298,7 +275,7 @@ def rollback(
             return
         host.restart_required = _commit(transport, plan, state_dir).get("restart_required", [])
         redo = lambda p, failed: plan_redo(p, facts)  # noqa: E731
-        _recheck(transport, plan, opts.level, state_dir, redo, _still_needed)
+        _recheck(transport, plan, opts.level, state_dir, redo, still_needed)
 
     done = frozenset({"rolled_back"})
     return _host_run("rollback", transport, lambda host: _retrying(host, done, lambda: once(host)))

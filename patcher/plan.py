@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from patcher.agent import protocol
-from patcher.result import FileChange, Outcome, PatchResult
+from patcher.result import FileChange, Outcome, PatchResult, ProbeResult
 from patcher.rewrite import RewriteResult, apply_edits
 from patcher.spec import Edit, PatchSpec, Variant
 
@@ -643,8 +643,62 @@ def plan_redo(done: Plan, facts: HostFacts) -> Plan:
 _META = ("ts", "txn", "user", "host")
 
 
+def undone(
+    plan: Plan,
+    back: Plan,
+    failed: dict[str, ProbeResult],
+    say: Callable[[set[str], ProbeResult | None], str],
+) -> bool:
+    """After `back` (an undo or redo plan) was committed because `failed` specs' checks
+    failed: every spec with a file it put back failed, in `say`'s words. True when every write
+    of `plan` was undone."""
+    paths = {w.path for w in back.writes}
+    first = next(iter(failed.values()), None)
+    for res in plan.results:
+        if any(f.path in paths for f in res.files):
+            res.outcome, res.message = "failed", say(set(failed), failed.get(res.id, first))
+    return all(w.path in paths for w in plan.writes)
+
+
+def verify_failed(failed: set[str], bad: ProbeResult | None) -> str:
+    why = f"verify failed ({bad.name}: {bad.detail})" if bad else "verify failed"
+    return f"{why}; previous bytes restored"
+
+
+def still_needed(failed: set[str], bad: ProbeResult | None) -> str:
+    detail = f" ({bad.name}: {bad.detail})" if bad else ""
+    who = ", ".join(sorted(failed))
+    return (
+        f"{who} fails without it{detail}: {who} needs this spec; previous bytes restored, "
+        "nothing changed"
+    )
+
+
+def not_done(results: Sequence[PatchResult], done: frozenset[str], why: str) -> None:
+    """A commit refused, or its outcome unknown (agent killed, connection cut): no spec that
+    would have written is reported as done."""
+    for res in results:
+        if res.outcome in done and res.files:
+            res.outcome, res.message = "failed", why
+
+
 # ---------------------------------------------------------------------------------------------
 # verify / status
+
+
+def wants_probes(res: PatchResult) -> bool:
+    """verify runs the checks where code is there, or should be (a failed probe says why)."""
+    return res.outcome in ("applied", "satisfied_upstream", "not_applied", "drifted")
+
+
+def judge_probes(res: PatchResult, dry: bool = False) -> bool:
+    """A spec in place whose probe fails is `failed`. Returns whether it counts as loaded
+    (in place and every probe passed); `dry` only answers."""
+    bad = next((p for p in res.probes if not p.ok), None)
+    in_place = res.outcome in ("applied", "satisfied_upstream")
+    if in_place and bad is not None and not dry:
+        res.outcome, res.message = "failed", f"{bad.name}: {bad.detail}"
+    return in_place and bad is None
 
 
 def verify_spec(
