@@ -31,7 +31,7 @@ from typing import Any
 # Only what every op needs is imported here; each op imports the rest itself. The agent is a
 # fresh interpreter per host and run (one-shot callers: per call), so its imports are paid that
 # often (the lazy layout halved an inspect call's CPU; see bench/).
-from . import faults, fsops, journal, lock
+from . import confine, faults, fsops, journal, lock, statedir
 
 PROTOCOL = 1
 
@@ -49,50 +49,90 @@ def _paths(sdir: str) -> dict[str, str]:
 
 
 def _journal_state(
-    sdir: str, extra_current: dict[str, str | None], known: frozenset[str] = frozenset()
+    sdir: str,
+    extra_current: dict[str, str | None],
+    known: frozenset[str] = frozenset(),
+    warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
     unless the controller already holds it (`known`): rollback's diff needs it, and without it
-    the controller would rebuild it by re-running every edit (importing libcst for a diff)."""
-    entries = journal.read(_paths(sdir)["journal"])
-    current: dict[str, str | None] = dict(extra_current)
-    texts: dict[str, bytes] = {}
-    for e in entries:
-        p = e.get("path")
-        if isinstance(p, str) and p not in current:
-            try:
-                texts[p] = fsops.read_bytes(p)
-                current[p] = fsops.sha256_bytes(texts[p])
-            except OSError:
-                current[p] = None
-    state = journal.fold(entries, current)
-    for path, st in state.items():
-        st["current"] = current.get(path)
-        st["base_text"] = _backup_text(sdir, st["base"]) if st["applied"] else None
-        data = texts.get(path)
-        if st["applied"] and data is not None and st["current"] not in known:
-            try:
-                st["current_text"] = data.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
+    the controller would rebuild it by re-running every edit (importing libcst for a diff).
+
+    Ill-formed lines and entries whose path is not a regular file in this environment's
+    site-packages are left out, each with a line in `warnings` (see journal.parse, confine)."""
+    warnings = [] if warnings is None else warnings
+    state_dir_ = statedir.open_state(sdir)
+    try:
+        entries = journal.parse(state_dir_.read_journal() if state_dir_ else b"", warnings)
+        if state_dir_ is not None:
+            state_dir_.backups()  # checked (not a link...) even when no backup is read
+        entries = _confined(entries, warnings)
+        current: dict[str, str | None] = dict(extra_current)
+        texts: dict[str, bytes] = {}
+        for e in entries:
+            p = e.get("path")
+            if isinstance(p, str) and p not in current:
+                try:
+                    texts[p] = fsops.read_regular(p)
+                    current[p] = fsops.sha256_bytes(texts[p])
+                except fsops.TooBig as exc:
+                    warnings.append("%s is %s: not read" % (p, exc.strerror))
+                    current[p] = None
+                except OSError:
+                    current[p] = None
+        state = journal.fold(entries, current)
+        for path, st in state.items():
+            st["current"] = current.get(path)
+            st["base_text"] = None
+            if st["applied"]:
+                st["base_text"], why = _backup_text(state_dir_, st["base"])
+                if why:
+                    st["base_error"] = why
+            data = texts.get(path)
+            if st["applied"] and data is not None and st["current"] not in known:
+                try:
+                    st["current_text"] = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    pass
+    finally:
+        if state_dir_ is not None:
+            state_dir_.close()
     return state
 
 
-def _sha_or_none(path: str) -> str | None:
-    try:
-        return fsops.sha256_bytes(fsops.read_bytes(path))
-    except OSError:
-        return None
+def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal.Entry]:
+    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since)."""
+    dirs = confine.roots()
+    out, refused = [], {}
+    for e in entries:
+        p = e.get("path")
+        if p is not None and p not in refused:
+            why = confine.why_not(p, dirs, must_exist=False)
+            if why:
+                refused[p] = why
+                warnings.append("journal entry for %s ignored: it %s" % (p, why))
+        if p is None or p not in refused:
+            out.append(e)
+    return out
 
 
-def _backup_text(sdir: str, sha: str | None) -> str | None:
-    if not sha:
-        return None
+def _backup_text(state: statedir.State | None, sha: str | None) -> tuple[str | None, str]:
+    """The verified backup's text, or None and why ("" when it is simply not there)."""
+    if not sha or state is None:
+        return None, ""
     try:
-        return fsops.read_bytes(os.path.join(_paths(sdir)["backups"], sha)).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+        data = state.read_backup(sha)
+    except ValueError as exc:
+        return None, str(exc)
+    except OSError as exc:
+        return None, "backup %s is unreadable (%s)" % (sha, exc.strerror)
+    if data is None:
+        return None, ""
+    try:
+        return data.decode("utf-8"), ""
+    except UnicodeDecodeError:
+        return None, "backup %s is not UTF-8 text" % sha
 
 
 def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +154,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
-    state = _journal_state(sdir, current, frozenset(known))
+    warnings: list[str] = []
+    state = _journal_state(sdir, current, frozenset(known), warnings)
     out = {
         "python": {
             "executable": sys.executable,
@@ -123,16 +164,32 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         },
         "host": _hostname(),
         "state_dir": sdir,
-        "locked": lock.held(_paths(sdir)["lock"]),
+        "locked": _locked(sdir),
         "state": _state_facts(sdir),
         "packages": packages,
         "journal": state,
+        "warnings": warnings,
     }
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = set(req["procs_for"] or [])
         paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]
         out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
     return out
+
+
+def _locked(sdir: str) -> bool:
+    with statedir.open_state(sdir) or _NoState() as st:
+        if st is None:
+            return False
+        return lock.held(st.sub(statedir.LOCK), lambda: st.open_file(statedir.LOCK, os.O_RDWR))
+
+
+class _NoState:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def _state_facts(sdir: str) -> dict[str, Any]:
@@ -149,74 +206,40 @@ def _state_facts(sdir: str) -> dict[str, Any]:
     return {"dir": sdir, "writable": not why, "why": why, "free": fsops.free_bytes(where)}
 
 
-def _ensure_state_dir(sdir: str) -> None:
-    """0700 at every level we create (os.makedirs applies `mode` to the leaf only)."""
-    for d in (sdir, os.path.join(sdir, "backups")):
-        if not os.path.isdir(d):
-            os.makedirs(os.path.dirname(d) or ".", exist_ok=True)
-            try:
-                os.mkdir(d, 0o700)
-            except FileExistsError:
-                pass
+def _ensure_state_dir(sdir: str) -> statedir.State:
+    """The state dir and its backups/, opened and checked (statedir.py), created 0700 at every
+    level we create whatever the umask."""
+    state = statedir.open_state(sdir, create=True)
+    assert state is not None
+    try:
+        state.backups(create=True)
+    except BaseException:
+        state.close()
+        raise
+    return state
 
 
-def _adopt_state(sdir: str) -> None:
+def _adopt_state(state: statedir.State) -> None:
     """Give what vpatch keeps on the host the owner of the environment itself.
 
     An agent run through sudo on a user's venv must not leave a journal that user cannot read
     (0600, root) and a lock that user cannot open: owned like the env, the next run without
-    sudo still works. Only root can chown, and only root needs to."""
-    if os.geteuid() != 0:
-        return
-    try:
-        env = os.stat(sys.prefix)
-    except OSError:
-        return
-    paths = [sdir, os.path.join(sdir, "backups")]
-    for name in ("journal.jsonl", "lock"):
-        paths.append(os.path.join(sdir, name))
-    try:
-        paths += [os.path.join(sdir, "backups", n) for n in os.listdir(paths[1])]
-    except OSError:
-        pass
-    for path in paths:
-        try:
-            st = os.lstat(path)
-            if (st.st_uid, st.st_gid) != (env.st_uid, env.st_gid):
-                os.lchown(path, env.st_uid, env.st_gid)
-        except OSError:
-            continue
+    sudo still works. Only what this run created, by descriptor (State.adopt)."""
+    state.adopt()
 
 
-def _backup(sdir: str, data: bytes, sha: str) -> None:
-    """Content-addressed, written once: the same pristine bytes are never stored twice.
-
-    Durable (file and directory fsync'ed) before the journal that refers to it is written."""
-    backups = _paths(sdir)["backups"]
-    dest = os.path.join(backups, sha)
-    if os.path.exists(dest) and _sha_or_none(dest) == sha:
-        return
-    fd, tmp = fsops.mkstemp(backups)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        faults.point("backup.temp_written")
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsops.fsync_dir(backups)
-    faults.point("backup.written")
+def _backup(state: statedir.State, data: bytes, sha: str) -> None:
+    state.write_backup(data, sha)
 
 
-def _new_bytes(sdir: str, w: dict[str, Any]) -> bytes:
+def _new_bytes(state: statedir.State, w: dict[str, Any]) -> bytes:
     if w.get("restore_sha256"):
-        data = fsops.read_bytes(os.path.join(_paths(sdir)["backups"], w["restore_sha256"]))
-        if fsops.sha256_bytes(data) != w["restore_sha256"]:
-            raise _Refused("backup %s is corrupt" % w["restore_sha256"], "backup")
+        try:
+            data = state.read_backup(str(w["restore_sha256"]))
+        except ValueError as exc:
+            raise _Refused(str(exc), "backup") from None
+        if data is None:
+            raise _Refused("backup %s is missing" % w["restore_sha256"], "backup")
         return data
     return str(w["text"]).encode("utf-8")
 
@@ -239,21 +262,23 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
 
     started = time.time()
     sdir = state_dir(req)
-    _ensure_state_dir(sdir)
-    p = _paths(sdir)
+    state = _ensure_state_dir(sdir)
+    p = _paths(state.path)
     writes = req.get("writes") or []
     notes: list[str] = []
+    opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
     try:
-        with lock.Locked(p["lock"], float(req.get("lock_timeout", 60))):
+        with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
             faults.point("commit.locked")
-            planned = _planned(sdir, writes)
+            planned = _planned(state, writes)
             for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
                 for stale in fsops.sweep(d, started):
                     notes.append("removed %s (left by an interrupted run)" % stale)
-            txn, written_at = _write_planned(req, sdir, planned, notes)
+            txn, written_at = _write_planned(req, state, planned, notes)
             faults.point("commit.done")
     finally:
-        _adopt_state(sdir)
+        _adopt_state(state)
+        state.close()
     faults.point("commit.unlocked")
     restart = procs.scan(written_at) if planned else []
     return {
@@ -264,15 +289,20 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[tuple[str, bytes, bytes]]:
-    """(path, old, new) per write, after checking hashes and that the new bytes compile."""
+def _planned(state: statedir.State, writes: list[dict[str, Any]]) -> list[tuple[str, bytes, bytes]]:
+    """(path, old, new) per write, after checking each path is a regular file confined to this
+    environment's site-packages NOW (confine.py), its hash, and that the new bytes compile."""
     planned = []
+    dirs = confine.roots()
     for w in writes:
         path = w["path"]
-        old = fsops.read_bytes(path)
+        why = confine.why_not(path, dirs)
+        if why:
+            raise _Refused("refusing to write %s: it %s" % (path, why), confine.KIND_CONFINED)
+        old = fsops.read_regular(path)
         if fsops.sha256_bytes(old) != w["expect_sha256"]:
             raise _Refused("%s changed since inspection" % path, "conflict")
-        new = _new_bytes(sdir, w)
+        new = _new_bytes(state, w)
         err = fsops.compile_check(new, path)
         if err:
             raise _Refused("%s: new content does not compile here: %s" % (path, err), "syntax")
@@ -281,16 +311,18 @@ def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[tuple[str, bytes, 
 
 
 def _write_planned(
-    req: dict[str, Any], sdir: str, planned: list[tuple[str, bytes, bytes]], notes: list[str]
+    req: dict[str, Any],
+    state: statedir.State,
+    planned: list[tuple[str, bytes, bytes]],
+    notes: list[str],
 ) -> tuple[str, float]:
     """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
-    p = _paths(sdir)
     staged: list[fsops.Staged] = []
     try:
         for path, _old, new in planned:
             staged.append(fsops.stage(path, new))
         for _path, old, _new in planned:
-            _backup(sdir, old, fsops.sha256_bytes(old))
+            _backup(state, old, fsops.sha256_bytes(old))
         txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
         meta = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -299,7 +331,7 @@ def _write_planned(
             "host": _hostname(),
         }
         entries = [dict(e, **meta) for e in req.get("journal") or []]
-        journal.append(p["journal"], entries)
+        _append(state, entries)
         from . import procs
 
         written_at = procs.now()  # processes started before this run the old bytes
@@ -312,8 +344,37 @@ def _write_planned(
     finally:
         for item in staged:
             item.discard()  # no-op once published; removes the temp file after an error
-    journal.append(p["journal"], [{"action": "commit", "txn": txn}], point="marker.appended")
+    try:
+        _append(state, [{"action": "commit", "txn": txn}], point="marker.appended")
+    except OSError as exc:
+        raise _Refused(_put_back(planned, exc), "os") from None
     return txn, written_at
+
+
+def _append(state: statedir.State, entries: list[journal.Entry], **kw: Any) -> None:
+    fd = state.open_file(statedir.JOURNAL, os.O_RDWR | os.O_APPEND, create=True)
+    try:
+        journal.append(fd, entries, **kw)
+    finally:
+        os.close(fd)
+
+
+def _put_back(planned: list[tuple[str, bytes, bytes]], exc: OSError) -> str:
+    """The commit marker could not be written (disk full...) after the renames: put every file
+    back to its old bytes, so no patched file is left whose record is an unfinished txn; what
+    that says, for the error answer."""
+    failed = []
+    for path, old, new in planned:
+        try:
+            if fsops.sha256_bytes(fsops.read_regular(path)) == fsops.sha256_bytes(new):
+                fsops.stage(path, old).publish("putback")
+                fsops.refresh_bytecode(path)
+        except OSError as exc2:
+            failed.append("%s (%s)" % (path, exc2.strerror or exc2))
+    why = "cannot write the journal's commit marker: %s" % (exc.strerror or exc)
+    if failed:
+        return why + "; could NOT put back " + ", ".join(failed) + ": run `vpatch status`"
+    return why + "; every file was put back as it was"
 
 
 def _user() -> str:
@@ -380,6 +441,8 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     try:
         out = op(req)
     except _Refused as exc:
+        return {"ok": False, "kind": exc.kind, "error": str(exc)}
+    except statedir.StateError as exc:
         return {"ok": False, "kind": exc.kind, "error": str(exc)}
     except TimeoutError as exc:
         return {"ok": False, "kind": "locked", "error": str(exc)}

@@ -252,15 +252,17 @@ def test_bad_input(path: Path, tmp_path: Path, template: Path) -> None:
 def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
     """The preflight can be outrun (something fills the disk between inspect and commit). The
     agent's commit then fails on the first byte it stages, before any backup or journal line,
-    and takes its temp file with it. Driven in-process against a really full tmpfs."""
-    from patcher import agent, engine
+    and takes its temp file with it. Driven as one request to the agent of a venv that lives on
+    a really full tmpfs (a commit writes only inside its env's site-packages)."""
+    from patcher import engine
 
     fs = tmp_path / "fs"
     fs.mkdir()
     ctx = Ctx(tmp_path, tmp_path)
     ctx.mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", where=fs)
     try:
-        mod = fs / "pkg" / "mod.py"
+        python, site = standin.bare_venv(fs / "venv")
+        mod = site / "pkg" / "mod.py"
         mod.parent.mkdir()
         mod.write_text("x = 1\n")
         fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
@@ -273,7 +275,8 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
             os.close(fd)
         before = tree_hash(fs, dir_mtime=False)  # a temp file made and removed moves mtimes
         state = tmp_path / "state"
-        res = agent.handle(
+        res, _ = standin.handle_in(
+            python,
             {
                 "op": "commit",
                 "state_dir": str(state),
@@ -285,7 +288,8 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
                     }
                 ],
                 "journal": [{"action": "apply", "path": str(mod), "spec": "s"}],
-            }
+            },
+            tmp_path,
         )
         after = tree_hash(fs, dir_mtime=False)
     finally:

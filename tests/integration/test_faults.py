@@ -215,13 +215,13 @@ def _count(kind: str) -> None:
 
 
 def test_points_are_every_step_in_order(tmp_path: Path) -> None:
-    """A one-file commit reaches exactly faults.POINTS, in order (run in-process, unarmed)."""
-    from patcher import agent
-
-    target = tmp_path / "mod.py"
+    """A one-file commit reaches exactly faults.POINTS, in order (run unarmed, in-process in a
+    venv's own interpreter: a commit writes only inside that env's site-packages)."""
+    python, site = standin.bare_venv(tmp_path / "venv")
+    target = site / "mod.py"
     target.write_text("x = 1\n")
-    faults.REACHED.clear()
-    res = agent.handle(
+    res, reached = standin.handle_in(
+        python,
         {
             "op": "commit",
             "state_dir": str(tmp_path / "state"),
@@ -233,10 +233,11 @@ def test_points_are_every_step_in_order(tmp_path: Path) -> None:
                 }
             ],
             "journal": [{"action": "apply", "path": str(target), "spec": "s"}],
-        }
+        },
+        tmp_path,
     )
     assert res["ok"], res
-    assert faults.REACHED == list(faults.POINTS)
+    assert reached == list(faults.POINTS)
     assert target.read_text() == "x = 2\n"
 
 
