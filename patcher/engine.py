@@ -126,6 +126,12 @@ class Facts:
         st: dict[str, Any] | None = self.raw.get("journal", {}).get(path)
         return st
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the agent skipped in the host's state (ill-formed journal lines, journaled
+        paths outside site-packages): said in the report, never fatal."""
+        return [str(w) for w in self.raw.get("warnings") or []]
+
 
 def _inspect(
     transport: Transport, specs: list[PatchSpec], state_dir: str | None, procs: bool = False
@@ -175,6 +181,9 @@ _AGENT_HINTS: dict[Any, str] = {
     "locked": "another vpatch is working on this environment; wait and retry",
     "os": "check permissions of site-packages and the state dir (try --sudo for root-owned envs)",
     "syntax": "the target interpreter is older than the patched code needs",
+    # patcher/agent/statedir.py KIND_STATE, confine.py KIND_CONFINED
+    "state": "whoever can write the environment made that entry: check it, move it away, rerun",
+    "confined": "a journaled path left site-packages or went through a link: check the env",
 }
 
 
@@ -491,6 +500,7 @@ def apply(
         for attempt in range(_CONFLICT_RETRIES):
             facts = _inspect(transport, specs, state_dir)
             host.python = facts.python
+            host.warnings = facts.warnings
             plans = _plan_apply(specs, facts, opts)
             host.patches = [p.result for p in plans]
             writes, entries = _writes_for(plans, facts)
@@ -568,6 +578,7 @@ def verify(
     def body(host: HostResult) -> None:
         facts = _inspect(transport, specs, state_dir, procs=True)
         host.python = facts.python
+        host.warnings = facts.warnings
         host.restart_required = facts.restart_required
         got = None
         if opts.metrics_url:
@@ -629,6 +640,7 @@ def rollback(
     def once(host: HostResult) -> None:
         facts = _inspect(transport, specs or [], state_dir)
         host.python = facts.python
+        host.warnings = facts.warnings
         wanted = None if specs is None else {s.id for s in specs}
         journal: dict[str, dict[str, Any]] = facts.raw.get("journal", {})
         results: dict[str, PatchResult] = {}
@@ -693,7 +705,8 @@ def _rollback_file(
             ("drifted", f"{rel} changed since vpatch wrote it; --force restores anyway"),
         )
     if base_text is None:
-        return None, [], ("failed", f"backup {str(base)[:12]} of {rel} is missing or unreadable")
+        why = st.get("base_error") or f"backup {str(base)[:12]} is missing or unreadable"
+        return None, [], ("failed", f"{rel}: {why}")
     text = base_text
     for e in keep:
         rw = apply_edits(text, _EDITS.validate_python(e["edits"]))
@@ -746,6 +759,7 @@ def status(
     def body(host: HostResult) -> None:
         facts = _inspect(transport, [], state_dir)
         host.python = facts.python
+        host.warnings = facts.warnings
         records = _record_hashes(transport, facts, state_dir)
         for path, st in sorted(facts.raw.get("journal", {}).items()):
             for sid, e in st["applied"].items():

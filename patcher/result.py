@@ -72,6 +72,9 @@ class HostResult:
     restart_required: list[dict[str, Any]] = field(default_factory=list)
     patches: list[PatchResult] = field(default_factory=list)
     seconds: float = 0.0
+    # What the agent skipped in the host's state dir (an ill-formed journal line, a journaled
+    # path outside site-packages): the host's owner can write there, so it is data to check.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
