@@ -325,13 +325,17 @@ def _preflight(facts: Facts, plans: list[Plan]) -> None:
     problem, hint = "", "run with --sudo for a root-owned environment, or pass --state-dir DIR"
     if state.get("writable") is False:
         problem = f"cannot write vpatch's state in {sdir}: {state.get('why')}"
+    backup = 0  # the state dir's share, summed over the commit: backups and journal lines
     for p in plans:
         if problem or p.after is None or p.path is None or p.before is None:
             continue
         info = facts.file(p.spec.package, p.rel or "")
         folder = os.path.dirname(p.path)
+        # The temp file holds the new bytes while the old file still exists.
         need, free = len(p.after.encode()) + _SPACE_MARGIN, info.get("free")
-        backup, state_free = len(p.before.encode()) + _SPACE_MARGIN, state.get("free")
+        edits = len(_EDITS.dump_json(p.variant.edit)) if p.variant else 0  # in the journal line
+        backup += len(p.before.encode()) + edits + _SPACE_MARGIN
+        state_free = state.get("free")
         if info.get("writable") is False:
             problem = f"cannot write in {folder}: {info.get('why_unwritable')}"
             hint = "remount it read-write or fix its permissions (--sudo for a root-owned env)"
@@ -339,7 +343,9 @@ def _preflight(facts: Facts, plans: list[Plan]) -> None:
             problem = f"no space left for {p.rel} in {folder} ({free} bytes free, {need} needed)"
             hint = "free space on that filesystem, then run again"
         elif isinstance(state_free, int) and state_free < backup:
-            problem = f"no space left for backups in {sdir} ({state_free} bytes free)"
+            problem = (
+                f"no space left for backups in {sdir} ({state_free} bytes free, {backup} needed)"
+            )
             hint = "free space there, or pass --state-dir DIR on another filesystem"
     if not problem:
         return
