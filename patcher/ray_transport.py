@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import HostError, SpecError, UsageError
+from patcher.spec import toml_loads
 from patcher.transport import BOOT, agent_bundle, decode_answer
 
 _SLACK = 30.0  # seconds on top of the agent's own timeout before the driver gives up on a task
@@ -84,7 +85,7 @@ def _ray() -> Any:
 def load_python_map(path: str) -> dict[str, str]:
     """`--ray-python-map FILE`: TOML of `"<node id | node name | address>" = "/path/to/python"`."""
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        data = toml_loads(Path(path).read_text("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"--ray-python-map {path}: cannot read ({exc.strerror})", "pass an existing file"

@@ -164,6 +164,29 @@ def _hand_edited(ctx: Ctx) -> None:
     ctx.target.write_text(ctx.target.read_text() + "# local hack\n")
 
 
+def _state_link(name: str) -> Callable[[Ctx], None]:
+    """`.vpatch` (or an entry of it) is a symlink to somewhere else in the test dir (whose
+    bytes the runner hashes): vpatch must refuse it, never follow it."""
+
+    def setup(ctx: Ctx) -> None:
+        outside = ctx.tmp / "outside"
+        outside.mkdir()
+        (outside / "file").write_text("not vpatch's\n")
+        state = ctx.root / ".vpatch"
+        if name == ".vpatch":
+            state.symlink_to(outside, target_is_directory=True)
+            return
+        state.mkdir(mode=0o700)
+        (state / name).symlink_to(outside if name == "backups" else outside / "file")
+
+    return setup
+
+
+def _huge_target(ctx: Ctx) -> None:
+    with open(ctx.target, "a") as fh:
+        fh.write("#" + "x" * (9 << 20) + "\n")
+
+
 SETUPS: dict[str, Callable[[Ctx], None]] = {
     "": lambda ctx: None,
     "foreign-file": _foreign_file,
@@ -176,6 +199,11 @@ SETUPS: dict[str, Callable[[Ctx], None]] = {
     "readonly-backups": _readonly_backups,
     "disk-full": _disk_full,
     "huge-spec": _huge_spec,
+    "state-dir-link": _state_link(".vpatch"),
+    "state-backups-link": _state_link("backups"),
+    "state-journal-link": _state_link("journal.jsonl"),
+    "state-lock-link": _state_link("lock"),
+    "huge-target": _huge_target,
 }
 
 
