@@ -187,3 +187,22 @@ def test_answer_line_is_bounded_on_the_controller(tmp_path: Path) -> None:
         raise AssertionError("a 300 MB answer was accepted")
     finally:
         t.close()
+
+
+def test_ansible_module_timeout_leaves_no_probe(tmp_path: Path, standin_env: Env) -> None:
+    """The Ansible module kills the agent at its timeout (subprocess.run): its probe used to
+    sleep on, orphaned, on the target."""
+    from tests.integration.test_ansible import run_agent_module
+
+    res = run_agent_module(
+        {
+            "request": verify_request().decode(),
+            "agent": agent_bundle().decode(),
+            "boot": BOOT,
+            "python": str(standin_env.python),
+            "timeout": 3,
+        },
+        tmp_path,
+    )
+    assert res.get("failed") and "timed out after 3s" in res["msg"], res
+    assert none_left(standin_env.python) == []
