@@ -271,8 +271,10 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
         with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
             faults.point("commit.locked")
             planned = _planned(state, writes)
-            for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
-                for stale in fsops.sweep(d, started):
+            fds: dict[str, int | None] = {os.path.dirname(w[0]): None for w in planned}
+            fds[p["backups"]] = state.backups()  # by descriptor: never through a link
+            for d in sorted(fds):
+                for stale in fsops.sweep(d, started, fds[d]):
                     notes.append("removed %s (left by an interrupted run)" % stale)
             txn, written_at = _write_planned(req, state, planned, notes)
             faults.point("commit.done")

@@ -174,32 +174,33 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def sweep(directory: str, before: float) -> list[str]:
+def sweep(directory: str, before: float, dir_fd: int | None = None) -> list[str]:
     """Remove our temp files that a killed writer left in `directory`; returns their paths.
 
     Ours: named `.vpatch-*.tmp`, regular files, last written before `before` (the start of the
     current run) and not flock'ed (a live writer holds the lock on its temp file until the
-    rename). Best effort: a file we cannot remove is left for the next run."""
+    rename). With `dir_fd` (the state dir's backups/), the directory is that descriptor, not
+    whatever the name points to now. Best effort: what we cannot remove is left for next time."""
     removed: list[str] = []
     try:
-        names = os.listdir(directory)
+        names = os.listdir(directory if dir_fd is None else dir_fd)
     except OSError:
         return removed
     for name in names:
         if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
             continue
-        path = os.path.join(directory, name)
+        where = name if dir_fd is not None else os.path.join(directory, name)
         try:
-            st = os.lstat(path)
+            st = os.stat(where, dir_fd=dir_fd, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode) or st.st_mtime >= before:
                 continue
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
         except OSError:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.unlink(path)
-            removed.append(path)
+            os.unlink(where, dir_fd=dir_fd)
+            removed.append(os.path.join(directory, name))
         except OSError:
             continue  # held by a live writer, or not ours to remove
         finally:

@@ -45,8 +45,11 @@ def _shape_error(e: Any) -> str:
         for key in ("package", "file", "version", "spec_hash", "reason"):
             if not isinstance(e.get(key), _HASH_OR_NONE):
                 return "%s is not a string" % key
-        if not isinstance(e.get("edits", []), list):
-            return "edits is not a list"
+        edits = e.get("edits", [])
+        if not isinstance(edits, list) or not all(
+            isinstance(x, dict) and isinstance(x.get("op"), str) for x in edits
+        ):
+            return "edits is not a list of edits"
     return ""
 
 
