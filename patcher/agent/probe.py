@@ -22,7 +22,8 @@ from typing import Any
 # the agent is gone however it ended (SIGKILL by a transport's timeout, the OOM killer, EOF), the
 # read returns and the probe kills its own process group, so no probe outlives its agent.
 _BOOT = (
-    "import importlib,os,sys,_thread\n"
+    "import importlib,sys\n"
+    "import os,_thread\n"
     "def _watch(fd):\n"
     "    try:\n"
     "        os.read(fd,1)\n"
