@@ -182,7 +182,7 @@ _AGENT_HINTS: dict[Any, str] = {
     "os": "check permissions of site-packages and the state dir (try --sudo for root-owned envs)",
     "syntax": "the target interpreter is older than the patched code needs",
     # patcher/agent/statedir.py KIND_STATE, confine.py KIND_CONFINED
-    "state": "whoever can write the environment made that entry: check it, move it away, rerun",
+    "state": "vpatch uses only state it made itself; --state-dir DIR keeps it elsewhere",
     "confined": "a journaled path left site-packages or went through a link: check the env",
 }
 

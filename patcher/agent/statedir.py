@@ -37,7 +37,7 @@ _SHA = re.compile(r"^[0-9a-f]{64}$")
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
-_HINT = "check who made it, move it away, and run again (or pass --state-dir DIR)"
+_HINT = "check who made it, and move it away"
 
 
 class StateError(Exception):
