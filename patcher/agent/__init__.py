@@ -62,43 +62,40 @@ def _journal_state(
     Ill-formed lines and entries whose path is not a regular file in this environment's
     site-packages are left out, each with a line in `warnings` (see journal.parse, confine)."""
     warnings = [] if warnings is None else warnings
-    state_dir_ = statedir.open_state(sdir)
-    try:
-        entries = journal.parse(state_dir_.read_journal() if state_dir_ else b"", warnings)
-        if state_dir_ is not None:
-            state_dir_.backups()  # checked (not a link...) even when no backup is read
-        entries = _confined(entries, warnings)
-        current: dict[str, str | None] = dict(extra_current)
-        texts: dict[str, bytes] = {}
-        for e in entries:
-            p = e.get("path")
-            if isinstance(p, str) and p not in current:
-                try:
-                    texts[p] = fsops.read_regular(p)
-                    current[p] = fsops.sha256_bytes(texts[p])
-                except fsops.TooBig as exc:
-                    warnings.append("%s is %s: not read" % (p, exc.strerror))
-                    current[p] = None
-                except OSError:
-                    current[p] = None
-        state = journal.fold(entries, current)
-        for path, st in state.items():
-            st["current"] = current.get(path)
-            st["base_text"] = None
-            if st["applied"]:
-                st["base_text"], why = _backup_text(state_dir_, st["base"])
-                if why:
-                    st["base_error"] = why
-            data = texts.get(path)
-            if st["applied"] and data is not None and st["current"] not in known:
-                try:
-                    st["current_text"] = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    pass
-    finally:
-        if state_dir_ is not None:
-            state_dir_.close()
+    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings)
+    current: dict[str, str | None] = dict(extra_current)
+    texts: dict[str, bytes] = {}
+    for e in entries:
+        p = e.get("path")
+        if isinstance(p, str) and p not in current:
+            try:
+                texts[p] = fsops.read_regular(p)
+                current[p] = fsops.sha256_bytes(texts[p])
+            except fsops.TooBig as exc:
+                warnings.append("%s is %s: not read" % (p, exc.strerror))
+                current[p] = None
+            except OSError:
+                current[p] = None
+    state = journal.fold(entries, current)
+    for path, st in state.items():
+        st["current"] = current.get(path)
+        st["base_text"] = _backup_text(sdir, st["base"], st) if st["applied"] else None
+        data = texts.get(path)
+        if st["applied"] and data is not None and st["current"] not in known:
+            try:
+                st["current_text"] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
     return state
+
+
+def _read_journal(sdir: str) -> bytes:
+    """The journal's bytes (b"" without one), the state dir and backups/ checked (statedir)."""
+    with statedir.open_state(sdir) or _NoState() as state:
+        if state is None:
+            return b""
+        state.backups()  # a link or a stranger's dir is refused even when no backup is read
+        return state.read_journal()
 
 
 def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal.Entry]:
@@ -117,22 +114,24 @@ def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal
     return out
 
 
-def _backup_text(state: statedir.State | None, sha: str | None) -> tuple[str | None, str]:
-    """The verified backup's text, or None and why ("" when it is simply not there)."""
-    if not sha or state is None:
-        return None, ""
+def _backup_text(sdir: str, sha: str | None, st: dict[str, Any]) -> str | None:
+    """The backup's text, verified against its name; why not in st["base_error"] (absent when
+    there is simply no such backup)."""
+    if not sha:
+        return None
+    why = ""
     try:
-        data = state.read_backup(sha)
-    except ValueError as exc:
-        return None, str(exc)
+        with statedir.open_state(sdir) or _NoState() as state:
+            data = state.read_backup(sha) if state is not None else None
+        if data is not None:
+            return data.decode("utf-8")
+    except ValueError as exc:  # corrupt (UnicodeDecodeError is one too)
+        why = str(exc) if not isinstance(exc, UnicodeDecodeError) else "backup %s: not UTF-8" % sha
     except OSError as exc:
-        return None, "backup %s is unreadable (%s)" % (sha, exc.strerror)
-    if data is None:
-        return None, ""
-    try:
-        return data.decode("utf-8"), ""
-    except UnicodeDecodeError:
-        return None, "backup %s is not UTF-8 text" % sha
+        why = "backup %s is unreadable (%s)" % (sha, exc.strerror)
+    if why:
+        st["base_error"] = why
+    return None
 
 
 def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
