@@ -33,6 +33,7 @@ from patcher.spec import (
     Variant,
     field_errors,
     load_spec,
+    toml_loads,
 )
 
 _OVERLAP = re.compile(r"^variant\[\d+\] \(.*\) and variant\[(\d+)\] ")
@@ -185,7 +186,7 @@ def _other_toml(path: Path) -> bool:
     if not _small_file(path):
         return False  # load_spec reports it (a device, a huge file), without reading it all
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        data = toml_loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return False  # a spec that cannot be read is reported, not skipped
     return "host" in data and "id" not in data
@@ -217,7 +218,7 @@ def _explain(path: Path, exc: SpecError) -> list[Problem]:
     if not _small_file(path):
         return [Problem(name, "(file)", message)]
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        data = toml_loads(path.read_text("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         where = "(toml)" if message.startswith("invalid TOML") else "(file)"
         return [Problem(name, where, message)]

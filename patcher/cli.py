@@ -248,7 +248,7 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
 
         return ray_transport.transport_for(target.name, args.timeout)
     if target.local:
-        return LocalTransport(target.python, target=target.name)
+        return LocalTransport(target.python, target=target.name, call_timeout=args.timeout)
     opts = SshOptions(
         python=target.python,
         ssh_config=args.ssh_config,

@@ -93,7 +93,7 @@ def _inspect(
         done = _call(transport, {"op": "repair", "state_dir": state_dir})
         host.notes.extend(done.get("notes", []))
     facts = HostFacts.from_answer(res)
-    host.python = facts.python
+    host.python, host.warnings = facts.python, facts.warnings
     return facts
 
 

@@ -127,6 +127,8 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
     console.print(head)
     if host.error:
         console.print(Text(f"  error: {clean(host.error)}", "red"))
+    for warning in host.warnings:
+        console.print(Text(f"  warning: {clean(warning)}", "yellow"))
     if not host.patches and not host.error:
         console.print(Text("  nothing recorded", "dim"))
     for p in host.patches:

@@ -271,9 +271,16 @@ def probe(
         if stats is not None and got.before is not None and got.before.text is not None:
             first = parse(got.before.text)
             stats = stats.since(first) if first is not None else stats
-    except ValueError as exc:
+    except ValueError:
+        # The parser's message quotes the offending line: the body is the host's data (an
+        # HTML login page, a token), never echoed into reports.
+        size = len(got.text.encode())
         return ProbeResult(
-            PROBE_NAME, False, f"{got.url} did not serve Prometheus text: {exc}", got.seconds
+            PROBE_NAME,
+            False,
+            f"{got.url} did not serve Prometheus text ({size} bytes that do not parse as the "
+            "exposition format; body not shown)",
+            got.seconds,
         )
     window = round(got.window, 1) if got.window is not None else None
     ok, detail = evaluate(stats, Thresholds.of(spec, min_acceptance), loaded, window)

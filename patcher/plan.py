@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -112,6 +113,7 @@ class JournalFile:
     created: bool = False  # vpatch created the file: no spec left means no file
     package_version: str | None = None  # installed version of the entries' package now
     record_sha256: str | None = None  # pip's RECORD hash of the file now
+    base_error: str | None = None  # why the backup could not be read (corrupt, unreadable)
 
     @property
     def in_sync(self) -> bool:
@@ -142,6 +144,9 @@ class HostFacts:
     state: dict[str, Any] = field(default_factory=dict)
     restart_required: list[dict[str, Any]] = field(default_factory=list)
     incomplete: list[dict[str, Any]] = field(default_factory=list)
+    # what the agent skipped in the host's state (ill-formed journal lines, journaled paths
+    # outside site-packages): said in the report, never fatal
+    warnings: list[str] = field(default_factory=list)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -178,6 +183,7 @@ class HostFacts:
                 bool(st.get("created")),
                 st.get("package_version"),
                 st.get("record_sha256"),
+                st.get("base_error"),
             )
             for path, st in (raw.get("journal") or {}).items()
         }
@@ -189,6 +195,7 @@ class HostFacts:
             dict(raw.get("state") or {}),
             list(raw.get("restart_required") or []),
             list(raw.get("incomplete") or []),
+            [str(w) for w in raw.get("warnings") or []],
         )
 
     def file(self, package: str, rel: str) -> FileFact:
@@ -567,7 +574,8 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
     hint = "run with --sudo for a root-owned environment, or pass --state-dir DIR"
     if plan.needs_commit() and state.get("writable") is False:
         return f"cannot write vpatch's state in {sdir}: {state.get('why')}", hint
-    backups = 0
+    # the state dir's share: backups and journal lines (edits and checks ride in each)
+    backups = sum(len(json.dumps(e)) for e in plan.entries)
     for w in plan.writes:
         fact = next(
             (f for fs in facts.files.values() for f in fs.values() if f.path == w.path), None
@@ -911,7 +919,8 @@ def _rollback_file(
             None,
         )
     if st.base_text is None and not st.created:
-        return "failed", f"backup {str(st.base)[:12]} of {rel} is missing or unreadable", None
+        why = st.base_error or f"backup {str(st.base)[:12]} is missing or unreadable"
+        return "failed", f"{rel}: {why}", None
     if not keep:
         if st.created:
             w = Write(st.path, rel, st.current, st.current_text, delete=True)

@@ -34,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from patcher import session as session_words
 from patcher._compat import tomllib
 from patcher.errors import HostError, SpecError, UsageError
+from patcher.spec import toml_loads
 from patcher.transport import BOOT, agent_bundle, decode_answer
 
+_HOW = "`vpatch status --ray ...`"
 _SLACK = 30.0  # seconds on top of the agent's own timeout before the driver gives up on a task
 
 
@@ -84,7 +87,7 @@ def _ray() -> Any:
 def load_python_map(path: str) -> dict[str, str]:
     """`--ray-python-map FILE`: TOML of `"<node id | node name | address>" = "/path/to/python"`."""
     try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
+        data = toml_loads(Path(path).read_text("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"--ray-python-map {path}: cannot read ({exc.strerror})", "pass an existing file"
@@ -271,17 +274,10 @@ class RayTransport:
             status, out, err = ray.get(ref, timeout=limit + _SLACK)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
-            raise HostError(
-                f"{self.target}: agent call timed out after {limit:g}s; outcome unknown",
-                f"run `vpatch status --ray ...` to see what state {self.node.name} is in",
-            ) from None
+            raise session_words.timed_out(self.target, limit, _HOW) from None
         except ray.exceptions.RayError as exc:
-            raise HostError(
-                f"{self.target}: node {self.node.name} lost mid-call "
-                f"({type(exc).__name__}); outcome unknown",
-                "files are either pristine or fully patched; when the node is back, "
-                "`vpatch status --ray ...` tells which",
-            ) from None
+            what = f"node {self.node.name}"
+            raise session_words.lost(self.target, what, type(exc).__name__, _HOW) from None
         if status in (126, 127) and not out.strip():
             raise HostError(
                 f"{self.target}: {err.decode('utf-8', 'replace')}",
@@ -294,10 +290,7 @@ class RayTransport:
                 "run `vpatch status --ray ...` to see what state the node is in",
             )
         if status < 0 and not out.strip():  # OOM killer, kill -9, a crash
-            raise HostError(
-                f"{self.target}: agent killed by signal {-status}; outcome unknown",
-                "files are either pristine or fully patched; `vpatch status --ray ...` tells which",
-            )
+            raise session_words.killed(self.target, -status, _HOW)
         return decode_answer(self.target, out, err, status)
 
     def close(self) -> None:

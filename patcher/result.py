@@ -81,6 +81,9 @@ class HostResult:
     patches: list[PatchResult] = field(default_factory=list)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)  # e.g. a half-written transaction repaired
+    # What the agent skipped in the host's state dir (an ill-formed journal line, a journaled
+    # path outside site-packages): the host's owner can write there, so it is data to check.
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -653,6 +653,15 @@ _FIELD_HINTS = {
 MAX_SPEC_BYTES = 1024 * 1024
 
 
+def toml_loads(text: str) -> dict[str, Any]:
+    """tomllib.loads, with nesting deeper than its recursive parser can take (`a = [[[[...`)
+    reported as invalid TOML instead of a RecursionError traceback."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or inline tables nested too deeply") from None
+
+
 def load_spec(path: Path | str) -> PatchSpec:
     """Read and validate one TOML spec; any problem is a SpecError naming file and field."""
     path = Path(path)
@@ -670,7 +679,7 @@ def load_spec(path: Path | str) -> PatchSpec:
             "a spec holds a few edits; is this the right file?",
         )
     try:
-        data: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        data = toml_loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SpecError(f"{path}: spec is not UTF-8 text", "save the spec as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:

@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import paramiko
 
+from patcher import session as session_words
 from patcher import sshconfig
 from patcher.errors import AgentError, HostError, UsageError
 
@@ -97,7 +98,18 @@ def request_line(request: dict[str, Any]) -> bytes:
 
 
 _ERR_KEEP = 64 * 1024  # stderr kept per call: error messages quote only its last line
-_UNKNOWN_HINT = "files are either pristine or fully patched; run `vpatch status` to see which"
+# The largest answer line a controller reads from an agent. An inspect carries the text of
+# every target file (each at most 8 MiB: agent/fsops.MAX_FILE_BYTES) JSON-escaped (up to 6x
+# for control characters), plus journaled files' texts and backups: 256 MiB is several such
+# files' worst case, and bounds what a broken or hostile agent can make the controller hold.
+MAX_ANSWER_BYTES = 256 << 20
+
+
+def _too_big(target: str) -> AgentError:
+    return AgentError(
+        f"{target}: agent answer is larger than {MAX_ANSWER_BYTES >> 20} MiB; refused",
+        "inspect fewer or smaller files per run; report this if the files are ordinary",
+    )
 
 
 def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
@@ -118,7 +130,7 @@ def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dic
 class Transport(Protocol):
     target: str
 
-    def call(self, request: dict[str, Any], timeout: float = 600) -> dict[str, Any]: ...
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
 
@@ -128,8 +140,11 @@ class LocalTransport:
     transport: started by the first call, ended by `close()` (or when the transport is
     garbage-collected, or at interpreter exit)."""
 
-    def __init__(self, python: str = "python3", target: str = "local") -> None:
+    def __init__(
+        self, python: str = "python3", target: str = "local", call_timeout: float = 600.0
+    ) -> None:
         self.target = target
+        self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
         exe = shutil.which(python)
         if exe is None:
             raise HostError(
@@ -140,10 +155,10 @@ class LocalTransport:
         self._lock = threading.Lock()
         self._session: _LocalSession | None = None
 
-    def call(self, request: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         with self._lock:
             try:
-                return self._call(request, timeout)
+                return self._call(request, timeout or self.call_timeout)
             except BaseException:
                 # Whatever broke the call (an error above, or e.g. KeyboardInterrupt while
                 # waiting), the session may still owe an answer: never read it as the next one.
@@ -165,18 +180,12 @@ class LocalTransport:
             line = session.exchange(payload, deadline)
         except TimeoutError:
             self._end(kill=True)
-            raise HostError(
-                f"{self.target}: agent timed out after {timeout:g}s",
-                "run `vpatch status` to see what state the host is in",
-            ) from None
+            raise session_words.timed_out(self.target, timeout) from None
         if line is None:  # the agent exited without answering
             out, err = bytes(session.out), session.err_since(mark)
             code = self._end(kill=False)
             if code < 0 and not out.strip():  # OOM killer, kill -9, a crash
-                raise HostError(
-                    f"{self.target}: agent killed by signal {-code}; outcome unknown",
-                    _UNKNOWN_HINT,
-                )
+                raise session_words.killed(self.target, -code)
             return decode_answer(self.target, out, err, code)
         try:
             return decode_answer(self.target, line, session.err_since(mark), 0)
@@ -203,8 +212,8 @@ class _LocalSession:
     """One local agent process: stdin/stdout pipes, stderr to an unlinked temp file (nothing to
     drain, so a chatty agent cannot block on it), its own process group for a clean kill."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes]) -> None:
-        self.proc, self.err, self.out = proc, err, bytearray()
+    def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes], target: str) -> None:
+        self.proc, self.err, self.out, self.target = proc, err, bytearray(), target
         # No zombie or orphan even if nobody calls close(): GC or interpreter exit ends it too.
         self._finalizer = weakref.finalize(self, _end_local, proc, err, 2.0, False)
 
@@ -226,7 +235,7 @@ class _LocalSession:
             raise HostError(f"{target}: cannot run {python}: {exc.strerror}") from None
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)
-        return cls(proc, err)
+        return cls(proc, err, target)
 
     def exchange(self, payload: bytes, deadline: float) -> bytes | None:
         """Send payload, return the next answer line (without its newline), or None if the
@@ -235,12 +244,14 @@ class _LocalSession:
         stdin, stdout = self.proc.stdin, self.proc.stdout
         assert stdin is not None and stdout is not None
         todo = memoryview(payload)
+        scanned = 0  # bytes of self.out known to hold no newline (a long answer is scanned once)
         while True:
-            nl = self.out.find(b"\n")
+            nl = self.out.find(b"\n", scanned)
             if nl >= 0:
                 line = bytes(self.out[:nl])
                 del self.out[: nl + 1]
                 return line
+            scanned = len(self.out)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError
@@ -258,6 +269,8 @@ class _LocalSession:
                 if not chunk:
                     return None
                 self.out += chunk
+                if len(self.out) > MAX_ANSWER_BYTES and b"\n" not in self.out[scanned:]:
+                    raise _too_big(self.target)
 
     def err_size(self) -> int:
         return os.fstat(self.err.fileno()).st_size
@@ -578,6 +591,7 @@ class SshTransport:
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
             # blocking sendall: output is drained while the payload goes out.
             todo = memoryview(payload)
+            scanned = 0  # bytes of self._out known to hold no newline
             while True:
                 while todo and chan.send_ready():  # one packet per send, never blocks
                     try:
@@ -587,30 +601,24 @@ class SshTransport:
                         # interpreter is missing): its exit status and stderr say why.
                         todo = todo[:0]
                 got = self._drain(chan)
-                nl = self._out.find(b"\n")
+                nl = self._out.find(b"\n", scanned)
                 if nl >= 0:
                     line = bytes(self._out[:nl])
                     del self._out[: nl + 1]
                     break
+                scanned = len(self._out)
                 if chan.closed or (chan.eof_received and chan.exit_status_ready()):
                     return self._ended(chan)
                 if not transport.is_active():
                     return self._ended(chan)
                 if time.monotonic() > deadline:
                     self._drop()
-                    raise HostError(
-                        f"{self.target}: agent call timed out after {timeout:g}s; outcome unknown",
-                        "run `vpatch status` on this host to see what state it is in",
-                    )
+                    raise session_words.timed_out(self.target, timeout)
                 if not got:
                     _wait([chan], [], 0.05)
         except (OSError, paramiko.SSHException, EOFError) as exc:
             self._drop()
-            raise HostError(
-                f"{self.target}: connection lost mid-call ({exc or type(exc).__name__}); "
-                "outcome unknown",
-                _UNKNOWN_HINT,
-            ) from None
+            raise session_words.lost(self.target, why=str(exc or type(exc).__name__)) from None
         try:
             return decode_answer(self.target, line, bytes(self._err), 0)
         except AgentError:
@@ -624,6 +632,8 @@ class SshTransport:
         while chan.recv_ready():
             self._out += chan.recv(1 << 20)
             got = True
+            if len(self._out) > MAX_ANSWER_BYTES and b"\n" not in self._out[-(1 << 20) :]:
+                raise _too_big(self.target)  # the earlier bytes were scanned by _call
         while chan.recv_stderr_ready():
             self._err += chan.recv_stderr(1 << 20)
             got = True
@@ -655,10 +665,7 @@ class SshTransport:
     def _exec_error(self, err: bytes, status: int) -> HostError:
         tail = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
         if status == -1:
-            return HostError(
-                f"{self.target}: connection lost mid-call; outcome unknown",
-                "files are either pristine or fully patched; run `vpatch status` to see which",
-            )
+            return session_words.lost(self.target)
         if self.opts.sudo and "sudo" in tail:
             return HostError(
                 f"{self.target}: sudo refused: {tail}",

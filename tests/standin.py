@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from tests import envs
 
@@ -98,3 +100,55 @@ def install_venv(venv: Path, whl: Path) -> None:
     subprocess.run(
         [*pip, "install", "--no-deps", "--no-index", str(whl)], check=True, capture_output=True
     )
+
+
+def bare_venv(venv: Path) -> tuple[Path, Path]:
+    """(python, site-packages) of an empty venv of the hosts' interpreter: for agent requests
+    that write a file of their own (a commit writes only inside the env's site-packages)."""
+    subprocess.run(
+        [envs.HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    return venv / "bin" / "python", envs.site_packages(venv)
+
+
+# Runs the agent's `handle` in-process in ANOTHER interpreter (argv[1]: the bundle file) on one
+# request from stdin and prints [answer, faults.REACHED]: for tests that need the steps a
+# request went through, in an environment that is not the test runner's.
+REACHED_BOOT = """\
+import sys,json,importlib.util
+m=json.loads(open(sys.argv[1]).readline())
+class F:
+    def find_spec(self,name,path=None,target=None):
+        if name in m:
+            return importlib.util.spec_from_loader(name,self,is_package=name=='vpatch_agent')
+    def create_module(self,spec):
+        return None
+    def exec_module(self,mod):
+        exec(compile(m[mod.__name__],'<'+mod.__name__+'>','exec'),mod.__dict__)
+sys.meta_path.insert(0,F())
+import vpatch_agent
+from vpatch_agent import faults
+res=vpatch_agent.handle(json.loads(sys.stdin.read()))
+print(json.dumps([res, faults.REACHED]))
+"""
+
+
+def handle_in(
+    python: Path, request: dict[str, object], tmp: Path
+) -> tuple[dict[str, Any], list[str]]:
+    """(answer, fault points reached) of one request handled by `python`'s own agent."""
+    from patcher.transport import agent_bundle
+
+    bundle = tmp / "bundle.json"
+    bundle.write_bytes(agent_bundle())
+    proc = subprocess.run(
+        [str(python), "-I", "-c", REACHED_BOOT, str(bundle)],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    answer, reached = json.loads(proc.stdout)
+    return answer, reached

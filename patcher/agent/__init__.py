@@ -32,7 +32,7 @@ from typing import Any
 # Only what every op needs is imported here; each op imports the rest itself. The agent is a
 # fresh interpreter per host and run (one-shot callers: per call), so its imports are paid that
 # often (the lazy layout halved an inspect call's CPU; see bench/).
-from . import faults, fsops, journal, lock, protocol
+from . import confine, faults, fsops, journal, lock, protocol, statedir
 
 PROTOCOL = protocol.PROTOCOL
 
@@ -50,30 +50,41 @@ def _paths(sdir: str) -> dict[str, str]:
 
 
 def _journal_state(
-    sdir: str, extra_current: dict[str, str | None], known: frozenset[str] = frozenset()
+    sdir: str,
+    extra_current: dict[str, str | None],
+    known: frozenset[str] = frozenset(),
+    warnings: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Per journaled file: what vpatch applied, the hashes, the pristine text (backup), the
-    installed version and RECORD hash of its package now (an upgrade retires old entries),
-    and, for files not among the inspected packages' (whose text travels there), the current
-    text unless the controller already holds it (`known`): rollback's diff needs it.
+    """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
+    for files not among the inspected packages' (whose text travels there), the current text
+    unless the controller already holds it (`known`): rollback's diff needs it, and without it
+    the controller would rebuild it by re-running every edit (importing libcst for a diff).
 
-    Also the transactions a crash left half-written (`journal.pending`, files partly done)."""
-    entries = journal.read(_paths(sdir)["journal"])
+    Ill-formed lines and entries whose path is not a regular file in this environment's
+    site-packages are left out, each with a line in `warnings` (see journal.parse, confine).
+
+    Also per file the installed version of its package and RECORD's hash now (an upgrade
+    retires old entries), and the transactions a crash left half-written (journal.pending)."""
+    warnings = [] if warnings is None else warnings
+    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     for e in entries:
         p = e.get("path")
         if isinstance(p, str) and p not in current:
             try:
-                texts[p] = fsops.read_bytes(p)
+                texts[p] = fsops.read_regular(p)
                 current[p] = fsops.sha256_bytes(texts[p])
+            except fsops.TooBig as exc:
+                warnings.append("%s is %s: not read" % (p, exc.strerror))
+                current[p] = None
             except OSError:
                 current[p] = None
     state = journal.fold(entries, current)
     installed = _installed(entries)
     for path, st in state.items():
         st["current"] = current.get(path)
-        st["base_text"] = _backup_text(sdir, st["base"]) if st["applied"] else None
+        st["base_text"] = _backup_text(sdir, st["base"], st) if st["applied"] else None
         first = next(iter(st["applied"].values()), None)
         if first is not None:
             now = installed.get(str(first.get("package")))
@@ -101,24 +112,53 @@ def _installed(entries: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, 
     for name in sorted({str(e["package"]) for e in entries if isinstance(e.get("package"), str)}):
         dist = locate.distribution(name)
         if dist is not None:
-            out[str(name)] = (dist.version, dict(dist.record or {}))
+            out[name] = (dist.version, dict(dist.record or {}))
     return out
 
 
-def _sha_or_none(path: str) -> str | None:
-    try:
-        return fsops.sha256_bytes(fsops.read_bytes(path))
-    except OSError:
-        return None
+def _read_journal(sdir: str) -> bytes:
+    """The journal's bytes (b"" without one), the state dir and backups/ checked (statedir)."""
+    with statedir.open_state(sdir) or _NoState() as state:
+        if state is None:
+            return b""
+        state.backups()  # a link or a stranger's dir is refused even when no backup is read
+        return state.read_journal()
 
 
-def _backup_text(sdir: str, sha: str | None) -> str | None:
+def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal.Entry]:
+    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since)."""
+    dirs = confine.roots()
+    out, refused = [], {}
+    for e in entries:
+        p = e.get("path")
+        if p is not None and p not in refused:
+            why = confine.why_not(p, dirs, must_exist=False)
+            if why:
+                refused[p] = why
+                warnings.append("journal entry for %s ignored: it %s" % (p, why))
+        if p is None or p not in refused:
+            out.append(e)
+    return out
+
+
+def _backup_text(sdir: str, sha: str | None, st: dict[str, Any]) -> str | None:
+    """The backup's text, verified against its name; why not in st["base_error"] (absent when
+    there is simply no such backup)."""
     if not sha:
         return None
+    why = ""
     try:
-        return fsops.read_bytes(os.path.join(_paths(sdir)["backups"], sha)).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
+        with statedir.open_state(sdir) or _NoState() as state:
+            data = state.read_backup(sha) if state is not None else None
+        if data is not None:
+            return data.decode("utf-8")
+    except ValueError as exc:  # corrupt (UnicodeDecodeError is one too)
+        why = str(exc) if not isinstance(exc, UnicodeDecodeError) else "backup %s: not UTF-8" % sha
+    except OSError as exc:
+        why = "backup %s is unreadable (%s)" % (sha, exc.strerror)
+    if why:
+        st["base_error"] = why
+    return None
 
 
 def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +180,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
-    state, half = _journal_state(sdir, current, frozenset(known))
+    warnings: list[str] = []
+    state, half = _journal_state(sdir, current, frozenset(known), warnings)
     out = {
         "python": {
             "executable": sys.executable,
@@ -149,10 +190,11 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         },
         "host": _hostname(),
         "state_dir": sdir,
-        "locked": lock.held(_paths(sdir)["lock"]),
+        "locked": _locked(sdir),
         "state": _state_facts(sdir),
         "packages": packages,
         "journal": state,
+        "warnings": warnings,
         "incomplete": half,
     }
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
@@ -160,6 +202,21 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]
         out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
     return out
+
+
+def _locked(sdir: str) -> bool:
+    with statedir.open_state(sdir) or _NoState() as st:
+        if st is None:
+            return False
+        return lock.held(st.sub(statedir.LOCK), lambda: st.open_file(statedir.LOCK, os.O_RDWR))
+
+
+class _NoState:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def _state_facts(sdir: str) -> dict[str, Any]:
@@ -176,82 +233,49 @@ def _state_facts(sdir: str) -> dict[str, Any]:
     return {"dir": sdir, "writable": not why, "why": why, "free": fsops.free_bytes(where)}
 
 
-def _ensure_state_dir(sdir: str) -> None:
-    """0700 at every level we create (os.makedirs applies `mode` to the leaf only)."""
-    for d in (sdir, os.path.join(sdir, "backups")):
-        if not os.path.isdir(d):
-            os.makedirs(os.path.dirname(d) or ".", exist_ok=True)
-            try:
-                os.mkdir(d, 0o700)
-            except FileExistsError:
-                pass
+def _ensure_state_dir(sdir: str) -> statedir.State:
+    """The state dir and its backups/, opened and checked (statedir.py), created 0700 at every
+    level we create whatever the umask."""
+    state = statedir.open_state(sdir, create=True)
+    assert state is not None
+    try:
+        state.backups(create=True)
+    except BaseException:
+        state.close()
+        raise
+    return state
 
 
-def _adopt_state(sdir: str) -> None:
+def _adopt_state(state: statedir.State) -> None:
     """Give what vpatch keeps on the host the owner of the environment itself.
 
     An agent run through sudo on a user's venv must not leave a journal that user cannot read
     (0600, root) and a lock that user cannot open: owned like the env, the next run without
-    sudo still works. Only root can chown, and only root needs to."""
-    if os.geteuid() != 0:
-        return
+    sudo still works. Only what this run created, by descriptor (State.adopt)."""
+    state.adopt()
+
+
+def _backup(state: statedir.State, data: bytes, sha: str) -> None:
+    state.write_backup(data, sha)
+
+
+def _backup_bytes(state: statedir.State, sha: str) -> bytes:
+    """A backup's bytes, verified against its name (statedir), or the commit is refused."""
     try:
-        env = os.stat(sys.prefix)
-    except OSError:
-        return
-    paths = [sdir, os.path.join(sdir, "backups")]
-    for name in ("journal.jsonl", "lock"):
-        paths.append(os.path.join(sdir, name))
-    try:
-        paths += [os.path.join(sdir, "backups", n) for n in os.listdir(paths[1])]
-    except OSError:
-        pass
-    for path in paths:
-        try:
-            st = os.lstat(path)
-            if (st.st_uid, st.st_gid) != (env.st_uid, env.st_gid):
-                os.lchown(path, env.st_uid, env.st_gid)
-        except OSError:
-            continue
-
-
-def _backup(sdir: str, data: bytes, sha: str) -> None:
-    """Content-addressed, written once: the same pristine bytes are never stored twice.
-
-    Durable (file and directory fsync'ed) before the journal that refers to it is written."""
-    backups = _paths(sdir)["backups"]
-    dest = os.path.join(backups, sha)
-    if os.path.exists(dest) and _sha_or_none(dest) == sha:
-        return
-    fd, tmp = fsops.mkstemp(backups)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        faults.point("backup.temp_written")
-        os.replace(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    fsops.fsync_dir(backups)
-    faults.point("backup.written")
-
-
-def _backup_bytes(sdir: str, sha: str) -> bytes:
-    data = fsops.read_bytes(os.path.join(_paths(sdir)["backups"], sha))
-    if fsops.sha256_bytes(data) != sha:
-        raise _Refused("backup %s is corrupt" % sha, protocol.BACKUP)
+        data = state.read_backup(sha)
+    except ValueError as exc:
+        raise _Refused(str(exc), protocol.BACKUP) from None
+    if data is None:
+        raise _Refused("backup %s is missing" % sha, protocol.BACKUP)
     return data
 
 
-def _new_bytes(sdir: str, w: dict[str, Any]) -> bytes | None:
+def _new_bytes(state: statedir.State, w: dict[str, Any]) -> bytes | None:
     """The bytes a write leaves at its path (None: the file is removed)."""
     if w.get("delete"):
         return None
     if w.get("restore_sha256"):
-        return _backup_bytes(sdir, str(w["restore_sha256"]))
+        return _backup_bytes(state, str(w["restore_sha256"]))
     return str(w["text"]).encode("utf-8")
 
 
@@ -274,23 +298,27 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
 
     started = time.time()
     sdir = state_dir(req)
-    _ensure_state_dir(sdir)
-    p = _paths(sdir)
+    state = _ensure_state_dir(sdir)
+    p = _paths(state.path)
     writes = req.get("writes") or []
     notes: list[str] = []
+    opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
     try:
-        with lock.Locked(p["lock"], float(req.get("lock_timeout", 60))):
+        with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
             faults.point("commit.locked")
-            notes.extend(_repair(sdir))
-            planned = _planned(sdir, writes)
-            for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
-                for stale in fsops.sweep(d, started):
+            notes.extend(_repair(state))
+            planned = _planned(state, writes)
+            fds: dict[str, int | None] = {os.path.dirname(w[0]): None for w in planned}
+            fds[p["backups"]] = state.backups()  # by descriptor: never through a link
+            for d in sorted(fds):
+                for stale in fsops.sweep(d, started, fds[d]):
                     notes.append("removed %s (left by an interrupted run)" % stale)
-            txn, written_at = _write_planned(req, sdir, planned, notes)
-            _collect(sdir, req.get("gc") or [], {w[0] for w in planned}, txn)
+            txn, written_at = _write_planned(req, state, planned, notes)
+            _collect(state, req.get("gc") or [], {w[0] for w in planned}, txn)
             faults.point("commit.done")
     finally:
-        _adopt_state(sdir)
+        _adopt_state(state)
+        state.close()
     faults.point("commit.unlocked")
     restart = procs.scan(written_at) if planned else []
     return {
@@ -301,78 +329,73 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _collect(sdir: str, shas: list[Any], written: set[str], txn: str) -> None:
-    """Remove backups the controller says no entry needs (another release's pristine bytes,
-    retired by this commit), unless the journal, folded now, still names one as a base or
-    this commit's own entries start from it (a failed verify puts those bytes back)."""
-    entries = journal.read(_paths(sdir)["journal"])
-    current = {p: _sha_or_none(p) for p in {e["path"] for e in entries if "path" in e} | written}
-    live = {st["base"] for st in journal.fold(entries, current).values() if st["applied"]}
-    live |= {e.get("before") for e in entries if e.get("txn") == txn}
-    for sha in shas:
-        name = str(sha)
-        if name in live or len(name) != 64 or not all(c in "0123456789abcdef" for c in name):
-            continue
-        path = os.path.join(_paths(sdir)["backups"], name)
-        try:
-            if stat.S_ISREG(os.lstat(path).st_mode):
-                os.unlink(path)
-        except OSError:
-            continue
-
-
-def op_repair(req: dict[str, Any]) -> dict[str, Any]:
-    """Under the lock: settle every transaction a crash left without its marker."""
-    sdir = state_dir(req)
-    if not os.path.exists(_paths(sdir)["journal"]):
-        return {"notes": []}
-    try:
-        with lock.Locked(_paths(sdir)["lock"], float(req.get("lock_timeout", 60))):
-            notes = _repair(sdir)
-    finally:
-        _adopt_state(sdir)
-    return {"notes": notes}
-
-
-def _repair(sdir: str) -> list[str]:
-    """Give each unmarked transaction its marker: `commit` when every file it names has its
-    after-hash, `abort` otherwise, after putting the files it did change back to their
-    before-bytes (from the backups the crashed commit made before its journal entries).
-
-    Runs under the lock, so a live commit (which holds it) is never mistaken for a dead one."""
-    path = _paths(sdir)["journal"]
-    entries = journal.read(path)
-    current: dict[str, str | None] = {}
-    for e in entries:
-        name = e.get("path")
-        if isinstance(name, str) and name not in current:
-            current[name] = _sha_or_none(name)
-    notes: list[str] = []
-    for t in journal.pending(entries, current):
-        files, done = t["files"], t["done"]
-        if len(done) == len(files):
-            journal.append(path, [protocol.marker(t["txn"])], point="marker.appended")
-            if done:
-                notes.append("transaction %s had written every file; marked committed" % t["txn"])
-            continue
-        for name in done:
-            before = files[name][0]
-            if before is None:
-                _remove(name)
-            else:
-                item = fsops.stage(name, _backup_bytes(sdir, before))
-                try:
-                    item.publish()
-                finally:
-                    item.discard()
-                fsops.refresh_bytecode(name)
-        journal.append(path, [protocol.marker(t["txn"], abort=True)], point="marker.appended")
-        if done:
-            notes.append(
-                "transaction %s was cut after %d of %d files; restored %s"
-                % (t["txn"], len(done), len(files), ", ".join(done))
+def _planned(state: statedir.State, writes: list[dict[str, Any]]) -> list[Any]:
+    """(path, old, new) per write, after checking each path is confined to this environment's
+    site-packages NOW (confine.py), its hash, and that the new bytes compile. `old` None: the
+    file must not exist yet (created); `new` None: the file is removed."""
+    planned = []
+    dirs = confine.roots()
+    for w in writes:
+        path = w["path"]
+        expect = w.get("expect_sha256")
+        why = confine.why_not(path, dirs, must_exist=expect is not None)
+        if why:
+            raise _Refused("refusing to write %s: it %s" % (path, why), confine.KIND_CONFINED)
+        old = fsops.read_regular(path) if os.path.lexists(path) else None
+        if (fsops.sha256_bytes(old) if old is not None else None) != expect:
+            raise _Refused("%s changed since inspection" % path, protocol.CONFLICT)
+        new = _new_bytes(state, w)
+        err = fsops.compile_check(new, path) if new is not None else None
+        if err:
+            raise _Refused(
+                "%s: new content does not compile here: %s" % (path, err), protocol.SYNTAX
             )
-    return notes
+        planned.append((path, old, new))
+    return planned
+
+
+def _write_planned(
+    req: dict[str, Any], state: statedir.State, planned: list[Any], notes: list[str]
+) -> tuple[str, float]:
+    """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
+    staged: dict[str, fsops.Staged] = {}
+    try:
+        for path, old, new in planned:
+            if new is not None:
+                staged[path] = fsops.stage(path, new, fresh=old is None)
+        for _path, old, _new in planned:
+            if old is not None:
+                _backup(state, old, fsops.sha256_bytes(old))
+        txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
+        meta = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "txn": txn,
+            "user": _user(),
+            "host": _hostname(),
+        }
+        entries = [dict(e, **meta) for e in req.get("journal") or []]
+        _append(state, entries)
+        from . import procs
+
+        written_at = procs.now()  # processes started before this run the old bytes
+        for path, _old, new in planned:
+            if new is None:
+                _remove(path)
+                continue
+            item = staged[path]
+            item.publish()
+            note = fsops.refresh_bytecode(item.path)
+            faults.point("commit.bytecode")
+            if note:
+                notes.append(note)
+    finally:
+        for item in staged.values():
+            item.discard()  # no-op once published; removes the temp file after an error
+    try:
+        _append(state, [protocol.marker(txn)], point="marker.appended")
+    except OSError as exc:
+        raise _Refused(_put_back(planned, exc), protocol.OS_ERROR) from None
+    return txn, written_at
 
 
 def _remove(path: str) -> None:
@@ -391,65 +414,122 @@ def _remove(path: str) -> None:
             os.unlink(pyc)
 
 
-def _planned(sdir: str, writes: list[dict[str, Any]]) -> list[Any]:
-    """(path, old, new) per write, after checking hashes and that the new bytes compile.
-    `old` None: the file must not exist yet (created); `new` None: the file is removed."""
-    planned = []
-    for w in writes:
-        path = w["path"]
-        old = fsops.read_bytes(path) if os.path.lexists(path) else None
-        if (fsops.sha256_bytes(old) if old is not None else None) != w.get("expect_sha256"):
-            raise _Refused("%s changed since inspection" % path, protocol.CONFLICT)
-        new = _new_bytes(sdir, w)
-        err = fsops.compile_check(new, path) if new is not None else None
-        if err:
-            raise _Refused(
-                "%s: new content does not compile here: %s" % (path, err), protocol.SYNTAX
-            )
-        planned.append((path, old, new))
-    return planned
-
-
-def _write_planned(
-    req: dict[str, Any], sdir: str, planned: list[Any], notes: list[str]
-) -> tuple[str, float]:
-    """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
-    p = _paths(sdir)
-    staged: dict[str, fsops.Staged] = {}
+def _put_file(path: str, data: bytes | None, tag: str = "putback") -> None:
+    """`path` back to `data` (None: absent), by rename, with its bytecode."""
+    if data is None:
+        _remove(path)
+        return
+    item = fsops.stage(path, data, fresh=not os.path.exists(path))
     try:
-        for path, old, new in planned:
-            if new is not None:
-                staged[path] = fsops.stage(path, new, fresh=old is None)
-        for _path, old, _new in planned:
-            if old is not None:
-                _backup(sdir, old, fsops.sha256_bytes(old))
-        txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
-        meta = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "txn": txn,
-            "user": _user(),
-            "host": _hostname(),
-        }
-        entries = [dict(e, **meta) for e in req.get("journal") or []]
-        journal.append(p["journal"], entries)
-        from . import procs
-
-        written_at = procs.now()  # processes started before this run the old bytes
-        for path, _old, new in planned:
-            if new is None:
-                _remove(path)
-                continue
-            item = staged[path]
-            item.publish()
-            note = fsops.refresh_bytecode(item.path)
-            faults.point("commit.bytecode")
-            if note:
-                notes.append(note)
+        item.publish(tag)
     finally:
-        for item in staged.values():
-            item.discard()  # no-op once published; removes the temp file after an error
-    journal.append(p["journal"], [protocol.marker(txn)], point="marker.appended")
-    return txn, written_at
+        item.discard()
+    fsops.refresh_bytecode(path)
+
+
+def op_repair(req: dict[str, Any]) -> dict[str, Any]:
+    """Under the lock: settle every transaction a crash left without its marker."""
+    sdir = state_dir(req)
+    state = statedir.open_state(sdir)
+    if state is None:
+        return {"notes": []}
+    opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
+    try:
+        with lock.Locked(state.sub(statedir.LOCK), float(req.get("lock_timeout", 60)), opener):
+            notes = _repair(state)
+    finally:
+        _adopt_state(state)
+        state.close()
+    return {"notes": notes}
+
+
+def _repair(state: statedir.State) -> list[str]:
+    """Give each unmarked transaction its marker: `commit` when every file it names has its
+    after-hash, `abort` otherwise, after putting the files it did change back to their
+    before-bytes (from the backups the crashed commit made before its journal entries).
+
+    Runs under the lock, so a live commit (which holds it) is never mistaken for a dead one."""
+    entries = _confined(journal.parse(state.read_journal()), [])
+    current: dict[str, str | None] = {}
+    for e in entries:
+        name = e.get("path")
+        if isinstance(name, str) and name not in current:
+            current[name] = _sha_or_none(name)
+    notes: list[str] = []
+    for t in journal.pending(entries, current):
+        files, done = t["files"], t["done"]
+        if len(done) == len(files):
+            _append(state, [protocol.marker(t["txn"])], point="marker.appended")
+            notes.append("transaction %s had written every file; marked committed" % t["txn"])
+            continue
+        for name in done:
+            before = files[name][0]
+            _put_file(name, None if before is None else _backup_bytes(state, before), "repair")
+        _append(state, [protocol.marker(t["txn"], abort=True)], point="marker.appended")
+        if done:
+            notes.append(
+                "transaction %s was cut after %d of %d files; restored %s"
+                % (t["txn"], len(done), len(files), ", ".join(done))
+            )
+    return notes
+
+
+def _sha_or_none(path: str) -> str | None:
+    try:
+        return fsops.sha256_bytes(fsops.read_regular(path))
+    except OSError:
+        return None
+
+
+def _collect(state: statedir.State, shas: list[Any], written: set[str], txn: str) -> None:
+    """Remove backups the controller says no entry needs (another release's pristine bytes,
+    retired by this commit), unless the journal, folded now, still names one as a base or
+    this commit's own entries start from it (a failed verify puts those bytes back)."""
+    if not shas:
+        return
+    entries = journal.parse(state.read_journal())
+    paths = {str(e["path"]) for e in entries if "path" in e} | written
+    live = {
+        st["base"]
+        for st in journal.fold(entries, {p: _sha_or_none(p) for p in paths}).values()
+        if st["applied"]
+    }
+    live |= {e.get("before") for e in entries if e.get("txn") == txn}
+    fd = state.backups()
+    for sha in shas:
+        name = str(sha)
+        if name in live or len(name) != 64 or not all(c in "0123456789abcdef" for c in name):
+            continue
+        try:
+            if stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode):
+                os.unlink(name, dir_fd=fd)
+        except OSError:
+            continue
+
+
+def _append(state: statedir.State, entries: list[journal.Entry], **kw: Any) -> None:
+    fd = state.open_file(statedir.JOURNAL, os.O_RDWR | os.O_APPEND, create=True)
+    try:
+        journal.append(fd, entries, **kw)
+    finally:
+        os.close(fd)
+
+
+def _put_back(planned: list[Any], exc: OSError) -> str:
+    """The commit marker could not be written (disk full...) after the renames: put every file
+    back to its old bytes, so no patched file is left whose record is an unfinished txn; what
+    that says, for the error answer."""
+    failed = []
+    for path, old, new in planned:
+        try:
+            if _sha_or_none(path) == (fsops.sha256_bytes(new) if new is not None else None):
+                _put_file(path, old)
+        except OSError as exc2:
+            failed.append("%s (%s)" % (path, exc2.strerror or exc2))
+    why = "cannot write the journal's commit marker: %s" % (exc.strerror or exc)
+    if failed:
+        return why + "; could NOT put back " + ", ".join(failed) + ": run `vpatch status`"
+    return why + "; every file was put back as it was"
 
 
 def _user() -> str:
@@ -516,7 +596,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return protocol.error(protocol.PROTOCOL_ERROR, "unknown op %r" % req.get("op"))
     try:
         out = op(req)
-    except _Refused as exc:
+    except (_Refused, statedir.StateError) as exc:
         return protocol.error(exc.kind, str(exc))
     except TimeoutError as exc:
         return protocol.error(protocol.LOCKED, str(exc))

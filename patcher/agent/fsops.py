@@ -17,6 +17,11 @@ import stat
 from . import faults
 
 TEMP_PREFIX, TEMP_SUFFIX = ".vpatch-", ".tmp"
+MAX_FILE_BYTES = 8 << 20  # a target file or a backup: ~40x vLLM's largest module
+
+
+class TooBig(OSError):
+    """A file is larger than vpatch reads (a journaled /dev/zero, a 10 GB file)."""
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -26,6 +31,36 @@ def sha256_bytes(data: bytes) -> str:
 def read_bytes(path: str) -> bytes:
     with open(path, "rb") as fh:
         return fh.read()
+
+
+def read_fd(fd: int, limit: int, path: str) -> bytes:
+    """At most `limit` bytes of an open regular file, read in chunks; TooBig beyond that."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(0, "not a regular file", path)
+    if st.st_size > limit:
+        raise TooBig(0, "larger than %d bytes (%d)" % (limit, st.st_size), path)
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise TooBig(0, "larger than %d bytes" % limit, path)
+
+
+def read_regular(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, bounded: never through a final symlink (O_NOFOLLOW), never
+    blocking on a FIFO (O_NONBLOCK), never reading a device or more than `limit` bytes."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        return read_fd(fd, limit, path)
+    finally:
+        os.close(fd)
 
 
 def free_bytes(path: str) -> int | None:
@@ -117,23 +152,23 @@ def stage(
     the files pip installed next to it (a 0600 module would not import for other users)."""
     directory = os.path.dirname(path) or "."
     ref = like or path
-    st = os.stat(ref) if os.path.exists(ref) else None
+    st = os.lstat(ref) if os.path.lexists(ref) else None
     fd, tmp = mkstemp(directory)
     staged = Staged(path, tmp, fd)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _write_all(fd, data)
+        write_all(fd, data)
         faults.point(tag + ".temp_written")
         os.fsync(fd)
-        if st is not None:
-            os.chmod(tmp, st.st_mode & 0o7777)
+        if st is not None:  # by descriptor: the directory's owner may rename our temp file
+            os.fchmod(fd, st.st_mode & 0o7777)
             if os.geteuid() == 0:
-                os.chown(tmp, st.st_uid, st.st_gid)
+                os.fchown(fd, st.st_uid, st.st_gid)
         elif fresh:
             os.chmod(tmp, 0o644)
             if os.geteuid() == 0:
                 owner = os.stat(directory)
-                os.chown(tmp, owner.st_uid, owner.st_gid)
+                os.fchown(fd, owner.st_uid, owner.st_gid)
         faults.point(tag + ".temp_synced")
     except BaseException:
         staged.discard()
@@ -141,38 +176,41 @@ def stage(
     return staged
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: a write may be short (a full disk, a file size
+    limit) without raising; the next one then raises."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
 
 
-def sweep(directory: str, before: float) -> list[str]:
+def sweep(directory: str, before: float, dir_fd: int | None = None) -> list[str]:
     """Remove our temp files that a killed writer left in `directory`; returns their paths.
 
     Ours: named `.vpatch-*.tmp`, regular files, last written before `before` (the start of the
     current run) and not flock'ed (a live writer holds the lock on its temp file until the
-    rename). Best effort: a file we cannot remove is left for the next run."""
+    rename). With `dir_fd` (the state dir's backups/), the directory is that descriptor, not
+    whatever the name points to now. Best effort: what we cannot remove is left for next time."""
     removed: list[str] = []
     try:
-        names = os.listdir(directory)
+        names = os.listdir(directory if dir_fd is None else dir_fd)
     except OSError:
         return removed
     for name in names:
         if not (name.startswith(TEMP_PREFIX) and name.endswith(TEMP_SUFFIX)):
             continue
-        path = os.path.join(directory, name)
+        where = name if dir_fd is not None else os.path.join(directory, name)
         try:
-            st = os.lstat(path)
+            st = os.stat(where, dir_fd=dir_fd, follow_symlinks=False)
             if not stat.S_ISREG(st.st_mode) or st.st_mtime >= before:
                 continue
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(where, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=dir_fd)
         except OSError:
             continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.unlink(path)
-            removed.append(path)
+            os.unlink(where, dir_fd=dir_fd)
+            removed.append(os.path.join(directory, name))
         except OSError:
             continue  # held by a live writer, or not ours to remove
         finally:
@@ -204,10 +242,10 @@ def refresh_bytecode(path: str) -> str:
         mode = py_compile._get_default_invalidation_mode()  # honours SOURCE_DATE_EPOCH
         py_compile.compile(path, cfile=cache, doraise=True, invalidation_mode=mode)
         if os.geteuid() == 0:  # through sudo: the env's owner must still be able to replace it
-            st = os.stat(path)
-            os.chown(cache, st.st_uid, st.st_gid)
+            st = os.lstat(path)  # lchown: a link swapped in by the dir's owner is not followed
+            os.lchown(cache, st.st_uid, st.st_gid)
             if new_dir:
-                os.chown(os.path.dirname(cache), st.st_uid, st.st_gid)
+                os.lchown(os.path.dirname(cache), st.st_uid, st.st_gid)
     except (OSError, py_compile.PyCompileError) as exc:
         try:
             if os.path.exists(cache):

@@ -164,7 +164,14 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
             dist.name
         )
         info["in_record"] = False
-    data = fsops.read_bytes(path)
+    try:
+        data = fsops.read_regular(path)  # its text travels to the controller: bounded
+    except fsops.TooBig:
+        info["error"] = "is larger than %d bytes: vpatch edits source files up to that size" % (
+            fsops.MAX_FILE_BYTES
+        )
+        info["in_record"] = True  # refused for add_file too
+        return info
     info["exists"] = True
     info["sha256"] = fsops.sha256_bytes(data)
     try:

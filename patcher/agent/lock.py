@@ -9,17 +9,24 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import Any
+from typing import Any, Callable, Optional
+
+# Opens the lock file and returns its descriptor (statedir opens it without following links).
+Opener = Optional[Callable[[], int]]
 
 
 class Locked:
-    def __init__(self, path: str, timeout: float = 60.0) -> None:
+    def __init__(self, path: str, timeout: float = 60.0, opener: Opener = None) -> None:
         self.path = path
         self.timeout = timeout
+        self.opener = opener
         self.fd = -1
 
     def __enter__(self) -> Locked:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        if self.opener is not None:
+            self.fd = self.opener()
+        else:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -36,11 +43,17 @@ class Locked:
         os.close(self.fd)
 
 
-def held(path: str) -> bool:
+def held(path: str, opener: Opener = None) -> bool:
     """True when another process holds the lock right now (for `status`)."""
-    if not os.path.exists(path):
+    if opener is not None:
+        try:
+            fd = opener()
+        except FileNotFoundError:
+            return False
+    elif not os.path.exists(path):
         return False
-    fd = os.open(path, os.O_RDWR)
+    else:
+        fd = os.open(path, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

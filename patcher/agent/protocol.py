@@ -33,7 +33,9 @@ SYNTAX = "syntax"  # the new content does not compile on the target interpreter
 BACKUP = "backup"  # a backup is missing or does not have its recorded hash
 INPUT = "input"  # a request field the agent refuses (bad URL, bad path)
 PROTOCOL_ERROR = "protocol"  # not a request this agent understands
-KINDS = (CONFLICT, LOCKED, OS_ERROR, SYNTAX, BACKUP, INPUT, PROTOCOL_ERROR)
+STATE = "state"  # the state dir, journal, lock or backups/ is a link or not ours (statedir.py)
+CONFINED = "confined"  # a path to write is not a regular file in site-packages (confine.py)
+KINDS = (CONFLICT, LOCKED, OS_ERROR, SYNTAX, BACKUP, INPUT, PROTOCOL_ERROR, STATE, CONFINED)
 
 # What the controller tells the user to try next, per kind (the agent never words hints).
 HINTS: Dict[str, str] = {
@@ -44,6 +46,8 @@ HINTS: Dict[str, str] = {
     SYNTAX: "the target interpreter is older than the patched code needs",
     BACKUP: "the backup in the state dir was changed or removed; `vpatch status` "
     "shows the file; reinstall the package to get pip's bytes back",
+    STATE: "vpatch uses only state it made itself; --state-dir DIR keeps it elsewhere",
+    CONFINED: "a journaled path left site-packages or went through a link: check the env",
 }
 
 # Journal actions.
@@ -118,24 +122,3 @@ def retire_entry(path: str, superseded: bool, version: Optional[str], reason: st
 
 def marker(txn: str, abort: bool = False) -> Entry:
     return {"action": ABORT if abort else COMMIT, "txn": txn}
-
-
-def valid_entry(e: Any) -> bool:
-    """The shape the fold relies on; anything else in a journal line is skipped, not fatal."""
-    if not isinstance(e, dict) or e.get("action") not in ACTIONS:
-        return False
-    if e["action"] in (COMMIT, ABORT):
-        return isinstance(e.get("txn"), str)
-    if not isinstance(e.get("path"), str):
-        return False
-    if e["action"] in (APPLY, ROLLBACK):
-        if not isinstance(e.get("spec"), str):
-            return False
-        for k in ("before", "after"):
-            if e.get(k) is not None and not isinstance(e.get(k), str):
-                return False
-        if e["action"] == APPLY and not isinstance(e.get("after"), str):
-            return False
-        if e["action"] == APPLY and not isinstance(e.get("edits", []), list):
-            return False
-    return True

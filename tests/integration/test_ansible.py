@@ -10,6 +10,8 @@ others have the stand-in package (cheap) and its spec, picked per host by an inv
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import pytest
 
 from tests import envs, scale
 from tests import sshd as harness
-from tests.conftest import SPEC, fingerprint, vpatch
+from tests.conftest import REPO, SPEC, fingerprint, vpatch
 from tests.integration.test_local_standin import REL, SPEC_A
 from tests.integration.test_ssh import record_sha
 
@@ -187,3 +189,43 @@ def test_collection_layout(collections: Path) -> None:
     doc = scale.run([str(scale.ansible_bin() / "ansible-doc"), "vpatch.core.patch"], env)
     assert doc.code == 0, doc.err
     assert "corresponding action plugin" in doc.out and "check_mode" in doc.out
+
+
+def run_agent_module(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    """The patch_agent module run as Ansible runs it on a target (a script reading its
+    arguments file), under the ansible venv's interpreter; its JSON result."""
+    import subprocess
+
+    module = REPO / "ansible_collections/vpatch/core/plugins/modules/patch_agent.py"
+    argfile = tmp / "args.json"
+    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run(
+        [str(scale.ansible_bin() / "python"), str(module), str(argfile)],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env=scale.child_env(),
+        timeout=300,
+    )
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def test_agent_module_logs_no_request_text(tmp_path: Path) -> None:
+    """Ansible logs a module's arguments on the target (syslog/journal, and `invocation` in
+    the result): a request holds whole file texts and probe code, so it is no_log."""
+    from patcher.transport import BOOT, agent_bundle
+
+    secret = "TEXT-OF-A-PATCHED-FILE"
+    request = {"op": "inspect", "packages": {}, "note": secret}
+    res = run_agent_module(
+        {
+            "request": json.dumps(request),
+            "agent": agent_bundle().decode(),
+            "boot": BOOT,
+            "python": sys.executable,
+        },
+        tmp_path,
+    )
+    assert json.loads(res["answer"])["ok"], res
+    assert secret not in json.dumps(res["invocation"]), res["invocation"]

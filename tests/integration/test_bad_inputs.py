@@ -165,6 +165,29 @@ def _hand_edited(ctx: Ctx) -> None:
     ctx.target.write_text(ctx.target.read_text() + "# local hack\n")
 
 
+def _state_link(name: str) -> Callable[[Ctx], None]:
+    """`.vpatch` (or an entry of it) is a symlink to somewhere else in the test dir (whose
+    bytes the runner hashes): vpatch must refuse it, never follow it."""
+
+    def setup(ctx: Ctx) -> None:
+        outside = ctx.tmp / "outside"
+        outside.mkdir()
+        (outside / "file").write_text("not vpatch's\n")
+        state = ctx.root / ".vpatch"
+        if name == ".vpatch":
+            state.symlink_to(outside, target_is_directory=True)
+            return
+        state.mkdir(mode=0o700)
+        (state / name).symlink_to(outside if name == "backups" else outside / "file")
+
+    return setup
+
+
+def _huge_target(ctx: Ctx) -> None:
+    with open(ctx.target, "a") as fh:
+        fh.write("#" + "x" * (9 << 20) + "\n")
+
+
 SETUPS: dict[str, Callable[[Ctx], None]] = {
     "": lambda ctx: None,
     "foreign-file": _foreign_file,
@@ -177,6 +200,11 @@ SETUPS: dict[str, Callable[[Ctx], None]] = {
     "readonly-backups": _readonly_backups,
     "disk-full": _disk_full,
     "huge-spec": _huge_spec,
+    "state-dir-link": _state_link(".vpatch"),
+    "state-backups-link": _state_link("backups"),
+    "state-journal-link": _state_link("journal.jsonl"),
+    "state-lock-link": _state_link("lock"),
+    "huge-target": _huge_target,
 }
 
 
@@ -259,15 +287,17 @@ def test_bad_input(path: Path, tmp_path: Path, template: Path) -> None:
 def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
     """The preflight can be outrun (something fills the disk between inspect and commit). The
     agent's commit then fails on the first byte it stages, before any backup or journal line,
-    and takes its temp file with it. Driven in-process against a really full tmpfs."""
-    from patcher import agent, engine
+    and takes its temp file with it. Driven as one request to the agent of a venv that lives on
+    a really full tmpfs (a commit writes only inside its env's site-packages)."""
+    from patcher import engine
 
     fs = tmp_path / "fs"
     fs.mkdir()
     ctx = Ctx(tmp_path, tmp_path)
     ctx.mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", where=fs)
     try:
-        mod = fs / "pkg" / "mod.py"
+        python, site = standin.bare_venv(fs / "venv")
+        mod = site / "pkg" / "mod.py"
         mod.parent.mkdir()
         mod.write_text("x = 1\n")
         fd = os.open(fs / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
@@ -280,7 +310,8 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
             os.close(fd)
         before = tree_hash(fs, dir_mtime=False)  # a temp file made and removed moves mtimes
         state = tmp_path / "state"
-        res = agent.handle(
+        res, _ = standin.handle_in(
+            python,
             {
                 "op": "commit",
                 "state_dir": str(state),
@@ -292,7 +323,8 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
                     }
                 ],
                 "journal": [{"action": "apply", "path": str(mod), "spec": "s"}],
-            }
+            },
+            tmp_path,
         )
         after = tree_hash(fs, dir_mtime=False)
     finally:

@@ -215,13 +215,13 @@ def _count(kind: str) -> None:
 
 
 def test_points_are_every_step_in_order(tmp_path: Path) -> None:
-    """A one-file commit reaches exactly faults.POINTS, in order (run in-process, unarmed)."""
-    from patcher import agent
-
-    target = tmp_path / "mod.py"
+    """A one-file commit reaches exactly faults.POINTS, in order (run unarmed, in-process in a
+    venv's own interpreter: a commit writes only inside that env's site-packages)."""
+    python, site = standin.bare_venv(tmp_path / "venv")
+    target = site / "mod.py"
     target.write_text("x = 1\n")
-    faults.REACHED.clear()
-    res = agent.handle(
+    res, reached = standin.handle_in(
+        python,
         {
             "op": "commit",
             "state_dir": str(tmp_path / "state"),
@@ -233,10 +233,11 @@ def test_points_are_every_step_in_order(tmp_path: Path) -> None:
                 }
             ],
             "journal": [{"action": "apply", "path": str(target), "spec": "s"}],
-        }
+        },
+        tmp_path,
     )
     assert res["ok"], res
-    assert faults.REACHED == list(faults.POINTS)
+    assert reached == list(faults.POINTS)
     assert target.read_text() == "x = 2\n"
 
 
@@ -341,7 +342,7 @@ def test_cli_end_to_end(local_target: Target, tmp_path: Path) -> None:
     assert killed.code == 1, killed.out + killed.err
     assert killed.err.splitlines() == [
         "error: local: agent killed by signal 9; outcome unknown",
-        "hint: files are either pristine or fully patched; run `vpatch status` to see which",
+        "hint: files are either pristine or fully patched; `vpatch status` tells which",
     ]
     assert local_target.file.read_bytes() == local_target.patched
     st = vpatch("status", *py, "--json")

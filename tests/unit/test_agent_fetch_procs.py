@@ -24,6 +24,20 @@ BODY = b"# TYPE up gauge\nup 1.0\n"
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path in ("/trickle", "/trickle-headers"):
+            self._trickle()
+            return
+        if self.path == "/login":  # not Prometheus, with something that must not be echoed
+            body = b"<html>SECRET-TOKEN-123 please log in</html>\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path == "/badstatus":
+            self.wfile.write(b"SECRET-TOKEN-123 not http at all\r\n\r\n")
+            return
         if self.path == "/slow":
             time.sleep(2)
         if self.path == "/ftp":
@@ -51,6 +65,24 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+    def _trickle(self) -> None:
+        """One byte every 0.5 s, each read well within a per-read timeout: 10 s in all."""
+        head = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 20\r\n\r\n"
+        try:
+            if self.path == "/trickle-headers":
+                for i in range(len(head)):
+                    self.wfile.write(head[i : i + 1])
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            else:
+                self.wfile.write(head)
+            for _ in range(20):
+                self.wfile.write(b"#")
+                self.wfile.flush()
+                time.sleep(0.5)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +123,29 @@ def test_fetch_failures_are_answers(
 ) -> None:
     got = fetch.fetch(base_url + path, **kwargs)  # type: ignore[arg-type]
     assert error in got["error"] and "text" not in got
+
+
+@pytest.mark.parametrize("path", ["/trickle", "/trickle-headers"])
+def test_fetch_timeout_is_for_the_whole_fetch(base_url: str, path: str) -> None:
+    """--timeout 2 against a server that sends a byte every 0.5 s: each read is quick, so a
+    per-read timeout never fired and the fetch took as long as the server liked."""
+    started = time.monotonic()
+    got = fetch.fetch(base_url + path, timeout=2)
+    assert time.monotonic() - started < 4
+    assert got["error"] == "timed out after 2s" and "text" not in got, got
+
+
+def test_fetch_errors_quote_nothing_the_server_sent(base_url: str) -> None:
+    from patcher import metrics
+    from patcher.metrics import Scrape
+
+    bad = fetch.fetch(base_url + "/badstatus")
+    assert "error" in bad and "SECRET" not in bad["error"], bad
+    page = fetch.fetch(base_url + "/login")
+    scrape = Scrape(base_url + "/login", page["text"], None, page["seconds"])
+    pr = metrics.probe(scrape, None, None, loaded=True)
+    assert not pr.ok and "did not serve Prometheus text" in pr.detail
+    assert "SECRET" not in pr.detail and "html" not in pr.detail, pr.detail
 
 
 def test_fetch_unreachable() -> None:

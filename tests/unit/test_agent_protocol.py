@@ -18,13 +18,14 @@ from patcher import agent
 from patcher.agent import faults
 from patcher.ray_transport import run_agent
 from patcher.transport import BOOT, agent_bundle, decode_answer
+from tests import standin
 
 INSPECT = {"op": "inspect", "packages": {}}
 
 
-def run(stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+def run(stdin: bytes, python: Path | str = sys.executable) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
-        [sys.executable, "-I", "-c", BOOT], input=stdin, capture_output=True, timeout=60
+        [str(python), "-I", "-c", BOOT], input=stdin, capture_output=True, timeout=60
     )
 
 
@@ -70,7 +71,8 @@ def test_eof_right_after_the_bundle_is_a_clean_exit() -> None:
 def test_fault_is_per_request(tmp_path: Path) -> None:
     """A fault armed by one request of a session is gone for the next: the commit after an
     inspect that carried `fault: commit.locked` runs to the end in the same process."""
-    target = tmp_path / "mod.py"
+    python, site = standin.bare_venv(tmp_path / "venv")
+    target = site / "mod.py"
     target.write_text("x = 1\n")
     commit = {
         "op": "commit",
@@ -85,7 +87,7 @@ def test_fault_is_per_request(tmp_path: Path) -> None:
         "journal": [{"action": "apply", "path": str(target), "spec": "s"}],
     }
     armed = {**INSPECT, "fault": "commit.locked"}
-    proc = run(agent_bundle() + f"{json.dumps(armed)}\n{json.dumps(commit)}\n".encode())
+    proc = run(agent_bundle() + f"{json.dumps(armed)}\n{json.dumps(commit)}\n".encode(), python)
     assert proc.returncode == 0, (proc.returncode, proc.stderr)  # -9: the fault leaked
     first, second = (json.loads(x) for x in proc.stdout.decode().splitlines())
     assert first["ok"] and second["ok"], second

@@ -105,7 +105,8 @@ def fresh(existing: list[JsonValue], new: list[JsonValue]) -> list[JsonValue]:
     """Values of `new` not in `existing`, compared as the ops do (1, 1.0 and True differ)."""
 
     def key(v: JsonValue) -> tuple[str, str]:
-        return (type(v).__name__, repr(v))
+        # -0.0 == 0.0 by value: `+ 0.0` makes them one key, as the ops see them
+        return (type(v).__name__, repr(v + 0.0 if isinstance(v, float) else v))
 
     seen = {key(v) for v in existing}
     out: list[JsonValue] = []

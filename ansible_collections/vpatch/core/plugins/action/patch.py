@@ -52,6 +52,9 @@ class _ModuleTransport:
         errors, transport = vp[2], vp[4]
         self._decode = transport.decode_answer
         self._host_error = errors.HostError
+        from patcher import session
+
+        self._session = session  # the words every transport uses for an unknown outcome
         self._action = action
         self._task_vars = task_vars
         self._python = python
@@ -84,10 +87,7 @@ class _ModuleTransport:
             raise self._host_error(f"{self.target}: {msg}", hint)
         status = int(res.get("rc", 0))
         if status < 0 and not str(res["answer"]).strip():  # OOM killer, kill -9, a crash
-            raise self._host_error(
-                f"{self.target}: agent killed by signal {-status}; outcome unknown",
-                "files are either pristine or fully patched; `state: verified` tells which",
-            )
+            raise self._session.killed(self.target, -status, "`state: verified`")
         return dict(
             self._decode(
                 self.target,

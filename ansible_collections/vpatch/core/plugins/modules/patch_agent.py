@@ -84,7 +84,9 @@ READ_ONLY_OPS = frozenset(("inspect", "verify", "procs", "fetch"))
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            request=dict(type="str", required=True),
+            # no_log: a request carries whole file texts (commit) and probe code; Ansible logs
+            # module arguments to the target's syslog/journal unless told not to.
+            request=dict(type="str", required=True, no_log=True),
             # no_log: 40 kB of source would otherwise go to the target's syslog on every call.
             agent=dict(type="str", required=True, no_log=True),
             boot=dict(type="str", required=True),

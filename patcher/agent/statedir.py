@@ -1,0 +1,312 @@
+"""vpatch's state on the host (`<prefix>/.vpatch/` or --state-dir), reached without following links.
+
+Why: vpatch runs as root (or through --sudo) on environments other users own, and the owner of
+an environment can put anything in its `.vpatch/`. A symlink named `backups` pointing at a
+root-only directory made root write backups there and chown its entries to the owner; a
+symlinked journal or lock made root append to, or create, any file. So the state dir is reached
+through descriptors: its parent (named by the operator with --state-dir, or the environment's
+own prefix) is opened as any path, the state dir and everything below it relative to its
+directory's descriptor with O_NOFOLLOW, and each entry is checked on the descriptor itself
+(fstat: type, owner, hard links), so nothing can be swapped between the check and the use.
+What fails is refused, naming the path and what to check (agent error kind `state`); nothing
+in it is then read, written, chowned or followed.
+
+Owners accepted: the user vpatch runs as, root and, when vpatch runs as root, the owner of the
+environment (`adopt` gives it the state, so a later run without sudo still works). A regular
+file must have one link: a hard link to a file elsewhere would be written through.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+import sys
+from typing import Any
+
+from . import faults, fsops, protocol
+
+# Agent error kind (the `kind` of an {"ok": false} answer): the state dir, or an entry in it, is
+# a symlink, not a directory/regular file, owned by someone else, or hard-linked elsewhere.
+KIND_STATE = protocol.STATE
+
+JOURNAL, LOCK, BACKUPS = "journal.jsonl", "lock", "backups"
+MAX_JOURNAL_BYTES = 64 << 20  # ~100,000 commits' worth; more is not a journal vpatch wrote
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW
+_HINT = "check who made it, and move it away"
+
+
+class StateError(Exception):
+    """The state dir cannot be used safely; the message names the path."""
+
+    kind = KIND_STATE
+
+
+def owners() -> set[int]:
+    """Who may own the state dir and its entries (see module docstring)."""
+    out = {os.geteuid(), 0}
+    if os.geteuid() == 0:
+        try:
+            out.add(os.stat(sys.prefix).st_uid)
+        except OSError:
+            pass
+    return out
+
+
+def _refuse(path: str, what: str) -> StateError:
+    return StateError("unsafe vpatch state: %s %s; %s" % (path, what, _HINT))
+
+
+def _check(st: os.stat_result, path: str, want_dir: bool) -> None:
+    if stat.S_ISLNK(st.st_mode):
+        raise _refuse(path, "is a symlink (vpatch follows no links in its state dir)")
+    if want_dir and not stat.S_ISDIR(st.st_mode):
+        raise _refuse(path, "is not a directory")
+    if not want_dir and not stat.S_ISREG(st.st_mode):
+        raise _refuse(path, "is not a regular file")
+    if st.st_uid not in owners():
+        raise _refuse(path, "is owned by uid %d, not by the user vpatch runs as" % st.st_uid)
+    if not want_dir and st.st_nlink > 1:
+        raise _refuse(path, "has %d hard links (vpatch writes only its own files)" % st.st_nlink)
+
+
+def _os_error(exc: OSError, path: str) -> Exception:
+    """The same error, naming the whole path (a dir_fd-relative call names only the entry)."""
+    if exc.errno == errno.ELOOP:  # a link appeared between our lstat and open
+        return _refuse(path, "is a symlink (vpatch follows no links in its state dir)")
+    return OSError(exc.errno, exc.strerror, path)
+
+
+def open_entry(
+    dfd: int, name: str, path: str, want_dir: bool, create: bool = False, flags: int = 0
+) -> tuple[int, bool]:
+    """(descriptor, created) of `name` in directory `dfd`, opened without following a link and
+    checked on the descriptor. Created 0700/0600 (whatever the umask) when `create`; raises
+    FileNotFoundError when absent and not `create`."""
+    created = False
+    try:
+        try:
+            _check(os.stat(name, dir_fd=dfd, follow_symlinks=False), path, want_dir)
+        except FileNotFoundError:
+            if not create:
+                raise
+            if want_dir:
+                try:
+                    os.mkdir(name, 0o700, dir_fd=dfd)
+                    created = True
+                except FileExistsError:
+                    pass
+        if want_dir:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
+        else:
+            base = flags | _NOFOLLOW | os.O_NONBLOCK  # a FIFO swapped in must not block us
+            excl = os.O_CREAT | os.O_EXCL if create else 0
+            try:
+                fd = os.open(name, base | excl, 0o600, dir_fd=dfd)
+                created = create
+            except FileExistsError:
+                fd = os.open(name, base, dir_fd=dfd)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise _os_error(exc, path) from None
+    try:
+        _check(os.fstat(fd), path, want_dir)
+        if created:
+            os.fchmod(fd, 0o700 if want_dir else 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, created
+
+
+def make_parents(path: str) -> None:
+    """Create the missing directories of `path` 0700 whatever the umask (os.makedirs gives the
+    intermediate ones 0777 & ~umask: world-writable under umask 000). Existing ones are left as
+    they are: they are the operator's (--state-dir) or the environment's."""
+    missing = []
+    while not os.path.isdir(path) and os.path.dirname(path) != path:
+        missing.append(path)
+        path = os.path.dirname(path)
+    for d in reversed(missing):
+        pfd = os.open(os.path.dirname(d), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+        try:
+            os.close(open_entry(pfd, os.path.basename(d), d, want_dir=True, create=True)[0])
+        finally:
+            os.close(pfd)
+
+
+class State:
+    """An open state dir: its descriptor, backups/ on demand, and what this run created."""
+
+    def __init__(self, path: str, fd: int, created: bool) -> None:
+        self.path, self.fd = path, fd
+        self._backups = -1
+        self.made: list[tuple[str, ...]] = [()] if created else []  # relative names we created
+
+    def close(self) -> None:
+        for fd in (self._backups, self.fd):
+            if fd >= 0:
+                os.close(fd)
+        self._backups = self.fd = -1
+
+    def __enter__(self) -> State:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def sub(self, *names: str) -> str:
+        return os.path.join(self.path, *names)
+
+    def backups(self, create: bool = False) -> int:
+        """Descriptor of backups/ (-1 when it does not exist and not `create`)."""
+        if self._backups < 0:
+            try:
+                self._backups, made = open_entry(
+                    self.fd, BACKUPS, self.sub(BACKUPS), want_dir=True, create=create
+                )
+            except FileNotFoundError:
+                return -1
+            if made:
+                self.made.append((BACKUPS,))
+        return self._backups
+
+    def open_file(self, name: str, flags: int, create: bool = False) -> int:
+        fd, made = open_entry(self.fd, name, self.sub(name), False, create, flags)
+        if made:
+            self.made.append((name,))
+        return fd
+
+    def read_journal(self) -> bytes:
+        """The journal's bytes (b"" when there is none), at most MAX_JOURNAL_BYTES."""
+        try:
+            fd = self.open_file(JOURNAL, os.O_RDONLY)
+        except FileNotFoundError:
+            return b""
+        try:
+            return fsops.read_fd(fd, MAX_JOURNAL_BYTES, self.sub(JOURNAL))
+        finally:
+            os.close(fd)
+
+    def read_backup(self, sha: str) -> bytes | None:
+        """The backup with that sha256, verified; None when absent. A backup whose bytes do not
+        hash to its name raises ValueError: restoring it would write someone else's bytes."""
+        dfd = self.backups()
+        if not _SHA.match(sha) or dfd < 0:
+            return None
+        path = self.sub(BACKUPS, sha)
+        try:
+            fd, _ = open_entry(dfd, sha, path, want_dir=False, flags=os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            data = fsops.read_fd(fd, fsops.MAX_FILE_BYTES, path)
+        finally:
+            os.close(fd)
+        if fsops.sha256_bytes(data) != sha:
+            raise ValueError("backup %s is corrupt (its bytes no longer hash to its name)" % sha)
+        return data
+
+    def write_backup(self, data: bytes, sha: str) -> None:
+        """Content-addressed, written once, durable (file and directory fsync'ed) before the
+        journal that refers to it is written. A corrupt backup of that name is replaced."""
+        dfd = self.backups(create=True)
+        try:
+            if self.read_backup(sha) is not None:
+                return
+        except ValueError:
+            pass
+        tmp = fsops.TEMP_PREFIX + os.urandom(8).hex() + fsops.TEMP_SUFFIX
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
+        try:
+            try:
+                os.fchmod(fd, 0o600)
+                fsops.write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            faults.point("backup.temp_written")
+            os.replace(tmp, sha, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except OSError:
+                pass
+            raise
+        self.made.append((BACKUPS, sha))
+        os.fsync(dfd)
+        faults.point("backup.written")
+
+    def adopt(self) -> None:
+        """Give what THIS run created the environment's owner (only root can, and only root
+        needs to): by descriptor, never through a link, nothing that was already there."""
+        if os.geteuid() != 0:
+            return
+        try:
+            env = os.stat(sys.prefix)
+        except OSError:
+            return
+        for names in self.made:
+            try:
+                if not names:
+                    fd = os.dup(self.fd)
+                elif names == (BACKUPS,):
+                    fd = os.dup(self.backups())
+                elif len(names) == 1:
+                    fd = os.open(names[0], os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, dir_fd=self.fd)
+                else:
+                    fd = os.open(
+                        names[1], os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, dir_fd=self.backups()
+                    )
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
+                ok = stat.S_ISDIR(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_nlink == 1)
+                if ok and st.st_uid == 0 and (st.st_uid, st.st_gid) != (env.st_uid, env.st_gid):
+                    os.fchown(fd, env.st_uid, env.st_gid)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+
+def open_state(path: str, create: bool = False) -> State | None:
+    """The state dir at `path`, checked; None when it does not exist (or is not a directory,
+    which only a write must refuse: inspect reports it as unwritable) and not `create`."""
+    path = os.path.abspath(path)
+    parent, name = os.path.split(path)
+    if not name:
+        raise _refuse(path, "cannot be a state dir")
+    if create:
+        make_parents(parent)
+    try:
+        pfd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        if create:
+            raise
+        return None
+    try:
+        fd, created = open_entry(pfd, name, path, want_dir=True, create=create)
+    except FileNotFoundError:
+        return None
+    except StateError:
+        if not create and _plain_non_dir(pfd, name):
+            return None
+        raise
+    finally:
+        os.close(pfd)
+    return State(path, fd, created)
+
+
+def _plain_non_dir(pfd: int, name: str) -> bool:
+    try:
+        st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return not stat.S_ISDIR(st.st_mode) and not stat.S_ISLNK(st.st_mode)

@@ -1,0 +1,29 @@
+"""`vpatch --version` answers without importing the CLI (the start-up budget of issue 18)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from patcher import __version__
+
+
+def test_version_imports_nothing_of_the_cli() -> None:
+    code = (
+        "import sys; sys.argv = ['vpatch', '--version']\n"
+        "from patcher.entry import main\n"
+        "rc = main()\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('pydantic', 'patcher.cli',"
+        " 'patcher.spec', 'paramiko', 'fabric', 'libcst', 'rich')))\n"
+        "print(rc, heavy)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines() == [f"vpatch {__version__}", "0 []"]
+
+
+def test_other_commands_reach_the_cli() -> None:
+    code = "import sys; sys.argv = ['vpatch', 'schema']\nfrom patcher.entry import main\nmain()\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and '"$schema"' in out.stdout
