@@ -36,8 +36,9 @@ test-deps:
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo >/dev/null; \
 	fi
 
-# In `make test` so a broken page, link or reference generator fails CI (a few seconds).
-test: install test-deps lint docs
+# In `make test` so a broken page, link or reference generator, or a collection ansible-test
+# rejects, fails CI (docs: a few seconds; sanity: ~20 s warm, about a minute on a new machine).
+test: install test-deps lint docs sanity
 	$(BIN)/pytest -q -ra --durations=15 tests
 
 # The Ansible collection under `ansible-test sanity` (validate-modules, pylint, ...): tests/sanity.py
