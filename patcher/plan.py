@@ -665,8 +665,13 @@ def verify_spec(
             )
             return res, variant
         rw = rewrite(fact.text if fact.exists and fact.text else "", spec, index, rel, edits)
+        # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
+        # adding the same list elements: that file differs from RECORD through vpatch, not by
+        # hand, as apply's planner already decides (it leaves such a file unchanged).
+        others = sorted(st.applied) if st is not None and st.in_sync and not mine else []
         hand = (
             not mine
+            and not others
             and fact.record_sha256 is not None
             and fact.exists
             and fact.sha256 != fact.record_sha256
@@ -674,6 +679,13 @@ def verify_spec(
         if rw.status == "unchanged":
             if mine:
                 states.append(("applied", f"{rel} has the journal's hash and the edit"))
+            elif others:
+                states.append(
+                    (
+                        "satisfied_upstream",
+                        f"{rel} already has the desired code, from {', '.join(others)}",
+                    )
+                )
             elif hand:
                 states.append(
                     (
