@@ -484,7 +484,12 @@ class _Apply:
                     "(it differs from pip's RECORD and the journal has no entry): the next "
                     "reinstall loses it",
                 )
-            return _Part(fact, "unchanged", f"{rel} already has the desired code ({rw.message})")
+            held = (
+                f", from {', '.join(sorted(st.applied))}" if st is not None and st.applied else ""
+            )
+            return _Part(
+                fact, "unchanged", f"{rel} already has the desired code{held} ({rw.message})"
+            )
         if hand and not self.opts.force:
             return _Part(
                 fact,

@@ -121,6 +121,7 @@ def test_stacks_in_the_other_order(tmp_path: Path) -> None:
 
     white = static("apply", SPEC, env)
     assert white["outcome"] == "satisfied_upstream", white
+    assert "already has the desired code, from vllm-eagle3-mla-backport" in white["message"]
     assert {rel: sha256(env.file(rel)) for rel in vllm_models.FILES} == backported
     for spec in (SPEC, BACKPORT):
         assert static("verify", spec, env)["outcome"] in ("applied", "satisfied_upstream")
