@@ -497,7 +497,12 @@ class _Apply:
                     "(it differs from pip's RECORD and the journal has no entry): the next "
                     "reinstall loses it",
                 )
-            return _Part(fact, "unchanged", f"{rel} already has the desired code ({rw.message})")
+            held = (
+                f", from {', '.join(sorted(st.applied))}" if st is not None and st.applied else ""
+            )
+            return _Part(
+                fact, "unchanged", f"{rel} already has the desired code{held} ({rw.message})"
+            )
         if hand and not self.opts.force:
             return _Part(
                 fact,
@@ -733,8 +738,13 @@ def verify_spec(
             )
             return res, variant
         rw = rewrite(fact.text if fact.exists and fact.text else "", spec, index, rel, edits)
+        # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
+        # adding the same list elements: that file differs from RECORD through vpatch, not by
+        # hand, as apply's planner already decides (it leaves such a file unchanged).
+        others = sorted(st.applied) if st is not None and st.in_sync and not mine else []
         hand = (
             not mine
+            and not others
             and fact.record_sha256 is not None
             and fact.exists
             and fact.sha256 != fact.record_sha256
@@ -742,6 +752,13 @@ def verify_spec(
         if rw.status == "unchanged":
             if mine:
                 states.append(("applied", f"{rel} has the journal's hash and the edit"))
+            elif others:
+                states.append(
+                    (
+                        "satisfied_upstream",
+                        f"{rel} already has the desired code, from {', '.join(others)}",
+                    )
+                )
             elif hand:
                 states.append(
                     (

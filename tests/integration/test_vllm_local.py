@@ -6,47 +6,23 @@ patched file (it must PASS), so the probe can never be a check that cannot fail.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 from collections.abc import Callable
 
 import pytest
 
 from tests.conftest import SPEC, Env, fingerprint, vpatch
+from tests.support.catalog import TARGETS_BOTH_WAYS, record_sha256, sha256
 
 pytestmark = pytest.mark.vllm
 REL = "vllm/config/speculative.py"
-
-
-def record_sha256(env: Env, rel: str) -> str:
-    record = next(env.site.glob("vllm-*.dist-info")) / "RECORD"
-    for line in record.read_text().splitlines():
-        name, digest, _size = line.rsplit(",", 2)
-        if name == rel:
-            raw = digest.removeprefix("sha256=")
-            return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
-    raise AssertionError(f"{rel} not in RECORD")
-
-
-def sha256(path: object) -> str:
-    return hashlib.sha256(open(path, "rb").read()).hexdigest()  # type: ignore[call-overload]
 
 
 def changed_lines(diff: str) -> list[str]:
     return [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
 
 
-# One row per edit variant of the catalog spec; tests/unit/test_catalog_probes.py fails if a
-# variant (or a new catalog spec) has no row here, so no probe escapes the both-ways check.
-BOTH_WAYS = [
-    ("0.11.0", "eagle3_target_supported", True),
-    ("0.16.0", "eagle3_target_supported", False),
-    ("0.17.0", "aux_hidden_states_supported", False),
-]
-
-
-@pytest.mark.parametrize(("version", "target", "one_line"), BOTH_WAYS)
+@pytest.mark.parametrize(("version", "target", "one_line"), TARGETS_BOTH_WAYS)
 def test_apply_verify_rollback(
     vllm_env: Callable[[str], Env], version: str, target: str, one_line: bool
 ) -> None:
@@ -54,7 +30,7 @@ def test_apply_verify_rollback(
     py = ["--python", env.python, "--json"]
     path = env.file(REL)
     pristine = sha256(path)
-    assert pristine == record_sha256(env, REL)
+    assert pristine == record_sha256(env.site, REL)
 
     # The probe is honest: on the pristine file it fails with vLLM's own error.
     before = vpatch("verify", SPEC, *py)
@@ -91,7 +67,7 @@ def test_apply_verify_rollback(
     back = vpatch("rollback", SPEC, *py)
     assert back.code == 0, back.out + back.err
     assert back.patch()["outcome"] == "rolled_back"
-    assert sha256(path) == record_sha256(env, REL)
+    assert sha256(path) == record_sha256(env.site, REL)
     last = json.loads(env.journal.read_text().splitlines()[-2])
     assert last["action"] == "rollback" and last["spec"] == "vllm-eagle3-mla-targets"
     assert vpatch("status", "--python", env.python, "--json").doc["hosts"][0]["patches"] == []

@@ -12,6 +12,7 @@ from tests import jsondoc
 from tests.conftest import REPO, SPEC, VPATCH
 
 ID = SPEC.stem
+IDS = sorted(p.stem for p in (REPO / "patches").glob("*.toml"))  # the catalog, in id order
 
 
 def run(cwd: Path, *args: str, catalog: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -61,10 +62,11 @@ def test_unknown_id_names_the_catalogs(tmp_path: Path) -> None:
     assert res.returncode == 2
     error, hint = res.stderr.splitlines()
     assert error == "error: no spec file or catalog id 'no-such-id'"
-    assert hint.startswith(f"hint: known ids: {ID}; catalogs: shipped (")
+    assert hint.startswith(f"hint: known ids: {', '.join(IDS)}; catalogs: shipped (")
 
 
 def test_human_listing() -> None:
     res = run(REPO, "catalog")
     assert res.returncode == 0 and res.stderr == ""
-    assert res.stdout.split() == [ID, "./patches", f"patches/{ID}.toml"]
+    rows = [line.split() for line in res.stdout.splitlines()]
+    assert rows == [[i, "./patches", f"patches/{i}.toml"] for i in IDS]
