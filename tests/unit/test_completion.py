@@ -48,7 +48,7 @@ def test_bash_registers_the_completion() -> None:
         ("vpatch verify --lev", "--level"),
         ("vpatch verify --level ''", "full import static"),
         ("vpatch apply --dry-run --level i", "import"),
-        (f"vpatch apply {SPEC.stem[:4]}", SPEC.stem),
+        (f"vpatch apply {SPEC.stem[:-4]}", SPEC.stem),  # one id: the prefix leaves one
         ("vpatch completion ''", "bash fish zsh"),
         ("vpatch hook ''", "systemd"),
         ("vpatch matrix --ver", "--versions"),
