@@ -477,8 +477,15 @@ def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
         raise _Refused(str(exc), protocol.INPUT) from None
 
 
+def op_scan(req: dict[str, Any]) -> dict[str, Any]:
+    from . import scan  # `vpatch diff`: files of a dist that differ from its RECORD
+
+    return scan.scan(req, state_dir(req))
+
+
 OPS = {
     "inspect": op_inspect,
+    "scan": op_scan,
     "commit": op_commit,
     "repair": op_repair,
     "verify": op_verify,

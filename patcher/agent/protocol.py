@@ -12,6 +12,7 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
     procs    {"paths": [...]}
     fetch    {"url", "timeout", "max_bytes"}
+    scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
 A Write is {"path", "expect_sha256": sha or None (None: the file must not exist), and one of
 "text" (new content), "restore_sha256" (a backup's bytes) or "delete": true}.
 

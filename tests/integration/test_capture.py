@@ -1,0 +1,190 @@
+"""`vpatch diff` and `vpatch capture` on real wheels: hand edits made the way operators make
+them (sed -i, an editor) on click 8.1.7 and on vLLM 0.16.0, locally and over real sshd hosts.
+
+Pristine bytes come from the cached test wheels (VPATCH_MATRIX_WHEELS), so nothing is
+downloaded twice; the matrix cache is per test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import partial
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from patcher import capturecmd
+from patcher.spec import load_spec
+from tests import envs
+from tests import sshd as harness
+from tests.conftest import vpatch
+from tests.support import handedits, realpkgs
+from tests.support.handedits import CLICK_EDITS, CLICK_VERSION
+
+
+@pytest.fixture(autouse=True)
+def wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    realpkgs.wheel("click", CLICK_VERSION)
+    env = {
+        "VPATCH_MATRIX_WHEELS": str(envs.CACHE / "wheels"),
+        "VPATCH_MATRIX_CACHE": str(tmp_path / "matrix"),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env
+
+
+def site(python: Path) -> Path:
+    return next((python.parent.parent / "lib").glob("python3*/site-packages"))
+
+
+def click_env(dest: Path, edits: list[tuple[str, str, str, str]] = CLICK_EDITS) -> Path:
+    py = realpkgs.venv(dest, "click", CLICK_VERSION)
+    for rel, old, new, _op in edits:
+        handedits.edit_file(site(py) / rel, old, new)
+    return py
+
+
+def test_five_kinds_over_two_files_captured_finest_and_replayed_exactly(tmp_path: Path) -> None:
+    py = click_env(tmp_path / "edited")
+    diff = vpatch("diff", "click", "--python", py, "--json")
+    assert diff.code == 0, diff.err
+    [group] = diff.doc["groups"]
+    assert group["hosts"] == ["local"] and group["version"] == CLICK_VERSION
+    files = {f["file"]: f for f in group["files"]}
+    assert set(files) == {"click/types.py", "click/utils.py"}
+    for f in files.values():
+        assert f["state"] == "modified" and f["pristine"] == "wheel"
+    assert '-    name = "boolean"' in files["click/types.py"]["diff"]
+    assert "+class KeepOpenFile(t.Generic[R]):" in files["click/utils.py"]["diff"]
+
+    human = vpatch("diff", "click", "--python", py)
+    assert (
+        human.code == 0 and "click 8.1.7 wheel" in human.out and "+++ b/click/utils.py" in human.out
+    )
+
+    out = tmp_path / "click-hand.toml"
+    cap = vpatch(
+        "capture", "click", "--id", "click-hand", "--python", py, "-o", out, "--no-matrix", "--json"
+    )
+    assert cap.code == 0, cap.err
+    doc = cap.doc
+    got = {f["file"]: f["ops"] for f in doc["files"]}
+    assert got == {
+        "click/types.py": ["set_value", "ensure_elements", "ensure_def"],
+        "click/utils.py": ["ensure_base", "set_value"],
+    }
+    assert [op for f in doc["files"] for op in f["ops"]] == [op for *_, op in CLICK_EDITS]
+    assert all(f["bytes_identical"] for f in doc["files"])
+    spec = load_spec(out)
+    assert spec.variant[0].versions == "==8.1.7" and spec.variant[0].file is None
+    assert {e.file for e in spec.variant[0].edit} == {"click/types.py", "click/utils.py"}
+
+    fresh = realpkgs.venv(tmp_path / "fresh", "click", CLICK_VERSION)
+    applied = vpatch("apply", out, "--python", fresh, "--json")
+    assert applied.code == 0, applied.out + applied.err
+    assert applied.patch()["outcome"] == "applied"
+    for rel in ("click/types.py", "click/utils.py"):
+        assert (site(fresh) / rel).read_bytes() == (site(py) / rel).read_bytes()
+
+
+def test_capture_refuses_bad_input_before_any_host(tmp_path: Path) -> None:
+    exists = tmp_path / "x.toml"
+    exists.write_text("")
+    for args, words in [
+        (["--id", "Bad Id"], "--id"),
+        (["--id", "ok", "-o", str(exists)], "exists"),
+        (["--id", "ok", "--versions", "~~1"], "PEP 440"),
+    ]:
+        res = vpatch("capture", "click", "--host", "nowhere.invalid", *args, "--json")
+        assert res.code == 2, res.err
+        assert words in res.doc["error"] and res.doc["hint"]
+        assert res.err.startswith("error:")
+
+
+def test_nothing_to_capture_and_unknown_package(tmp_path: Path) -> None:
+    py = realpkgs.venv(tmp_path / "env", "click", CLICK_VERSION)
+    clean = vpatch("diff", "click", "--python", py, "--json")
+    assert clean.code == 0 and clean.doc["groups"][0]["files"] == []
+    none = vpatch("capture", "click", "--id", "x", "--python", py, "--no-matrix")
+    assert none.code == 1 and "no hand edit" in none.err and "hint:" in none.err
+    missing = vpatch("diff", "no-such-dist", "--python", py, "--json")
+    assert missing.code == 1 and "not installed" in missing.doc["errors"][0]["error"]
+
+
+def test_added_and_missing_files_are_listed(tmp_path: Path) -> None:
+    py = realpkgs.venv(tmp_path / "env", "click", CLICK_VERSION)
+    (site(py) / "click" / "local_hack.py").write_text("X = 1\n")
+    (site(py) / "click" / "py.typed").unlink()
+    res = vpatch("diff", "click", "--python", py, "--json")
+    files = {f["file"]: f for f in res.doc["groups"][0]["files"]}
+    assert files["click/local_hack.py"]["state"] == "added"
+    assert files["click/local_hack.py"]["pristine"] == "none"
+    assert "+X = 1" in files["click/local_hack.py"]["diff"]
+    assert files["click/py.typed"]["state"] == "missing"
+
+
+def click_factory(edits: dict[str, list[tuple[str, str, str, str]]], host: harness.SshHost) -> None:
+    click_env(host.home / "ml-env", edits[host.name])
+
+
+def test_fleet_groups_hosts_with_the_same_edit(ssh_lab_factory: harness.LabFactory) -> None:
+    same, other = CLICK_EDITS[:1], CLICK_EDITS[3:4]
+    lab = ssh_lab_factory(3, partial(click_factory, {"h1": same, "h2": same, "h3": other}))
+    hosts = [a for h in lab.hosts for a in ("--host", h.name)]
+    ssh = ["--ssh-config", str(lab.ssh_config), "--python", "/root/ml-env/bin/python"]
+    res = vpatch("diff", "click", *hosts, *ssh, "--json")
+    assert res.code == 0, res.err
+    groups = {tuple(g["hosts"]): [f["file"] for f in g["files"]] for g in res.doc["groups"]}
+    assert groups == {("h1", "h2"): ["click/types.py"], ("h3",): ["click/utils.py"]}
+    human = vpatch("diff", "click", *hosts, *ssh)
+    assert "# 2 hosts (h1, h2)" in human.out and "# 1 host (h3)" in human.out
+
+    refused = vpatch("capture", "click", "--id", "x", *hosts, *ssh, "--no-matrix")
+    assert refused.code == 2 and "differ" in refused.err
+    one = vpatch("capture", "click", "--id", "x", "--host", "h3", *ssh, "--no-matrix", "--json")
+    assert one.code == 0, one.err
+    assert one.doc["files"][0]["ops"] == ["ensure_base"]
+
+
+@pytest.mark.vllm
+def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -> None:
+    edited = envs.clone("0.16.0", tmp_path / "edited")
+    target = envs.site_packages(edited) / handedits.SEED_REL
+    handedits.sed_i(target, handedits.SEED_SED)
+    py = edited / "bin" / "python"
+
+    diff = vpatch("diff", "vllm", "--python", py, "--json")
+    assert diff.code == 0, diff.err
+    [f] = diff.doc["groups"][0]["files"]
+    assert f["file"] == handedits.SEED_REL and f["pristine"] == "wheel"
+    assert '+            "kimi_k2",' in f["diff"] and '+            "deepseek_v3",' in f["diff"]
+
+    out = tmp_path / "seed.toml"
+    cap = vpatch("capture", "vllm", "--id", "vllm-kimi", "--python", py, "-o", out, "--no-matrix")
+    assert cap.code == 0, cap.err
+    spec = load_spec(out)
+    [edit] = spec.variant[0].edit
+    assert edit.op == "ensure_elements"
+    assert edit.model_dump(exclude_none=True) == {
+        "op": "ensure_elements",
+        "scope": "SpeculativeConfig._verify_args",
+        "target": "eagle3_target_supported",
+        "values": ["kimi_k2", "deepseek_v3"],
+    }
+
+    fresh = envs.clone("0.16.0", tmp_path / "fresh")
+    res = vpatch("apply", out, "--python", fresh / "bin" / "python", "--level", "static")
+    assert res.code == 0, res.out + res.err
+    assert (envs.site_packages(fresh) / handedits.SEED_REL).read_bytes() == target.read_bytes()
+
+    # where it fits, against the cached wheels: 0.16.0 yes, 0.17.0 renamed the list
+    table = capturecmd.fits(spec, [Version("0.16.0"), Version("0.17.0")], tmp_path / "m")
+    got = {r.version: r.outcome for r in table.releases}
+    assert got == {"0.16.0": "would_apply", "0.17.0": "anchor_missing"}
+    near = capturecmd.neighbours(
+        spec, "0.16.0", 1, lambda _p: [Version(v) for v in ("0.11.0", "0.16.0", "0.17.0", "0.18.0")]
+    )
+    assert near == [Version("0.11.0"), Version("0.16.0"), Version("0.17.0")]
+    assert hashlib.sha256(target.read_bytes()).hexdigest() != f["record_sha256"]
