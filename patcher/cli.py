@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
     ap.add_argument("--diff", action="store_true", help="print unified diffs")
     ap.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+    ap.add_argument(
+        "--adopt",
+        action="store_true",
+        help="record a hand-edited file that already has the spec's code as applied by it "
+        "(pip's bytes, from the wheel, become its backup), so rollback and status work",
+    )
 
     vp = sub.add_parser("verify", help="check that specs are in effect on the targets")
     vp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
@@ -301,6 +307,7 @@ def run(argv: Sequence[str]) -> int:
         dry_run=getattr(args, "dry_run", False),
         force=getattr(args, "force", False),
         level=getattr(args, "level", "full"),
+        adopt=getattr(args, "adopt", False),
         **_metrics_options(args),
     )
     if args.command == "ensure":
@@ -362,7 +369,7 @@ def _dispatch(
     ids: Sequence[str] = (),
 ) -> HostResult:
     if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir)
+        return engine.apply(specs, transport, opts, state_dir, _wheel_text if opts.adopt else None)
     if command == "verify":
         return engine.verify(specs, transport, opts, state_dir)
     if command == "rollback":
@@ -628,6 +635,13 @@ def _handedit(args: argparse.Namespace) -> int:
         hint = next((s.hint for s in scans if s.hint), None)
         print(f"hint: {hint or 'see the errors above'}", file=sys.stderr)
     return 0 if doc["ok"] else 1
+
+
+def _wheel_text(package: str, version: str, rel: str) -> str | None:
+    """apply --adopt: pip's bytes of a file, from the release's wheel (patcher.handedit)."""
+    from patcher import handedit
+
+    return handedit.wheel_text(package, version, rel)
 
 
 def _prefetch_rewriters() -> None:

@@ -280,3 +280,18 @@ def scan_all(
 
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets)))) as pool:
         return list(pool.map(one, targets))
+
+
+_PRISTINE: dict[str, Pristine] = {}
+_PRISTINE_LOCK = threading.Lock()
+
+
+def wheel_text(package: str, version: str, rel: str) -> str | None:
+    """pip's text of one file of an installed release (one fetch per run, all hosts)."""
+    with _PRISTINE_LOCK:
+        got = _PRISTINE.setdefault(package, Pristine(package))
+    data, _why = got.get(version, rel)
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -238,6 +238,17 @@ def _backup(sdir: str, data: bytes, sha: str) -> None:
     faults.point("backup.written")
 
 
+def _seed_backups(sdir: str, seeds: list[dict[str, Any]]) -> None:
+    """apply --adopt: bytes the controller has (pip's, from the wheel) stored as backups, each
+    checked against its sha256 first: the journal's base must be restorable exactly."""
+    got = [(str(b.get("text", "")).encode("utf-8"), str(b.get("sha256"))) for b in seeds]
+    for data, sha in got:
+        if fsops.sha256_bytes(data) != sha:
+            raise _Refused("backup seed %s does not have its sha256" % sha[:12], protocol.INPUT)
+    for data, sha in got:
+        _backup(sdir, data, sha)
+
+
 def _backup_bytes(sdir: str, sha: str) -> bytes:
     data = fsops.read_bytes(os.path.join(_paths(sdir)["backups"], sha))
     if fsops.sha256_bytes(data) != sha:
@@ -282,6 +293,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
             faults.point("commit.locked")
             notes.extend(_repair(sdir))
             planned = _planned(sdir, writes)
+            _seed_backups(sdir, req.get("backups") or [])
             for d in sorted({os.path.dirname(w[0]) for w in planned} | {p["backups"]}):
                 for stale in fsops.sweep(d, started):
                     notes.append("removed %s (left by an interrupted run)" % stale)

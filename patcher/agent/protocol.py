@@ -7,7 +7,8 @@ are constants both sides compare, and every journal entry is made by a construct
 
 Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS`):
     inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?}
-    commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "fault"?}
+    commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "fault"?,
+              "backups"?: [{"sha256", "text"}] (apply --adopt: stored, hash-checked, first)}
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
     procs    {"paths": [...]}

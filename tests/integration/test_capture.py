@@ -187,4 +187,71 @@ def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -
         spec, "0.16.0", 1, lambda _p: [Version(v) for v in ("0.11.0", "0.16.0", "0.17.0", "0.18.0")]
     )
     assert near == [Version("0.11.0"), Version("0.16.0"), Version("0.17.0")]
-    assert hashlib.sha256(target.read_bytes()).hexdigest() != f["record_sha256"]
+    # the hand-edited host itself: adopted, then rolled back to pip's bytes
+    assert vpatch("status", out, "--python", py, "--json").patch()["outcome"] == "modified"
+    adopt = vpatch("apply", out, "--adopt", "--python", py, "--level", "static", "--json")
+    assert adopt.code == 0 and adopt.patch()["outcome"] == "applied", adopt.out + adopt.err
+    back = vpatch("rollback", "--python", py, "--json")
+    assert back.code == 0, back.out + back.err
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == f["record_sha256"]
+
+
+def test_adopt_then_status_and_rollback_to_record_bytes(tmp_path: Path) -> None:
+    py = click_env(tmp_path / "env")
+    spec = tmp_path / "hand.toml"
+    cap = vpatch(
+        "capture", "click", "--id", "click-hand", "--python", py, "-o", spec, "--no-matrix"
+    )
+    assert cap.code == 0, cap.err
+    files = {rel: site(py) / rel for rel in ("click/types.py", "click/utils.py")}
+    inodes = {rel: p.stat().st_ino for rel, p in files.items()}
+    edited = {rel: p.read_bytes() for rel, p in files.items()}
+
+    before = vpatch("status", spec, "--python", py, "--json")
+    assert before.patch()["outcome"] == "modified", before.out
+    plain = vpatch("apply", spec, "--python", py, "--json")
+    assert plain.code == 1 and plain.patch()["outcome"] == "modified"
+
+    adopt = vpatch("apply", spec, "--adopt", "--python", py, "--json")
+    assert adopt.code == 0, adopt.out + adopt.err
+    p = adopt.patch()
+    assert p["outcome"] == "applied" and "adopted the hand edit" in p["message"]
+    assert {f["path"] for f in p["files"]} == {str(f) for f in files.values()}
+    # nothing written: same inodes, same bytes
+    assert {rel: f.stat().st_ino for rel, f in files.items()} == inodes
+    assert {rel: f.read_bytes() for rel, f in files.items()} == edited
+
+    after = vpatch("status", spec, "--python", py, "--json")
+    assert after.code == 0 and after.patch()["outcome"] == "applied", after.out
+    journal = vpatch("status", "--python", py, "--json")
+    assert {x["outcome"] for x in journal.doc["hosts"][0]["patches"]} == {"applied"}
+    again = vpatch("apply", spec, "--python", py, "--json")
+    assert again.code == 0 and again.patch()["outcome"] == "already_applied"
+    diff = vpatch("diff", "click", "--python", py, "--json")
+    assert {f["pristine"] for f in diff.doc["groups"][0]["files"]} == {"vpatch"}
+
+    back = vpatch("rollback", "--python", py, "--json")
+    assert back.code == 0, back.out + back.err
+    for rel, f in files.items():
+        assert hashlib.sha256(f.read_bytes()).hexdigest() == handedits.record_sha(site(py), rel)
+    clean = vpatch("diff", "click", "--python", py, "--json")
+    assert clean.doc["groups"][0]["files"] == []
+
+
+def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: harness.LabFactory) -> None:
+    edits = CLICK_EDITS[:1]
+    lab = ssh_lab_factory(2, partial(click_factory, {"h1": edits, "h2": edits}))
+    hosts = [a for h in lab.hosts for a in ("--host", h.name)]
+    ssh = ["--ssh-config", str(lab.ssh_config), "--python", "/root/ml-env/bin/python"]
+    spec = tmp_path / "fleet.toml"
+    cap = vpatch("capture", "click", "--id", "click-bool", *hosts, *ssh, "-o", spec, "--no-matrix")
+    assert cap.code == 0, cap.err
+    adopt = vpatch("apply", spec, "--adopt", *hosts, *ssh, "--json")
+    assert adopt.code == 0, adopt.out + adopt.err
+    assert [h["patches"][0]["outcome"] for h in adopt.doc["hosts"]] == ["applied", "applied"]
+    back = vpatch("rollback", *hosts, *ssh, "--json")
+    assert back.code == 0, back.out + back.err
+    for h in lab.hosts:
+        s = envs.site_packages(h.home / "ml-env")
+        got = hashlib.sha256((s / "click/types.py").read_bytes()).hexdigest()
+        assert got == handedits.record_sha(s, "click/types.py")

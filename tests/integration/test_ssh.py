@@ -6,7 +6,6 @@ Each host sees its own /root (with the serving env at /root/ml-env, as on a GPU 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import subprocess
 import threading
@@ -20,6 +19,7 @@ from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
 from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.handedits import record_sha
 
 PY = "/root/ml-env/bin/python"
 
@@ -40,16 +40,6 @@ def write_spec(tmp_path: Path, name: str, text: str) -> Path:
 
 def vllm_factory(versions: dict[str, str], host: harness.SshHost) -> None:
     envs.clone(versions[host.name], host.home / "ml-env")
-
-
-def record_sha(site: Path, rel: str) -> str:
-    record = next(site.glob("*.dist-info")) / "RECORD"
-    for line in record.read_text().splitlines():
-        name, digest, _ = line.rsplit(",", 2)
-        if name == rel:
-            raw = digest.removeprefix("sha256=")
-            return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
-    raise AssertionError(rel)
 
 
 @pytest.mark.vllm

@@ -6,6 +6,7 @@ clones of cached environments (tests/envs.py) are never changed through a shared
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 from pathlib import Path
@@ -52,3 +53,14 @@ def edit_file(path: Path, old: str, new: str) -> None:
 def sed_i(path: Path, expr: str) -> None:
     """GNU sed -i itself (it writes a new file and renames it)."""
     subprocess.run(["sed", "-i", expr, str(path)], check=True)
+
+
+def record_sha(site: Path, rel: str) -> str:
+    """sha256 (hex) pip's RECORD lists for `rel` in the one dist-info that lists it."""
+    for record in site.glob("*.dist-info/RECORD"):
+        for line in record.read_text().splitlines():
+            name, digest, _size = line.rsplit(",", 2)
+            if name == rel:
+                raw = digest.removeprefix("sha256=")
+                return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
+    raise AssertionError(f"{rel} is in no RECORD under {site}")

@@ -69,6 +69,9 @@ def test_plan_case(path: Path) -> None:
         [e["action"], e.get("spec"), str(e["path"]).removeprefix(ROOT)] for e in plan.entries
     ]
     assert actions == expect.get("journal", [])
+    if "backups" in expect:  # --adopt: pip's bytes seeded as the journal's base
+        assert [case.text_name(b["text"]) for b in plan.backups] == expect["backups"]
+        assert all(plancases.sha(b["text"]) == b["sha256"] for b in plan.backups)
     if "checks" in expect:
         assert sorted(plan.checks) == sorted(expect["checks"])
     if "preflight" in expect:
