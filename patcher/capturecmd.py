@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patcher import handedit, matrix, pkgindex
 from patcher._compat import tomllib
@@ -147,6 +147,7 @@ def fits(
 
 
 def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
+    """capture: one group of hosts with the same edits -> the spec."""
     failed = [s for s in scans if s.error]
     if failed:
         raise VpatchError(
@@ -168,16 +169,28 @@ def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
             + (f" ({'; '.join(notes)})" if notes else ""),
             f"`vpatch diff {args.package}` shows what differs from pip's RECORD",
         )
-    versions = args.versions or f"=={scan.version}"
-    summary = args.summary or f"Hand edit of {args.package} {scan.version}, captured"
-    hosts = ", ".join(groups[0].hosts)
+    origin = f"vpatch capture from {', '.join(groups[0].hosts)}"
+    return finish(args, str(scan.version), results, notes, origin, {"targets": groups[0].hosts})
+
+
+def finish(
+    args: argparse.Namespace,
+    version: str,
+    results: list[FileResult],
+    notes: list[str],
+    origin: str,
+    extra: dict[str, Any],
+) -> int:
+    """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    versions = args.versions or f"=={version}"
+    summary = args.summary or f"Hand edit of {args.package} {version}, captured"
     text = spec_toml(
         args.id,
         summary,
         args.package,
         versions,
         [(r.rel, r.captured) for r in results],
-        [f"vpatch capture from {hosts} ({args.package} {scan.version}); review before use"],
+        [f"{origin} ({args.package} {version}); review before use"],
     )
     spec = check_spec(text, results)
     if args.output:
@@ -185,15 +198,15 @@ def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
     table = None
     if not args.no_matrix:
         try:
-            table = fits(spec, neighbours(spec, str(scan.version), args.neighbours))
+            table = fits(spec, neighbours(spec, version, args.neighbours))
         except VpatchError as exc:
             notes.append(f"matrix skipped: {exc.message}")
     doc = {
         "schema_version": SCHEMA_VERSION,
-        "command": "capture",
+        "command": args.command,
         "package": args.package,
-        "version": scan.version,
-        "targets": groups[0].hosts,
+        "version": version,
+        **extra,
         "output": args.output,
         "files": [
             {
@@ -225,3 +238,58 @@ def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
     if table is not None:
         matrix.render_human(table, out)
     return 0
+
+
+def backport(args: argparse.Namespace) -> int:
+    """A unified diff made against release V -> V's pristine files patched -> captured."""
+    from patcher import udiff
+
+    validate(args)
+    try:
+        version = Version(args.from_version)
+    except InvalidVersion:
+        raise UsageError(
+            f"--from-version {args.from_version!r} is not a PEP 440 version", "e.g. 0.16.0"
+        ) from None
+    try:
+        raw = sys.stdin.read() if args.diff == "-" else Path(args.diff).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{args.diff}: cannot read the diff ({exc})", "pass a diff file") from None
+    try:
+        patches = udiff.parse(raw)
+    except udiff.PatchError as exc:
+        raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
+    fetch = matrix.fetcher(args.package)
+    results: list[FileResult] = []
+    notes: list[str] = []
+    for fp in patches:
+        if fp.new_path is None:
+            raise UsageError(f"{fp.rel}: the diff deletes it", "a spec cannot remove a file")
+        if not fp.rel.endswith(".py"):
+            notes.append(f"{fp.rel}: not a .py file; not captured")
+            continue
+        data = fetch.file(version, fp.rel) if fp.old_path is not None else b""
+        if data is None:
+            raise UsageError(
+                f"{fp.rel} is not in the {args.package} {version} wheel",
+                "paths are relative to site-packages (pkg/module.py); is --from-version right?",
+            )
+        pristine = data.decode("utf-8")
+        try:
+            patched = udiff.apply(pristine, fp)
+        except udiff.PatchError as exc:
+            raise UsageError(
+                f"{exc} of {args.package} {version}",
+                "make the diff against that release (--from-version), or fix the hunk",
+            ) from None
+        try:
+            cap = capture(pristine, patched, fp.rel)
+        except CaptureError as exc:
+            raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
+        notes.extend(cap.notes)
+        if cap.edits:
+            results.append(FileResult(fp.rel, cap, pristine, patched))
+    if not results:
+        raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
+    origin = f"vpatch backport of {Path(args.diff).name}"
+    return finish(args, str(version), results, notes, origin, {"diff": args.diff})

@@ -294,6 +294,10 @@ def run(argv: Sequence[str]) -> int:
         return _matrix(args)
     if args.command in ("diff", "capture"):
         return _handedit(args)
+    if args.command == "backport":
+        from patcher import capturecmd
+
+        return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
     ids: list[str] = []
@@ -598,6 +602,22 @@ def _handedit_parsers(sub: Any) -> None:
         help="releases before and after the installed one the matrix checks (3)",
     )
     _target_options(cp)
+
+    bp = sub.add_parser(
+        "backport", help="turn an upstream fix (a unified diff) into a spec for older releases"
+    )
+    bp.add_argument("diff", metavar="DIFF", help="unified diff file (git format), or - (stdin)")
+    bp.add_argument("--package", required=True, help="distribution name, e.g. vllm")
+    bp.add_argument(
+        "--from-version", required=True, metavar="V", help="the release the diff was made against"
+    )
+    bp.add_argument("--id", required=True, help="id of the new spec (its file name, too)")
+    bp.add_argument("-o", "--output", metavar="SPEC.toml", help="write here (default: stdout)")
+    bp.add_argument("--summary", help="the spec's one-line summary")
+    bp.add_argument("--versions", metavar="SPECIFIER", help="the variant's range (default: ==V)")
+    bp.add_argument("--no-matrix", action="store_true", help="skip the neighbouring releases")
+    bp.add_argument("--neighbours", type=int, default=3, metavar="N", help="releases each side (3)")
+    bp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
 def _handedit(args: argparse.Namespace) -> int:

@@ -113,6 +113,17 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
             "-o patches/vllm-eagle3-kimi.toml",
         ],
     ),
+    "backport": (
+        "Turn an upstream fix into a spec: apply the unified diff (git format) to the files of "
+        "release V as its wheel ships them, capture the result structurally (as `vpatch "
+        "capture` does), then check the spec against the releases around V. A hunk that "
+        "cannot be placed is an error naming it.",
+        [
+            "git -C vllm show abc123 -- vllm/config/speculative.py > fix.diff",
+            "vpatch backport fix.diff --package vllm --from-version 0.16.0 --id vllm-fix "
+            "-o patches/vllm-fix.toml",
+        ],
+    ),
     "completion": (
         "Print a completion script for bash, zsh or fish (subcommands, options, choices, files "
         "and catalog ids).",

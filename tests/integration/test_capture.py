@@ -255,3 +255,73 @@ def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: harness.LabFact
         s = envs.site_packages(h.home / "ml-env")
         got = hashlib.sha256((s / "click/types.py").read_bytes()).hexdigest()
         assert got == handedits.record_sha(s, "click/types.py")
+
+
+def wheel_text(rel: str) -> str:
+    import zipfile
+
+    with zipfile.ZipFile(realpkgs.wheel("click", CLICK_VERSION)) as zf:
+        return zf.read(rel).decode("utf-8")
+
+
+def git_diff(edits: list[tuple[str, str, str, str]], shift: int = 0) -> str:
+    """A `git diff` of the edits against click 8.1.7, its line numbers off by `shift` (as a
+    fix made on a neighbouring release would be)."""
+    import difflib
+    import re
+
+    out = []
+    for rel in dict.fromkeys(rel for rel, *_ in edits):
+        old = wheel_text(rel)
+        new = old
+        for r, a, b, _op in edits:
+            if r == rel:
+                new = new.replace(a, b)
+        out.append(f"diff --git a/{rel} b/{rel}\n")
+        for line in difflib.unified_diff(
+            old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"
+        ):
+            m = re.match(r"@@ -(\d+),(\d+) \+(\d+),(\d+) @@", line)
+            if m:
+                a1, a2, b1, b2 = (int(x) for x in m.groups())
+                line = f"@@ -{a1 + shift},{a2} +{b1 + shift},{b2} @@\n"
+            out.append(line)
+    return "".join(out)
+
+
+def test_backport_an_upstream_diff(tmp_path: Path) -> None:
+    diff = tmp_path / "fix.diff"
+    diff.write_text(git_diff(CLICK_EDITS, shift=12))
+    out = tmp_path / "fix.toml"
+    res = vpatch(
+        "backport", diff, "--package", "click", "--from-version", CLICK_VERSION,
+        "--id", "click-fix", "-o", out, "--no-matrix", "--json",
+    )  # fmt: skip
+    assert res.code == 0, res.err
+    got = {f["file"]: f["ops"] for f in res.doc["files"]}
+    assert got == {
+        "click/types.py": ["set_value", "ensure_elements", "ensure_def"],
+        "click/utils.py": ["ensure_base", "set_value"],
+    }
+    assert all(f["bytes_identical"] for f in res.doc["files"])
+    fresh = realpkgs.venv(tmp_path / "fresh", "click", CLICK_VERSION)
+    applied = vpatch("apply", out, "--python", fresh, "--json")
+    assert applied.code == 0, applied.out + applied.err
+    edited = click_env(tmp_path / "edited")
+    for rel in got:
+        assert (site(fresh) / rel).read_bytes() == (site(edited) / rel).read_bytes()
+
+
+def test_backport_names_the_hunk_that_does_not_fit(tmp_path: Path) -> None:
+    diff = tmp_path / "bad.diff"
+    text = git_diff(CLICK_EDITS[:1]).replace(" class BoolParamType(ParamType):", " class Gone:")
+    diff.write_text(text)
+    res = vpatch(
+        "backport", diff, "--package", "click", "--from-version", CLICK_VERSION,
+        "--id", "x", "--no-matrix", "--json",
+    )  # fmt: skip
+    assert res.code == 2, res.err
+    assert (
+        "click/types.py: hunk 1 (@@ -" in res.doc["error"] and "does not apply" in res.doc["error"]
+    )
+    assert not (tmp_path / "x.toml").exists()
