@@ -146,6 +146,24 @@ def fits(
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
 
 
+def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
+    """The widest range around the installed release in which every examined release fits
+    (`would_apply` or `satisfied_upstream`), as a specifier, or None when only it fits."""
+    ok = [r.outcome in ("would_apply", "satisfied_upstream") for r in releases]
+    versions = [r.version for r in releases]
+    if installed not in versions or not ok[versions.index(installed)]:
+        return None
+    i = j = versions.index(installed)
+    while i > 0 and ok[i - 1]:
+        i -= 1
+    while j + 1 < len(ok) and ok[j + 1]:
+        j += 1
+    if i == j:
+        return None
+    upper = f"<{versions[j + 1]}" if j + 1 < len(versions) else f"<={versions[j]}"
+    return f">={versions[i]},{upper}"
+
+
 def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
     failed = [s for s in scans if s.error]
@@ -220,6 +238,7 @@ def finish(
         "notes": notes,
         "spec": text,
         "matrix": table.to_json() if table is not None else None,
+        "suggested_versions": suggest(table.releases, version) if table is not None else None,
     }
     if args.json:
         emit(doc)
@@ -237,6 +256,13 @@ def finish(
         print(f"wrote {args.output}", file=out)
     if table is not None:
         matrix.render_human(table, out)
+        wider = doc["suggested_versions"]
+        if wider and not args.versions:
+            print(
+                f"hint: the edits fit every release in {wider}: rerun with --versions "
+                f"'{wider}' (or edit the variant's versions) after checking them",
+                file=out,
+            )
     return 0
 
 

@@ -203,7 +203,7 @@ def group(scans: Sequence[HostScan]) -> list[Group]:
 
 def label(f: FileDiff, package: str, version: str | None) -> str:
     return {
-        VPATCH: "pristine side: vpatch's own backup (vpatch wrote this change)",
+        VPATCH: "pristine side: vpatch's own (the backup the journal's base names)",
         WHEEL: f"pristine side: {package} {version} wheel (pip's RECORD bytes)",
         NONE: "not in pip's RECORD: added on the host",
         UNAVAILABLE: f"pristine side unavailable: {f.note}",

@@ -32,6 +32,7 @@ def test_golden(path: Path) -> None:
         return
     rw = apply_edits(case["pristine"], [EDIT.validate_python(e) for e in got.edits])
     assert ast.dump(ast.parse(rw.source)) == ast.dump(ast.parse(case["edited"]))
+    assert (rw.source == case["edited"]) is case["bytes"], "same bytes where the ops keep layout"
     # the spec text carries exactly these edits
     text = spec_toml("x", "s", "pkg", "==1.0", [("pkg/m.py", got)])
     spec = PatchSpec.model_validate(tomllib.loads(text))
@@ -74,3 +75,18 @@ def test_code_with_triple_quotes_stays_exact() -> None:
 def test_unparsable_edit_is_an_error() -> None:
     with pytest.raises(CaptureError, match="does not parse"):
         capture("x = 1\n", "x = (\n", "m.py")
+
+
+def test_suggested_range_around_the_installed_release() -> None:
+    from patcher.capturecmd import suggest
+    from patcher.matrix import Release
+
+    rows = [
+        Release("0.13.0", 0, "anchor_missing"),
+        Release("0.14.1", 0, "would_apply"),
+        Release("0.16.0", 0, "would_apply"),
+        Release("0.17.0", 0, "anchor_missing"),
+    ]
+    assert suggest(rows, "0.16.0") == ">=0.14.1,<0.17.0"
+    assert suggest(rows[1:3], "0.16.0") == ">=0.14.1,<=0.16.0"
+    assert suggest(rows[2:], "0.16.0") is None
