@@ -138,7 +138,7 @@ def scan_host(
             "package": package,
             "files": list(files),
             "state_dir": state_dir,
-            "known": sorted(texts),
+            "known": sorted(texts.copy()),  # other hosts add to it meanwhile
         },
     )
     out.version = res.get("version")

@@ -11,6 +11,7 @@ Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops:
     verify   import checks and probes in fresh interpreters
     procs    processes of this environment started before the given files last changed
     fetch    GET an http(s) URL from the host (the live serving metrics probe)
+    scan     files of a distribution that are not as its RECORD says (`vpatch diff`; scan.py)
 Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}, with the agent's
 "pid" (so a caller can tell sessions apart).
 
