@@ -10,7 +10,8 @@ tried first:
 - elements added to or removed from a list/tuple/set literal: `ensure_elements` /
   `remove_elements`, by `target` when the literal is assigned to a name, else `containing`
   (the literal's original values);
-- an assignment's new value, a parameter's new default: `set_value` (`value`, else `expr`);
+- an assignment's new value, a dict entry's, a parameter's new default: `set_value` (`key`
+  for a dict entry; `value`, else `expr`);
 - a call's new or changed keyword argument: `set_argument`;
 - a new def (or a changed one whose body cannot be captured finer): `ensure_def`;
 - a new import, or names added to a `from x import`: `ensure_import`;
@@ -555,6 +556,9 @@ class _Capture:
             elements = _element_edits(pv, ev, scope, {"target": target})
             if elements:
                 alts.append(elements)
+            entries = _entry_edits(pv, ev, scope, target, self.e)
+            if entries:
+                alts.append(entries)
             alts += [
                 [_scoped("set_value", scope, target=target, **opt)]
                 for opt in _value_or_expr(ev, self.e)
@@ -675,6 +679,29 @@ def _element_edits(
         if anchor is None and not kept:
             return []
         out.append(_scoped("remove_elements", scope, **where, values=_unique(removed)))
+    return out
+
+
+def _entry_edits(pv: ast.expr, ev: ast.expr, scope: str, target: str, etext: str) -> list[EditDict]:
+    """set_value key= for each entry of a dict literal whose value changed or that was added
+    (same keys otherwise, scalar keys); [] for anything else."""
+    if not isinstance(pv, ast.Dict) or not isinstance(ev, ast.Dict):
+        return []
+    pkeys, ekeys = _scalars(pv.keys), _scalars(ev.keys)  # type: ignore[arg-type]
+    if pkeys is None or ekeys is None or None in pv.keys or None in ev.keys:
+        return []
+    if ekeys[: len(pkeys)] != pkeys:
+        return []  # a key removed or moved: not entries set
+    out: list[EditDict] = []
+    old = dict(zip(map(_key_of, pkeys), pv.values, strict=True))
+    for key, value in zip(ekeys, ev.values, strict=True):
+        before = old.get(_key_of(key))
+        if before is not None and ast.dump(before) == ast.dump(value):
+            continue
+        opts = _value_or_expr(value, etext)
+        if not opts:
+            return []
+        out.append(_scoped("set_value", scope, target=target, key=key, **opts[0]))
     return out
 
 
