@@ -239,22 +239,33 @@ def test_adopt_then_status_and_rollback_to_record_bytes(tmp_path: Path) -> None:
 
 
 def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: harness.LabFactory) -> None:
+    """h1, h2 carry the hand edit, h3 is pristine: one `apply --adopt` adopts the first two and
+    patches the third; all three end with the same bytes, and rollback gives RECORD's."""
     edits = CLICK_EDITS[:1]
-    lab = ssh_lab_factory(2, partial(click_factory, {"h1": edits, "h2": edits}))
+    lab = ssh_lab_factory(3, partial(click_factory, {"h1": edits, "h2": edits, "h3": []}))
     hosts = [a for h in lab.hosts for a in ("--host", h.name)]
     ssh = ["--ssh-config", str(lab.ssh_config), "--python", "/root/ml-env/bin/python"]
     spec = tmp_path / "fleet.toml"
-    cap = vpatch("capture", "click", "--id", "click-bool", *hosts, *ssh, "-o", spec, "--no-matrix")
+    cap = vpatch(
+        "capture", "click", "--id", "click-bool", "--host", "h1", *ssh, "-o", spec, "--no-matrix"
+    )
     assert cap.code == 0, cap.err
     adopt = vpatch("apply", spec, "--adopt", *hosts, *ssh, "--json")
     assert adopt.code == 0, adopt.out + adopt.err
-    assert [h["patches"][0]["outcome"] for h in adopt.doc["hosts"]] == ["applied", "applied"]
+    got = {h["target"]: h["patches"][0] for h in adopt.doc["hosts"]}
+    assert {t: p["outcome"] for t, p in got.items()} == dict.fromkeys(("h1", "h2", "h3"), "applied")
+    assert "adopted" in got["h1"]["message"] and "adopted" in got["h2"]["message"]
+    assert "adopted" not in got["h3"]["message"]
+    texts = {
+        (envs.site_packages(h.home / "ml-env") / "click/types.py").read_bytes() for h in lab.hosts
+    }
+    assert len(texts) == 1
     back = vpatch("rollback", *hosts, *ssh, "--json")
     assert back.code == 0, back.out + back.err
     for h in lab.hosts:
         s = envs.site_packages(h.home / "ml-env")
-        got = hashlib.sha256((s / "click/types.py").read_bytes()).hexdigest()
-        assert got == handedits.record_sha(s, "click/types.py")
+        got_sha = hashlib.sha256((s / "click/types.py").read_bytes()).hexdigest()
+        assert got_sha == handedits.record_sha(s, "click/types.py")
 
 
 def wheel_text(rel: str) -> str:
