@@ -33,6 +33,12 @@ def validate(args: argparse.Namespace) -> None:
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
             "e.g. --id vllm-eagle3-kimi",
         )
+    if args.output and Path(args.output).name != f"{args.id}.toml":
+        raise UsageError(
+            f"-o {args.output}: a spec's file is named after its id ({args.id}.toml), or "
+            f"`vpatch apply {args.id}` cannot find it (`vpatch check` says so too)",
+            f"-o {Path(args.output).with_name(args.id + '.toml')}",
+        )
     if args.output and os.path.exists(args.output):
         raise UsageError(
             f"-o {args.output}: exists; vpatch capture does not overwrite a spec",

@@ -85,16 +85,22 @@ def test_five_kinds_over_two_files_captured_finest_and_replayed_exactly(tmp_path
     applied = vpatch("apply", out, "--python", fresh, "--json")
     assert applied.code == 0, applied.out + applied.err
     assert applied.patch()["outcome"] == "applied"
+
+    wide = vpatch("capture", "click", "--id", "w", "--python", py, "--versions", ">=8.1,<8.2",
+                  "--no-matrix")  # fmt: skip
+    assert wide.code == 0 and 'versions = ">=8.1,<8.2"' in wide.out  # the spec on stdout
+    assert "captured click/types.py: set_value, ensure_elements, ensure_def" in wide.err
     for rel in ("click/types.py", "click/utils.py"):
         assert (site(fresh) / rel).read_bytes() == (site(py) / rel).read_bytes()
 
 
 def test_capture_refuses_bad_input_before_any_host(tmp_path: Path) -> None:
-    exists = tmp_path / "x.toml"
+    exists = tmp_path / "ok.toml"
     exists.write_text("")
     for args, words in [
         (["--id", "Bad Id"], "--id"),
         (["--id", "ok", "-o", str(exists)], "exists"),
+        (["--id", "ok", "-o", str(tmp_path / "other.toml")], "named after its id"),
         (["--id", "ok", "--versions", "~~1"], "PEP 440"),
     ]:
         res = vpatch("capture", "click", "--host", "nowhere.invalid", *args, "--json")
@@ -161,7 +167,7 @@ def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -
     assert f["file"] == handedits.SEED_REL and f["pristine"] == "wheel"
     assert '+            "kimi_k2",' in f["diff"] and '+            "deepseek_v3",' in f["diff"]
 
-    out = tmp_path / "seed.toml"
+    out = tmp_path / "vllm-kimi.toml"
     cap = vpatch("capture", "vllm", "--id", "vllm-kimi", "--python", py, "-o", out, "--no-matrix")
     assert cap.code == 0, cap.err
     spec = load_spec(out)
@@ -198,7 +204,7 @@ def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -
 
 def test_adopt_then_status_and_rollback_to_record_bytes(tmp_path: Path) -> None:
     py = click_env(tmp_path / "env")
-    spec = tmp_path / "hand.toml"
+    spec = tmp_path / "click-hand.toml"
     cap = vpatch(
         "capture", "click", "--id", "click-hand", "--python", py, "-o", spec, "--no-matrix"
     )
@@ -245,7 +251,7 @@ def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: harness.LabFact
     lab = ssh_lab_factory(3, partial(click_factory, {"h1": edits, "h2": edits, "h3": []}))
     hosts = [a for h in lab.hosts for a in ("--host", h.name)]
     ssh = ["--ssh-config", str(lab.ssh_config), "--python", "/root/ml-env/bin/python"]
-    spec = tmp_path / "fleet.toml"
+    spec = tmp_path / "click-bool.toml"
     cap = vpatch(
         "capture", "click", "--id", "click-bool", "--host", "h1", *ssh, "-o", spec, "--no-matrix"
     )
@@ -303,7 +309,7 @@ def git_diff(edits: list[tuple[str, str, str, str]], shift: int = 0) -> str:
 def test_backport_an_upstream_diff(tmp_path: Path) -> None:
     diff = tmp_path / "fix.diff"
     diff.write_text(git_diff(CLICK_EDITS, shift=12))
-    out = tmp_path / "fix.toml"
+    out = tmp_path / "click-fix.toml"
     res = vpatch(
         "backport", diff, "--package", "click", "--from-version", CLICK_VERSION,
         "--id", "click-fix", "-o", out, "--no-matrix", "--json",
