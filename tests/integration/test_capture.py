@@ -77,6 +77,7 @@ def test_five_kinds_over_two_files_captured_finest_and_replayed_exactly(tmp_path
     }
     assert [op for f in doc["files"] for op in f["ops"]] == [op for *_, op in CLICK_EDITS]
     assert all(f["bytes_identical"] for f in doc["files"])
+    assert vpatch("check", out).code == 0  # the written spec passes the offline validation
     spec = load_spec(out)
     assert spec.variant[0].versions == "==8.1.7" and spec.variant[0].file is None
     assert {e.file for e in spec.variant[0].edit} == {"click/types.py", "click/utils.py"}
