@@ -7,8 +7,9 @@ Stdlib only, Python 3.9+. Request: {"package", "files": [rel...] (empty: all), "
 
 - modified: listed in RECORD with a sha256 the file no longer has;
 - missing: listed in RECORD, gone from disk;
-- added: a file under one of the package's own directories that RECORD does not list
-  (bytecode and `__pycache__` are not counted).
+- added: a file in one of the directories of the package's files that RECORD does not list
+  (bytecode and `__pycache__` are not counted; other distributions' files in a shared
+  namespace directory are not ours to list).
 
 Reads are bounded: a file larger than `max_bytes` (default 16 MiB: compiled extensions) is
 never read, only named in `skipped`; text travels only up to `max_text` bytes, only when it
@@ -56,30 +57,33 @@ def _text(path: str, size: int, limit: int) -> str | None:
 
 
 def _own_dirs(record: dict[str, Any]) -> list[str]:
-    """Top-level directories of the package's files (not its dist-info, not `..` scripts)."""
-    tops = set()
+    """The directories the distribution's files are in (not its dist-info, not `..` scripts,
+    not the top of site-packages). Only these, not their whole trees: a namespace directory
+    (`nvidia/`, `google/`) holds other distributions' files."""
+    dirs = set()
     for rel in record:
         parts = rel.split("/")
         if len(parts) < 2 or parts[0] in ("..", "") or parts[0].endswith((".dist-info", ".data")):
             continue
-        if parts[0] == "__pycache__":
+        if "__pycache__" in parts:
             continue
-        tops.add(parts[0])
-    return sorted(tops)
+        dirs.add("/".join(parts[:-1]))
+    return sorted(dirs)
 
 
 def _added(root: str, record: dict[str, Any], wanted: set[str]) -> list[str]:
     out = []
-    for top in _own_dirs(record):
-        base = os.path.join(root, top)
-        for dirpath, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith((".pyc", ".pyo")):
-                    continue
-                rel = os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/")
-                if rel not in record and (not wanted or rel in wanted):
-                    out.append(rel)
+    for d in _own_dirs(record):
+        try:
+            names = sorted(os.listdir(os.path.join(root, *d.split("/"))))
+        except OSError:
+            continue
+        for name in names:
+            rel = d + "/" + name
+            if rel in record or name.endswith((".pyc", ".pyo")) or (wanted and rel not in wanted):
+                continue
+            if os.path.isfile(os.path.join(root, *rel.split("/"))):
+                out.append(rel)
     return out
 
 

@@ -81,3 +81,12 @@ def test_commit_seeds_backups_checked_by_hash(tmp_path: Path) -> None:
     assert good["ok"], good
     backup = sdir / "backups" / sha
     assert backup.read_text() == text and oct(os.stat(backup).st_mode & 0o777) == "0o600"
+
+
+def test_namespace_directory_of_another_dist_is_not_added(site: Path) -> None:
+    (site / "toy/sub").mkdir()
+    (site / "toy/sub/other.py").write_bytes(b"O = 1\n")  # not in a directory of toy's files
+    (site / "other_dist").mkdir()
+    (site / "other_dist/x.py").write_bytes(b"")
+    res = agent.handle({"op": "scan", "package": "toy"})
+    assert res["files"] == []
