@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dry-run", action="store_true", help="show what would change, write nothing")
     ap.add_argument("--diff", action="store_true", help="print unified diffs")
     ap.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+    ap.add_argument(
+        "--adopt",
+        action="store_true",
+        help="record a hand-edited file that already has the spec's code as applied by it "
+        "(pip's bytes, from the wheel, become its backup), so rollback and status work",
+    )
 
     vp = sub.add_parser("verify", help="check that specs are in effect on the targets")
     vp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
@@ -174,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     _target_options(sp)
     _hook_parsers(sub)
     _matrix_parser(sub)
+    _handedit_parsers(sub)
     cp = sub.add_parser("completion", help="print a shell completion script")
     cp.add_argument("shell", choices=["bash", "zsh", "fish"])
     clidocs.describe(parser, dict(sub.choices))
@@ -285,6 +292,12 @@ def run(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "matrix":
         return _matrix(args)
+    if args.command in ("diff", "capture"):
+        return _handedit(args)
+    if args.command == "backport":
+        from patcher import capturecmd
+
+        return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
     ids: list[str] = []
@@ -298,6 +311,7 @@ def run(argv: Sequence[str]) -> int:
         dry_run=getattr(args, "dry_run", False),
         force=getattr(args, "force", False),
         level=getattr(args, "level", "full"),
+        adopt=getattr(args, "adopt", False),
         **_metrics_options(args),
     )
     if args.command == "ensure":
@@ -359,7 +373,7 @@ def _dispatch(
     ids: Sequence[str] = (),
 ) -> HostResult:
     if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir)
+        return engine.apply(specs, transport, opts, state_dir, _wheel_text if opts.adopt else None)
     if command == "verify":
         return engine.verify(specs, transport, opts, state_dir, ids)
     if command == "rollback":
@@ -548,6 +562,106 @@ def _matrix(args: argparse.Namespace) -> int:
     [spec] = catalog.load_all([args.spec])
     fits = matrix.command(spec, args.versions, args.pre, args.jobs, args.platform, args.json)
     return 0 if fits else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Hand edits (patcher.handedit, patcher.capture): what differs from pip's RECORD, as a spec
+
+
+def _handedit_parsers(sub: Any) -> None:
+    dp = sub.add_parser(
+        "diff", help="show every file of a package that differs from pip's RECORD, as a diff"
+    )
+    dp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
+    dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
+    _target_options(dp)
+
+    cp = sub.add_parser(
+        "capture", help="write a spec that reproduces a host's hand edits of a package"
+    )
+    cp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
+    cp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
+    cp.add_argument("--id", required=True, help="id of the new spec (its file name, too)")
+    cp.add_argument("-o", "--output", metavar="SPEC.toml", help="write here (default: stdout)")
+    cp.add_argument("--summary", help="the spec's one-line summary")
+    cp.add_argument(
+        "--versions",
+        metavar="SPECIFIER",
+        help="the variant's range (default: ==the installed release)",
+    )
+    cp.add_argument(
+        "--no-matrix",
+        action="store_true",
+        help="skip checking the spec against neighbouring releases",
+    )
+    cp.add_argument(
+        "--neighbours",
+        type=int,
+        default=3,
+        metavar="N",
+        help="releases before and after the installed one the matrix checks (3)",
+    )
+    _target_options(cp)
+
+    bp = sub.add_parser(
+        "backport", help="turn an upstream fix (a unified diff) into a spec for older releases"
+    )
+    bp.add_argument("diff", metavar="DIFF", help="unified diff file (git format), or - (stdin)")
+    bp.add_argument("--package", required=True, help="distribution name, e.g. vllm")
+    bp.add_argument(
+        "--from-version", required=True, metavar="V", help="the release the diff was made against"
+    )
+    bp.add_argument("--id", required=True, help="id of the new spec (its file name, too)")
+    bp.add_argument("-o", "--output", metavar="SPEC.toml", help="write here (default: stdout)")
+    bp.add_argument("--summary", help="the spec's one-line summary")
+    bp.add_argument("--versions", metavar="SPECIFIER", help="the variant's range (default: ==V)")
+    bp.add_argument("--no-matrix", action="store_true", help="skip the neighbouring releases")
+    bp.add_argument("--neighbours", type=int, default=3, metavar="N", help="releases each side (3)")
+    bp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _handedit(args: argparse.Namespace) -> int:
+    from patcher import handedit
+
+    if args.command == "capture":
+        from patcher import capturecmd
+
+        capturecmd.validate(args)
+    targets = _targets(args)
+    scans = handedit.scan_all(
+        args.package,
+        args.files,
+        targets,
+        lambda t: _open(t, args),
+        args.state_dir,
+        args.parallel,
+    )
+    if args.command == "capture":
+        from patcher import capturecmd
+
+        return capturecmd.run(args, scans)
+    doc = handedit.to_json(args.package, scans)
+    if args.report:
+        with open(args.report, "w") as fh:
+            fh.write(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        emit(doc)
+    else:
+        handedit.render(args.package, scans)
+    for s in scans:
+        if s.error:
+            print(f"error: {s.error}", file=sys.stderr)
+    if not doc["ok"]:
+        hint = next((s.hint for s in scans if s.hint), None)
+        print(f"hint: {hint or 'see the errors above'}", file=sys.stderr)
+    return 0 if doc["ok"] else 1
+
+
+def _wheel_text(package: str, version: str, rel: str) -> str | None:
+    """apply --adopt: pip's bytes of a file, from the release's wheel (patcher.handedit)."""
+    from patcher import handedit
+
+    return handedit.wheel_text(package, version, rel)
 
 
 def _prefetch_rewriters() -> None:

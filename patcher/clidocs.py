@@ -93,6 +93,37 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "host: which variant each release gets and whether its edits find their anchors.",
         ["vpatch matrix vllm-eagle3-mla-targets --versions '>=0.11'"],
     ),
+    "diff": (
+        "Show every installed file of a package whose bytes differ from pip's RECORD (edited, "
+        "missing, or added under the package's directories) as a unified diff against its "
+        "pristine bytes: vpatch's own backup when vpatch wrote the change, else the file in "
+        "the wheel of that exact release (fetched on this machine through pip, cached). Hosts "
+        "with the same edits are shown once.",
+        [
+            "vpatch diff vllm --python /srv/venv/bin/python",
+            "vpatch diff vllm vllm/config/speculative.py --inventory hosts.toml --json",
+        ],
+    ),
+    "capture": (
+        "Write a spec that reproduces a host's hand edits of a package structurally (finest "
+        "op per change, verified by replaying it on pip's bytes), for the installed release; "
+        "then check it against the neighbouring releases (the release matrix).",
+        [
+            "vpatch capture vllm --id vllm-eagle3-kimi --python /srv/venv/bin/python "
+            "-o patches/vllm-eagle3-kimi.toml",
+        ],
+    ),
+    "backport": (
+        "Turn an upstream fix into a spec: apply the unified diff (git format) to the files of "
+        "release V as its wheel ships them, capture the result structurally (as `vpatch "
+        "capture` does), then check the spec against the releases around V. A hunk that "
+        "cannot be placed is an error naming it.",
+        [
+            "git -C vllm show abc123 -- vllm/config/speculative.py > fix.diff",
+            "vpatch backport fix.diff --package vllm --from-version 0.16.0 --id vllm-fix "
+            "-o patches/vllm-fix.toml",
+        ],
+    ),
     "completion": (
         "Print a completion script for bash, zsh or fish (subcommands, options, choices, files "
         "and catalog ids).",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from patcher import metrics, rewrite_cache
@@ -121,6 +122,8 @@ def _commit(transport: Transport, plan: Plan, state_dir: str | None) -> dict[str
         "state_dir": state_dir,
         "gc": plan.gc,
     }
+    if plan.backups:  # apply --adopt: pip's bytes become the backup the journal's base names
+        request["backups"] = plan.backups
     fault = os.environ.get(TEST_FAULT_ENV)
     if fault:  # TEST-ONLY (patcher/agent/faults.py): crash the agent at a named commit step
         request["fault"] = fault
@@ -170,11 +173,35 @@ def _host_run(command: str, transport: Transport, body: Callable[[HostResult], N
 # Commands
 
 
+Pristine = Callable[[str, str, str], str | None]  # (package, version, file) -> pip's text
+
+
+def _with_record_texts(facts: HostFacts, pristine: Pristine) -> HostFacts:
+    """apply --adopt: pip's bytes (the controller fetches them from the wheel) of every file
+    that differs from RECORD, for the planner to record as the journal's base."""
+    files = {
+        pkg: {
+            rel: replace(f, record_text=pristine(pkg, str(facts.versions[pkg]), rel))
+            if f.exists and f.record_sha256 and f.sha256 != f.record_sha256
+            else f
+            for rel, f in fs.items()
+        }
+        for pkg, fs in facts.files.items()
+    }
+    return replace(facts, files=files)
+
+
 def apply(
-    specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
+    specs: list[PatchSpec],
+    transport: Transport,
+    opts: Options,
+    state_dir: str | None = None,
+    pristine: Pristine | None = None,
 ) -> HostResult:
     def once(host: HostResult) -> None:
         facts = _inspect(transport, specs, state_dir, host)
+        if opts.adopt and pristine is not None:
+            facts = _with_record_texts(facts, pristine)
         plan = plan_apply(specs, facts, opts, CACHES.rewrite)
         host.patches = plan.results
         problem = preflight(facts, plan) if plan.writes else None

@@ -403,6 +403,65 @@ class Progress:
 
 
 @dataclass
+class Fetcher:
+    """A release's files as its wheel ships them: from the cache, a wheel on disk, or pip
+    (then cached). Shared by the matrix and by `vpatch diff`/`capture`/`apply --adopt`, which
+    need pip's pristine bytes of one installed release."""
+
+    package: str
+    cache: Cache
+    platforms: Sequence[str] = ()
+    wheels: Sequence[Path] = ()
+    progress: Progress = field(default_factory=Progress)
+    stats: Stats = field(default_factory=Stats)
+
+    def file(self, version: Version, rel: str) -> bytes | None:
+        known, data = self.cache.lookup(version, rel)
+        if known:
+            self.stats.add("cached_files")
+            return data
+        with self.cache.locked(version):
+            known, data = self.cache.lookup(version, rel)  # another process fetched it meanwhile
+            if known:
+                self.stats.add("cached_files")
+                return data
+            rels = sorted({*self.cache.known_rels(version), rel})
+            got = self.fetch(version, rels)
+            self.cache.store(version, got)
+            return got.files[rel]
+
+    def fetch(self, version: Version, rels: Sequence[str]) -> Extracted:
+        """Extract from a wheel on disk if one is there, else download it, extract, delete it."""
+        package = self.package
+        local = pkgindex.find_wheel(self.wheels, package, version)
+        if local is not None:
+            try:
+                got = extract(local, rels)
+                self.stats.add("reused_wheels")
+                return got
+            except CorruptWheel:
+                pass  # e.g. still being written by someone else: fetch our own copy
+        self.progress.fetching(version)
+        self.cache.dir.mkdir(parents=True, exist_ok=True)
+        # We hold this release's lock: any download dir of it is left over from a killed run
+        # (and may hold a 400 MB wheel).
+        for stale in self.cache.dir.glob(f".download-{version}-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".download-{version}-", dir=self.cache.dir))
+        try:
+            wheel = pkgindex.download_wheel(package, version, tmp, self.platforms)
+            self.stats.add("downloaded")
+            return extract(wheel, rels)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)  # the wheel goes; its few files stay cached
+
+
+def fetcher(package: str, cache_root: Path | None = None) -> Fetcher:
+    """The default fetcher for one package: the matrix cache, $VPATCH_MATRIX_WHEELS, pip."""
+    return Fetcher(package, Cache(cache_root or default_cache(), package), wheels=wheel_dirs())
+
+
+@dataclass
 class Runner:
     spec: PatchSpec
     cache: Cache
@@ -463,44 +522,10 @@ class Runner:
         return release
 
     def _file(self, version: Version, rel: str) -> bytes | None:
-        known, data = self.cache.lookup(version, rel)
-        if known:
-            self.stats.add("cached_files")
-            return data
-        with self.cache.locked(version):
-            known, data = self.cache.lookup(version, rel)  # another process fetched it meanwhile
-            if known:
-                self.stats.add("cached_files")
-                return data
-            rels = sorted({*self.cache.known_rels(version), rel})
-            got = self._fetch(version, rels)
-            self.cache.store(version, got)
-            return got.files[rel]
-
-    def _fetch(self, version: Version, rels: Sequence[str]) -> Extracted:
-        """Extract from a wheel on disk if one is there, else download it, extract, delete it."""
-        package = self.spec.package
-        local = pkgindex.find_wheel(self.wheels, package, version)
-        if local is not None:
-            try:
-                got = extract(local, rels)
-                self.stats.add("reused_wheels")
-                return got
-            except CorruptWheel:
-                pass  # e.g. still being written by someone else: fetch our own copy
-        self.progress.fetching(version)
-        self.cache.dir.mkdir(parents=True, exist_ok=True)
-        # We hold this release's lock: any download dir of it is left over from a killed run
-        # (and may hold a 400 MB wheel).
-        for stale in self.cache.dir.glob(f".download-{version}-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".download-{version}-", dir=self.cache.dir))
-        try:
-            wheel = pkgindex.download_wheel(package, version, tmp, self.platforms)
-            self.stats.add("downloaded")
-            return extract(wheel, rels)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # the wheel goes; its few files stay cached
+        got = Fetcher(
+            self.spec.package, self.cache, self.platforms, self.wheels, self.progress, self.stats
+        )
+        return got.file(version, rel)
 
 
 def build(

@@ -53,6 +53,7 @@ class Options:
     metrics_url: str | None = None  # verify: scrape this on each host (the `metrics` probe)
     min_acceptance: float | None = None  # verify: overrides [metrics] min_acceptance_rate
     metrics_window: float | None = None  # verify: judge the counters' increase over N seconds
+    adopt: bool = False  # apply: record a hand edit that already has the spec's code as applied
 
 
 def sha256_text(text: str) -> str:
@@ -97,6 +98,7 @@ class FileFact:
     why_unwritable: str | None = None
     free: int | None = None
     in_record: bool = True  # False: not pip's file of the package (a module add_file created)
+    record_text: str | None = None  # pip's bytes of the file (from the wheel), for --adopt
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ class HostFacts:
                     info.get("why_unwritable"),
                     info.get("free"),
                     info.get("in_record", True) is not False,
+                    info.get("record_text"),
                 )
                 for rel, info in (pkg.get("files") or {}).items()
             }
@@ -253,6 +256,8 @@ class Plan:
     touched: dict[str, list[str]] = field(default_factory=dict)
     # backups no entry needs once this plan is committed (another release's pristine bytes)
     gc: list[str] = field(default_factory=list)
+    # --adopt: pip's bytes the commit stores as backups (the journal's base) before its entries
+    backups: list[dict[str, str]] = field(default_factory=list)
 
     def needs_commit(self) -> bool:
         return bool(self.writes or self.entries)
@@ -384,7 +389,7 @@ class _Apply:
             if problem is not None:
                 res.outcome, res.message = cast(Outcome, problem.outcome), problem.message
                 continue
-            changed = [p for p in parts if p.outcome == "changed"]
+            changed = [p for p in parts if p.outcome in ("changed", "adopt")]
             if not changed:
                 mine = any(p.outcome == "already_applied" for p in parts)
                 res.outcome = "already_applied" if mine else "satisfied_upstream"
@@ -393,9 +398,12 @@ class _Apply:
             res.outcome = "would_apply" if self.opts.dry_run else "applied"
             res.message = "; ".join(p.message for p in changed if p.message)
             for p in changed:
-                self._stage(spec, variant, p, res)
+                if p.outcome == "adopt":
+                    self._adopt(spec, variant, p, res, out)
+                else:
+                    self._stage(spec, variant, p, res)
             out.checks[spec.id] = checks_for(spec, variant, self.opts.level)
-            out.touched[spec.id] = [p.fact.path for p in changed]
+            out.touched[spec.id] = [p.fact.path for p in changed if p.outcome == "changed"]
         out.writes = list(self.writes.values())
         out.entries = self.entries
         out.gc = self.gc
@@ -489,6 +497,8 @@ class _Apply:
         if rw.status == "invalid":
             return _Part(fact, "failed", f"{rel}: {rw.message}")
         if rw.status == "unchanged":
+            if hand and self.opts.adopt:
+                return self._adoption(fact, rel, current)
             if hand and not self.opts.force:
                 return _Part(
                     fact,
@@ -504,13 +514,44 @@ class _Apply:
                 fact, "unchanged", f"{rel} already has the desired code{held} ({rw.message})"
             )
         if hand and not self.opts.force:
+            why = (
+                "; --adopt records only a file that already has the spec's code"
+                if self.opts.adopt
+                else "; --force patches it anyway"
+            )
             return _Part(
                 fact,
                 "modified",
                 f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
-                "hand?); --force patches it anyway",
+                f"hand?){why}",
             )
         return _Part(fact, "changed", f"{rel}: {rw.message or 'changed'}", text, rw.source)
+
+    def _adoption(self, fact: FileFact, rel: str, current: str) -> _Part:
+        """--adopt: the hand-edited file already has the spec's code; it is recorded as the
+        spec's work on pip's bytes, which the commit stores as the backup rollback restores."""
+        pristine = fact.record_text
+        if pristine is None:
+            return _Part(fact, "failed", f"{rel}: pip's bytes of it are not at hand (the wheel)")
+        if sha256_text(pristine) != fact.record_sha256:
+            return _Part(
+                fact, "failed", f"{rel}: the wheel's bytes do not have RECORD's sha256; not adopted"
+            )
+        return _Part(
+            fact,
+            "adopt",
+            f"{rel}: adopted the hand edit (it has the spec's code); rollback restores pip's bytes",
+            pristine,
+            current,
+        )
+
+    def _adopt(
+        self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult, plan: Plan
+    ) -> None:
+        """Journal the hand edit as the spec's, on pip's bytes (seeded as a backup): no write."""
+        assert part.before is not None and part.after is not None
+        plan.backups.append({"sha256": sha256_text(part.before), "text": part.before})
+        self._record(spec, variant, part, res, sha256_text(part.after), "adopted a hand edit")
 
     def _stage(self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult) -> None:
         fact = part.fact
@@ -522,6 +563,20 @@ class _Apply:
             self.writes[fact.path] = w
         w.text, w.after = part.after, sha256_text(part.after)
         self.texts[fact.path] = part.after
+        self._record(spec, variant, part, res, w.after)
+
+    def _record(
+        self,
+        spec: PatchSpec,
+        variant: Variant,
+        part: _Part,
+        res: PatchResult,
+        after: str,
+        reason: str = "",
+    ) -> None:
+        """The spec's journal entry for one file, and the file in its result."""
+        fact = part.fact
+        assert part.before is not None and part.after is not None
         before = sha256_text(part.before) if fact.exists or part.before else None
         self.entries.append(
             protocol.apply_entry(
@@ -532,23 +587,24 @@ class _Apply:
                 fact.rel,
                 fact.path,
                 before,
-                w.after,
+                after,
                 dump_edits([e for r, es in variant.files() if r == fact.rel for e in es]),
                 fact.record_sha256,
                 checks_for(spec, variant, "full"),
+                reason,
             )
         )
         res.files.append(
             FileChange(
                 fact.path,
                 before or "",
-                w.after,
+                after,
                 unified_diff(fact.rel, part.before, part.after),
             )
         )
 
 
-_PART_OK = frozenset({"changed", "unchanged", "already_applied"})
+_PART_OK = frozenset({"changed", "unchanged", "already_applied", "adopt"})
 
 
 @dataclass

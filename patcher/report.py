@@ -87,7 +87,11 @@ _MESSAGE_HINTS = (
     ("is not UTF-8", "the installed file is not UTF-8 text: reinstall the package"),
     ("cannot parse the file", "the installed file is not valid Python: reinstall the package"),
     ("is not a regular file", "`file` must name a regular .py file of the package"),
-    ("differs from pip's RECORD", "find out who edited it; --force patches the file as it is"),
+    ("only as an edit outside vpatch", "`vpatch apply SPEC --adopt` records it as SPEC's"),
+    (
+        "differs from pip's RECORD",
+        "find out who edited it (`vpatch diff PACKAGE`); --force patches the file as it is",
+    ),
     ("verify failed", "the probe says the patch does not work here; nothing stays changed"),
 )
 _OUTCOME_HINTS = {

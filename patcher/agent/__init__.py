@@ -11,6 +11,7 @@ Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops:
     verify   import checks and probes in fresh interpreters
     procs    processes of this environment started before the given files last changed
     fetch    GET an http(s) URL from the host (the live serving metrics probe)
+    scan     files of a distribution that are not as its RECORD says (`vpatch diff`; scan.py)
 Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}, with the agent's
 "pid" (so a caller can tell sessions apart).
 
@@ -270,6 +271,17 @@ def _backup_bytes(state: statedir.State, sha: str) -> bytes:
     return data
 
 
+def _seed_backups(state: statedir.State, seeds: list[dict[str, Any]]) -> None:
+    """apply --adopt: bytes the controller has (pip's, from the wheel) stored as backups, each
+    checked against its sha256 first: the journal's base must be restorable exactly."""
+    got = [(str(b.get("text", "")).encode("utf-8"), str(b.get("sha256"))) for b in seeds]
+    for data, sha in got:
+        if fsops.sha256_bytes(data) != sha:
+            raise _Refused("backup seed %s does not have its sha256" % sha[:12], protocol.INPUT)
+    for data, sha in got:
+        _backup(state, data, sha)
+
+
 def _new_bytes(state: statedir.State, w: dict[str, Any]) -> bytes | None:
     """The bytes a write leaves at its path (None: the file is removed)."""
     if w.get("delete"):
@@ -308,6 +320,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
             faults.point("commit.locked")
             notes.extend(_repair(state))
             planned = _planned(state, writes)
+            _seed_backups(state, req.get("backups") or [])
             fds: dict[str, int | None] = {os.path.dirname(w[0]): None for w in planned}
             fds[p["backups"]] = state.backups()  # by descriptor: never through a link
             for d in sorted(fds):
@@ -579,8 +592,15 @@ def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
         raise _Refused(str(exc), protocol.INPUT) from None
 
 
+def op_scan(req: dict[str, Any]) -> dict[str, Any]:
+    from . import scan  # `vpatch diff`: files of a dist that differ from its RECORD
+
+    return scan.scan(req, state_dir(req))
+
+
 OPS = {
     "inspect": op_inspect,
+    "scan": op_scan,
     "commit": op_commit,
     "repair": op_repair,
     "verify": op_verify,

@@ -8,11 +8,13 @@ are constants both sides compare, and every journal entry is made by a construct
 Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS`):
     inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?}
     commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "gc"?: [sha256...],
-             "fault"?}: gc names backups no entry needs any more (superseded releases)
+             "fault"?, "backups"?: [{"sha256", "text"}]}: gc names backups no entry needs any
+             more (superseded releases); backups are stored, hash-checked, first (--adopt)
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
     procs    {"paths": [...]}
     fetch    {"url", "timeout", "max_bytes"}
+    scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
 A Write is {"path", "expect_sha256": sha or None (None: the file must not exist), and one of
 "text" (new content), "restore_sha256" (a backup's bytes) or "delete": true}.
 

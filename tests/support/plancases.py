@@ -15,7 +15,9 @@ so a case reads like the situation it pins.
                                         "base": "pristine", "expected": "patched"}}},
      "expect": {"outcomes": {...}, "messages": {...}, "writes": {"pkg/m.py": "text name" |
                 "delete" | "restore:<text name>"}, "journal": [[action, spec, file]],
-                "checks": ["spec id"], "preflight": "words" | null}}
+                "checks": ["spec id"], "preflight": "words" | null,
+                "backups": ["text name"]}}
+A file's "record_text" names the text the controller fetched as pip's bytes (apply --adopt).
 """
 
 from __future__ import annotations
@@ -108,6 +110,8 @@ def host_answer(
             "free": f.get("free", 10**9),
             "in_record": f.get("in_record", True),
         }
+        if f.get("record_text"):  # --adopt: pip's bytes, as the controller fetched them
+            info["record_text"] = texts[f["record_text"]]
         packages[f.get("package", first)]["files"][rel] = info
     journal: dict[str, Any] = {}
     for rel, j in host.get("journal", {}).items():

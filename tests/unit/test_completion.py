@@ -44,7 +44,7 @@ def test_bash_registers_the_completion() -> None:
     ("words", "expected"),
     [
         ("vpatch ap", "apply"),
-        ("vpatch c", "catalog check completion"),
+        ("vpatch c", "capture catalog check completion"),
         ("vpatch verify --lev", "--level"),
         ("vpatch verify --level ''", "full import static"),
         ("vpatch apply --dry-run --level i", "import"),

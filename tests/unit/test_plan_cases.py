@@ -73,6 +73,9 @@ def test_plan_case(path: Path) -> None:
     assert actions == expect.get("journal", [])
     names = {plancases.sha(t): n for n, t in case.texts.items()}
     assert [names.get(sha, sha) for sha in plan.gc] == expect.get("gc", [])
+    if "backups" in expect:  # --adopt: pip's bytes seeded as the journal's base
+        assert [case.text_name(b["text"]) for b in plan.backups] == expect["backups"]
+        assert all(plancases.sha(b["text"]) == b["sha256"] for b in plan.backups)
     if "checks" in expect:
         assert sorted(plan.checks) == sorted(expect["checks"])
     if "preflight" in expect:

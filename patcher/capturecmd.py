@@ -1,0 +1,327 @@
+"""`vpatch capture`: the host's hand edits (from `patcher.handedit`'s scan) -> a spec file
+(`patcher.capture`, pure), checked by loading it back and replaying it on the pristine files,
+then (unless --no-matrix) the release matrix over the neighbouring releases: where it fits."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from patcher import handedit, matrix, pkgindex
+from patcher._compat import tomllib
+from patcher.capture import Captured, CaptureError, capture, spec_toml
+from patcher.errors import UsageError, VpatchError
+from patcher.report import emit
+from patcher.result import SCHEMA_VERSION
+from patcher.rewrite import apply_edits
+from patcher.spec import _ID, PatchSpec, Variant
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Bad input is exit 2 before any host is contacted."""
+    if not _ID.match(args.id):
+        raise UsageError(
+            f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
+            "e.g. --id vllm-eagle3-kimi",
+        )
+    if args.output and Path(args.output).name != f"{args.id}.toml":
+        raise UsageError(
+            f"-o {args.output}: a spec's file is named after its id ({args.id}.toml), or "
+            f"`vpatch apply {args.id}` cannot find it (`vpatch check` says so too)",
+            f"-o {Path(args.output).with_name(args.id + '.toml')}",
+        )
+    if args.output and os.path.exists(args.output):
+        raise UsageError(
+            f"-o {args.output}: exists; vpatch capture does not overwrite a spec",
+            "pick another path, or move the old spec away first",
+        )
+    if args.versions is not None:
+        try:
+            SpecifierSet(args.versions)
+        except InvalidSpecifier:
+            raise UsageError(
+                f"--versions {args.versions!r} is not a PEP 440 specifier",
+                "e.g. --versions '>=0.15,<0.17'",
+            ) from None
+    if args.neighbours < 0:
+        raise UsageError("--neighbours must be 0 or more", "e.g. --neighbours 3")
+
+
+@dataclass
+class FileResult:
+    rel: str
+    captured: Captured
+    pristine: str
+    edited: str
+    identical: bool = False
+
+
+def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]:
+    """Capture every hand-edited .py file of one host; notes say what was left out and why."""
+    out: list[FileResult] = []
+    notes: list[str] = []
+    for f in scan.files:
+        if f.pristine_from == handedit.VPATCH:
+            notes.append(f"{f.rel}: vpatch's own change (journaled); not captured")
+            continue
+        if f.state == "missing":
+            notes.append(f"{f.rel}: removed on the host; a spec cannot remove a file")
+            continue
+        if not f.rel.endswith(".py"):
+            notes.append(f"{f.rel}: not a .py file; not captured")
+            continue
+        if f.before is None or f.after is None:
+            raise VpatchError(
+                f"{f.rel}: cannot capture ({f.note or 'no text'})",
+                "vpatch capture needs the file's text and pip's bytes of it (pip download of "
+                "the installed release)",
+            )
+        try:
+            cap = capture(f.before, f.after, f.rel)
+        except CaptureError as exc:
+            raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
+        notes.extend(cap.notes)
+        if cap.edits:
+            out.append(FileResult(f.rel, cap, f.before, f.after))
+    return out, notes
+
+
+def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
+    """Load the written spec back and replay it on the pristine files: the AST must be the
+    edited file's (always), the bytes too where the ops kept the layout (reported)."""
+    spec = PatchSpec.model_validate(tomllib.loads(text))
+    variant = spec.variant[0]
+    for rel, edits in variant.files():
+        res = next(r for r in results if r.rel == rel)
+        rw = apply_edits(res.pristine if not _adds(edits) else "", edits)
+        if ast.dump(ast.parse(rw.source)) != ast.dump(ast.parse(res.edited)):
+            raise VpatchError(
+                f"{rel}: the captured spec does not reproduce the edit",
+                "a bug in vpatch capture: please report it with the diff",
+            )
+        res.identical = rw.source == res.edited
+    return spec
+
+
+def _adds(edits: Sequence[Any]) -> bool:
+    return any(e.op == "add_file" for e in edits)
+
+
+def neighbours(
+    spec: PatchSpec,
+    version: str,
+    n: int,
+    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+) -> list[Version]:
+    """Up to n releases before and n after `version` (and it), as pip lists them."""
+    here = Version(version)
+    listed = sorted(set(list_versions(spec.package)) | {here})
+    i = listed.index(here)
+    return listed[max(0, i - n) : i + n + 1]
+
+
+def fits(
+    spec: PatchSpec,
+    versions: Sequence[Version],
+    cache_root: Path | None = None,
+) -> matrix.Matrix:
+    """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
+    wide = spec.model_copy(
+        update={
+            "variant": [
+                Variant.model_validate({**v.model_dump(), "versions": ">=0"})
+                for v in spec.variant[:1]
+            ]
+        }
+    )
+    runner = matrix.Runner(
+        wide,
+        matrix.Cache(cache_root or matrix.default_cache(), spec.package),
+        wheels=matrix.wheel_dirs(),
+    )
+    releases = runner.run(versions)
+    return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
+
+
+def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
+    """The widest range around the installed release in which every examined release fits
+    (`would_apply` or `satisfied_upstream`), as a specifier, or None when only it fits."""
+    ok = [r.outcome in ("would_apply", "satisfied_upstream") for r in releases]
+    versions = [r.version for r in releases]
+    if installed not in versions or not ok[versions.index(installed)]:
+        return None
+    i = j = versions.index(installed)
+    while i > 0 and ok[i - 1]:
+        i -= 1
+    while j + 1 < len(ok) and ok[j + 1]:
+        j += 1
+    if i == j:
+        return None
+    upper = f"<{versions[j + 1]}" if j + 1 < len(versions) else f"<={versions[j]}"
+    return f">={versions[i]},{upper}"
+
+
+def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
+    """capture: one group of hosts with the same edits -> the spec."""
+    failed = [s for s in scans if s.error]
+    if failed:
+        raise VpatchError(
+            "; ".join(str(s.error) for s in failed), failed[0].hint or "see `vpatch diff`"
+        )
+    groups = handedit.group(scans)
+    if len(groups) > 1:
+        raise UsageError(
+            f"the targets differ ({len(groups)} different sets of edits: "
+            + "; ".join(", ".join(g.hosts) for g in groups)
+            + ")",
+            "capture from one host (--host), after `vpatch diff` shows which",
+        )
+    scan = groups[0].scan
+    results, notes = capture_files(scan)
+    if not results:
+        raise VpatchError(
+            f"no hand edit of {args.package} {scan.version} to capture"
+            + (f" ({'; '.join(notes)})" if notes else ""),
+            f"`vpatch diff {args.package}` shows what differs from pip's RECORD",
+        )
+    origin = f"vpatch capture from {', '.join(groups[0].hosts)}"
+    return finish(args, str(scan.version), results, notes, origin, {"targets": groups[0].hosts})
+
+
+def finish(
+    args: argparse.Namespace,
+    version: str,
+    results: list[FileResult],
+    notes: list[str],
+    origin: str,
+    extra: dict[str, Any],
+) -> int:
+    """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    versions = args.versions or f"=={version}"
+    summary = args.summary or f"Hand edit of {args.package} {version}, captured"
+    text = spec_toml(
+        args.id,
+        summary,
+        args.package,
+        versions,
+        [(r.rel, r.captured) for r in results],
+        [f"{origin} ({args.package} {version}); review before use"],
+    )
+    spec = check_spec(text, results)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    table = None
+    if not args.no_matrix:
+        try:
+            table = fits(spec, neighbours(spec, version, args.neighbours))
+        except VpatchError as exc:
+            notes.append(f"matrix skipped: {exc.message}")
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "command": args.command,
+        "package": args.package,
+        "version": version,
+        **extra,
+        "output": args.output,
+        "files": [
+            {
+                "file": r.rel,
+                "edits": r.captured.edits,
+                "ops": [e["op"] for e in r.captured.edits],
+                "bytes_identical": r.identical,
+            }
+            for r in results
+        ],
+        "notes": notes,
+        "spec": text,
+        "matrix": table.to_json() if table is not None else None,
+        "suggested_versions": suggest(table.releases, version) if table is not None else None,
+    }
+    if args.json:
+        emit(doc)
+        return 0
+    if not args.output:
+        sys.stdout.write(text)
+    out = sys.stderr if not args.output else sys.stdout
+    for r in results:
+        ops = ", ".join(e["op"] for e in r.captured.edits)
+        same = "same bytes" if r.identical else "same AST (layout differs)"
+        print(f"captured {r.rel}: {ops}; replayed on pip's bytes: {same}", file=out)
+    for n in notes:
+        print(f"note: {n}", file=out)
+    if args.output:
+        print(f"wrote {args.output}", file=out)
+    if table is not None:
+        matrix.render_human(table, out)
+        wider = doc["suggested_versions"]
+        if wider and not args.versions:
+            print(
+                f"hint: the edits fit every release in {wider}: rerun with --versions "
+                f"'{wider}' (or edit the variant's versions) after checking them",
+                file=out,
+            )
+    return 0
+
+
+def backport(args: argparse.Namespace) -> int:
+    """A unified diff made against release V -> V's pristine files patched -> captured."""
+    from patcher import udiff
+
+    validate(args)
+    try:
+        version = Version(args.from_version)
+    except InvalidVersion:
+        raise UsageError(
+            f"--from-version {args.from_version!r} is not a PEP 440 version", "e.g. 0.16.0"
+        ) from None
+    try:
+        raw = sys.stdin.read() if args.diff == "-" else Path(args.diff).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{args.diff}: cannot read the diff ({exc})", "pass a diff file") from None
+    try:
+        patches = udiff.parse(raw)
+    except udiff.PatchError as exc:
+        raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
+    fetch = matrix.fetcher(args.package)
+    results: list[FileResult] = []
+    notes: list[str] = []
+    for fp in patches:
+        if fp.new_path is None:
+            raise UsageError(f"{fp.rel}: the diff deletes it", "a spec cannot remove a file")
+        if not fp.rel.endswith(".py"):
+            notes.append(f"{fp.rel}: not a .py file; not captured")
+            continue
+        data = fetch.file(version, fp.rel) if fp.old_path is not None else b""
+        if data is None:
+            raise UsageError(
+                f"{fp.rel} is not in the {args.package} {version} wheel",
+                "paths are relative to site-packages (pkg/module.py); is --from-version right?",
+            )
+        pristine = data.decode("utf-8")
+        try:
+            patched = udiff.apply(pristine, fp)
+        except udiff.PatchError as exc:
+            raise UsageError(
+                f"{exc} of {args.package} {version}",
+                "make the diff against that release (--from-version), or fix the hunk",
+            ) from None
+        try:
+            cap = capture(pristine, patched, fp.rel)
+        except CaptureError as exc:
+            raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
+        notes.extend(cap.notes)
+        if cap.edits:
+            results.append(FileResult(fp.rel, cap, pristine, patched))
+    if not results:
+        raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
+    origin = f"vpatch backport of {Path(args.diff).name}"
+    return finish(args, str(version), results, notes, origin, {"diff": args.diff})

@@ -1,0 +1,297 @@
+"""`vpatch diff` and `vpatch capture`: what was changed by hand in an installed package, on
+every target, against the bytes pip installed; and the spec that reproduces it.
+
+The agent's `scan` op lists the distribution's files whose bytes are not RECORD's (modified,
+missing, or added under the package's directories). The pristine side of each diff is
+vpatch's own backup when the journal has one (vpatch wrote the change), else the file as the
+wheel of that exact release ships it, fetched on the controller through pip and cached
+(`patcher.matrix.Fetcher`: the release matrix's cache). Hosts whose changed files have the
+same hashes form one group: a fleet edited the same way prints one diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from packaging.version import InvalidVersion, Version
+
+from patcher import engine
+from patcher.errors import HostError, VpatchError
+from patcher.result import SCHEMA_VERSION
+from patcher.transport import Transport
+
+VPATCH = "vpatch"  # the pristine side is vpatch's own backup (the journal's base)
+WHEEL = "wheel"  # ... the file in the release's wheel
+NONE = "none"  # ... nothing: the file is not in RECORD (added)
+UNAVAILABLE = "unavailable"  # ... could not be had (no wheel, not text)
+
+
+@dataclass
+class FileDiff:
+    rel: str
+    path: str
+    state: str  # modified | missing | added
+    sha256: str | None
+    record_sha256: str | None
+    pristine_from: str
+    before: str | None  # pristine text
+    after: str | None  # text on the host
+    note: str = ""
+
+    @property
+    def diff(self) -> str:
+        if self.before is None or (self.after is None and self.state != "missing"):
+            return ""
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                (self.after or "").splitlines(keepends=True),
+                fromfile=f"a/{self.rel}",
+                tofile=f"b/{self.rel}",
+            )
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.rel,
+            "path": self.path,
+            "state": self.state,
+            "sha256": self.sha256,
+            "record_sha256": self.record_sha256,
+            "pristine": self.pristine_from,
+            "note": self.note,
+            "diff": self.diff,
+        }
+
+
+@dataclass
+class HostScan:
+    target: str
+    version: str | None = None
+    files: list[FileDiff] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    error: str | None = None
+    hint: str | None = None
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.version, tuple((f.rel, f.state, f.sha256) for f in self.files))
+
+
+@dataclass
+class Group:
+    hosts: list[str]
+    scan: HostScan
+
+
+class Pristine:
+    """Pip's bytes of (version, file), fetched once per run (thread-safe); None if unknown."""
+
+    def __init__(self, package: str, fetch: Callable[[str, str], bytes | None] | None = None):
+        self.package = package
+        self._fetch = fetch
+        self._got: dict[tuple[str, str], tuple[bytes | None, str]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, version: str, rel: str) -> tuple[bytes | None, str]:
+        """(bytes, why-not) of the file in the wheel."""
+        with self._lock:
+            if (version, rel) not in self._got:
+                self._got[(version, rel)] = self._load(version, rel)
+            return self._got[(version, rel)]
+
+    def _load(self, version: str, rel: str) -> tuple[bytes | None, str]:
+        try:
+            if self._fetch is not None:
+                return self._fetch(version, rel), ""
+            from patcher import matrix
+
+            return matrix.fetcher(self.package).file(Version(version), rel), ""
+        except InvalidVersion:
+            return None, f"{version} is not a PEP 440 version"
+        except VpatchError as exc:
+            return None, exc.message
+        except OSError as exc:
+            return None, f"cache: {exc}"
+
+
+def scan_host(
+    transport: Transport,
+    package: str,
+    files: Sequence[str],
+    state_dir: str | None,
+    pristine: Pristine,
+    texts: dict[str, str],
+) -> HostScan:
+    """One host: the agent's scan, then the pristine side of every file."""
+    out = HostScan(transport.target)
+    res = engine._call(  # the engine's agent call: one error shape for both
+        transport,
+        {
+            "op": "scan",
+            "package": package,
+            "files": list(files),
+            "state_dir": state_dir,
+            "known": sorted(texts.copy()),  # other hosts add to it meanwhile
+        },
+    )
+    out.version = res.get("version")
+    if out.version is None:
+        out.error = f"{transport.target}: package {package} is not installed"
+        out.hint = "check the package name and --python (the interpreter of that environment)"
+        return out
+    out.skipped = list(res.get("skipped") or [])
+    bases = res.get("journal") or {}
+    for info in res.get("files") or []:
+        sha = info.get("sha256")
+        if isinstance(info.get("text"), str) and sha:
+            texts[sha] = info["text"]
+        after = texts.get(sha) if sha else None
+        f = FileDiff(
+            str(info["rel"]),
+            str(info["path"]),
+            str(info["state"]),
+            sha,
+            info.get("record_sha256"),
+            UNAVAILABLE,
+            None,
+            after,
+        )
+        base = bases.get(f.path)
+        if base and (base.get("base") or base.get("created")):
+            text = base.get("base_text")
+            if isinstance(text, str) and base.get("base"):
+                texts[str(base["base"])] = text
+            f.before = "" if base.get("created") else texts.get(str(base.get("base")))
+            f.pristine_from = VPATCH
+        elif f.state == "added":
+            f.before, f.pristine_from = "", NONE
+        else:
+            data, why = pristine.get(out.version, f.rel)
+            if data is None:
+                f.note = why or "not in the release's wheel"
+            else:
+                try:
+                    f.before, f.pristine_from = data.decode("utf-8"), WHEEL
+                except UnicodeDecodeError:
+                    f.note = "not UTF-8 text"
+        if sha and after is None:
+            f.note = f.note or "not UTF-8 text, or too large to show"
+        out.files.append(f)
+    return out
+
+
+def group(scans: Sequence[HostScan]) -> list[Group]:
+    """Hosts with the same version and the same changed files (by hash) share one group."""
+    groups: dict[tuple[Any, ...], Group] = {}
+    for s in scans:
+        if s.error:
+            continue
+        g = groups.get(s.key)
+        if g is None:
+            groups[s.key] = Group([s.target], s)
+        else:
+            g.hosts.append(s.target)
+    return list(groups.values())
+
+
+def label(f: FileDiff, package: str, version: str | None) -> str:
+    return {
+        VPATCH: "pristine side: vpatch's own (the backup the journal's base names)",
+        WHEEL: f"pristine side: {package} {version} wheel (pip's RECORD bytes)",
+        NONE: "not in pip's RECORD: added on the host",
+        UNAVAILABLE: f"pristine side unavailable: {f.note}",
+    }[f.pristine_from]
+
+
+def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "diff",
+        "package": package,
+        "ok": all(s.error is None for s in scans),
+        "groups": [
+            {
+                "hosts": g.hosts,
+                "version": g.scan.version,
+                "files": [f.to_json() for f in g.scan.files],
+                "skipped": g.scan.skipped,
+            }
+            for g in group(scans)
+        ],
+        "errors": [
+            {"target": s.target, "error": s.error, "hint": s.hint} for s in scans if s.error
+        ],
+    }
+
+
+def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) -> None:
+    for g in group(scans):
+        s = g.scan
+        who = ", ".join(g.hosts)
+        count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
+        if not s.files:
+            print(f"# {count} ({who}): {package} {s.version}: every file is pip's", file=out)
+            continue
+        changed = len(s.files)
+        print(
+            f"# {count} ({who}): {package} {s.version}: {changed} file(s) differ from pip's RECORD",
+            file=out,
+        )
+        for f in s.files:
+            print(f"# {f.rel}: {f.state}; {label(f, package, s.version)}", file=out)
+            text = f.diff
+            if text:
+                out.write(text if text.endswith("\n") else text + "\n")
+        if s.skipped:
+            print(f"# not checked (larger than the scan's limit): {len(s.skipped)}", file=out)
+
+
+def scan_all(
+    package: str,
+    files: Sequence[str],
+    targets: Sequence[Any],
+    open_transport: Callable[[Any], Transport],
+    state_dir: str | None,
+    parallel: int,
+    pristine: Pristine | None = None,
+) -> list[HostScan]:
+    """Every target, `parallel` at a time, in target order."""
+    pristine = pristine or Pristine(package)
+    texts: dict[str, str] = {}
+
+    def one(target: Any) -> HostScan:
+        try:
+            transport = open_transport(target)
+        except HostError as exc:
+            return HostScan(target.name, error=exc.message, hint=exc.hint or None)
+        try:
+            return scan_host(transport, package, files, state_dir, pristine, texts)
+        except VpatchError as exc:
+            return HostScan(target.name, error=exc.message, hint=exc.hint or None)
+        finally:
+            transport.close()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets)))) as pool:
+        return list(pool.map(one, targets))
+
+
+_PRISTINE: dict[str, Pristine] = {}
+_PRISTINE_LOCK = threading.Lock()
+
+
+def wheel_text(package: str, version: str, rel: str) -> str | None:
+    """pip's text of one file of an installed release (one fetch per run, all hosts)."""
+    with _PRISTINE_LOCK:
+        got = _PRISTINE.setdefault(package, Pristine(package))
+    data, _why = got.get(version, rel)
+    try:
+        return None if data is None else data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

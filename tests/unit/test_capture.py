@@ -1,0 +1,92 @@
+"""`patcher.capture` (pure): golden cases tests/cases/capture/*.json, each a pristine text, a
+hand-edited one and the edits capture must find (the finest op that fits), replayed."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from patcher._compat import tomllib
+from patcher.capture import CaptureError, capture, spec_toml
+from patcher.rewrite import apply_edits
+from patcher.spec import PatchSpec
+from tests.support.cases import EDIT
+
+CASES = sorted((Path(__file__).resolve().parent.parent / "cases" / "capture").glob("*.json"))
+
+
+def test_there_are_cases() -> None:
+    assert len(CASES) >= 20
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_golden(path: Path) -> None:
+    case = json.loads(path.read_text("utf-8"))
+    got = capture(case["pristine"], case["edited"], "pkg/m.py")
+    assert got.edits == case["edits"], case["about"]
+    if not got.edits:
+        assert got.notes
+        return
+    rw = apply_edits(case["pristine"], [EDIT.validate_python(e) for e in got.edits])
+    assert ast.dump(ast.parse(rw.source)) == ast.dump(ast.parse(case["edited"]))
+    assert (rw.source == case["edited"]) is case["bytes"], "same bytes where the ops keep layout"
+    # the spec text carries exactly these edits
+    text = spec_toml("x", "s", "pkg", "==1.0", [("pkg/m.py", got)])
+    spec = PatchSpec.model_validate(tomllib.loads(text))
+    [(rel, edits)] = spec.variant[0].files()
+    assert rel == "pkg/m.py"
+    dumped = [e.model_dump(mode="json", exclude_none=True) for e in edits]
+    assert dumped == [
+        EDIT.validate_python({k: v for k, v in e.items() if k != "file"}).model_dump(
+            mode="json", exclude_none=True
+        )
+        for e in got.edits
+    ]
+
+
+def test_multi_file_spec_names_each_file() -> None:
+    case = json.loads((CASES[0].parent / "value.json").read_text("utf-8"))
+    a = capture(case["pristine"], case["edited"], "pkg/a.py")
+    b = capture(case["pristine"], case["edited"], "pkg/b.py")
+    spec = PatchSpec.model_validate(
+        tomllib.loads(spec_toml("x", "s", "pkg", "==1.0", [("pkg/a.py", a), ("pkg/b.py", b)]))
+    )
+    assert [rel for rel, _ in spec.variant[0].files()] == ["pkg/a.py", "pkg/b.py"]
+    assert spec.variant[0].file is None
+
+
+def test_added_file_is_add_file() -> None:
+    got = capture("", "X = 1\n", "pkg/new.py")
+    assert got.edits == [{"op": "add_file", "file": "pkg/new.py", "text": "X = 1\n"}]
+
+
+def test_code_with_triple_quotes_stays_exact() -> None:
+    p = "def f():\n    return 1\n"
+    e = p + "\n\ndef g():\n    '''doc'''\n    return \"\"\"x\"\"\"\n"
+    got = capture(p, e, "m.py")
+    spec = PatchSpec.model_validate(tomllib.loads(spec_toml("x", "s", "p", "==1", [("m.py", got)])))
+    rw = apply_edits(p, spec.variant[0].edit)
+    assert rw.source == e
+
+
+def test_unparsable_edit_is_an_error() -> None:
+    with pytest.raises(CaptureError, match="does not parse"):
+        capture("x = 1\n", "x = (\n", "m.py")
+
+
+def test_suggested_range_around_the_installed_release() -> None:
+    from patcher.capturecmd import suggest
+    from patcher.matrix import Release
+
+    rows = [
+        Release("0.13.0", 0, "anchor_missing"),
+        Release("0.14.1", 0, "would_apply"),
+        Release("0.16.0", 0, "would_apply"),
+        Release("0.17.0", 0, "anchor_missing"),
+    ]
+    assert suggest(rows, "0.16.0") == ">=0.14.1,<0.17.0"
+    assert suggest(rows[1:3], "0.16.0") == ">=0.14.1,<=0.16.0"
+    assert suggest(rows[2:], "0.16.0") is None
