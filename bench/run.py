@@ -52,7 +52,7 @@ from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.timing import Timed, child_env, summary, timed
 from tests import sshd as harness
-from tests.integration.test_local_standin import SPEC_A
+from tests.support.standin_specs import SPEC_A
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

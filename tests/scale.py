@@ -542,7 +542,7 @@ def _ssh_args(lab: harness.SshLab) -> list[str]:
 
 def compare(n: int = 8, rounds: int = 3) -> dict[str, Any]:
     """Apply + rollback of the stand-in spec on n targets through each engine; medians."""
-    from tests.integration.test_local_standin import SPEC_A
+    from tests.support.standin_specs import SPEC_A
 
     root = Path(tempfile.mkdtemp(prefix="vs-", dir="/tmp"))
     spec = root / "spec.toml"

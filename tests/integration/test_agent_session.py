@@ -28,7 +28,7 @@ from patcher.spec import PatchSpec, load_spec
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
 from tests import envs, standin
 from tests import sshd as harness
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
 FULL = engine.Options(level="full")

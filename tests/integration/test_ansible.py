@@ -20,8 +20,8 @@ import pytest
 from tests import envs, scale
 from tests import sshd as harness
 from tests.conftest import REPO, SPEC, fingerprint, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
-from tests.integration.test_ssh import record_sha
+from tests.support.handedits import record_sha
+from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
 VLLM_REL = "vllm/config/speculative.py"

@@ -32,7 +32,7 @@ from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
 from patcher.transport import LocalTransport, Transport
 from tests.conftest import REPO, Env, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A, SPEC_B
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 
 OPTS = engine.Options(level="static")
 SPEC_C = f"""

@@ -44,7 +44,7 @@ from patcher.transport import LocalTransport, SshOptions, SshTransport, Transpor
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 pytestmark = pytest.mark.faults
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests import sshd as harness
 from tests import standin
 from tests.conftest import fingerprint, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
 # A second release of the stand-in whose config.py differs: two distinct file contents.

@@ -21,7 +21,7 @@ import pytest
 
 from tests import standin
 from tests.conftest import REPO, VPATCH, Env, fingerprint, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 from tests.unit.test_hooks import systemd_unquote
 
 PIP = [sys.executable, "-m", "pip", "-q"]

@@ -23,7 +23,7 @@ import yaml
 
 from tests.conftest import REPO, SPEC, VPATCH, Env, vpatch
 from tests.integration.test_hooks_local import SERVE, counting_spec
-from tests.integration.test_local_standin import REL
+from tests.support.standin_specs import REL
 
 DOC = REPO / "docs" / "hooks.md"
 DOC_VPATCH = "/opt/vpatch/bin/vpatch"

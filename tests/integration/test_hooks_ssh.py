@@ -16,7 +16,7 @@ from tests import sshd as harness
 from tests.conftest import fingerprint, vpatch
 from tests.integration.test_hooks_local import PIP, REINSTALL
 from tests.integration.test_hooks_recipes import recipe, swap
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
 from tests.integration.test_ssh import PY, host_file, ssh_args
+from tests.support.standin_specs import REL, SPEC_A
 
 TRICKS = [
     "'; touch {m}/q1; '",

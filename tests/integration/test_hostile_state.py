@@ -28,7 +28,7 @@ import pytest
 from tests import envs, standin
 from tests.conftest import REPO, VPATCH, Run, vpatch
 from tests.integration.test_bad_inputs import tree_hash
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 NOBODY = 65534
 DAEMON = 1  # a third user: neither root nor the env's owner
@@ -304,7 +304,7 @@ def test_malformed_journal_line_costs_only_that_line(host: Host) -> None:
 def test_tampered_backup_is_never_replayed(host: Host, tmp_path: Path) -> None:
     """Partial rollback re-applies the kept spec on the backup's text: a backup the owner
     rewrote must be refused as corrupt (full rollback already was)."""
-    from tests.integration.test_local_standin import SPEC_B
+    from tests.support.standin_specs import SPEC_B
 
     spec_b = host.base / "b.toml"
     spec_b.write_text(SPEC_B)

@@ -10,52 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import standin
 from tests.conftest import Env, fingerprint, vpatch
-
-REL = "servekit/config.py"
-
-SPEC_A = f"""
-id = "servekit-kimi"
-summary = "accept kimi_k2"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "ensure_elements"
-  scope = "SpecConfig.verify"
-  target = "supported"
-  values = ["kimi_k2"]
-[[probe]]
-name = "kimi_k2 accepted"
-module = "servekit.config"
-code = '''{standin.PROBE}'''
-"""
-
-SPEC_B = f"""
-id = "servekit-batch"
-summary = "raise the batch limit"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "set_value"
-  target = "LIMITS"
-  key = "max_batch"
-  value = 64
-[[probe]]
-name = "batch limit is 64"
-module = "servekit.config"
-code = "assert module.LIMITS['max_batch'] == 64"
-"""
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B, write
 
 
 def sha(path: Path) -> str:

@@ -26,8 +26,8 @@ import pytest
 from tests import envs, scale
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
-from tests.integration.test_ssh import record_sha
+from tests.support.handedits import record_sha
+from tests.support.standin_specs import REL, SPEC_A
 
 PYTHONS = {"h1": "/root/ml-env/bin/python", "h2": "/root/serve-env/bin/python"}
 TARGET = re.compile(r"^127\.0\.0\.1/[0-9a-f]{56}$")  # address / node id

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conftest import REPO, VPATCH, Env, Run, vpatch
 from tests.integration.test_bad_inputs import Ctx
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 PAD = 400  # commit markers padding the journal: it must be the largest file vpatch writes
 

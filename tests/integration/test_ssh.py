@@ -18,8 +18,8 @@ import pytest
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
 from tests.support.catalog import record_sha256
+from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
 

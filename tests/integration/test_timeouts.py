@@ -18,7 +18,7 @@ from pathlib import Path
 from patcher.ray_transport import run_agent
 from patcher.transport import BOOT, agent_bundle
 from tests.conftest import REPO, VPATCH, Env
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 
 def sleeper_spec(tmp_path: Path, seconds: int = 60) -> Path:

@@ -28,7 +28,7 @@ from patcher.transport import LocalTransport
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import Env, fingerprint, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A, SPEC_B, write
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B, write
 
 # Already true in the pristine stand-in ("llama" is listed): verify is `satisfied_upstream`, so
 # these tests need no write and the probes alone decide the outcome.

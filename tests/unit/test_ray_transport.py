@@ -23,7 +23,7 @@ from patcher import cli, engine, ray_transport
 from patcher.errors import HostError, SpecError, UsageError
 from patcher.spec import load_spec
 from tests import standin
-from tests.integration.test_local_standin import SPEC_A
+from tests.support.standin_specs import SPEC_A
 
 ID_A, ID_B = "a" * 56, "b" * 56
 

@@ -15,7 +15,7 @@ from patcher import rewrite_cache
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
 from tests.conftest import REPO, Env, vpatch
-from tests.integration.test_local_standin import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A
 
 SOURCE = 'class SpecConfig:\n    def verify(self):\n        supported = ["llama", "qwen"]\n'
 
