@@ -19,7 +19,8 @@ import pytest
 
 from tests import envs, scale
 from tests import sshd as harness
-from tests.conftest import REPO, SPEC, fingerprint, vpatch
+from tests.conftest import SPEC, fingerprint, vpatch
+from tests.support.ansible_module import run_agent_module
 from tests.support.handedits import record_sha
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -189,26 +190,6 @@ def test_collection_layout(collections: Path) -> None:
     doc = scale.run([str(scale.ansible_bin() / "ansible-doc"), "vpatch.core.patch"], env)
     assert doc.code == 0, doc.err
     assert "corresponding action plugin" in doc.out and "check_mode" in doc.out
-
-
-def run_agent_module(args: dict[str, Any], tmp: Path) -> dict[str, Any]:
-    """The patch_agent module run as Ansible runs it on a target (a script reading its
-    arguments file), under the ansible venv's interpreter; its JSON result."""
-    import subprocess
-
-    module = REPO / "ansible_collections/vpatch/core/plugins/modules/patch_agent.py"
-    argfile = tmp / "args.json"
-    argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run(
-        [str(scale.ansible_bin() / "python"), str(module), str(argfile)],
-        capture_output=True,
-        text=True,
-        cwd=tmp,
-        env=scale.child_env(),
-        timeout=300,
-    )
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
 
 
 def test_agent_module_logs_no_request_text(tmp_path: Path) -> None:

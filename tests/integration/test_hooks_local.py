@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,24 +20,8 @@ import pytest
 
 from tests import standin
 from tests.conftest import REPO, VPATCH, Env, fingerprint, vpatch
-from tests.support.standin_specs import REL, SPEC_A
-from tests.unit.test_hooks import systemd_unquote
-
-PIP = [sys.executable, "-m", "pip", "-q"]
-REINSTALL = ["install", "--force-reinstall", "--no-deps", "--no-index"]
-SERVE = "import os, servekit.config as c; print(os.getpid(), c.LIMITS['max_batch'])"
-
-
-def counting_spec(tmp_path: Path, versions: str = ">=1.0") -> tuple[Path, Path]:
-    """SPEC_A plus a probe that leaves a mark each time it runs."""
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    marker = tmp_path / "probe-runs"
-    text = SPEC_A.replace('">=1.0"', f'"{versions}"')
-    text += '\n[[probe]]\nname = "count"\nmodule = "servekit.config"\n'
-    text += f"code = \"open({str(marker)!r}, 'a').write('x')\"\n"
-    path = tmp_path / "servekit-kimi.toml"
-    path.write_text(text)
-    return path, marker
+from tests.support.hooklab import PIP, REINSTALL, SERVE, counting_spec, systemd_unquote
+from tests.support.standin_specs import REL
 
 
 def runs(marker: Path) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 from collections.abc import Callable
@@ -21,19 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, SPEC, VPATCH, Env, vpatch
-from tests.integration.test_hooks_local import SERVE, counting_spec
+from tests.conftest import REPO, SPEC, Env, vpatch
+from tests.support.hooklab import DOC, DOC_VPATCH, SERVE, counting_spec, recipe, swap  # noqa: F401
 from tests.support.standin_specs import REL
-
-DOC = REPO / "docs" / "hooks.md"
-DOC_VPATCH = "/opt/vpatch/bin/vpatch"
-
-
-def recipe(name: str) -> str:
-    """The fenced block right after `<!-- recipe: NAME -->`."""
-    m = re.search(rf"<!-- recipe: {name} -->\n```[a-z]*\n(.*?)\n```", DOC.read_text(), re.S)
-    assert m, f"no recipe {name!r} in {DOC}"
-    return m.group(1)
 
 
 def dockerfile() -> dict[str, Any]:
@@ -46,13 +35,6 @@ def dockerfile() -> dict[str, Any]:
         elif word == "RUN":
             out["RUN"].append(rest)
     return out
-
-
-def swap(argv: list[str], paths: dict[str, str]) -> list[str]:
-    """The doc's argv on this machine: vpatch is run as the tests run it, paths are mapped."""
-    if argv[0] in (DOC_VPATCH, "vpatch"):
-        argv = [*VPATCH, *argv[1:]]
-    return [paths.get(a, a) for a in argv]
 
 
 def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,7 @@ from patcher._compat import tomllib
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import fingerprint, vpatch
-from tests.integration.test_hooks_local import PIP, REINSTALL
-from tests.integration.test_hooks_recipes import recipe, swap
+from tests.support.hooklab import PIP, REINSTALL, recipe, swap
 from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"

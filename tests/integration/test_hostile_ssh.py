@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.integration.test_ssh import PY, host_file, ssh_args
+from tests.support.sshargs import PY, host_file, ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
 TRICKS = [

@@ -27,7 +27,7 @@ import pytest
 
 from tests import envs, standin
 from tests.conftest import REPO, VPATCH, Run, vpatch
-from tests.integration.test_bad_inputs import tree_hash
+from tests.support.badinputs import tree_hash
 from tests.support.standin_specs import REL, SPEC_A
 
 NOBODY = 65534

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import REPO, VPATCH, Env, Run, vpatch
-from tests.integration.test_bad_inputs import Ctx
+from tests.support.badinputs import Ctx
 from tests.support.standin_specs import REL, SPEC_A
 
 PAD = 400  # commit markers padding the journal: it must be the largest file vpatch writes

@@ -19,17 +19,8 @@ from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
 from tests.support.catalog import record_sha256
+from tests.support.sshargs import PY, host_file, ssh_args
 from tests.support.standin_specs import REL, SPEC_A
-
-PY = "/root/ml-env/bin/python"
-
-
-def ssh_args(lab: harness.SshLab, *extra: str) -> list[str]:
-    return ["--ssh-config", str(lab.ssh_config), "--python", PY, *extra]
-
-
-def host_file(host: harness.SshHost, rel: str) -> Path:
-    return envs.site_packages(host.home / "ml-env") / rel
 
 
 def write_spec(tmp_path: Path, name: str, text: str) -> Path:

@@ -17,7 +17,7 @@ import pytest
 
 from tests import sshd as harness
 from tests.conftest import REPO, VPATCH, Env, vpatch
-from tests.integration.test_ssh import host_file, ssh_args
+from tests.support.sshargs import host_file, ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
 NOBODY = 65534

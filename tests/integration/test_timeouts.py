@@ -192,7 +192,7 @@ def test_answer_line_is_bounded_on_the_controller(tmp_path: Path) -> None:
 def test_ansible_module_timeout_leaves_no_probe(tmp_path: Path, standin_env: Env) -> None:
     """The Ansible module kills the agent at its timeout (subprocess.run): its probe used to
     sleep on, orphaned, on the target."""
-    from tests.integration.test_ansible import run_agent_module
+    from tests.support.ansible_module import run_agent_module
 
     res = run_agent_module(
         {

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import io
-import shlex
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,7 @@ from patcher import hooks
 from patcher.cli import _split_exec
 from patcher.errors import UsageError
 from patcher.result import HostResult, PatchResult, ProbeResult, RunResult
-
-
-def systemd_unquote(line: str) -> list[str]:
-    """systemd's reading of an Exec line, for the words systemd_quote writes: shell-like
-    double quotes with backslash escapes, then `%%` -> `%` and `$$` -> `$` in every word."""
-    return [w.replace("%%", "%").replace("$$", "$") for w in shlex.split(line)]
-
+from tests.support.hooklab import systemd_unquote
 
 WORDS = [
     "/srv/venv/bin/python",
