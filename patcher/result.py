@@ -1,7 +1,7 @@
 """The one result model that both renderings (human and --json) read.
 
-Plain dataclasses: the JSON document is `asdict()` of `RunResult`, so the contract in DESIGN.md
-section 4 is exactly these field names.
+Plain dataclasses: the JSON document is `asdict()` of `RunResult`, so the contract
+(docs/reference/json.md, `vpatch schema --result`) is exactly these field names.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class RunResult:
     ok: bool
     hosts: list[HostResult]
     # Controller-side counters (libcst parses vs cache hits): proof that N identical hosts cost
-    # one parse. An addition to DESIGN.md's contract; readers ignore unknown keys.
+    # one parse. Readers ignore keys they do not know.
     stats: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

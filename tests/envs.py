@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 CACHE = Path(os.environ.get("VPATCH_TEST_CACHE", "/var/cache/vpatch-test"))
-# The interpreter test hosts use: the system one, never pyenv's (see DESIGN.md section 8).
+# The interpreter test hosts use: the system one, never pyenv's (root's .bashrc runs pyenv).
 HOST_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
 # Pinned so an index update cannot silently change what "imports on CPU" means.
 BASE_DEPS = [

@@ -1,7 +1,7 @@
 """Real SSH test hosts: one private `/usr/sbin/sshd` per host on a 127.0.0.1 port.
 
 vpatch's remote path (connect, known_hosts, agent upload, sudo, timeouts, cut connections) is
-only worth testing against a real sshd, so each "host" here is one (DESIGN.md section 8):
+only worth testing against a real sshd, so each "host" here is one:
 
 - its own host key (made at test time), config, port, pid file and log, all in the lab dir;
 - its own mount + UTS namespace (`unshare`), in which a host-private dir is bind-mounted over

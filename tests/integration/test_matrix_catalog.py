@@ -26,7 +26,7 @@ Row = tuple[int | None, str]  # (variant index, outcome)
 
 
 def eagle3(v: Version) -> Row:
-    """DESIGN.md section 7, as measured: one list up to 0.16, renamed in 0.17, upstream 0.18+."""
+    """docs/matrix.md, as measured: one list up to 0.16, renamed in 0.17, upstream 0.18+."""
     if v < Version("0.17"):
         return 0, "would_apply"
     if v < Version("0.18"):
