@@ -116,23 +116,20 @@ def bare_venv(venv: Path) -> tuple[Path, Path]:
 # Runs the agent's `handle` in-process in ANOTHER interpreter (argv[1]: the bundle file) on one
 # request from stdin and prints [answer, faults.REACHED]: for tests that need the steps a
 # request went through, in an environment that is not the test runner's.
-REACHED_BOOT = """\
-import sys,json,importlib.util
-m=json.loads(open(sys.argv[1]).readline())
-class F:
-    def find_spec(self,name,path=None,target=None):
-        if name in m:
-            return importlib.util.spec_from_loader(name,self,is_package=name=='vpatch_agent')
-    def create_module(self,spec):
-        return None
-    def exec_module(self,mod):
-        exec(compile(m[mod.__name__],'<'+mod.__name__+'>','exec'),mod.__dict__)
-sys.meta_path.insert(0,F())
-import vpatch_agent
-from vpatch_agent import faults
-res=vpatch_agent.handle(json.loads(sys.stdin.read()))
-print(json.dumps([res, faults.REACHED]))
-"""
+def _reached_boot() -> str:
+    """The transport's own BOOT loader, reading the bundle from a file instead of stdin."""
+    from patcher.transport import BOOT
+
+    loader = BOOT.replace("sys.stdin.readline()", "open(sys.argv[1]).readline()")
+    assert loader != BOOT and loader.endswith("vpatch_agent.main()\n")
+    return loader.removesuffix("vpatch_agent.main()\n") + (
+        "from vpatch_agent import faults\n"
+        "res=vpatch_agent.handle(json.loads(sys.stdin.read()))\n"
+        "print(json.dumps([res, faults.REACHED]))\n"
+    )
+
+
+REACHED_BOOT = _reached_boot()
 
 
 def handle_in(

@@ -40,10 +40,11 @@ from patcher.agent import lock as agent_lock
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
+from patcher.transport import LocalTransport, SshTransport, Transport
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import vpatch
+from tests.support.sshargs import lab_options
 from tests.support.standin_specs import REL, SPEC_A
 
 pytestmark = pytest.mark.faults
@@ -118,12 +119,7 @@ def ssh_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     base = tmp_path_factory.mktemp("faults-ssh")
     lab = harness.start_lab(1, base / "lab", harness.standin_env_factory)
     host = lab.hosts[0]
-    opts = SshOptions(
-        python="/root/ml-env/bin/python",
-        ssh_config=str(lab.ssh_config),
-        connect_timeout=10,
-        call_timeout=60,
-    )
+    opts = lab_options(lab)
 
     def connect() -> Transport:
         return SshTransport(host.name, host.name, None, None, opts)

@@ -23,6 +23,7 @@ from tests import standin
 from tests.conftest import vpatch
 from tests.support import multifile
 from tests.support.multifile import FILES, MultiTarget
+from tests.support.sshargs import lab_options
 
 OPTS = engine.Options(level="static")
 # Steps a commit passes once per file: the second file's step is a fault point of its own.
@@ -142,12 +143,7 @@ def ssh(
     base = tmp_path_factory.mktemp("multi-ssh")
     lab = harness.start_lab(1, base / "lab", harness.standin_env_factory)
     host = lab.hosts[0]
-    opts = SshOptions(
-        python="/root/ml-env/bin/python",
-        ssh_config=str(lab.ssh_config),
-        connect_timeout=10,
-        call_timeout=60,
-    )
+    opts = lab_options(lab)
     target = multifile.target(host.home / "ml-env", multifile.write_spec(base, False))
     yield target, host, opts
     lab.close(remove=False)

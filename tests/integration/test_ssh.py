@@ -18,7 +18,7 @@ import pytest
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
-from tests.support.catalog import record_sha256
+from tests.support.handedits import record_sha
 from tests.support.sshargs import PY, host_file, ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -59,7 +59,7 @@ def test_three_real_vllm_hosts(ssh_lab_factory: harness.LabFactory) -> None:
     assert back.code == 0, back.out + back.err
     for h in lab.hosts:
         site = envs.site_packages(h.home / "ml-env")
-        assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == record_sha256(site, rel)
+        assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == record_sha(site, rel)
 
 
 def test_host_keys_unknown_refused_accept_new_changed_refused(

@@ -21,7 +21,8 @@ from patcher.spec import load_spec
 from tests import envs
 from tests.conftest import REPO, SPEC, Env, fingerprint, vpatch
 from tests.support import vllm_models
-from tests.support.catalog import BACKPORT_BOTH_WAYS, record_sha256, sha256
+from tests.support.catalog import BACKPORT_BOTH_WAYS, sha256
+from tests.support.handedits import record_sha
 
 pytestmark = pytest.mark.vllm
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
@@ -38,7 +39,7 @@ FAILS_BEFORE = [
 
 
 def pristine(env: Env) -> bool:
-    return all(sha256(env.file(rel)) == record_sha256(env.site, rel) for rel in vllm_models.FILES)
+    return all(sha256(env.file(rel)) == record_sha(env.site, rel) for rel in vllm_models.FILES)
 
 
 def model_env(tmp_path: Path, version: str) -> Env:
@@ -98,7 +99,7 @@ def test_fails_stock_and_whitelist_only_passes_backport(tmp_path: Path, version:
     assert static("rollback", BACKPORT, env)["outcome"] == "rolled_back"
     text = env.file(SPEC_REL).read_text()
     assert '"kimi_k2",' in text and '"deepseek_v2",' not in text
-    assert all(sha256(env.file(r)) == record_sha256(env.site, r) for r in vllm_models.FILES[1:])
+    assert all(sha256(env.file(r)) == record_sha(env.site, r) for r in vllm_models.FILES[1:])
     assert static("rollback", SPEC, env)["outcome"] == "rolled_back"
     assert pristine(env)
     entries = [json.loads(ln) for ln in env.journal.read_text().splitlines()]

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.conftest import SPEC, Env, fingerprint, vpatch
-from tests.support.catalog import TARGETS_BOTH_WAYS, record_sha256, sha256
+from tests.support.catalog import TARGETS_BOTH_WAYS, sha256
+from tests.support.handedits import record_sha
 
 pytestmark = pytest.mark.vllm
 REL = "vllm/config/speculative.py"
@@ -30,7 +31,7 @@ def test_apply_verify_rollback(
     py = ["--python", env.python, "--json"]
     path = env.file(REL)
     pristine = sha256(path)
-    assert pristine == record_sha256(env.site, REL)
+    assert pristine == record_sha(env.site, REL)
 
     # The probe is honest: on the pristine file it fails with vLLM's own error.
     before = vpatch("verify", SPEC, *py)
@@ -67,7 +68,7 @@ def test_apply_verify_rollback(
     back = vpatch("rollback", SPEC, *py)
     assert back.code == 0, back.out + back.err
     assert back.patch()["outcome"] == "rolled_back"
-    assert sha256(path) == record_sha256(env.site, REL)
+    assert sha256(path) == record_sha(env.site, REL)
     last = json.loads(env.journal.read_text().splitlines()[-2])
     assert last["action"] == "rollback" and last["spec"] == "vllm-eagle3-mla-targets"
     assert vpatch("status", "--python", env.python, "--json").doc["hosts"][0]["patches"] == []

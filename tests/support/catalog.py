@@ -7,7 +7,6 @@ can hold every catalog spec to them without importing a test module.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from pathlib import Path
 
@@ -27,17 +26,6 @@ BOTH_WAYS: dict[str, list[str]] = {
     "vllm-eagle3-mla-targets": [v for v, *_ in TARGETS_BOTH_WAYS],
     "vllm-eagle3-mla-backport": BACKPORT_BOTH_WAYS,
 }
-
-
-def record_sha256(site: Path, rel: str, dist: str = "vllm") -> str:
-    """The sha256 (hex) pip's RECORD lists for `rel`: the bytes a rollback must restore."""
-    record = next(site.glob(f"{dist}-*.dist-info")) / "RECORD"
-    for line in record.read_text().splitlines():
-        name, digest, _size = line.rsplit(",", 2)
-        if name == rel:
-            raw = digest.removeprefix("sha256=")
-            return base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).hex()
-    raise AssertionError(f"{rel} not in RECORD")
 
 
 def sha256(path: Path) -> str:
