@@ -463,11 +463,8 @@ def _repair(state: statedir.State) -> list[str]:
 
     Runs under the lock, so a live commit (which holds it) is never mistaken for a dead one."""
     entries = _confined(journal.parse(state.read_journal()), [])
-    current: dict[str, str | None] = {}
-    for e in entries:
-        name = e.get("path")
-        if isinstance(name, str) and name not in current:
-            current[name] = _sha_or_none(name)
+    # Only the files of unmarked transactions are hashed: every commit runs this under its lock.
+    current = {name: _sha_or_none(name) for name in journal.unmarked_paths(entries)}
     notes: list[str] = []
     for t in journal.pending(entries, current):
         files, done = t["files"], t["done"]

@@ -148,6 +148,16 @@ def _took_effect(
     return counted, half
 
 
+def unmarked_paths(entries: list[Entry]) -> set[str]:
+    """The files named by transactions without a marker: the only ones `pending` looks at."""
+    marked = {e.get("txn") for e in entries if e["action"] in (protocol.COMMIT, protocol.ABORT)}
+    return {
+        str(e["path"])
+        for e in entries
+        if e["action"] not in (protocol.COMMIT, protocol.ABORT) and e.get("txn") not in marked
+    }
+
+
 def pending(entries: list[Entry], current: dict[str, str | None]) -> list[dict[str, Any]]:
     """Transactions without a marker: a crash between the journal and the marker. `done` lists
     the files that have the txn's after-hash: none, the txn never took effect (it gets an abort
