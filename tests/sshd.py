@@ -370,6 +370,12 @@ class SshHost:
             finally:
                 listener.signal(signal.SIGCONT)
                 listener.close()
+            # A killed session is a zombie until the listener, running again, reaps it: return
+            # only when no killed PID is left under it, so callers see the sessions gone.
+            gone = {p.pid for p in sessions if not keep_commands or p not in self._kept}
+            deadline = time.monotonic() + KILL_TIMEOUT
+            while gone & set(self.session_pids()) and time.monotonic() < deadline:
+                time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------------------------
