@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from patcher import metrics, rewrite_cache
+from patcher import factcache, metrics, rewrite_cache
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, VpatchError
 from patcher.plan import (
@@ -59,43 +59,103 @@ REWRITE_STATS = CACHES.stats
 
 
 def _call(transport: Transport, request: dict[str, Any]) -> dict[str, Any]:
-    res = transport.call(request)
+    return _ok(transport.target, transport.call(request))
+
+
+def _ok(target: str, res: dict[str, Any]) -> dict[str, Any]:
     if not res.get("ok"):
         kind = str(res.get("kind", ""))
-        raise AgentError(
-            f"{transport.target}: {res.get('error')}", protocol.HINTS.get(kind, ""), kind
-        )
+        raise AgentError(f"{target}: {res.get('error')}", protocol.HINTS.get(kind, ""), kind)
     return res
+
+
+def _inspect_request(
+    specs: Sequence[PatchSpec], state_dir: str | None, procs: bool = False
+) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "op": "inspect",
+        "packages": wanted_files(specs),
+        "state_dir": state_dir,
+        "known": sorted(CACHES.content),
+    }
+    if procs:
+        request["procs_for"] = [s.id for s in specs]
+    return request
+
+
+@dataclass
+class Guess:
+    """A plan made ahead on an answer the host gave before, and the requests that carry it
+    out, sent with the inspect: they run in the same exchange when the host's answer has the
+    same fingerprint (patcher/agent/chain.py)."""
+
+    fingerprint: str  # of the answer it was made on (agent/protocol.py)
+    facts: HostFacts
+    plan: Plan
+    chain: list[dict[str, Any]]
+
+
+@dataclass
+class Exchange:
+    """What an inspect brought back: the facts, and the guess the agent carried out, if any,
+    with the answers of its chain."""
+
+    facts: HostFacts
+    guess: Guess | None = None
+    answers: list[dict[str, Any]] | None = None
 
 
 def _inspect(
     transport: Transport,
-    specs: Sequence[PatchSpec],
-    state_dir: str | None,
+    request: dict[str, Any],
     host: HostResult,
-    procs: bool = False,
-) -> HostFacts:
-    """ONE agent call for every fact about the host (with `procs`, the restart-required scan
-    rides along). A transaction a crash left half-written is repaired first, then looked at
-    again: no decision is ever made on a half-patched host."""
+    guesses: Sequence[Guess] = (),
+) -> Exchange:
+    """ONE agent call for every fact about the host (with `procs_for`, the restart-required
+    scan rides along; with guesses, the commit too). A transaction a crash left half-written
+    is repaired first, then looked at again: no decision is ever made on a half-patched host.
+    The answer is remembered (patcher.factcache) for the next run's guesses."""
+    table = {g.fingerprint: g for g in guesses}
     for _ in range(2):
-        request: dict[str, Any] = {
-            "op": "inspect",
-            "packages": wanted_files(specs),
-            "state_dir": state_dir,
-            "known": sorted(CACHES.content),
-        }
-        if procs:
-            request["procs_for"] = [s.id for s in specs]
-        res = _call(transport, request)
+        sent = dict(request, then_if={fp: g.chain for fp, g in table.items()}) if table else request
+        res = _call(transport, sent)
         _fill_texts(res)
         if not res.get("incomplete"):
             break
-        done = _call(transport, {"op": "repair", "state_dir": state_dir})
+        table = {}
+        done = _call(transport, {"op": "repair", "state_dir": request.get("state_dir")})
         host.notes.extend(done.get("notes", []))
     facts = HostFacts.from_answer(res)
     host.python, host.warnings = facts.python, facts.warnings
-    return facts
+    guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
+    _remember(transport, request, res)
+    return Exchange(facts, guess, res.get("then") if guess else None)
+
+
+def _remember(transport: Transport, request: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Keep a host's answer for the next run's guesses (patcher.factcache): an inspect's, or
+    the closing inspect of a commit's chain (the state the next command will meet)."""
+    if "packages" in answer and "journal" in answer:
+        factcache.remember(factcache.key(transport.target, request), [answer])
+
+
+def _guesses(
+    transport: Transport,
+    request: dict[str, Any],
+    make: Callable[[HostFacts], Plan],
+    level: Level,
+) -> list[Guess]:
+    """One plan per answer this host gave before (patcher.factcache) that would commit."""
+    out = []
+    for answer in factcache.load(factcache.key(transport.target, request)):
+        for text_sha, text in _texts_of(answer):
+            CACHES.content.setdefault(text_sha, text)
+        facts = HostFacts.from_answer(answer)
+        plan = make(facts)
+        if not plan.needs_commit() or preflight(facts, plan):
+            continue
+        out.append(Guess(protocol.fingerprint(answer), facts, plan, _chain(plan, level, request)))
+    return out
 
 
 def _fill_texts(res: dict[str, Any]) -> None:
@@ -112,9 +172,21 @@ def _fill_texts(res: dict[str, Any]) -> None:
             CACHES.content[st["current"]] = text
         elif st.get("current") in CACHES.content:
             st["current_text"] = CACHES.content[st["current"]]
+        if isinstance(st.get("base_text"), str) and st.get("base"):
+            CACHES.content[st["base"]] = st["base_text"]
 
 
-def _commit(transport: Transport, plan: Plan, state_dir: str | None) -> dict[str, Any]:
+def _texts_of(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    """(sha256, text) of every file text in an answer factcache checked."""
+    return [
+        (info["sha256"], info["text"])
+        for pkg in answer["packages"].values()
+        for info in pkg["files"].values()
+        if isinstance(info.get("text"), str) and info.get("sha256")
+    ]
+
+
+def _commit_request(plan: Plan, state_dir: str | None) -> dict[str, Any]:
     request: dict[str, Any] = {
         "op": "commit",
         "writes": [w.request() for w in plan.writes],
@@ -127,7 +199,64 @@ def _commit(transport: Transport, plan: Plan, state_dir: str | None) -> dict[str
     fault = os.environ.get(TEST_FAULT_ENV)
     if fault:  # TEST-ONLY (patcher/agent/faults.py): crash the agent at a named commit step
         request["fault"] = fault
-    return _call(transport, request)
+    return request
+
+
+def _commit(transport: Transport, plan: Plan, state_dir: str | None) -> dict[str, Any]:
+    return _call(transport, _commit_request(plan, state_dir))
+
+
+def _chained_checks(plan: Plan, level: Level) -> dict[str, list[dict[str, Any]]]:
+    """spec id -> the checks that ride in a commit's chain (none at --level static)."""
+    if level == "static":
+        return {}
+    return {sid: checks for sid, checks in plan.checks.items() if checks}
+
+
+def _closing_inspect(request: dict[str, Any], plan: Plan) -> dict[str, Any]:
+    """The inspect that ends a commit's chain: what the host looks like once `plan` is
+    written, for the next command's guess. Texts the controller holds stay at home."""
+    for w in plan.writes:
+        if w.text is not None and w.after:
+            CACHES.content[w.after] = w.text
+    return dict(request, known=sorted(CACHES.content))
+
+
+def _chain(plan: Plan, level: Level, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """A commit, the checks of what it wrote, and the closing inspect: one exchange."""
+    chain = [_commit_request(plan, request.get("state_dir"))]
+    chain += [{"op": "verify", "checks": c} for c in _chained_checks(plan, level).values()]
+    chain.append(_closing_inspect(request, plan))
+    return chain
+
+
+def _commit_chained(
+    transport: Transport, plan: Plan, level: Level, request: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The two-step path's second exchange: the chain as `then` of its commit."""
+    first, *rest = _chain(plan, level, request)
+    res = _call(transport, dict(first, then=rest))
+    return [res, *res.pop("then", [])]
+
+
+def _carry_out(
+    transport: Transport, request: dict[str, Any], plan: Plan, level: Level, answers: Any
+) -> tuple[list[dict[str, Any]], dict[str, list[ProbeResult]]]:
+    """What a chain's answers say: the commit's restart list and, per spec, its checks. An
+    error answer raises as a call would; when every check passed, the closing inspect's
+    answer is remembered."""
+    if not isinstance(answers, list) or not answers:
+        raise AgentError(f"{transport.target}: the agent's chain came back empty", "", "protocol")
+    commit = _ok(transport.target, answers[0])
+    ran: dict[str, list[ProbeResult]] = {}
+    for sid, got in zip(_chained_checks(plan, level), answers[1:], strict=False):
+        ran[sid] = _probes(_ok(transport.target, got))
+    last = answers[-1]
+    passed = all(p.ok for probes in ran.values() for p in probes)
+    if passed and len(ran) == len(_chained_checks(plan, level)) and last.get("ok"):
+        _fill_texts(last)
+        _remember(transport, request, last)
+    return list(commit.get("restart_required", [])), ran
 
 
 def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) -> None:
@@ -150,7 +279,10 @@ def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) 
 def _run_checks(transport: Transport, checks: list[dict[str, Any]]) -> list[ProbeResult]:
     if not checks:
         return []
-    res = _call(transport, {"op": "verify", "checks": checks})
+    return _probes(_call(transport, {"op": "verify", "checks": checks}))
+
+
+def _probes(res: dict[str, Any]) -> list[ProbeResult]:
     return [
         ProbeResult(c["name"], bool(c["ok"]), str(c["detail"]), float(c.get("seconds", 0)))
         for c in res["checks"]
@@ -198,20 +330,33 @@ def apply(
     state_dir: str | None = None,
     pristine: Pristine | None = None,
 ) -> HostResult:
+    def make(facts: HostFacts) -> Plan:
+        return plan_apply(specs, facts, opts, CACHES.rewrite)
+
     def once(host: HostResult) -> None:
-        facts = _inspect(transport, specs, state_dir, host)
-        if opts.adopt and pristine is not None:
-            facts = _with_record_texts(facts, pristine)
-        plan = plan_apply(specs, facts, opts, CACHES.rewrite)
-        host.patches = plan.results
-        problem = preflight(facts, plan) if plan.writes else None
-        if problem:
-            raise HostError(f"{problem[0]}; nothing was changed", problem[1])
-        if opts.dry_run or not plan.needs_commit():
-            return
-        host.restart_required = _commit(transport, plan, state_dir).get("restart_required", [])
+        request = _inspect_request(specs, state_dir)
+        guessing = not (opts.dry_run or opts.adopt)
+        guesses = _guesses(transport, request, make, opts.level) if guessing else []
+        got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        if got.guess is not None:
+            plan = got.guess.plan
+            host.patches = plan.results
+            answers = got.answers
+        else:
+            facts = got.facts
+            if opts.adopt and pristine is not None:
+                facts = _with_record_texts(facts, pristine)
+            plan = make(facts)
+            host.patches = plan.results
+            problem = preflight(facts, plan) if plan.writes else None
+            if problem:
+                raise HostError(f"{problem[0]}; nothing was changed", problem[1])
+            if opts.dry_run or not plan.needs_commit():
+                return
+            answers = _commit_chained(transport, plan, opts.level, request)
+        host.restart_required, ran = _carry_out(transport, request, plan, opts.level, answers)
         undo = lambda p, failed: plan_undo(p, failed, "verify failed")  # noqa: E731
-        if _recheck(transport, plan, opts.level, state_dir, undo, verify_failed):
+        if _recheck(transport, plan, opts.level, state_dir, undo, verify_failed, ran):
             host.restart_required = []  # every write was undone: disk = what they loaded
 
     done = frozenset({"applied", "would_apply"})
@@ -225,14 +370,16 @@ def _recheck(
     state_dir: str | None,
     undo: Callable[[Plan, set[str]], Plan],
     say: Callable[[set[str], ProbeResult | None], str],
+    ran: dict[str, list[ProbeResult]],
 ) -> bool:
-    """Run each spec's checks on what was just written; if any fails, commit `undo`'s plan
-    (the previous bytes back) and put `say`'s words on every spec it touched. True when every
-    write was undone."""
+    """Each spec's checks on what was just written (`ran`: those that rode in the commit's
+    chain; the rest run now); if any fails, commit `undo`'s plan (the previous bytes back) and
+    put `say`'s words on every spec it touched. True when every write was undone."""
     failed: dict[str, ProbeResult] = {}
     ids = {r.id for r in plan.results}
-    for sid, checks in plan.checks.items():
-        got = _run_checks(transport, [] if level == "static" else checks)
+    chained = _chained_checks(plan, level)
+    for sid in plan.checks:
+        got = ran[sid] if sid in ran else _run_checks(transport, chained.get(sid, []))
         if sid in ids:
             plan.result(sid).probes = got
         bad = next((p for p in got if not p.ok), None)
@@ -255,7 +402,7 @@ def verify(
     """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone."""
 
     def body(host: HostResult) -> None:
-        facts = _inspect(transport, specs, state_dir, host, procs=True)
+        facts = _inspect(transport, _inspect_request(specs, state_dir, procs=True), host).facts
         host.restart_required = facts.restart_required
         got = None
         if opts.metrics_url:
@@ -294,15 +441,26 @@ def rollback(
     fails, the previous bytes go back and the error names the spec that needs the other."""
     wanted = None if specs is None and not ids else {s.id for s in specs or []} | set(ids)
 
+    def make(facts: HostFacts) -> Plan:
+        return plan_rollback(wanted, facts, opts, specs or [])
+
     def once(host: HostResult) -> None:
-        facts = _inspect(transport, specs or [], state_dir, host)
-        plan = plan_rollback(wanted, facts, opts, specs or [])
-        host.patches = plan.results
-        if opts.dry_run or not plan.needs_commit():
-            return
-        host.restart_required = _commit(transport, plan, state_dir).get("restart_required", [])
+        request = _inspect_request(specs or [], state_dir)
+        guesses = [] if opts.dry_run else _guesses(transport, request, make, opts.level)
+        got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        if got.guess is not None:
+            facts, plan, answers = got.guess.facts, got.guess.plan, got.answers
+            host.patches = plan.results
+        else:
+            facts = got.facts
+            plan = make(facts)
+            host.patches = plan.results
+            if opts.dry_run or not plan.needs_commit():
+                return
+            answers = _commit_chained(transport, plan, opts.level, request)
+        host.restart_required, ran = _carry_out(transport, request, plan, opts.level, answers)
         redo = lambda p, failed: plan_redo(p, facts)  # noqa: E731
-        _recheck(transport, plan, opts.level, state_dir, redo, still_needed)
+        _recheck(transport, plan, opts.level, state_dir, redo, still_needed, ran)
 
     done = frozenset({"rolled_back"})
     return _host_run("rollback", transport, lambda host: _retrying(host, done, lambda: once(host)))
@@ -318,7 +476,7 @@ def status(
         return host
 
     def body(host: HostResult) -> None:
-        facts = _inspect(transport, [], state_dir, host)
+        facts = _inspect(transport, _inspect_request([], state_dir), host).facts
         host.patches = status_journal(facts)
 
     return _host_run("status", transport, body)

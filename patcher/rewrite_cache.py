@@ -44,15 +44,16 @@ KEEP = 512
 _STORED = ("changed", "unchanged")
 
 
-def directory(create: bool = False) -> Path | None:
-    """The cache directory, or None when off, missing (unless `create`: then made 0700) or not
-    safe to use. Only a write creates it: reading never leaves anything behind."""
+def directory(create: bool = False, sub: str = "rewrites") -> Path | None:
+    """The cache directory `sub` (rewrites/, or hosts/ for patcher.factcache), or None when
+    off, missing (unless `create`: then made 0700) or not safe to use. Only a write creates
+    it: reading never leaves anything behind."""
     if os.environ.get("VPATCH_NO_CACHE"):
         return None
     base = os.environ.get("VPATCH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vpatch"
     )
-    d = Path(base) / "rewrites"
+    d = Path(base) / sub
     try:
         if not d.is_dir():
             if not create:
@@ -146,7 +147,7 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
             os.fsync(fh.fileno())
         os.replace(tmp, d / _name(text_sha, spec, index))
         tmp = ""
-        _prune(d)
+        prune(d, KEEP)
     except OSError:
         pass  # a cache that cannot be written is a cache that misses next time
     finally:
@@ -157,7 +158,9 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
                 pass
 
 
-def _prune(d: Path) -> None:
+def prune(d: Path, keep: int) -> None:
+    """At most `keep` entries in `d` (down to 3/4 of it when over), least recently written
+    first; temp files a killed run left are removed after an hour."""
     entries = []
     now = time.time()
     for n in os.listdir(d):
@@ -165,13 +168,13 @@ def _prune(d: Path) -> None:
             mtime = os.stat(d / n).st_mtime
             if n.startswith(".tmp-") and now - mtime > 3600:
                 os.unlink(d / n)  # left by a run killed between its write and its rename
-            elif n.endswith(".json") and not n.startswith("."):
+            elif not n.startswith(".") and os.path.isfile(d / n):
                 entries.append((mtime, n))
         except OSError:
             continue
-    if len(entries) <= KEEP:
+    if len(entries) <= keep:
         return
-    for _mtime, n in sorted(entries)[: len(entries) - KEEP * 3 // 4]:
+    for _mtime, n in sorted(entries)[: len(entries) - keep * 3 // 4]:
         try:
             os.unlink(d / n)
         except OSError:

@@ -622,6 +622,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return protocol.error(protocol.OS_ERROR, "%s%s" % (exc.strerror or exc, where))
     out["ok"] = True
     out["protocol"] = PROTOCOL
+    if "then_if" in req or "then" in req:
+        from . import chain  # requests that ride in the same exchange (agent/chain.py)
+
+        chain.run(req, out, handle)
     return out
 
 

@@ -15,6 +15,11 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     procs    {"paths": [...]}
     fetch    {"url", "timeout", "max_bytes"}
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
+An inspect may carry "then_if": {fingerprint: [request...]}: when `fingerprint(answer)` is a key,
+those requests (commit, verify, inspect; no nested then_if) run right after it in the same
+exchange, each only if the one before it succeeded, and their answers come back in "then"; the
+answer always carries its "fingerprint". Any request may carry "then": [request...], run the
+same way after it unconditionally (agent/chain.py).
 A Write is {"path", "expect_sha256": sha or None (None: the file must not exist), and one of
 "text" (new content), "restore_sha256" (a backup's bytes) or "delete": true}.
 
@@ -23,6 +28,8 @@ Answers: {"ok": true, ...} or {"ok": false, "kind": KIND, "error": message}, plu
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Dict, List, Optional
 
 PROTOCOL = 2
@@ -124,3 +131,44 @@ def retire_entry(path: str, superseded: bool, version: Optional[str], reason: st
 
 def marker(txn: str, abort: bool = False) -> Entry:
     return {"action": ABORT if abort else COMMIT, "txn": txn}
+
+
+# What fingerprint() leaves out of an inspect answer: texts (their sha256 is in), amounts that
+# move on their own (free bytes), the report-only warnings and restart scan, and the envelope.
+_ANSWER_VOLATILE = ("ok", "protocol", "pid", "then", "fingerprint", "warnings", "restart_required")
+_FILE_VOLATILE = ("text", "cached", "free", "record_text")
+_JOURNAL_VOLATILE = ("current_text", "base_text")
+_STATE_VOLATILE = ("free",)
+
+
+def fingerprint(answer: Dict[str, Any]) -> str:
+    """sha256 of everything in an inspect answer a plan is made from, texts by their hashes.
+
+    Both sides compute it with this one function: the controller on the answer it predicts a
+    host will give (the last one it saw), the agent on the answer it just made. Equal means a
+    plan made from the prediction is the plan the real answer would give, so the agent may run
+    the commit that came with it in the same exchange (then_if). Left out: texts (covered by
+    their sha256, and base_text by the backup's name), free bytes (the commit stages every
+    byte before it journals anything, so a full disk still fails cleanly), warnings and the
+    restart scan (the report takes them from the real answer)."""
+    view = {k: v for k, v in answer.items() if k not in _ANSWER_VOLATILE}
+    view["packages"] = {
+        name: dict(
+            pkg,
+            files={
+                rel: _without(info, _FILE_VOLATILE)
+                for rel, info in (pkg.get("files") or {}).items()
+            },
+        )
+        for name, pkg in (answer.get("packages") or {}).items()
+    }
+    view["journal"] = {
+        p: _without(st, _JOURNAL_VOLATILE) for p, st in (answer.get("journal") or {}).items()
+    }
+    view["state"] = _without(answer.get("state") or {}, _STATE_VOLATILE)
+    raw = json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(raw.encode("ascii")).hexdigest()
+
+
+def _without(d: Dict[str, Any], keys: Any) -> Dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in keys}

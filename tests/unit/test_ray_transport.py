@@ -202,7 +202,9 @@ def test_engine_over_ray_tasks_pinned_per_node(
     assert fake.remote_options == {"num_cpus": 0, "max_retries": 0}
     assert fake.by_value == ["patcher.ray_transport"]
     ops = [(n, req["op"]) for n, req in fake.calls]
-    assert ops[:3] == [(ID_A, "inspect"), (ID_A, "commit"), (ID_A, "verify")]
+    assert ops[:2] == [(ID_A, "inspect"), (ID_A, "commit")]
+    # the import check and the closing inspect ride in the commit's exchange
+    assert [r["op"] for r in fake.calls[1][1]["then"]] == ["verify", "inspect"]
     assert {n for n, _ in ops} == {ID_A, ID_B}
 
 

@@ -1,0 +1,201 @@
+"""The inspect answers each host gave in earlier runs, on the controller: the guesses a run
+plans on before it has heard from the host (agent/chain.py says how a guess is checked).
+
+Why: most commands meet a host in a state a run has already seen: the pristine bytes a canary
+saw on every other host, the state the last apply left for the rollback or the next verify.
+Planning on that state ahead lets the inspect and the commit share one exchange.
+
+Nothing read here is trusted. A guess only ever decides a write when the host's own answer has
+the same fingerprint (computed here from the stored answer, never stored), and every text is
+checked against the sha256 the answer gives it when it is loaded: an edited or corrupt entry is
+a guess that does not match, or no guess, never a wrong write.
+
+Where: `hosts/` next to the rewrite cache (patcher.rewrite_cache.directory: same switch, same
+ownership rules), one JSON file per (target, state dir, packages asked), with the last
+`KEEP_PER_HOST` distinct answers, newest first. Writes are atomic, not fsync'ed: a torn or lost
+entry is only a miss.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from patcher import rewrite_cache
+from patcher.agent import protocol
+
+KEEP_PER_HOST = 2
+KEEP_HOSTS = 4096
+KEEP_TEXTS = 1024
+MAX_BYTES = 32 * 1024 * 1024  # an entry bigger than this is not read (a cache, not an input)
+
+Answer = dict[str, Any]
+
+
+def key(target: str, request: dict[str, Any]) -> str:
+    """What an inspect answer depends on besides the host: who asks where, for which files."""
+    raw = json.dumps(
+        [target, request.get("state_dir"), request.get("packages")], sort_keys=True
+    ).encode()
+    return hashlib.sha256(raw).hexdigest()[:40]
+
+
+def load(name: str) -> list[Answer]:
+    """The stored answers, texts put back, that are usable (the rest are dropped)."""
+    d = rewrite_cache.directory(sub="hosts")
+    if d is None:
+        return []
+    doc = _read_json(d / f"{name}.json")
+    answers = doc.get("answers") if isinstance(doc, dict) else None
+    if not isinstance(answers, list):
+        return []
+    out = []
+    for a in answers:
+        try:
+            filled = _with_texts(d, a)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+        if filled is not None and usable(filled):
+            out.append(filled)
+    return out
+
+
+def usable(answer: Any) -> bool:
+    """An answer a plan can be made from: well-formed, complete, and every text it carries
+    is the one its sha256 names (a file that exists without its text is no use either)."""
+    try:
+        protocol.fingerprint(answer)
+        if answer.get("incomplete") or answer.get("locked"):
+            return False
+        for info in _file_infos(answer):
+            if info.get("exists") and not _has(info.get("text"), info.get("sha256")):
+                return False
+        for st in answer["journal"].values():
+            if st.get("base_text") is not None and not _has(st["base_text"], st.get("base")):
+                return False
+            text = st.get("current_text")
+            if text is not None and not _has(text, st.get("current")):
+                return False
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
+    return True
+
+
+def remember(name: str, answers: list[Answer]) -> None:
+    """Store `answers` (newest first) ahead of what is stored, one per fingerprint. Never
+    fails a run: a cache that cannot be written misses next time."""
+    keep: list[Answer] = []
+    seen: set[str] = set()
+    for a in [*answers, *load(name)]:
+        if not usable(a):
+            continue
+        fp = protocol.fingerprint(a)
+        if fp not in seen:
+            seen.add(fp)
+            keep.append(a)
+        if len(keep) == KEEP_PER_HOST:
+            break
+    d = rewrite_cache.directory(create=True, sub="hosts") if keep else None
+    if d is None:
+        return
+    try:
+        texts = d / "texts"
+        texts.mkdir(mode=0o700, exist_ok=True)
+        stored = [_without_texts(texts, a) for a in keep]
+        _write(d, f"{name}.json", json.dumps({"answers": stored}).encode())
+        _prune_once(d, texts)
+    except OSError:
+        pass
+
+
+# Texts live once per content under hosts/texts/ (a fleet's hosts share them); in an answer a
+# text field holds "@" + its sha256 instead.
+
+
+def _file_infos(answer: Answer) -> list[dict[str, Any]]:
+    return [info for pkg in answer["packages"].values() for info in pkg["files"].values()]
+
+
+def _text_fields(answer: Answer) -> list[tuple[dict[str, Any], str]]:
+    fields = [(info, "text") for info in _file_infos(answer)]
+    for st in answer["journal"].values():
+        fields += [(st, "base_text"), (st, "current_text")]
+    return fields
+
+
+def _without_texts(texts: Path, answer: Answer) -> Answer:
+    out: Answer = json.loads(json.dumps(_stored(answer)))
+    for holder, k in _text_fields(out):
+        text = holder.get(k)
+        if isinstance(text, str):
+            sha = hashlib.sha256(text.encode()).hexdigest()
+            if not (texts / sha).exists():
+                _write(texts, sha, text.encode())
+            holder[k] = "@" + sha
+        holder.pop("cached", None)
+    return out
+
+
+def _with_texts(d: Path, stored: Answer) -> Answer | None:
+    for holder, k in _text_fields(stored):
+        ref = holder.get(k)
+        if ref is None:
+            continue
+        if not (isinstance(ref, str) and ref.startswith("@") and len(ref) == 65):
+            return None
+        try:
+            with open(d / "texts" / ref[1:].lower(), "rb") as fh:
+                data = fh.read(MAX_BYTES + 1)
+            holder[k] = data.decode("utf-8") if len(data) <= MAX_BYTES else None
+        except (OSError, UnicodeDecodeError):
+            return None
+    return stored
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES + 1)
+        return json.loads(raw) if len(raw) <= MAX_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _has(text: Any, sha: Any) -> bool:
+    return isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == sha
+
+
+def _write(d: Path, name: str, data: bytes) -> None:
+    """Atomic (temp file in the same directory, then rename); no fsync: this is a cache."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, d / name)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+_pruned: set[Path] = set()
+
+
+def _prune_once(d: Path, texts: Path) -> None:
+    """Once a run: at most KEEP_HOSTS answer files and KEEP_TEXTS texts, oldest out first."""
+    if d in _pruned:
+        return
+    _pruned.add(d)
+    rewrite_cache.prune(d, KEEP_HOSTS)
+    rewrite_cache.prune(texts, KEEP_TEXTS)
+
+
+def _stored(answer: Answer) -> Answer:
+    """The answer without its envelope and the chain's answers."""
+    return {k: v for k, v in answer.items() if k not in ("then", "ok", "pid", "protocol")}
