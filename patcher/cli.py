@@ -334,6 +334,7 @@ def run(argv: Sequence[str]) -> int:
     stats = {
         "libcst_parses": engine.REWRITE_STATS["parses"],
         "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
+        **engine.EXCHANGE_STATS,
     }
     result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
     if args.report:

@@ -9,6 +9,7 @@ cached for the run (`rewrite_cache.Caches`): 32 hosts with the same file cost on
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -56,9 +57,19 @@ TEST_FAULT_ENV = "VPATCH_TEST_FAULT"
 
 CACHES = rewrite_cache.Caches()  # one run = one process; the CLI reads its stats for --json
 REWRITE_STATS = CACHES.stats
+# Agent exchanges (round trips) of this run, and hosts whose commit rode in its inspect's
+# exchange (a guess that matched): the CLI reports both under --json's stats.
+EXCHANGE_STATS = {"agent_exchanges": 0, "planned_ahead": 0}
+_STATS_LOCK = threading.Lock()
+
+
+def _count(name: str) -> None:
+    with _STATS_LOCK:
+        EXCHANGE_STATS[name] += 1
 
 
 def _call(transport: Transport, request: dict[str, Any]) -> dict[str, Any]:
+    _count("agent_exchanges")
     return _ok(transport.target, transport.call(request))
 
 
@@ -128,6 +139,8 @@ def _inspect(
     facts = HostFacts.from_answer(res)
     host.python, host.warnings = facts.python, facts.warnings
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
+    if guess is not None:
+        _count("planned_ahead")
     _remember(transport, request, res)
     return Exchange(facts, guess, res.get("then") if guess else None)
 

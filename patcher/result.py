@@ -91,8 +91,9 @@ class RunResult:
     command: str
     ok: bool
     hosts: list[HostResult]
-    # Controller-side counters (libcst parses vs cache hits): proof that N identical hosts cost
-    # one parse. Readers ignore keys they do not know.
+    # Controller-side counters: libcst parses vs rewrite cache hits (N identical hosts cost
+    # one parse), agent exchanges (round trips, all hosts), and planned_ahead: hosts whose
+    # commit rode in the inspect's exchange. Readers ignore keys they do not know.
     stats: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:

@@ -134,7 +134,8 @@ def test_apply_verify_rollback_reach_every_node_and_match_ssh(ray_lab: RayLab) -
         [p] = h["patches"]
         assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
     # Same file content on both nodes: one libcst parse on the driver, one cache hit.
-    assert applied.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 1}
+    stats = applied.doc["stats"]
+    assert (stats["libcst_parses"], stats["rewrite_cache_hits"]) == (1, 1), stats
     for h in PYTHONS:
         assert '"kimi_k2",' in ray_lab.file(h).read_text()
 

@@ -162,7 +162,12 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     py = ["--python", str(standin_env.python)]
     first = vpatch("apply", a, *py, "--json", env=env)
     assert first.code == 0, first.out + first.err
-    assert first.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 0}
+    assert first.doc["stats"] == {
+        "libcst_parses": 1,
+        "rewrite_cache_hits": 0,
+        "agent_exchanges": 2,  # inspect; commit + the check + a closing inspect
+        "planned_ahead": 0,
+    }
     assert vpatch("rollback", *py, env=env).code == 0
     pristine = standin_env.file(REL).read_text()
 
@@ -178,7 +183,12 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     doc = json.loads(proc.stdout)
     # Hits: one per state planned on. The run plans on each of the two states this host was
     # seen in (patcher/factcache.py: after the apply, after the rollback) before it asks.
-    assert doc["stats"] == {"libcst_parses": 0, "rewrite_cache_hits": 2}
+    assert doc["stats"] == {
+        "libcst_parses": 0,
+        "rewrite_cache_hits": 2,
+        "agent_exchanges": 1,  # the inspect, and in its exchange the commit and the check
+        "planned_ahead": 1,
+    }
     [p] = doc["hosts"][0]["patches"]
     assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
     assert '"kimi_k2",' in standin_env.file(REL).read_text() != pristine
@@ -187,7 +197,7 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     # Without the cache (the suite's default), the same run parses again.
     assert vpatch("rollback", *py).code == 0
     again = vpatch("apply", a, *py, "--json")
-    assert again.doc["stats"] == {"libcst_parses": 1, "rewrite_cache_hits": 0}
+    assert (again.doc["stats"]["libcst_parses"], again.doc["stats"]["rewrite_cache_hits"]) == (1, 0)
 
 
 def test_rollback_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:

@@ -1,0 +1,140 @@
+"""patcher/factcache.py: the answers a run plans on ahead are stored per host, texts once per
+content, and nothing read back is used unless every text is what its sha256 says."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher import factcache
+from patcher.agent import protocol
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def answer(text: str, applied: bool = False) -> dict[str, Any]:
+    path = "/env/lib/site-packages/pkg/mod.py"
+    journal = {}
+    if applied:
+        journal[path] = {
+            "applied": {"s": {"spec": "s"}},
+            "base": sha("base\n"),
+            "base_text": "base\n",
+            "current": sha(text),
+            "current_text": text,
+            "expected": sha(text),
+        }
+    return {
+        "ok": True,
+        "pid": 1,
+        "python": {"executable": "/env/bin/python", "version": "3.11.7"},
+        "packages": {
+            "pkg": {
+                "version": "1.0",
+                "files": {
+                    "pkg/mod.py": {
+                        "path": path,
+                        "exists": True,
+                        "sha256": sha(text),
+                        "record_sha256": sha("base\n"),
+                        "text": text,
+                        "free": 123,
+                    }
+                },
+            }
+        },
+        "journal": journal,
+        "state": {"dir": "/env/.vpatch", "writable": True, "free": 5},
+        "locked": False,
+        "incomplete": [],
+    }
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VPATCH_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.delenv("VPATCH_NO_CACHE", raising=False)
+    return tmp_path / "c" / "hosts"
+
+
+def test_round_trip_newest_first_one_per_fingerprint(cache: Path) -> None:
+    a, b, c = answer("base\n"), answer("new\n", applied=True), answer("newer\n", applied=True)
+    factcache.remember("h1", [a])
+    factcache.remember("h1", [b])
+    factcache.remember("h1", [copy.deepcopy(b)])  # same state again: still one entry
+    got = factcache.load("h1")
+    assert [protocol.fingerprint(x) for x in got] == [
+        protocol.fingerprint(b),
+        protocol.fingerprint(a),
+    ]
+    assert got[0]["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "new\n"
+    assert got[0]["journal"]["/env/lib/site-packages/pkg/mod.py"]["base_text"] == "base\n"
+    factcache.remember("h1", [c])
+    assert len(factcache.load("h1")) == factcache.KEEP_PER_HOST
+    # The envelope is not kept; texts are stored once per content, outside the answers.
+    stored = json.loads((cache / "h1.json").read_text())
+    assert "pid" not in stored["answers"][0] and "newer" not in (cache / "h1.json").read_text()
+    factcache.remember("h2", [copy.deepcopy(c)])
+    assert sorted(p.name for p in (cache / "texts").iterdir()) == sorted(
+        {sha(t) for t in ("base\n", "new\n", "newer\n")}
+    )
+    assert factcache.load("nobody") == []
+
+
+def test_nothing_unverified_comes_back(cache: Path) -> None:
+    factcache.remember("h", [answer("base\n")])
+    (cache / "texts" / sha("base\n")).write_text("evil\n")  # not what its name says
+    assert factcache.load("h") == []
+    assert not (cache / "texts" / sha("base\n")).exists()  # dropped, so it is stored again
+    factcache.remember("h", [answer("base\n")])
+    assert len(factcache.load("h")) == 1
+    os.unlink(cache / "texts" / sha("base\n"))
+    assert factcache.load("h") == []  # a missing text: no guess
+    for broken in ("{", "[]", '{"answers": [1, {"packages": 3}]}', '{"answers": [{}]}'):
+        (cache / "h.json").write_text(broken)
+        assert factcache.load("h") == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda a, f: f.update(text="other\n"),
+        lambda a, f: f.update(text=None),
+        lambda a, f: a.update(incomplete=[{"txn": "t"}]),
+        lambda a, f: a.update(locked=True),
+        lambda a, f: a.pop("packages"),
+    ],
+    ids=["text-not-its-sha", "no-text", "incomplete", "locked", "malformed"],
+)
+def test_unusable_answers_are_neither_stored_nor_used(cache: Path, edit: Any) -> None:
+    a = answer("base\n")
+    edit(a, a.get("packages", {}).get("pkg", {}).get("files", {}).get("pkg/mod.py", {}))
+    assert not factcache.usable(a)
+    factcache.remember("h", [a])
+    assert factcache.load("h") == [] and not (cache / "h.json").exists()
+
+
+def test_a_cache_dir_others_can_write_is_not_used(cache: Path) -> None:
+    factcache.remember("h", [answer("base\n")])
+    assert factcache.load("h")
+    os.chmod(cache, 0o777)
+    assert factcache.load("h") == []
+    os.chmod(cache, 0o700)
+    assert factcache.load("h")
+
+
+def test_key_is_who_asks_where_for_what() -> None:
+    req = {"op": "inspect", "packages": {"pkg": ["pkg/mod.py"]}, "state_dir": None, "known": []}
+    k = factcache.key("h1", req)
+    assert factcache.key("h1", dict(req, known=["x"])) == k
+    assert factcache.key("h2", req) != k
+    assert factcache.key("h1", dict(req, state_dir="/s")) != k
+    assert factcache.key("h1", dict(req, packages={"pkg": ["pkg/other.py"]})) != k
