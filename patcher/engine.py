@@ -142,6 +142,7 @@ def _inspect(
     if guess is not None:
         _count("planned_ahead")
     _remember(transport, request, res)
+    _seen(request, res)
     return Exchange(facts, guess, res.get("then") if guess else None)
 
 
@@ -158,17 +159,45 @@ def _guesses(
     make: Callable[[HostFacts], Plan],
     level: Level,
 ) -> list[Guess]:
-    """One plan per answer this host gave before (patcher.factcache) that would commit."""
-    out = []
-    for answer in factcache.load(factcache.key(transport.target, request)):
+    """One plan per answer this host gave before (patcher.factcache), or another host gave in
+    this run (a fleet's hosts tend to be alike), that would commit."""
+    out: list[Guess] = []
+    seen: set[str] = set()
+    for answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
+        fp = protocol.fingerprint(answer)
+        if fp in seen or len(seen) == _MAX_GUESSES:
+            continue
+        seen.add(fp)
         for text_sha, text in _texts_of(answer):
             CACHES.content.setdefault(text_sha, text)
         facts = HostFacts.from_answer(answer)
         plan = make(facts)
         if not plan.needs_commit() or preflight(facts, plan):
             continue
-        out.append(Guess(protocol.fingerprint(answer), facts, plan, _chain(plan, level, request)))
+        out.append(Guess(fp, facts, plan, _chain(plan, level, request)))
     return out
+
+
+_MAX_GUESSES = 3
+_PEERS: dict[str, list[dict[str, Any]]] = {}  # factcache.key("", request) -> newest first
+
+
+def _peers(request: dict[str, Any]) -> list[dict[str, Any]]:
+    with _STATS_LOCK:
+        return list(_PEERS.get(factcache.key("", request), []))
+
+
+def _seen(request: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Offer a host's answer to the hosts after it in this run (two per request, newest)."""
+    if not factcache.usable(answer):
+        return
+    got = {k: v for k, v in answer.items() if k != "then"}
+    fp = protocol.fingerprint(got)
+    with _STATS_LOCK:
+        have = _PEERS.setdefault(factcache.key("", request), [])
+        if all(protocol.fingerprint(a) != fp for a in have):
+            have.insert(0, got)
+            del have[2:]
 
 
 def _fill_texts(res: dict[str, Any]) -> None:

@@ -135,7 +135,16 @@ def marker(txn: str, abort: bool = False) -> Entry:
 
 # What fingerprint() leaves out of an inspect answer: texts (their sha256 is in), amounts that
 # move on their own (free bytes), the report-only warnings and restart scan, and the envelope.
-_ANSWER_VOLATILE = ("ok", "protocol", "pid", "then", "fingerprint", "warnings", "restart_required")
+_ANSWER_VOLATILE = (
+    "ok",
+    "protocol",
+    "pid",
+    "host",
+    "then",
+    "fingerprint",
+    "warnings",
+    "restart_required",
+)
 _FILE_VOLATILE = ("text", "cached", "free", "record_text")
 _JOURNAL_VOLATILE = ("current_text", "base_text")
 _STATE_VOLATILE = ("free",)
@@ -150,7 +159,8 @@ def fingerprint(answer: Dict[str, Any]) -> str:
     the commit that came with it in the same exchange (then_if). Left out: texts (covered by
     their sha256, and base_text by the backup's name), free bytes (the commit stages every
     byte before it journals anything, so a full disk still fails cleanly), warnings and the
-    restart scan (the report takes them from the real answer)."""
+    restart scan (the report takes them from the real answer), and the host's name (no plan
+    reads it, and a fleet's alike hosts then share one fingerprint)."""
     view = {k: v for k, v in answer.items() if k not in _ANSWER_VOLATILE}
     view["packages"] = {
         name: dict(

@@ -85,6 +85,25 @@ def test_cached_apply_and_rollback_take_one_exchange_per_host(
     assert _site_file(lab.hosts[1]).read_text().endswith("# local change\n")
 
 
+def test_hosts_after_the_canary_plan_on_its_answer(
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """No cache at all (the suite's default): alike hosts still take one exchange each once
+    the canary has answered, and one that is not alike falls back by itself."""
+    lab = ssh_lab_factory(4, harness.standin_env_factory)
+    common, _cached = _setup(tmp_path, lab)
+    odd = _site_file(lab.hosts[3])
+    odd.write_text(odd.read_text().replace("LIMITS", "LIMITS2 = 1\nLIMITS"))
+    cold = {"VPATCH_NO_CACHE": "1"}
+    res = vpatch("apply", *common, "--json", "--canary", "1", "--parallel", "1", env=cold)
+    # canary: inspect, commit; h2, h3: one each; h4 (hand-edited) refused from its answer
+    assert _counts(res) == (2 + 1 + 1 + 1, 2), res.doc["stats"]
+    outcomes = [h["patches"][0]["outcome"] for h in res.doc["hosts"]]
+    assert outcomes == ["applied", "applied", "applied", "modified"], outcomes
+    assert _site_file(lab.hosts[1]).read_bytes() == _site_file(lab.hosts[0]).read_bytes()
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_cache_that_lies_never_decides_a_write(
     tmp_path: Path, ssh_lab_factory: harness.LabFactory
 ) -> None:

@@ -68,6 +68,7 @@ def test_fingerprint_ignores_what_moves_and_sees_what_decides(agent: Any, standi
         lambda a, f: f.update(text=None, cached=True, free=1, record_text="x"),
         lambda a, f: a["state"].update(free=7),
         lambda a, f: a.update(warnings=["x"], pid=1, restart_required=[{"pid": 1}], then=[]),
+        lambda a, f: a.update(host="another-name"),
     ]
     decides = [
         lambda a, f: f.update(sha256="0" * 64),
