@@ -102,7 +102,7 @@ class Guess:
 
     fingerprint: str  # of the answer it was made on (agent/protocol.py)
     facts: HostFacts
-    plan: Plan
+    plan: Plan  # a verify's guess writes nothing: an empty plan, its chain the checks
     chain: list[dict[str, Any]]
 
 
@@ -162,19 +162,29 @@ def _guesses(
     """One plan per answer this host gave before (patcher.factcache), or another host gave in
     this run (a fleet's hosts tend to be alike), that would commit."""
     out: list[Guess] = []
-    seen: set[str] = set()
-    for answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
-        fp = protocol.fingerprint(answer)
-        if fp in seen or len(seen) == _MAX_GUESSES:
-            continue
-        seen.add(fp)
-        for text_sha, text in _texts_of(answer):
-            CACHES.content.setdefault(text_sha, text)
+    for fp, answer in _guessed_answers(transport, request):
         facts = HostFacts.from_answer(answer)
         plan = make(facts)
         if not plan.needs_commit() or preflight(facts, plan):
             continue
         out.append(Guess(fp, facts, plan, _chain(plan, level, request)))
+    return out
+
+
+def _guessed_answers(
+    transport: Transport, request: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """(fingerprint, answer): what this host answered before (patcher.factcache), then what
+    the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
+    (each checked against its sha256) join the run's content cache."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
+        fp = protocol.fingerprint(answer)
+        if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
+            continue
+        for text_sha, text in _texts_of(answer):
+            CACHES.content.setdefault(text_sha, text)
+        out.append((fp, answer))
     return out
 
 
@@ -443,29 +453,58 @@ def verify(
 ) -> HostResult:
     """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone."""
 
+    def checks_of(facts: HostFacts) -> list[list[dict[str, Any]]]:
+        """Every check list the body below runs for these facts, in its order."""
+        out = []
+        for spec in specs:
+            res, variant = verify_spec(spec, facts, CACHES.rewrite)
+            if wants_probes(res):
+                out.append(checks_for(spec, variant, opts.level))
+        for sid in ids:
+            res, checks = verify_recorded(sid, facts, opts.level)
+            if res.outcome == "applied":
+                out.append(checks)
+        return [c for c in out if c]
+
     def body(host: HostResult) -> None:
-        facts = _inspect(transport, _inspect_request(specs, state_dir, procs=True), host).facts
+        request = _inspect_request(specs, state_dir, procs=True)
+        guesses = []
+        for fp, answer in _guessed_answers(transport, request):
+            guessed = HostFacts.from_answer(answer)
+            chain = [{"op": "verify", "checks": c} for c in checks_of(guessed)]
+            if chain:
+                guesses.append(Guess(fp, guessed, Plan([]), chain))
+        got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        facts = got.facts
+        ran = list(zip(got.guess.chain, got.answers or [], strict=False)) if got.guess else []
+
+        def run(checks: list[dict[str, Any]]) -> list[ProbeResult]:
+            """The checks' results: from the inspect's exchange when they rode in it."""
+            if checks and ran and ran[0][0]["checks"] == checks:
+                return _probes(_ok(transport.target, ran.pop(0)[1]))
+            return _run_checks(transport, checks)
+
         host.restart_required = facts.restart_required
-        got = None
+        scraped = None
         if opts.metrics_url:
-            got = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
+            scraped = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)
             host.patches.append(res)
             if wants_probes(res):
-                res.probes = _run_checks(transport, checks_for(spec, variant, opts.level))
-            if got is not None:
+                res.probes = run(checks_for(spec, variant, opts.level))
+            if scraped is not None:
                 loaded = judge_probes(res, dry=True)
                 stale = len(host.restart_required)
                 res.probes.append(
-                    metrics.probe(got, spec.metrics, opts.min_acceptance, loaded, stale)
+                    metrics.probe(scraped, spec.metrics, opts.min_acceptance, loaded, stale)
                 )
             judge_probes(res)
         for sid in ids:
             res, checks = verify_recorded(sid, facts, opts.level)
             host.patches.append(res)
             if res.outcome == "applied":
-                res.probes = _run_checks(transport, checks)
+                res.probes = run(checks)
             judge_probes(res)
 
     return _host_run("verify", transport, body)

@@ -67,6 +67,13 @@ def test_cached_apply_and_rollback_take_one_exchange_per_host(
         [p] = h["patches"]
         assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
 
+    # verify: its checks ride in the inspect's exchange too.
+    checked = _run("verify", common, env)
+    assert _counts(checked) == (2, 2)
+    for h in checked.doc["hosts"]:
+        [p] = h["patches"]
+        assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
+
     # Already applied: the guess plans no commit, so the exchange is a plain inspect.
     noop = _run("apply", common, env)
     assert _counts(noop) == (2, 0)
