@@ -55,10 +55,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import lab as labs
+from bench import publish, simulate
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.pyinfra import Pyinfra
 from bench.timing import Timed, child_env, summary, timed
+from tests import envs
 from tests import sshd as harness
 from tests.support.standin_specs import SPEC_A
 
@@ -72,7 +74,8 @@ REPS = 3  # per row: `make bench` stays around 10 min on a busy 2-core machine
 # minutes at 128 hosts on 2 cores, and rollback mirrors apply.
 BIG_HOSTS = 32
 BIG_REPS = 1
-SIM_TARGETS = 10_000
+SIM_TARGETS = 10_000  # the controller-only row (bench/simulate.py)
+QUICK_SIM_TARGETS = 1_000
 
 # The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
 SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
@@ -562,14 +565,32 @@ def _order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
+def _proc_field(path: str, key: str) -> str:
+    """The value of the first `key: value` (or `key=value`) line of a /proc or /etc file."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, sep, value = line.partition(":" if ":" in line else "=")
+            if sep and name.strip() == key:
+                return value.strip().strip('"')
+    except OSError:
+        pass
+    return "?"
+
+
 def machine() -> dict[str, Any]:
     ssh = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()
     vp = subprocess.run([*vpatch_argv(), "--version"], capture_output=True, text=True)
+    host_py = subprocess.run([envs.HOST_PYTHON, "-V"], capture_output=True, text=True)
+    mem_kib = _proc_field("/proc/meminfo", "MemTotal").split()[0]
     return {
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
         "cores": os.cpu_count(),
+        "ram_gib": round(int(mem_kib) / 2**20, 1) if mem_kib.isdigit() else None,
+        "os": _proc_field("/etc/os-release", "PRETTY_NAME"),
+        "kernel": platform.release(),
         "platform": platform.platform(),
         "controller_python": sys.version.split()[0],
-        "host_python": "/usr/bin/python3",
+        "host_python": f"{envs.HOST_PYTHON} ({host_py.stdout.strip() or '?'})",
         "openssh": ssh,
         "vpatch": vp.stdout.strip(),
     }
@@ -605,9 +626,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "hosts)",
     )
     p.add_argument("--import-env", choices=["vllm", "standin"], help="default: vllm")
+    p.add_argument(
+        "--sim-targets",
+        type=int,
+        help=f"simulated targets of the controller-only row (default {SIM_TARGETS}, "
+        f"--quick {QUICK_SIM_TARGETS}; 0: skip it)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
     p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
     return p.parse_args(argv)
+
+
+def simulate_row(n: int, traced: bool) -> dict[str, Any]:
+    """bench/simulate.py in a child process: its memory figures are then its own, not this
+    process's (which holds the lab and every row)."""
+    argv = [sys.executable, "-m", "bench.simulate", "--targets", str(n), "--json"]
+    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO))
+    if t.code != 0:
+        raise _fail("controller-only simulation", t, "bench.simulate failed")
+    doc: dict[str, Any] = json.loads(t.out)
+    return doc
 
 
 def size_reps(n: int, reps: int, explicit: bool) -> int:
@@ -642,22 +680,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = Bench(work, standin_lab, import_lab, kind, sizes)
         for n in sizes:
             warm = warmup and n == sizes[0]  # caches are the same for every size after this
-            r = size_reps(n, reps, explicit=args.reps is not None)
+            n_reps = size_reps(n, reps, explicit=args.reps is not None)
             short = " (short schedule: no ansible without pipelining, no rollback)"
             log(
-                f"{n} host(s): {r} repetition(s){' after a warm-up' if warm else ''}"
+                f"{n} host(s): {n_reps} repetition(s){' after a warm-up' if warm else ''}"
                 f"{short if n > BIG_HOSTS else ''}"
             )
-            run_size(bench, n, r, warm, log)
+            run_size(bench, n, n_reps, warm, log)
         log("import figure")
         run_import(bench, reps, warmup, log)
+        sim_targets = args.sim_targets if args.sim_targets is not None else SIM_TARGETS
+        if args.quick and args.sim_targets is None:
+            sim_targets = QUICK_SIM_TARGETS
+        sim = None
+        if sim_targets:
+            log(f"controller only: {sim_targets} simulated targets (bench/simulate.py)")
+            sim = simulate_row(sim_targets, traced=not args.quick)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
             "schema": 1,
             "quick": args.quick,
+            "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "sizes": list(sizes),
             "reps": reps,
+            "reps_by_size": {
+                str(n): size_reps(n, reps, explicit=args.reps is not None) for n in sizes
+            },
             "warmup": warmup,
             "import_env": kind,
             "import_module": bench.import_module,
@@ -679,11 +728,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for _, r in sorted(bench.rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0])))
             ],
             "targets": tgts,
+            "controller_only": sim,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
         print(table(bench, tgts))
-        print(f"\nwrote {args.out} in {elapsed:.0f} s")
+        if sim is not None:
+            print("\n" + simulate.text(sim))
+        # Only the default schedule replaces the figures docs/scale.md publishes.
+        default = not args.quick and args.sizes is None and args.reps is None
+        default = default and kind == "vllm" and sim_targets == SIM_TARGETS
+        written = publish.write(doc, args.out.with_suffix(".md"), docs=default)
+        print(f"\nwrote {args.out}, {', '.join(map(str, written))} in {elapsed:.0f} s")
         return 0
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
