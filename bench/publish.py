@@ -88,6 +88,10 @@ def machine_line(m: dict[str, Any]) -> str:
         str(m.get("os", m.get("platform", "?"))),
         f"kernel {m.get('kernel', '?')}",
     ]
+    load = m.get("load_avg_1_5_15")
+    if isinstance(load, dict):
+        start, end = (", ".join(f"{x:.1f}" for x in load[k]) for k in ("start", "end"))
+        parts.append(f"load average (1, 5, 15 min) {start} at the start, {end} at the end")
     return "; ".join(parts)
 
 

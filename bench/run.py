@@ -59,6 +59,7 @@ from bench import publish, simulate
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.pyinfra import Pyinfra
+from bench.pyinfra import executable as pyinfra_executable
 from bench.timing import Timed, child_env, summary, timed
 from tests import envs
 from tests import sshd as harness
@@ -157,7 +158,12 @@ class Bench:
         if self.expected == self.pristine:
             raise BenchError('the stand-in\'s config.py has no `"qwen",` line to edit')
         self.ansible = Ansible(work / "ansible", standin.lab, standin.remote_target)
-        self.pyinfra = Pyinfra(work / "pyinfra", standin.lab, standin.remote_target)
+        script = pyinfra_executable()
+        self.pyinfra = (
+            Pyinfra(work / "pyinfra", standin.lab, standin.remote_target, script)
+            if script
+            else None
+        )
         self.rows: dict[tuple[str, int], Row] = {}
         self.parses: list[int] = []  # cold runs: what one apply costs in libcst parses
         self.warm_parses: list[int] = []
@@ -219,7 +225,10 @@ class Bench:
         self.row(name, len(hosts)).add(t, hosts_cpu_s=cpu)
 
     def pyinfra_run(self, hosts: Sequence[harness.SshHost]) -> None:
-        t, cpu = self.measure(lambda: self.pyinfra.run(hosts))
+        pyinfra = self.pyinfra
+        if pyinfra is None:
+            return
+        t, cpu = self.measure(lambda: pyinfra.run(hosts))
         if t.code != 0:
             raise _fail("pyinfra", t, "pyinfra failed")
         self._files_are(hosts, self.expected, "pyinfra", t)
@@ -664,6 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = args.import_env or ("standin" if args.quick else "vllm")
     warmup = not args.quick
     began = time.monotonic()
+    load_before = os.getloadavg()  # other work on the machine moves every figure
 
     def log(msg: str) -> None:
         print(f"[{time.monotonic() - began:6.1f} s] {msg}", file=sys.stderr, flush=True)
@@ -678,6 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         import_lab = labs.start_import_host(work, kind)
         log("ansible-core venv (installed once, reused)")
         bench = Bench(work, standin_lab, import_lab, kind, sizes)
+        if bench.pyinfra is None:
+            log("pyinfra is not installed (pip install -e '.[bench]'): no pyinfra rows")
         for n in sizes:
             warm = warmup and n == sizes[0]  # caches are the same for every size after this
             n_reps = size_reps(n, reps, explicit=args.reps is not None)
@@ -711,7 +723,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "import_env": kind,
             "import_module": bench.import_module,
             "elapsed_s": round(elapsed, 1),
-            "machine": machine(),
+            "machine": {
+                **machine(),
+                "load_avg_1_5_15": {
+                    "start": [round(x, 2) for x in load_before],
+                    "end": [round(x, 2) for x in os.getloadavg()],
+                },
+            },
             "settings": {
                 "order": "per repetition: floor, ansible, ansible-pipelining, pyinfra, vpatch "
                 "apply, vpatch rollback; every host reset to pip's bytes before each run; above "
@@ -721,7 +739,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "--parallel N --json; rollback SPEC likewise",
                 "ssh_client": "OpenSSH, BatchMode, curve25519-sha256, no ControlMaster",
                 "ansible": bench.ansible.settings(),
-                "pyinfra": bench.pyinfra.settings(),
+                "pyinfra": bench.pyinfra.settings()
+                if bench.pyinfra
+                else {"pyinfra": "not installed (the bench extra): no pyinfra rows"},
             },
             "rows": [
                 r.as_json()
