@@ -101,4 +101,5 @@ class Pyinfra:
             "ssh": "paramiko (pyinfra's connector), the lab's ssh_config: aliases, ports, key, "
             "known_hosts, StrictHostKeyChecking yes; no agent, no key search",
             "parallel": "--parallel = number of hosts",
+            "kex": "curve25519-sha256@libssh.org (paramiko's first choice; the floor's too)",
         }
