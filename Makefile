@@ -48,8 +48,14 @@ sanity: install
 demo: install
 	$(BIN)/python -m tests.envs demo
 
-# vpatch vs ssh+sed vs ansible-core on 1, 8, 32 real sshd hosts; writes bench/results.json.
-bench: install
+# The bench's own contenders (pyinfra: the `bench` extra; ansible-core gets a venv of its own).
+$(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
+	$(BIN)/pip install -q -e '.[bench]'
+	touch $@
+
+# vpatch vs ssh+sed vs ansible-core vs pyinfra on 1, 8, 32, 128 real sshd hosts, and vpatch's
+# controller alone for 10,000 simulated targets; writes bench/results.json and bench/results.md.
+bench: install $(BIN)/pyinfra
 	$(BIN)/python -m bench.run
 
 # The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/

@@ -1,15 +1,19 @@
-"""vpatch vs `ssh host sed -i` vs ansible-core, measured in one run on the same real sshd hosts.
+"""vpatch vs `ssh host sed -i` vs ansible-core vs pyinfra, in one run on the same real sshd hosts.
 
-    python -m bench.run                  # full: 1, 8, 32 hosts, real vLLM import figure
+    python -m bench.run                  # full: 1, 8, 32, 128 hosts, real vLLM import figure
     python -m bench.run --quick          # 2 hosts, 1 repetition, stand-in import (smoke test)
 
 For each host count N, every repetition runs each contender once, in a fixed order (floor,
-ansible, ansible-pipelining, vpatch apply + rollback, then again), with every host reset to
-pip's pristine bytes before each run, so all runs do the same work. Medians are reported.
+ansible, ansible-pipelining, pyinfra, vpatch apply + rollback, then again), with every host
+reset to pip's pristine bytes before each run, so all runs do the same work. Medians are
+reported. Above BIG_HOSTS (32) hosts the schedule is shorter, so `make bench` stays around ten
+minutes on 2 cores: floor, ansible-pipelining, pyinfra and vpatch apply only (no ansible without
+pipelining, no rollback), and one repetition unless --reps says otherwise.
 Rows (all wall-clock seconds of the whole command, as a user would run it):
 - floor               `ssh -F lab.ssh_config hN "sed -i ..."`, all N in parallel (xargs -P N)
 - ansible             ansible-playbook, ansible.builtin.replace backup=yes, forks=N
 - ansible-pipelining  the same with pipelining on
+- pyinfra             pyinfra, files.replace backup=True, --parallel N (bench/pyinfra.py)
 - vpatch-apply        `vpatch apply --level static --parallel N --json` (pristine check against
                       pip's RECORD, backup, atomic write, journal, .pyc refresh)
 - vpatch-rollback     `vpatch rollback` right after it (restores the exact bytes)
@@ -21,12 +25,15 @@ Rows (all wall-clock seconds of the whole command, as a user would run it):
 - vpatch-verify-import / bare-import  `vpatch verify --level import` vs
                       `ssh h python -I -c 'import MODULE'` on one host
 Every run is checked (outside the clock): exit code, and the target file's bytes on every host
-are exactly the expected edit (the same bytes for sed, ansible and vpatch) or pristine again.
+are exactly the expected edit (the same bytes for sed, ansible, pyinfra and vpatch) or pristine
+again, and ansible's and pyinfra's backup files exist.
 Columns besides wall time: `ctl CPU` is user+sys of the command's whole process tree here;
 `hosts CPU` what every ssh session on the hosts used (bench/hostcpu.py). Controller and hosts
 share this machine's cores, so (ctl + hosts) / cores is a lower bound of the wall time; on a
 real fleet only the controller's share stays. The first host count gets one untimed warm-up
 round (it writes .pyc caches: PYTHONDONTWRITEBYTECODE is dropped for every contender).
+The last row, controller-only, drives vpatch's real apply path for 10,000 simulated targets
+in-process (bench/simulate.py): controller CPU and memory per target, no SSH.
 """
 
 from __future__ import annotations
@@ -48,17 +55,28 @@ from pathlib import Path
 from typing import Any
 
 from bench import lab as labs
+from bench import publish, simulate
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
+from bench.pyinfra import Pyinfra
+from bench.pyinfra import executable as pyinfra_executable
 from bench.timing import Timed, child_env, summary, timed
+from tests import envs
 from tests import sshd as harness
 from tests.support.standin_specs import SPEC_A
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results.json"
-SIZES = (1, 8, 32)
-REPS = 3  # per row: `make bench` stays under 10 min on a busy 2-core machine
+SIZES = (1, 8, 32, 128)
+REPS = 3  # per row: `make bench` stays around 10 min on a busy 2-core machine
+# Above this many hosts: one repetition (unless --reps), and only the rows that scale (floor,
+# ansible-pipelining, pyinfra, vpatch apply): ansible without pipelining alone would cost
+# minutes at 128 hosts on 2 cores, and rollback mirrors apply.
+BIG_HOSTS = 32
+BIG_REPS = 1
+SIM_TARGETS = 10_000  # the controller-only row (bench/simulate.py)
+QUICK_SIM_TARGETS = 1_000
 
 # The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
 SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
@@ -140,6 +158,12 @@ class Bench:
         if self.expected == self.pristine:
             raise BenchError('the stand-in\'s config.py has no `"qwen",` line to edit')
         self.ansible = Ansible(work / "ansible", standin.lab, standin.remote_target)
+        script = pyinfra_executable()
+        self.pyinfra = (
+            Pyinfra(work / "pyinfra", standin.lab, standin.remote_target, script)
+            if script
+            else None
+        )
         self.rows: dict[tuple[str, int], Row] = {}
         self.parses: list[int] = []  # cold runs: what one apply costs in libcst parses
         self.warm_parses: list[int] = []
@@ -200,6 +224,20 @@ class Bench:
                 raise _fail(name, t, f"{h.name}: no backup file")
         self.row(name, len(hosts)).add(t, hosts_cpu_s=cpu)
 
+    def pyinfra_run(self, hosts: Sequence[harness.SshHost]) -> None:
+        pyinfra = self.pyinfra
+        if pyinfra is None:
+            return
+        t, cpu = self.measure(lambda: pyinfra.run(hosts))
+        if t.code != 0:
+            raise _fail("pyinfra", t, "pyinfra failed")
+        self._files_are(hosts, self.expected, "pyinfra", t)
+        for h in hosts:
+            backups = list((labs.site(h) / labs.PACKAGE_DIR).glob("config.py.[0-9]*"))
+            if [b.read_text() for b in backups] != [self.pristine]:
+                raise _fail("pyinfra", t, f"{h.name}: not one backup with pip's bytes")
+        self.row("pyinfra", len(hosts)).add(t, hosts_cpu_s=cpu)
+
     def _vpatch(self, command: str, inv: Path, n: int, *extra: str, cold: bool = False) -> Timed:
         argv = [*self.vpatch, command, str(self.spec), "--inventory", str(inv)]
         argv += ["--ssh-config", str(self.standin.lab.ssh_config), "--python", labs.PYTHON]
@@ -209,7 +247,9 @@ class Bench:
             del env["VPATCH_NO_CACHE"]
         return timed(argv, env=env, cwd=str(REPO))
 
-    def vpatch_apply_rollback(self, hosts: Sequence[harness.SshHost], cold: bool = False) -> None:
+    def vpatch_apply_rollback(
+        self, hosts: Sequence[harness.SshHost], cold: bool = False, rollback: bool = True
+    ) -> None:
         n = len(hosts)
         inv = labs.write_inventory(self.work / f"hosts-{n}.toml", hosts)
         apply = lambda: self._vpatch("apply", inv, n, "--level", "static", cold=cold)  # noqa: E731
@@ -234,6 +274,8 @@ class Bench:
             host_seconds_max=max(secs),
             host_seconds_min=min(secs),
         )
+        if not rollback:
+            return
         t, cpu = self.measure(lambda: self._vpatch("rollback", inv, n))
         doc = self._vpatch_doc(t, "vpatch rollback", "rolled_back", n)
         self._files_are(hosts, self.pristine, "vpatch rollback", t)
@@ -293,12 +335,16 @@ class Bench:
 
 def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str], None]) -> None:
     hosts = bench.standin.hosts[:n]
+    big = n > BIG_HOSTS
     steps: list[tuple[str, Callable[[], None]]] = [
         ("floor", lambda: bench.floor(hosts)),
         ("ansible", lambda: bench.ansible_run(hosts, pipelining=False)),
         ("ansible-pipelining", lambda: bench.ansible_run(hosts, pipelining=True)),
-        ("vpatch", lambda: bench.vpatch_apply_rollback(hosts)),
+        ("pyinfra", lambda: bench.pyinfra_run(hosts)),
+        ("vpatch", lambda: bench.vpatch_apply_rollback(hosts, rollback=not big)),
     ]
+    if big:
+        steps = [s for s in steps if s[0] != "ansible"]
     if n == min(bench.sizes):
         steps.append(("vpatch-cold", lambda: bench.vpatch_apply_rollback(hosts, cold=True)))
     if warmup:  # first runs pay cold caches (.pyc, page cache, ansible's plugin loading)
@@ -314,7 +360,7 @@ def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str],
             step()
         if n == min(bench.sizes):
             bench.startup()
-        log(f"  {n:>2} hosts: repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)")
+        log(f"  {n:>3} hosts: repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)")
     bench.standin.reset(hosts)
 
 
@@ -412,34 +458,44 @@ def targets(bench: Bench) -> list[dict[str, Any]]:
         f"floor {floor_lo:.3f} s",
         _paired(bench, ("vpatch-apply", lo), ("floor", lo)),
     )
-    apply_hi = _median(bench, "vpatch-apply", hi)
-    floor_hi = _median(bench, "floor", hi)
-    add(
-        "scale",
-        f"vpatch apply, {hi} hosts / vpatch apply, {lo} host(s)",
-        apply_hi / apply_lo if hi > lo else None,
-        1.5,
-        True,
-        f"apply {apply_hi:.3f} s vs {apply_lo:.3f} s; the floor itself scales "
-        f"{floor_hi / floor_lo:.2f}x ({floor_hi:.3f} s vs {floor_lo:.3f} s) on "
-        f"{os.cpu_count()} cores shared by controller and hosts; at {hi} hosts: "
-        f"{_cpu_text(bench, 'vpatch-apply', hi)}"
-        if hi > lo
-        else "not measured: this run used one host count",
-    )
-    ans_hi = _median(bench, "ansible", hi)
-    pipe_hi = _median(bench, "ansible-pipelining", hi)
-    add(
-        "vs_ansible",
-        f"ansible-core, {hi} hosts / vpatch apply, {hi} hosts",
-        ans_hi / apply_hi,
-        5.0,
-        False,
-        f"ansible {ans_hi:.3f} s (pipelining {pipe_hi:.3f} s, {pipe_hi / apply_hi:.2f}x) "
-        f"vs vpatch {apply_hi:.3f} s; {_cpu_text(bench, 'ansible', hi)}; "
-        f"{_cpu_text(bench, 'vpatch-apply', hi)}",
-        _paired(bench, ("ansible", hi), ("vpatch-apply", hi)),
-    )
+    # The scale target was set for the full schedule (up to BIG_HOSTS); a larger size gets
+    # its own line against the same limit.
+    full = [n for n in bench.sizes if n <= BIG_HOSTS] or [hi]
+    for key, top in [("scale", max(full)), ("scale_big", hi)][: 1 + (hi > max(full))]:
+        apply_hi = _median(bench, "vpatch-apply", top)
+        floor_hi = _median(bench, "floor", top)
+        add(
+            key,
+            f"vpatch apply, {top} hosts / vpatch apply, {lo} host(s)",
+            apply_hi / apply_lo if top > lo else None,
+            1.5,
+            True,
+            f"apply {apply_hi:.3f} s vs {apply_lo:.3f} s; the floor itself scales "
+            f"{floor_hi / floor_lo:.2f}x ({floor_hi:.3f} s vs {floor_lo:.3f} s) on "
+            f"{os.cpu_count()} cores shared by controller and hosts; at {top} hosts: "
+            f"{_cpu_text(bench, 'vpatch-apply', top)}"
+            if top > lo
+            else "not measured: this run used one host count",
+        )
+    with_ansible = [n for n in bench.sizes if ("ansible", n) in bench.rows]
+    if with_ansible:
+        top = max(with_ansible)
+        ans_hi = _median(bench, "ansible", top)
+        pipe_hi = _median(bench, "ansible-pipelining", top)
+        apply_hi = _median(bench, "vpatch-apply", top)
+        add(
+            "vs_ansible",
+            f"ansible-core, {top} hosts / vpatch apply, {top} hosts",
+            ans_hi / apply_hi,
+            5.0,
+            False,
+            f"ansible {ans_hi:.3f} s (pipelining {pipe_hi:.3f} s, {pipe_hi / apply_hi:.2f}x) "
+            f"vs vpatch {apply_hi:.3f} s; {_cpu_text(bench, 'ansible', top)}; "
+            f"{_cpu_text(bench, 'vpatch-apply', top)}",
+            _paired(bench, ("ansible", top), ("vpatch-apply", top)),
+        )
+    else:
+        add("vs_ansible", "ansible-core / vpatch apply", None, 5.0, False, "not measured")
     ver, bare = _median(bench, "vpatch-verify-import", 1), _median(bench, "bare-import", 1)
     on_host = summary(bench.rows[("vpatch-verify-import", 1)].extra["import_seconds_on_host"])
     add(
@@ -504,6 +560,7 @@ _ORDER = [
     "floor",
     "ansible",
     "ansible-pipelining",
+    "pyinfra",
     "vpatch-apply",
     "vpatch-apply-cold",
     "vpatch-rollback",
@@ -517,14 +574,32 @@ def _order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
+def _proc_field(path: str, key: str) -> str:
+    """The value of the first `key: value` (or `key=value`) line of a /proc or /etc file."""
+    try:
+        for line in Path(path).read_text().splitlines():
+            name, sep, value = line.partition(":" if ":" in line else "=")
+            if sep and name.strip() == key:
+                return value.strip().strip('"')
+    except OSError:
+        pass
+    return "?"
+
+
 def machine() -> dict[str, Any]:
     ssh = subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip()
     vp = subprocess.run([*vpatch_argv(), "--version"], capture_output=True, text=True)
+    host_py = subprocess.run([envs.HOST_PYTHON, "-V"], capture_output=True, text=True)
+    mem_kib = _proc_field("/proc/meminfo", "MemTotal").split()[0]
     return {
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
         "cores": os.cpu_count(),
+        "ram_gib": round(int(mem_kib) / 2**20, 1) if mem_kib.isdigit() else None,
+        "os": _proc_field("/etc/os-release", "PRETTY_NAME"),
+        "kernel": platform.release(),
         "platform": platform.platform(),
         "controller_python": sys.version.split()[0],
-        "host_python": "/usr/bin/python3",
+        "host_python": f"{envs.HOST_PYTHON} ({host_py.stdout.strip() or '?'})",
         "openssh": ssh,
         "vpatch": vp.stdout.strip(),
     }
@@ -552,12 +627,39 @@ def ensure_tools() -> None:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="2 hosts, 1 repetition, stand-in import")
-    p.add_argument("--sizes", help="comma-separated host counts (default 1,8,32)")
-    p.add_argument("--reps", type=int, help=f"repetitions per row (default {REPS})")
+    p.add_argument("--sizes", help="comma-separated host counts (default 1,8,32,128)")
+    p.add_argument(
+        "--reps",
+        type=int,
+        help=f"repetitions per row at every size (default {REPS}; {BIG_REPS} above {BIG_HOSTS} "
+        "hosts)",
+    )
     p.add_argument("--import-env", choices=["vllm", "standin"], help="default: vllm")
+    p.add_argument(
+        "--sim-targets",
+        type=int,
+        help=f"simulated targets of the controller-only row (default {SIM_TARGETS}, "
+        f"--quick {QUICK_SIM_TARGETS}; 0: skip it)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
     p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
     return p.parse_args(argv)
+
+
+def simulate_row(n: int, traced: bool) -> dict[str, Any]:
+    """bench/simulate.py in a child process: its memory figures are then its own, not this
+    process's (which holds the lab and every row)."""
+    argv = [sys.executable, "-m", "bench.simulate", "--targets", str(n), "--json"]
+    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO))
+    if t.code != 0:
+        raise _fail("controller-only simulation", t, "bench.simulate failed")
+    doc: dict[str, Any] = json.loads(t.out)
+    return doc
+
+
+def size_reps(n: int, reps: int, explicit: bool) -> int:
+    """Repetitions at n hosts: --reps as given, else the default, capped above BIG_HOSTS."""
+    return reps if explicit or n <= BIG_HOSTS else min(reps, BIG_REPS)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -571,6 +673,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind = args.import_env or ("standin" if args.quick else "vllm")
     warmup = not args.quick
     began = time.monotonic()
+    load_before = os.getloadavg()  # other work on the machine moves every figure
 
     def log(msg: str) -> None:
         print(f"[{time.monotonic() - began:6.1f} s] {msg}", file=sys.stderr, flush=True)
@@ -585,43 +688,78 @@ def main(argv: Sequence[str] | None = None) -> int:
         import_lab = labs.start_import_host(work, kind)
         log("ansible-core venv (installed once, reused)")
         bench = Bench(work, standin_lab, import_lab, kind, sizes)
+        if bench.pyinfra is None:
+            log("pyinfra is not installed (pip install -e '.[bench]'): no pyinfra rows")
         for n in sizes:
             warm = warmup and n == sizes[0]  # caches are the same for every size after this
-            log(f"{n} host(s): {reps} repetition(s){' after a warm-up' if warm else ''}")
-            run_size(bench, n, reps, warm, log)
+            n_reps = size_reps(n, reps, explicit=args.reps is not None)
+            short = " (short schedule: no ansible without pipelining, no rollback)"
+            log(
+                f"{n} host(s): {n_reps} repetition(s){' after a warm-up' if warm else ''}"
+                f"{short if n > BIG_HOSTS else ''}"
+            )
+            run_size(bench, n, n_reps, warm, log)
         log("import figure")
         run_import(bench, reps, warmup, log)
+        sim_targets = args.sim_targets if args.sim_targets is not None else SIM_TARGETS
+        if args.quick and args.sim_targets is None:
+            sim_targets = QUICK_SIM_TARGETS
+        sim = None
+        if sim_targets:
+            log(f"controller only: {sim_targets} simulated targets (bench/simulate.py)")
+            sim = simulate_row(sim_targets, traced=not args.quick)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
             "schema": 1,
             "quick": args.quick,
+            "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "sizes": list(sizes),
             "reps": reps,
+            "reps_by_size": {
+                str(n): size_reps(n, reps, explicit=args.reps is not None) for n in sizes
+            },
             "warmup": warmup,
             "import_env": kind,
             "import_module": bench.import_module,
             "elapsed_s": round(elapsed, 1),
-            "machine": machine(),
+            "machine": {
+                **machine(),
+                "load_avg_1_5_15": {
+                    "start": [round(x, 2) for x in load_before],
+                    "end": [round(x, 2) for x in os.getloadavg()],
+                },
+            },
             "settings": {
-                "order": "per repetition: floor, ansible, ansible-pipelining, vpatch apply, "
-                "vpatch rollback; every host reset to pip's bytes before each run",
+                "order": "per repetition: floor, ansible, ansible-pipelining, pyinfra, vpatch "
+                "apply, vpatch rollback; every host reset to pip's bytes before each run; above "
+                f"{BIG_HOSTS} hosts no ansible without pipelining and no rollback",
                 "floor": f"xargs -P N ssh -F lab.ssh_config hN -- sed -i '{SED}' FILE",
                 "vpatch": "apply SPEC --inventory --ssh-config --python --level static "
                 "--parallel N --json; rollback SPEC likewise",
                 "ssh_client": "OpenSSH, BatchMode, curve25519-sha256, no ControlMaster",
                 "ansible": bench.ansible.settings(),
+                "pyinfra": bench.pyinfra.settings()
+                if bench.pyinfra
+                else {"pyinfra": "not installed (the bench extra): no pyinfra rows"},
             },
             "rows": [
                 r.as_json()
                 for _, r in sorted(bench.rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0])))
             ],
             "targets": tgts,
+            "controller_only": sim,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
         print(table(bench, tgts))
-        print(f"\nwrote {args.out} in {elapsed:.0f} s")
+        if sim is not None:
+            print("\n" + simulate.text(sim))
+        # Only the default schedule replaces the figures docs/scale.md publishes.
+        default = not args.quick and args.sizes is None and args.reps is None
+        default = default and kind == "vllm" and sim_targets == SIM_TARGETS
+        written = publish.write(doc, args.out.with_suffix(".md"), docs=default)
+        print(f"\nwrote {args.out}, {', '.join(map(str, written))} in {elapsed:.0f} s")
         return 0
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)

@@ -231,7 +231,10 @@ def load_known_hosts(user_files: list[str], system_files: list[str]) -> KnownHos
                     continue
                 if entry is not None:
                     # HostKeys has no public "add an entry" (add() cannot keep hashed names).
-                    keys._entries.append(entry)
+                    # Reached through vars(): types-paramiko (a dependency of the bench's
+                    # pyinfra) declares no _entries, and mypy must pass with or without it.
+                    vars(keys)["_entries"].append(entry)
     for keys in (known.user, known.system):
-        keys._entries = [e for e in keys._entries if not known.is_revoked(e.key)]
+        kept = [e for e in vars(keys)["_entries"] if not known.is_revoked(e.key)]
+        vars(keys)["_entries"] = kept
     return known
