@@ -112,6 +112,7 @@ class Exchange:
     with the answers of its chain."""
 
     facts: HostFacts
+    answer: dict[str, Any]
     guess: Guess | None = None
     answers: list[dict[str, Any]] | None = None
 
@@ -125,7 +126,7 @@ def _inspect(
     """ONE agent call for every fact about the host (with `procs_for`, the restart-required
     scan rides along; with guesses, the commit too). A transaction a crash left half-written
     is repaired first, then looked at again: no decision is ever made on a half-patched host.
-    The answer is remembered (patcher.factcache) for the next run's guesses."""
+    The answer is offered to the hosts after this one as a guess (_seen)."""
     table = {g.fingerprint: g for g in guesses}
     for _ in range(2):
         sent = dict(request, then_if={fp: g.chain for fp, g in table.items()}) if table else request
@@ -141,16 +142,20 @@ def _inspect(
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:
         _count("planned_ahead")
-    _remember(transport, request, res)
     _seen(request, res)
-    return Exchange(facts, guess, res.get("then") if guess else None)
+    return Exchange(facts, res, guess, res.get("then") if guess else None)
 
 
-def _remember(transport: Transport, request: dict[str, Any], answer: dict[str, Any]) -> None:
-    """Keep a host's answer for the next run's guesses (patcher.factcache): an inspect's, or
-    the closing inspect of a commit's chain (the state the next command will meet)."""
-    if "packages" in answer and "journal" in answer:
-        factcache.remember(factcache.key(transport.target, request), [answer])
+def _remember(
+    transport: Transport, request: dict[str, Any], answers: Sequence[dict[str, Any] | None]
+) -> None:
+    """Keep a host's answers, newest first, for the next run's guesses (patcher.factcache):
+    the inspect's and, after a commit, its chain's closing inspect (the state the next
+    command will meet). Once per host and command: a cache write is the costliest step a
+    controller takes per host."""
+    got = [a for a in answers if a is not None and "packages" in a and "journal" in a]
+    if got:
+        factcache.remember(factcache.key(transport.target, request), got)
 
 
 def _guesses(
@@ -178,8 +183,7 @@ def _guessed_answers(
     the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
     (each checked against its sha256) join the run's content cache."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
-        fp = protocol.fingerprint(answer)
+    for fp, answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
             continue
         for text_sha, text in _texts_of(answer):
@@ -189,24 +193,25 @@ def _guessed_answers(
 
 
 _MAX_GUESSES = 3
-_PEERS: dict[str, list[dict[str, Any]]] = {}  # factcache.key("", request) -> newest first
+# factcache.key("", request) -> (fingerprint, answer), newest first
+_PEERS: dict[str, list[tuple[str, dict[str, Any]]]] = {}
 
 
-def _peers(request: dict[str, Any]) -> list[dict[str, Any]]:
+def _peers(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     with _STATS_LOCK:
         return list(_PEERS.get(factcache.key("", request), []))
 
 
 def _seen(request: dict[str, Any], answer: dict[str, Any]) -> None:
     """Offer a host's answer to the hosts after it in this run (two per request, newest)."""
-    if not factcache.usable(answer):
+    fp = factcache.usable(answer)
+    if fp is None:
         return
     got = {k: v for k, v in answer.items() if k != "then"}
-    fp = protocol.fingerprint(got)
     with _STATS_LOCK:
         have = _PEERS.setdefault(factcache.key("", request), [])
-        if all(protocol.fingerprint(a) != fp for a in have):
-            have.insert(0, got)
+        if all(f != fp for f, _ in have):
+            have.insert(0, (fp, got))
             del have[2:]
 
 
@@ -292,23 +297,24 @@ def _commit_chained(
 
 
 def _carry_out(
-    transport: Transport, request: dict[str, Any], plan: Plan, level: Level, answers: Any
-) -> tuple[list[dict[str, Any]], dict[str, list[ProbeResult]]]:
-    """What a chain's answers say: the commit's restart list and, per spec, its checks. An
-    error answer raises as a call would; when every check passed, the closing inspect's
-    answer is remembered."""
+    transport: Transport, plan: Plan, level: Level, answers: Any
+) -> tuple[list[dict[str, Any]], dict[str, list[ProbeResult]], dict[str, Any] | None]:
+    """What a chain's answers say: the commit's restart list, per spec its checks, and the
+    closing inspect's answer when every check passed (else the host will not stay so). An
+    error answer raises as a call would."""
     if not isinstance(answers, list) or not answers:
         raise AgentError(f"{transport.target}: the agent's chain came back empty", "", "protocol")
     commit = _ok(transport.target, answers[0])
     ran: dict[str, list[ProbeResult]] = {}
     for sid, got in zip(_chained_checks(plan, level), answers[1:], strict=False):
         ran[sid] = _probes(_ok(transport.target, got))
-    last = answers[-1]
+    last: dict[str, Any] | None = answers[-1]
     passed = all(p.ok for probes in ran.values() for p in probes)
-    if passed and len(ran) == len(_chained_checks(plan, level)) and last.get("ok"):
+    if passed and len(ran) == len(_chained_checks(plan, level)) and last and last.get("ok"):
         _fill_texts(last)
-        _remember(transport, request, last)
-    return list(commit.get("restart_required", [])), ran
+    else:
+        last = None
+    return list(commit.get("restart_required", [])), ran, last
 
 
 def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) -> None:
@@ -404,9 +410,11 @@ def apply(
             if problem:
                 raise HostError(f"{problem[0]}; nothing was changed", problem[1])
             if opts.dry_run or not plan.needs_commit():
+                _remember(transport, request, [got.answer])
                 return
             answers = _commit_chained(transport, plan, opts.level, request)
-        host.restart_required, ran = _carry_out(transport, request, plan, opts.level, answers)
+        host.restart_required, ran, after = _carry_out(transport, plan, opts.level, answers)
+        _remember(transport, request, [after, got.answer])
         undo = lambda p, failed: plan_undo(p, failed, "verify failed")  # noqa: E731
         if _recheck(transport, plan, opts.level, state_dir, undo, verify_failed, ran):
             host.restart_required = []  # every write was undone: disk = what they loaded
@@ -475,6 +483,7 @@ def verify(
             if chain:
                 guesses.append(Guess(fp, guessed, Plan([]), chain))
         got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        _remember(transport, request, [got.answer])
         facts = got.facts
         ran = list(zip(got.guess.chain, got.answers or [], strict=False)) if got.guess else []
 
@@ -537,9 +546,11 @@ def rollback(
             plan = make(facts)
             host.patches = plan.results
             if opts.dry_run or not plan.needs_commit():
+                _remember(transport, request, [got.answer])
                 return
             answers = _commit_chained(transport, plan, opts.level, request)
-        host.restart_required, ran = _carry_out(transport, request, plan, opts.level, answers)
+        host.restart_required, ran, after = _carry_out(transport, plan, opts.level, answers)
+        _remember(transport, request, [after, got.answer])
         redo = lambda p, failed: plan_redo(p, facts)  # noqa: E731
         _recheck(transport, plan, opts.level, state_dir, redo, still_needed, ran)
 
@@ -557,8 +568,10 @@ def status(
         return host
 
     def body(host: HostResult) -> None:
-        facts = _inspect(transport, _inspect_request([], state_dir), host).facts
-        host.patches = status_journal(facts)
+        request = _inspect_request([], state_dir)
+        got = _inspect(transport, request, host)
+        _remember(transport, request, [got.answer])
+        host.patches = status_journal(got.facts)
 
     return _host_run("status", transport, body)
 

@@ -44,8 +44,9 @@ def key(target: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
-def load(name: str) -> list[Answer]:
-    """The stored answers, texts put back, that are usable (the rest are dropped)."""
+def load(name: str) -> list[tuple[str, Answer]]:
+    """(fingerprint, answer) of the stored answers, texts put back, that are usable (the rest
+    are dropped)."""
     d = rewrite_cache.directory(sub="hosts")
     if d is None:
         return []
@@ -59,30 +60,32 @@ def load(name: str) -> list[Answer]:
             filled = _with_texts(d, a)
         except (AttributeError, KeyError, TypeError, ValueError):
             continue
-        if filled is not None and usable(filled):
-            out.append(filled)
+        fp = usable(filled) if filled is not None else None
+        if fp is not None and filled is not None:
+            out.append((fp, filled))
     return out
 
 
-def usable(answer: Any) -> bool:
-    """An answer a plan can be made from: well-formed, complete, and every text it carries
-    is the one its sha256 names (a file that exists without its text is no use either)."""
+def usable(answer: Any) -> str | None:
+    """The fingerprint of an answer a plan can be made from (well-formed, complete, and every
+    text it carries the one its sha256 names: a file that exists without its text is no use
+    either); None for any other answer."""
     try:
-        protocol.fingerprint(answer)
+        fp = protocol.fingerprint(answer)
         if answer.get("incomplete") or answer.get("locked"):
-            return False
+            return None
         for info in _file_infos(answer):
             if info.get("exists") and not _has(info.get("text"), info.get("sha256")):
-                return False
+                return None
         for st in answer["journal"].values():
             if st.get("base_text") is not None and not _has(st["base_text"], st.get("base")):
-                return False
+                return None
             text = st.get("current_text")
             if text is not None and not _has(text, st.get("current")):
-                return False
+                return None
     except (AttributeError, KeyError, TypeError, ValueError):
-        return False
-    return True
+        return None
+    return fp
 
 
 def remember(name: str, answers: list[Answer]) -> None:
@@ -90,13 +93,13 @@ def remember(name: str, answers: list[Answer]) -> None:
     fails a run: a cache that cannot be written misses next time."""
     keep: list[Answer] = []
     seen: set[str] = set()
-    for a in [*answers, *load(name)]:
-        if not usable(a):
-            continue
-        fp = protocol.fingerprint(a)
-        if fp not in seen:
-            seen.add(fp)
-            keep.append(a)
+    for batch in (answers, None):
+        # the older ones only when room is left
+        got = load(name) if batch is None else [(usable(a), a) for a in batch]
+        for fp, a in got:
+            if len(keep) < KEEP_PER_HOST and fp is not None and fp not in seen:
+                seen.add(fp)
+                keep.append(a)
         if len(keep) == KEEP_PER_HOST:
             break
     d = rewrite_cache.directory(create=True, sub="hosts") if keep else None
@@ -133,8 +136,9 @@ def _without_texts(texts: Path, answer: Answer) -> Answer:
         text = holder.get(k)
         if isinstance(text, str):
             sha = hashlib.sha256(text.encode()).hexdigest()
-            if not (texts / sha).exists():
+            if (texts, sha) not in _written and not (texts / sha).exists():
                 _write(texts, sha, text.encode())
+            _written.add((texts, sha))
             holder[k] = "@" + sha
         holder.pop("cached", None)
     return out
@@ -154,6 +158,7 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
         except OSError:
             return None
         if hashlib.sha256(data).hexdigest() != name.name:
+            _written.discard((d / "texts", name.name))
             try:
                 os.unlink(name)  # not what its name says: gone, so the next run stores it again
             except OSError:
@@ -192,6 +197,7 @@ def _write(d: Path, name: str, data: bytes) -> None:
 
 
 _pruned: set[Path] = set()
+_written: set[tuple[Path, str]] = set()  # texts this process stored or saw stored
 
 
 def _prune_once(d: Path, texts: Path) -> None:

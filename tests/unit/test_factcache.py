@@ -70,7 +70,7 @@ def test_round_trip_newest_first_one_per_fingerprint(cache: Path) -> None:
     factcache.remember("h1", [a])
     factcache.remember("h1", [b])
     factcache.remember("h1", [copy.deepcopy(b)])  # same state again: still one entry
-    got = factcache.load("h1")
+    got = [a for fp, a in factcache.load("h1") if fp == protocol.fingerprint(a)]
     assert [protocol.fingerprint(x) for x in got] == [
         protocol.fingerprint(b),
         protocol.fingerprint(a),
@@ -117,7 +117,7 @@ def test_nothing_unverified_comes_back(cache: Path) -> None:
 def test_unusable_answers_are_neither_stored_nor_used(cache: Path, edit: Any) -> None:
     a = answer("base\n")
     edit(a, a.get("packages", {}).get("pkg", {}).get("files", {}).get("pkg/mod.py", {}))
-    assert not factcache.usable(a)
+    assert factcache.usable(a) is None
     factcache.remember("h", [a])
     assert factcache.load("h") == [] and not (cache / "h.json").exists()
 

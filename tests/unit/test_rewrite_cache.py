@@ -181,13 +181,15 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    # Hits: one per state planned on. The run plans on each of the two states this host was
-    # seen in (patcher/factcache.py: after the apply, after the rollback) before it asks.
+    # The run plans on the two states the first apply saw (patcher/factcache.py): pristine
+    # (a rewrite: one hit) and patched (nothing to rewrite). The full rollback asked for other
+    # files (a state remembered apart), so neither matched; the plan on the host's answer is
+    # the second hit.
     assert doc["stats"] == {
         "libcst_parses": 0,
         "rewrite_cache_hits": 2,
-        "agent_exchanges": 1,  # the inspect, and in its exchange the commit and the check
-        "planned_ahead": 1,
+        "agent_exchanges": 2,
+        "planned_ahead": 0,
     }
     [p] = doc["hosts"][0]["patches"]
     assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
