@@ -13,26 +13,39 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any
 
 from . import protocol
+
+# Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Agent error kind (the `kind` of an {"ok": false} answer): a commit's write path is not a
 # regular file confined to this environment's site-packages.
 KIND_CONFINED = protocol.CONFINED
 
 
-def roots() -> list[str]:
-    """Real paths of this interpreter's site-packages dirs (purelib, platlib, site's list)."""
-    import site
-    import sysconfig
+_CONFIGURED: list[str | None] = []  # the interpreter's own list: it cannot change while it runs
 
-    found = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")]
-    getsite = getattr(site, "getsitepackages", None)
-    if getsite is not None:
-        found += list(getsite())
+
+def roots() -> list[str]:
+    """Real paths of this interpreter's site-packages dirs (purelib, platlib, site's list).
+
+    Which directories those are is the interpreter's configuration, read once per agent
+    (sysconfig loads the build's config data: ~1 ms); whether each is a directory now and
+    where it really is are asked on every call (a dir swapped for a link in between counts)."""
+    if not _CONFIGURED:
+        import site
+        import sysconfig
+
+        found = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")]
+        getsite = getattr(site, "getsitepackages", None)
+        if getsite is not None:
+            found += list(getsite())
+        _CONFIGURED[:] = found or [None]
     out: list[str] = []
-    for d in found:
+    for d in _CONFIGURED:
         if d and os.path.isdir(d):
             real = os.path.realpath(d)
             if real not in out:

@@ -42,7 +42,11 @@ import os
 import site
 import sys
 import time
-from typing import Any
+
+# Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _CMDLINE_MAX = 300
 
@@ -237,7 +241,9 @@ def _scan(before: float) -> list[dict[str, Any]]:
         pid = int(name)
         try:
             view = _view(pid, own_ns)
-            if not view and os.path.realpath("/proc/%d/exe" % pid) != exe:
+            # The kernel's link is already a real path (no symlink in it, "(deleted)" kept):
+            # os.path.realpath would only re-walk it, an lstat per component and process.
+            if not view and os.readlink("/proc/%d/exe" % pid) != exe:
                 continue
             if view and not _same_file("/proc/%d/exe" % pid, exe):
                 continue  # (its exe link shows a path in its own view)
