@@ -49,18 +49,20 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 
 # The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
-# so it imports nothing it can do without: the bundle line (a JSON object of strings, written by
-# json.dumps below) is read with the C string scanner json itself uses (`json` would import `re`
-# and `enum`), module specs come from the import system's own frozen module (`importlib.util`
-# costs ~4 ms), and the modules' code objects are taken from the bundle when it carries them
-# for this interpreter's bytecode magic (compiling the agent's source is ~12 ms per start).
+# so it imports nothing it can do without: the bundle line (a JSON object of strings, ASCII as
+# json.dumps writes it below, read as bytes: the text layer's decoding of it cost ~0.5 ms) is
+# parsed with the C string scanner json itself uses (`json` would import `re` and `enum`),
+# module specs come from the import system's own frozen module (`importlib.util` costs ~4 ms),
+# and a module's code object is taken from the bundle when it carries one for this
+# interpreter's bytecode magic (compiling the agent's source is ~12 ms per start), decoded only
+# when the module is imported.
 BOOT = """\
 import sys
 try:
     from _json import scanstring as s
 except ImportError:
     s=None
-l=sys.stdin.readline()
+l=sys.stdin.buffer.readline().decode('latin-1')
 if s:
     m={};i=l.find('"')
     while i>=0:
@@ -68,8 +70,7 @@ if s:
 else:
     import json;m=json.loads(l)
 import _frozen_importlib as B,_frozen_importlib_external as E,marshal,binascii
-c=m.pop('#'+E.MAGIC_NUMBER.hex(),'')
-c=marshal.loads(binascii.a2b_base64(c)) if c else {}
+c='#'+E.MAGIC_NUMBER.hex()+':'
 class F:
     def find_spec(self,name,path=None,target=None):
         if name in m:
@@ -77,8 +78,9 @@ class F:
     def create_module(self,spec):
         return None
     def exec_module(self,mod):
-        n=mod.__name__
-        exec(c.get(n) or compile(m[n],'<'+n+'>','exec'),mod.__dict__)
+        n=mod.__name__;x=m.get(c+n)
+        x=marshal.loads(binascii.a2b_base64(x)) if x else compile(m[n],'<'+n+'>','exec')
+        exec(x,mod.__dict__)
 sys.meta_path.insert(0,F())
 import vpatch_agent
 vpatch_agent.main()
@@ -88,7 +90,7 @@ vpatch_agent.main()
 @cache
 def agent_bundle(code: bool = True) -> bytes:
     """First stdin line for BOOT: every agent module's source, keyed by its import name, and
-    (`code`) under `#MAGIC` the marshalled code objects of all of them, compiled here.
+    (`code`) under `#MAGIC:name` its marshalled code object, compiled here.
 
     BOOT uses the code objects only on an interpreter whose bytecode magic number is this
     one's: the number CPython itself checks before trusting a .pyc, and the one that changes
@@ -105,11 +107,9 @@ def agent_bundle(code: bool = True) -> bytes:
         name = "vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"
         mods[name] = f.read_text()
     if code:
-        compiled = {
-            name: compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0)
-            for name, src in mods.items()
-        }
-        mods["#" + MAGIC_NUMBER.hex()] = base64.b64encode(marshal.dumps(compiled)).decode()
+        for name, src in list(mods.items()):
+            obj = compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0)
+            mods[f"#{MAGIC_NUMBER.hex()}:{name}"] = base64.b64encode(marshal.dumps(obj)).decode()
     return json.dumps(mods).encode() + b"\n"
 
 

@@ -120,7 +120,7 @@ def _reached_boot() -> str:
     """The transport's own BOOT loader, reading the bundle from a file instead of stdin."""
     from patcher.transport import BOOT
 
-    loader = BOOT.replace("sys.stdin.readline()", "open(sys.argv[1]).readline()")
+    loader = BOOT.replace("sys.stdin.buffer.readline()", "open(sys.argv[1], 'rb').readline()")
     assert loader != BOOT and loader.endswith("vpatch_agent.main()\n")
     return loader.removesuffix("vpatch_agent.main()\n") + (
         "from vpatch_agent import faults\n"

@@ -178,16 +178,13 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     """Same interpreter: the code objects are used (the source is never compiled: broken
     here, it would fail); another bytecode magic: only the source counts."""
     mods = json.loads(agent_bundle())
-    [magic] = [k for k in mods if k.startswith("#")]
-    broken = {k: (v if k == magic else "raise SystemExit(3)") for k, v in mods.items()}
-    line = json.dumps(broken).encode() + b"\n"
-    _session(sys.executable, line, tmp_path / "a")
+    code = {k: v for k, v in mods.items() if k.startswith("#")}
+    source = {k: v for k, v in mods.items() if not k.startswith("#")}
+    assert len(code) == len(source) and all(k.split(":")[1] in source for k in code)
+    broken = {**{k: "raise SystemExit(3)" for k in source}, **code}
+    _session(sys.executable, json.dumps(broken).encode() + b"\n", tmp_path / "a")
     # Another magic's code, with the source intact: compiled from source.
-    other = {k: v for k, v in mods.items() if k != magic}
-    other["#00000000"] = mods[magic]
+    other = {**source, **{"#00000000:" + k.split(":")[1]: v for k, v in code.items()}}
     plain = _session(sys.executable, json.dumps(other).encode() + b"\n", tmp_path / "b")
     assert plain["packages"] == _session(sys.executable, agent_bundle(), tmp_path / "c")["packages"]
-    assert (
-        agent_bundle(code=False)
-        == (json.dumps({k: v for k, v in mods.items() if k != magic}) + "\n").encode()
-    )
+    assert agent_bundle(code=False) == (json.dumps(source) + "\n").encode()
