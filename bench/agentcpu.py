@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -241,6 +242,47 @@ def breakdown(stand: Stand, reps: int) -> list[tuple[str, float]]:
     return rows
 
 
+def over_ssh(reps: int) -> dict[str, float]:
+    """Mean host CPU ms per run on one real sshd host (bench/lab.py, bench/hostcpu.py):
+    `ssh h sed -i` (the floor) and `vpatch apply --level static`, each from pip's bytes."""
+    from bench import lab as labs
+    from bench.hostcpu import HostCpu
+    from bench.run import SED
+    from bench.timing import child_env
+
+    with tempfile.TemporaryDirectory(prefix="vpatch-agentcpu-ssh-") as tmp:
+        work = Path(tmp)
+        stand = labs.start_standin(1, work)
+        try:
+            host, cfg = stand.hosts[0], str(stand.lab.ssh_config)
+            cpu = HostCpu([stand.lab])
+            spec = work / "a.toml"
+            spec.write_text(SPEC_A)
+            inv = labs.write_inventory(work / "hosts.toml", stand.hosts)
+            floor = ["ssh", "-F", cfg, "-T", "-n", host.name, "--"]
+            floor.append(f"sed -i {shlex.quote(SED)} {shlex.quote(stand.remote_target)}")
+            apply = [sys.executable, "-m", "patcher.cli", "apply", str(spec), "--inventory"]
+            apply += [str(inv), "--ssh-config", cfg, "--python", labs.PYTHON, "--level"]
+            apply += ["static", "--json"]
+            env = child_env({"VPATCH_CACHE_DIR": str(work / "cache")})
+            out: dict[str, float] = {}
+            for name, cmd in (
+                ("ssh h sed -i (floor)", floor),
+                ("vpatch apply --level static", apply),
+            ):
+                spent = []
+                for i in range(reps + 1):  # the first is a warm-up (rewrite cache, .pyc)
+                    stand.reset([host])
+                    before = cpu.read()
+                    subprocess.run(cmd, env=env, check=True, capture_output=True)
+                    if i:
+                        spent.append((cpu.read() - before) * 1000)
+                out[name] = sum(spent) / len(spent)  # a mean: HostCpu counts 10 ms ticks
+            return out
+        finally:
+            stand.lab.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m bench.agentcpu", description=__doc__.split("\n")[0]
@@ -248,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=30, help="agent sessions to time (median)")
     ap.add_argument("--python", default="", help="an env's python with servekit installed")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument(
+        "--ssh", type=int, default=0, metavar="N", help="also N runs over a real sshd host"
+    )
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vpatch-agentcpu-") as tmp:
         stand = Stand(Path(tmp), args.python)
@@ -267,6 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "min": min(totals),
             "breakdown": breakdown(stand, args.reps),
         }
+    if args.ssh:
+        figures["over ssh (host CPU ms, median)"] = over_ssh(args.ssh)
     if args.json:
         print(json.dumps(figures, indent=1))
         return 0
@@ -278,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("\nbreakdown (one instrumented session, ms of process CPU):")
     for label, ms in figures["breakdown"]:
         print(f"  {label:<58}{ms:7.2f}")
+    for label, ms in figures.get("over ssh (host CPU ms, median)", {}).items():
+        print(f"over ssh, host CPU per run: {label:<32}{ms:8.1f} ms")
     return 0
 
 
