@@ -75,11 +75,12 @@ _b.compile=_comp
 
 _LOOP = """\
 T.append(('load agent modules',_pt()))
-import importlib,json
+J=getattr(vpatch_agent,'wire',None) or __import__('json')
 ACC={}
 def _wrap(modname,attr,label):
     try:
-        owner=importlib.import_module(modname)
+        __import__(modname)
+        owner=sys.modules[modname]
         *path,name=attr.split('.')
         for p in path: owner=getattr(owner,p)
         f=getattr(owner,name)
@@ -90,7 +91,7 @@ def _wrap(modname,attr,label):
         try: return f(*a,**k)
         finally: ACC[label]=ACC.get(label,0.0)+_pt()-s
     setattr(owner,name,w)
-for _m,_a,_l in json.loads(sys.argv[1]): _wrap(_m,_a,_l)
+for _m,_a,_l in J.loads(sys.argv[1]): _wrap(_m,_a,_l)
 _b.compile=_bc
 T.append(('(instrumentation)',_pt()))
 REQ=[]
@@ -100,11 +101,12 @@ while True:
     ACC.clear(); s=_pt()
     res=vpatch_agent.answer(line)
     mid=_pt()
-    sys.stdout.write(json.dumps(res)+'\\n'); sys.stdout.flush()
+    sys.stdout.write(J.dumps(res)+'\\n'); sys.stdout.flush()
     REQ.append({'total':_pt()-s,'answer json':_pt()-mid,'parts':dict(ACC)})
     T.append(('request',_pt()))
 T.append(('end',_pt()))
-sys.stderr.write('\\n@@'+json.dumps({'marks':T,'compile':_C[0],'requests':REQ})+'\\n')
+sys.stderr.write('\\n@@'+J.dumps({'marks':T,'compile':_C[0],'requests':REQ})+'\\n')
+getattr(vpatch_agent,'_done',lambda: None)()
 """
 
 

@@ -633,10 +633,12 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fresh_request(req: dict[str, Any]) -> None:
-    """Forget what an earlier request of this session set: its fault point, and what
-    importlib.metadata cached about sys.path (3.10+ caches directory listings by mtime)."""
+    """Forget what an earlier request of this session set: its fault point, the code objects
+    compile_check kept for the .pyc, and what importlib.metadata cached about sys.path (3.10+
+    caches directory listings by mtime)."""
     faults.arm(str(req.get("fault") or faults.ENV_SPEC))
     del faults.REACHED[:]
+    fsops._COMPILED.clear()
     meta = sys.modules.get("importlib.metadata")  # never imported just for this
     finder = getattr(meta, "MetadataPathFinder", None)
     clear = getattr(finder, "invalidate_caches", None)

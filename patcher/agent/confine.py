@@ -26,31 +26,53 @@ if TYPE_CHECKING:
 KIND_CONFINED = protocol.CONFINED
 
 
-_CONFIGURED: list[str | None] = []  # the interpreter's own list: it cannot change while it runs
+_SITE: list[str | None] = []  # site.getsitepackages(): configuration, read once per agent
+_SYSCONFIG: list[str | None] = []  # sysconfig's purelib and platlib: the same, when needed
 
 
-def roots() -> list[str]:
-    """Real paths of this interpreter's site-packages dirs (purelib, platlib, site's list).
+class Roots(list):  # type: ignore[type-arg]
+    """This interpreter's site-packages dirs, real paths, as `roots()` gives them: site's
+    list, completed by `complete()` with sysconfig's purelib/platlib (sysconfig loads the
+    build's config data, ~1 ms per agent) only for a path under none of site's dirs. In a venv
+    or a distribution's Python those are among site's anyway, and the check of a path under
+    one of them does not depend on which root it starts from: every root is a real path, so
+    there is no link between two nested ones for the walk from the outer one to find."""
 
-    Which directories those are is the interpreter's configuration, read once per agent
-    (sysconfig loads the build's config data: ~1 ms); whether each is a directory now and
-    where it really is are asked on every call (a dir swapped for a link in between counts)."""
-    if not _CONFIGURED:
-        import site
-        import sysconfig
+    def complete(self) -> list[str]:
+        if not _SYSCONFIG:
+            import sysconfig
 
-        found = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")]
+            paths = sysconfig.get_paths()
+            _SYSCONFIG[:] = [paths.get("purelib"), paths.get("platlib")]
+        return _real(_SYSCONFIG + _site_dirs())
+
+
+def _site_dirs() -> list[str | None]:
+    if not _SITE:
+        import site  # loaded already: `python -I` runs it
+
         getsite = getattr(site, "getsitepackages", None)
-        if getsite is not None:
-            found += list(getsite())
-        _CONFIGURED[:] = found or [None]
+        _SITE[:] = list(getsite()) if getsite is not None else []
+        _SITE.append(None)  # (read: an interpreter without site dirs is not asked again)
+    return _SITE
+
+
+def _real(found: list[str | None]) -> list[str]:
+    """Each existing directory's real path, once, in order: asked on every call (a dir
+    swapped for a link since the last one counts)."""
     out: list[str] = []
-    for d in _CONFIGURED:
+    for d in found:
         if d and os.path.isdir(d):
             real = os.path.realpath(d)
             if real not in out:
                 out.append(real)
     return out
+
+
+def roots() -> Roots:
+    """Real paths of this interpreter's site-packages dirs (site's list; purelib and platlib
+    on demand: `Roots`)."""
+    return Roots(_real(_site_dirs()))
 
 
 def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
@@ -60,6 +82,9 @@ def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     if os.path.normpath(path) != path:
         return "is not a normal path (has '.', '..' or '//')"
     root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
+    if root is None and isinstance(dirs, Roots):
+        dirs = dirs.complete()
+        root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
     if root is None:
         return "is outside this environment's site-packages (%s)" % ", ".join(dirs)
     where = root

@@ -67,11 +67,17 @@ def test_wire_is_json_on_every_supported_python(version: str) -> None:
 
 
 @pytest.mark.parametrize("epoch", ["", "1700000000"])
+@pytest.mark.parametrize("checked", ["", "same", "other"])
 def test_bytecode_is_py_compiles_byte_for_byte(
-    epoch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    epoch: str, checked: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Also when compile_check compiled the bytes first (its code object is reused), or other
+    bytes for that path (they are not)."""
     src = tmp_path / "mod.py"
     src.write_text("X = 1\n\ndef f(a):\n    assert a\n    return a + X\n")
+    if checked:
+        data = src.read_bytes() if checked == "same" else b"X = 2\n"
+        assert fsops.compile_check(data, str(src)) is None
     if epoch:
         monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
     else:
