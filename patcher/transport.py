@@ -2,7 +2,8 @@
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
-source, loaded by a tiny in-memory importer). Nothing has to be installed on the host, the host's
+source, and to code objects for an interpreter like the controller's, loaded by a tiny in-memory
+importer). Nothing has to be installed on the host, the host's
 own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell: the remote
 command line is a constant plus the quoted interpreter path.
 
