@@ -123,9 +123,9 @@ def _reached_boot() -> str:
     loader = BOOT.replace("sys.stdin.buffer.readline()", "open(sys.argv[1], 'rb').readline()")
     assert loader != BOOT and loader.endswith("vpatch_agent.main()\n")
     return loader.removesuffix("vpatch_agent.main()\n") + (
-        "from vpatch_agent import faults\n"
-        "res=vpatch_agent.handle(json.loads(sys.stdin.read()))\n"
-        "print(json.dumps([res, faults.REACHED]))\n"
+        "from vpatch_agent import faults, wire\n"
+        "res=vpatch_agent.handle(wire.loads(sys.stdin.read()))\n"
+        "print(wire.dumps([res, faults.REACHED]))\n"
     )
 
 
