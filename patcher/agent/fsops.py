@@ -274,7 +274,13 @@ def refresh_bytecode(path: str) -> str:
     return "; ".join(notes)
 
 
-_PYC_API = ("_code_to_timestamp_pyc", "_code_to_hash_pyc", "_calc_mode", "_write_atomic")
+_PYC_API = (
+    "_code_to_timestamp_pyc",
+    "_code_to_hash_pyc",
+    "_calc_mode",
+    "_write_atomic",
+    "_RAW_MAGIC_NUMBER",
+)
 
 
 class _CompileError(Exception):
@@ -288,9 +294,9 @@ def cache_from_source(path: str, optimization: object = None) -> str:
 
 def write_bytecode(path: str, cfile: str) -> None:
     """What `py_compile.compile(path, cfile, doraise=True)` does with its default invalidation
-    mode (checked-hash under SOURCE_DATE_EPOCH, else timestamp), byte for byte the same .pyc
-    (tests/unit/test_agent_wire.py compares them); py_compile itself on an interpreter whose
-    import system lacks one of the functions it uses."""
+    mode (checked-hash under SOURCE_DATE_EPOCH, else timestamp), with the same functions of the
+    import system, so the same .pyc (tests/unit/test_agent_wire.py compares them); py_compile
+    itself on an interpreter whose import system lacks one of them."""
     if not all(hasattr(_bootstrap, name) for name in _PYC_API):
         import py_compile
 
