@@ -246,7 +246,9 @@ def breakdown(stand: Stand, reps: int) -> list[tuple[str, float]]:
 
 def over_ssh(reps: int) -> dict[str, float]:
     """Mean host CPU ms per run on one real sshd host (bench/lab.py, bench/hostcpu.py):
-    `ssh h sed -i` (the floor) and `vpatch apply --level static`, each from pip's bytes."""
+    `ssh h sed -i` (the floor), a bare interpreter start and `vpatch apply --level static`,
+    each from pip's bytes. Figures from one invocation compare; across invocations the load
+    of the machine moves them all."""
     from bench import lab as labs
     from bench.hostcpu import HostCpu
     from bench.run import SED
@@ -268,8 +270,10 @@ def over_ssh(reps: int) -> dict[str, float]:
             apply += ["static", "--json"]
             env = child_env({"VPATCH_CACHE_DIR": str(work / "cache")})
             out: dict[str, float] = {}
+            bare = ["ssh", "-F", cfg, "-T", "-n", host.name, "--", f"{labs.PYTHON} -I -c pass"]
             for name, cmd in (
                 ("ssh h sed -i (floor)", floor),
+                ("ssh h python -I -c pass", bare),
                 ("vpatch apply --level static", apply),
             ):
                 spent = []
