@@ -61,7 +61,7 @@ print("ok")
 def test_wire_is_json_on_every_supported_python(version: str) -> None:
     python = pythons.find(version)
     res = subprocess.run(
-        [python, "-I", "-S", "-c", _COMPARE, str(AGENT)], capture_output=True, text=True
+        [python, "-I", "-S", "-B", "-c", _COMPARE, str(AGENT)], capture_output=True, text=True
     )
     assert res.stdout.strip() == "ok", res.stdout + res.stderr
 
