@@ -70,7 +70,11 @@ if s:
         k,i=s(l,i+1);v,i=s(l,l.index('"',i)+1);m[k]=v;i=l.find('"',i)
 else:
     import json;m=json.loads(l)
-import _frozen_importlib as B,_frozen_importlib_external as E,marshal,binascii
+try:
+    import _frozen_importlib as B,_frozen_importlib_external as E
+except ImportError:
+    import importlib.machinery as B,importlib.util as E
+import marshal,binascii
 c='#'+E.MAGIC_NUMBER.hex()+':'
 class F:
     def find_spec(self,name,path=None,target=None):

@@ -9,11 +9,6 @@ CPython still trusts (CPython issue #75953).
 
 from __future__ import annotations
 
-# _frozen_importlib_external: the import system's own module (always loaded: it is how Python
-# imports anything), for what py_compile and importlib.util would give: py_compile imports
-# importlib.machinery, enum and traceback (~10 ms per agent start) for the one file a commit
-# writes.
-import _frozen_importlib_external
 import fcntl
 import os
 import stat
@@ -24,8 +19,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Its .pyc helpers are private (py_compile's own way in): typed loosely, checked before use.
-_bootstrap: Any = _frozen_importlib_external
+# The import system's own module (CPython: always loaded, it is how Python imports anything),
+# for what py_compile and importlib.util would give: py_compile imports importlib.machinery,
+# enum and traceback (~10 ms per agent start) for the one file a commit writes. Its .pyc
+# helpers are private (py_compile's own way in): typed loosely, checked before use.
+_bootstrap: Any
+try:
+    import _frozen_importlib_external as _bootstrap
+except ImportError:  # pragma: no cover - another implementation
+    from importlib import _bootstrap_external as _bootstrap
 
 # sha256 straight from CPython's own implementation module when there is one: `hashlib` loads
 # OpenSSL first (~2 ms per agent start). Same digest; hashlib where the build has no such module.

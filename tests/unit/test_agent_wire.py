@@ -234,3 +234,23 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     plain = _session(sys.executable, json.dumps(other).encode() + b"\n", tmp_path / "b")
     assert plain["packages"] == _session(sys.executable, agent_bundle(), tmp_path / "c")["packages"]
     assert agent_bundle(code=False) == (json.dumps(source) + "\n").encode()
+
+
+def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path) -> None:
+    """BOOT's fallbacks (json; importlib.machinery and importlib.util) load the same agent."""
+    boot = BOOT.replace("from _json import", "from _no_json import").replace(
+        "import _frozen_importlib as B,_frozen_importlib_external as E",
+        "import _no_frozen_importlib as B",
+    )
+    assert boot.count("_no_") == 2
+    req = {"op": "inspect", "packages": {"pip": ["pip/__init__.py"]}, "state_dir": str(tmp_path)}
+    answers = []
+    for loader in (BOOT, boot):
+        res = subprocess.run(
+            [sys.executable, "-I", "-c", loader],
+            input=agent_bundle() + request_line(req),
+            capture_output=True,
+        )
+        assert res.returncode == 0, res.stderr.decode()
+        answers.append(json.loads(res.stdout))
+    assert answers[0]["ok"] and answers[0]["packages"] == answers[1]["packages"]
