@@ -2,7 +2,8 @@
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
-source, loaded by a tiny in-memory importer). Nothing has to be installed on the host, the host's
+source, and to code objects for an interpreter like the controller's, loaded by a tiny in-memory
+importer). Nothing has to be installed on the host, the host's
 own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell: the remote
 command line is a constant plus the quoted interpreter path.
 
@@ -48,17 +49,43 @@ from patcher.errors import AgentError, HostError, UsageError
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 
+# The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
+# so it imports nothing it can do without: the bundle line (a JSON object of strings, ASCII as
+# json.dumps writes it below, read as bytes: the text layer's decoding of it cost ~0.5 ms) is
+# parsed with the C string scanner json itself uses (`json` would import `re` and `enum`),
+# module specs come from the import system's own frozen module (`importlib.util` costs ~4 ms),
+# and a module's code object is taken from the bundle when it carries one for this
+# interpreter's bytecode magic (compiling the agent's source is ~12 ms per start), decoded only
+# when the module is imported.
 BOOT = """\
-import sys,json,importlib.util
-m=json.loads(sys.stdin.readline())
+import sys
+try:
+    from _json import scanstring as s
+except ImportError:
+    s=None
+l=sys.stdin.buffer.readline().decode('latin-1')
+if s:
+    m={};i=l.find('"')
+    while i>=0:
+        k,i=s(l,i+1);v,i=s(l,l.index('"',i)+1);m[k]=v;i=l.find('"',i)
+else:
+    import json;m=json.loads(l)
+try:
+    import _frozen_importlib as B,_frozen_importlib_external as E
+except ImportError:
+    import importlib.machinery as B,importlib.util as E
+import marshal,binascii
+c='#'+E.MAGIC_NUMBER.hex()+':'
 class F:
     def find_spec(self,name,path=None,target=None):
         if name in m:
-            return importlib.util.spec_from_loader(name,self,is_package=name=='vpatch_agent')
+            return B.ModuleSpec(name,self,is_package=name=='vpatch_agent')
     def create_module(self,spec):
         return None
     def exec_module(self,mod):
-        exec(compile(m[mod.__name__],'<'+mod.__name__+'>','exec'),mod.__dict__)
+        n=mod.__name__;x=m.get(c+n)
+        x=marshal.loads(binascii.a2b_base64(x)) if x else compile(m[n],'<'+n+'>','exec')
+        exec(x,mod.__dict__)
 sys.meta_path.insert(0,F())
 import vpatch_agent
 vpatch_agent.main()
@@ -66,13 +93,28 @@ vpatch_agent.main()
 
 
 @cache
-def agent_bundle() -> bytes:
-    """First stdin line for BOOT: every agent module's source, keyed by its import name."""
+def agent_bundle(code: bool = True) -> bytes:
+    """First stdin line for BOOT: every agent module's source, keyed by its import name, and
+    (`code`) under `#MAGIC:name` its marshalled code object, compiled here.
+
+    BOOT uses the code objects only on an interpreter whose bytecode magic number is this
+    one's: the number CPython itself checks before trusting a .pyc, and the one that changes
+    whenever the marshal format or the bytecode does. Any other interpreter compiles the
+    source. They are compiled as BOOT would compile the source (no inherited future flags,
+    asserts kept: the host runs without -O)."""
+    import base64
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
     root = Path(__file__).parent / "agent"
     mods = {}
     for f in sorted(root.glob("*.py")):
         name = "vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"
         mods[name] = f.read_text()
+    if code:
+        for name, src in list(mods.items()):
+            obj = compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0)
+            mods[f"#{MAGIC_NUMBER.hex()}:{name}"] = base64.b64encode(marshal.dumps(obj)).decode()
     return json.dumps(mods).encode() + b"\n"
 
 

@@ -120,12 +120,12 @@ def _reached_boot() -> str:
     """The transport's own BOOT loader, reading the bundle from a file instead of stdin."""
     from patcher.transport import BOOT
 
-    loader = BOOT.replace("sys.stdin.readline()", "open(sys.argv[1]).readline()")
+    loader = BOOT.replace("sys.stdin.buffer.readline()", "open(sys.argv[1], 'rb').readline()")
     assert loader != BOOT and loader.endswith("vpatch_agent.main()\n")
     return loader.removesuffix("vpatch_agent.main()\n") + (
-        "from vpatch_agent import faults\n"
-        "res=vpatch_agent.handle(json.loads(sys.stdin.read()))\n"
-        "print(json.dumps([res, faults.REACHED]))\n"
+        "from vpatch_agent import faults, wire\n"
+        "res=vpatch_agent.handle(wire.loads(sys.stdin.read()))\n"
+        "print(wire.dumps([res, faults.REACHED]))\n"
     )
 
 

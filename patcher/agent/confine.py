@@ -13,24 +13,53 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import Any
 
 from . import protocol
+
+# Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 # Agent error kind (the `kind` of an {"ok": false} answer): a commit's write path is not a
 # regular file confined to this environment's site-packages.
 KIND_CONFINED = protocol.CONFINED
 
 
-def roots() -> list[str]:
-    """Real paths of this interpreter's site-packages dirs (purelib, platlib, site's list)."""
-    import site
-    import sysconfig
+_SITE: list[str | None] = []  # site.getsitepackages(): configuration, read once per agent
+_SYSCONFIG: list[str | None] = []  # sysconfig's purelib and platlib: the same, when needed
 
-    found = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")]
-    getsite = getattr(site, "getsitepackages", None)
-    if getsite is not None:
-        found += list(getsite())
+
+class Roots(list):  # type: ignore[type-arg]
+    """This interpreter's site-packages dirs, real paths, as `roots()` gives them: site's
+    list, completed by `complete()` with sysconfig's purelib/platlib (sysconfig loads the
+    build's config data, ~1 ms per agent) only for a path under none of site's dirs. In a venv
+    or a distribution's Python those are among site's anyway, and the check of a path under
+    one of them does not depend on which root it starts from: every root is a real path, so
+    there is no link between two nested ones for the walk from the outer one to find."""
+
+    def complete(self) -> list[str]:
+        if not _SYSCONFIG:
+            import sysconfig
+
+            paths = sysconfig.get_paths()
+            _SYSCONFIG[:] = [paths.get("purelib"), paths.get("platlib")]
+        return _real(_SYSCONFIG + _site_dirs())
+
+
+def _site_dirs() -> list[str | None]:
+    if not _SITE:
+        import site  # loaded already: `python -I` runs it
+
+        getsite = getattr(site, "getsitepackages", None)
+        _SITE[:] = list(getsite()) if getsite is not None else []
+        _SITE.append(None)  # (read: an interpreter without site dirs is not asked again)
+    return _SITE
+
+
+def _real(found: list[str | None]) -> list[str]:
+    """Each existing directory's real path, once, in order: asked on every call (a dir
+    swapped for a link since the last one counts)."""
     out: list[str] = []
     for d in found:
         if d and os.path.isdir(d):
@@ -40,6 +69,12 @@ def roots() -> list[str]:
     return out
 
 
+def roots() -> Roots:
+    """Real paths of this interpreter's site-packages dirs (site's list; purelib and platlib
+    on demand: `Roots`)."""
+    return Roots(_real(_site_dirs()))
+
+
 def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     """Why `path` is not a confined regular file ("" when it is)."""
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
@@ -47,6 +82,9 @@ def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     if os.path.normpath(path) != path:
         return "is not a normal path (has '.', '..' or '//')"
     root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
+    if root is None and isinstance(dirs, Roots):
+        dirs = dirs.complete()
+        root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
     if root is None:
         return "is outside this environment's site-packages (%s)" % ", ".join(dirs)
     where = root

@@ -10,11 +10,34 @@ CPython still trusts (CPython issue #75953).
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import stat
 
 from . import faults
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# The import system's own module (CPython: always loaded, it is how Python imports anything),
+# for what py_compile and importlib.util would give: py_compile imports importlib.machinery,
+# enum and traceback (~10 ms per agent start) for the one file a commit writes. Its .pyc
+# helpers are private (py_compile's own way in): typed loosely, checked before use.
+_bootstrap: Any
+try:
+    import _frozen_importlib_external as _bootstrap
+except ImportError:  # pragma: no cover - another implementation
+    from importlib import _bootstrap_external as _bootstrap
+
+# sha256 straight from CPython's own implementation module when there is one: `hashlib` loads
+# OpenSSL first (~2 ms per agent start). Same digest; hashlib where the build has no such module.
+try:
+    from _sha2 import sha256 as _sha256  # type: ignore[import-not-found]  # 3.12+
+except ImportError:
+    try:
+        from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # 3.9-3.11
+    except ImportError:
+        from hashlib import sha256 as _sha256
 
 TEMP_PREFIX, TEMP_SUFFIX = ".vpatch-", ".tmp"
 MAX_FILE_BYTES = 8 << 20  # a target file or a backup: ~40x vLLM's largest module
@@ -25,7 +48,8 @@ class TooBig(OSError):
 
 
 def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    digest: str = _sha256(data).hexdigest()
+    return digest
 
 
 def read_bytes(path: str) -> bytes:
@@ -225,13 +249,10 @@ def refresh_bytecode(path: str) -> str:
     fatal (Python recompiles from source when the .pyc is absent), but a stale .pyc that cannot be
     removed is reported.
     """
-    import importlib.util
-    import py_compile
-
     notes = []
-    cache = importlib.util.cache_from_source(path)
+    cache = cache_from_source(path)
     for opt in ("", 1, 2):
-        other = importlib.util.cache_from_source(path, optimization=opt)
+        other = cache_from_source(path, optimization=opt)
         if other != cache and os.path.exists(other):
             try:
                 os.unlink(other)
@@ -239,14 +260,13 @@ def refresh_bytecode(path: str) -> str:
                 notes.append("cannot remove stale %s: %s" % (other, exc.strerror))
     new_dir = not os.path.isdir(os.path.dirname(cache))
     try:
-        mode = py_compile._get_default_invalidation_mode()  # honours SOURCE_DATE_EPOCH
-        py_compile.compile(path, cfile=cache, doraise=True, invalidation_mode=mode)
+        write_bytecode(path, cache)
         if os.geteuid() == 0:  # through sudo: the env's owner must still be able to replace it
             st = os.lstat(path)  # lchown: a link swapped in by the dir's owner is not followed
             os.lchown(cache, st.st_uid, st.st_gid)
             if new_dir:
                 os.lchown(os.path.dirname(cache), st.st_uid, st.st_gid)
-    except (OSError, py_compile.PyCompileError) as exc:
+    except (OSError, _CompileError) as exc:
         try:
             if os.path.exists(cache):
                 os.unlink(cache)
@@ -256,12 +276,85 @@ def refresh_bytecode(path: str) -> str:
     return "; ".join(notes)
 
 
+_PYC_API = (
+    "_code_to_timestamp_pyc",
+    "_code_to_hash_pyc",
+    "_calc_mode",
+    "_write_atomic",
+    "_RAW_MAGIC_NUMBER",
+)
+
+
+class _CompileError(Exception):
+    """The file does not compile (py_compile's PyCompileError, worded the same)."""
+
+
+def cache_from_source(path: str, optimization: object = None) -> str:
+    """importlib.util.cache_from_source, without importing importlib.util (~4 ms)."""
+    return str(_bootstrap.cache_from_source(path, optimization=optimization))
+
+
+def write_bytecode(path: str, cfile: str) -> None:
+    """What `py_compile.compile(path, cfile, doraise=True)` does with its default invalidation
+    mode (checked-hash under SOURCE_DATE_EPOCH, else timestamp), with the same functions of the
+    import system, so the same .pyc (tests/unit/test_agent_wire.py compares them); py_compile
+    itself on an interpreter whose import system lacks one of them."""
+    if not all(hasattr(_bootstrap, name) for name in _PYC_API):
+        import py_compile
+
+        try:
+            mode = py_compile._get_default_invalidation_mode()  # honours SOURCE_DATE_EPOCH
+            py_compile.compile(path, cfile=cfile, doraise=True, invalidation_mode=mode)
+        except py_compile.PyCompileError as exc:
+            raise _CompileError(str(exc)) from None
+        return
+    if os.path.islink(cfile):
+        raise FileExistsError(
+            "%s is a symlink and will be changed into a regular file if "
+            "import writes a byte-compiled file to it" % cfile
+        )
+    if os.path.exists(cfile) and not os.path.isfile(cfile):
+        raise FileExistsError(
+            "%s is a non-regular file and will be changed into a regular one "
+            "if import writes a byte-compiled file to it" % cfile
+        )
+    source = read_bytes(path)
+    kept = _COMPILED.pop(path, None)
+    if kept is not None and kept[0] == source:
+        code = kept[1]  # compile_check compiled these very bytes for this path: same code
+    else:
+        try:
+            code = compile(source, path, "exec", dont_inherit=True)
+        except Exception as exc:
+            raise _CompileError("Sorry: %s: %s" % (type(exc).__name__, exc)) from None
+    try:
+        os.makedirs(os.path.dirname(cfile))
+    except FileExistsError:
+        pass
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        import _imp
+
+        digest = _imp.source_hash(_bootstrap._RAW_MAGIC_NUMBER, source)
+        data = _bootstrap._code_to_hash_pyc(code, digest, True)
+    else:
+        st = os.stat(path)
+        data = _bootstrap._code_to_timestamp_pyc(code, st.st_mtime, st.st_size)
+    _bootstrap._write_atomic(cfile, data, _bootstrap._calc_mode(path))
+
+
+# path -> (bytes, code) of the last successful compile_check: the commit writes those bytes
+# there next, and its .pyc reuses the code (compiling a large module twice costs milliseconds).
+# Taken by write_bytecode only when the file's bytes are these; cleared with every request.
+_COMPILED: dict[str, tuple[bytes, Any]] = {}
+
+
 def compile_check(data: bytes, path: str) -> str | None:
     """Syntax check on the TARGET interpreter (it may be older than the controller's)."""
     try:
-        compile(data, path, "exec", dont_inherit=True)
+        code = compile(data, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         return "%s (line %s)" % (exc.msg, exc.lineno)
     except ValueError as exc:
         return str(exc)
+    _COMPILED[path] = (data, code)
     return None

@@ -14,28 +14,61 @@ distribution than importlib.metadata would (tests/unit/test_agent_locate.py comp
 
 from __future__ import annotations
 
-import base64
+import binascii
 import os
-import re
 import sys
-from typing import Any, NamedTuple
 
 from . import fsops
 
-_NORM = re.compile(r"[-_.]+")
+# Annotations only. No typing, re, base64 or csv on the agent's common path: each is
+# milliseconds of imports per agent start (re and csv alone ~5 ms), for a few lines of dist-info.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_URLSAFE = str.maketrans("-_", "+/")
 
 
-class Dist(NamedTuple):
-    """What inspect needs of one installed distribution."""
+class Dist(tuple):  # type: ignore[type-arg]
+    """What inspect needs of one installed distribution: (name, version, root, record), a
+    tuple as a NamedTuple is (without importing typing/collections for one)."""
 
-    name: str
-    version: str
-    root: str  # the directory RECORD paths are relative to (site-packages)
-    record: dict[str, str | None] | None  # RECORD path -> hex sha256; None without a RECORD
+    __slots__ = ()
+
+    def __new__(
+        cls, name: str, version: str, root: str, record: dict[str, str | None] | None
+    ) -> Dist:
+        return tuple.__new__(cls, (name, version, root, record))
+
+    @property
+    def name(self) -> str:
+        return str(self[0])
+
+    @property
+    def version(self) -> str:
+        return str(self[1])
+
+    @property
+    def root(self) -> str:
+        """The directory RECORD paths are relative to (site-packages)."""
+        return str(self[2])
+
+    @property
+    def record(self) -> dict[str, str | None] | None:
+        """RECORD path -> hex sha256; None without a RECORD."""
+        rec: dict[str, str | None] | None = self[3]
+        return rec
+
+    def __repr__(self) -> str:
+        return "Dist(name=%r, version=%r, root=%r, record=%r)" % tuple(self)
 
 
 def _normalize(name: str) -> str:
-    return _NORM.sub("_", name).lower()
+    """PEP 503: runs of -, _ and . become one _ (re.sub(r"[-_.]+", "_", name)), lowercased."""
+    name = name.replace("-", "_").replace(".", "_")
+    while "__" in name:
+        name = name.replace("__", "_")
+    return name.lower()
 
 
 def distribution(package: str) -> Dist | None:
@@ -99,10 +132,18 @@ def _headers(path: str) -> dict[str, str] | None:
 
 
 def _parse_record(text: str) -> dict[str, str | None]:
-    import csv
+    """RECORD's rows as the csv module reads them: a field is quoted only when it holds a
+    comma or a quote (pip's csv.writer), so without any quote (or NUL, which csv refuses on
+    3.9/3.10) in the file, splitting at commas gives the very same rows."""
+    lines = text.splitlines()
+    if '"' in text or "\0" in text:
+        import csv
 
+        rows: Any = csv.reader(lines)
+    else:
+        rows = (line.split(",") if line else [] for line in lines)
     out: dict[str, str | None] = {}
-    for row in csv.reader(text.splitlines()):
+    for row in rows:
         if row:
             out[row[0].replace(os.sep, "/")] = _hex(row[1] if len(row) > 1 else "")
     return out
@@ -113,7 +154,8 @@ def _hex(spec: str) -> str | None:
     mode, _, value = spec.partition("=")
     if mode != "sha256" or not value:
         return None
-    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+    # = base64.urlsafe_b64decode (which is this, after the same translation).
+    return binascii.a2b_base64(value.translate(_URLSAFE) + "=" * (-len(value) % 4)).hex()
 
 
 def _slow(package: str) -> Dist | None:

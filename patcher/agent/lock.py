@@ -9,10 +9,15 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from typing import Any, Callable, Optional
 
-# Opens the lock file and returns its descriptor (statedir opens it without following links).
-Opener = Optional[Callable[[], int]]
+# Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional
+
+    # Opens the lock file and returns its descriptor (statedir opens it without following
+    # links).
+    Opener = Optional[Callable[[], int]]
 
 
 class Locked:

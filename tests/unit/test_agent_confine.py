@@ -53,6 +53,26 @@ def test_why_not(site: Path, tmp_path: Path) -> None:
 def test_roots_are_real_site_dirs() -> None:
     found = confine.roots()
     assert found and all(os.path.realpath(d) == d and os.path.isdir(d) for d in found)
+    assert set(found) <= set(found.complete())
+
+
+def test_roots_completed_by_sysconfig_only_when_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path under a sysconfig dir that site does not list is still confined; a path under
+    none is refused naming every dir, sysconfig's first (as before)."""
+    site, purelib = tmp_path / "site", tmp_path / "purelib"
+    for d in (site, purelib):
+        (d / "pkg").mkdir(parents=True)
+        (d / "pkg" / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(confine, "_SITE", [str(site), None])
+    monkeypatch.setattr(confine, "_SYSCONFIG", [str(purelib), None])
+    dirs = confine.roots()
+    assert dirs == [str(site)]
+    assert confine.why_not(str(site / "pkg" / "m.py"), dirs) == ""
+    assert confine.why_not(str(purelib / "pkg" / "m.py"), dirs) == ""
+    why = confine.why_not(str(tmp_path / "elsewhere.py"), confine.roots())
+    assert why.endswith(f"({purelib}, {site})"), why
 
 
 def test_parse_skips_bad_lines_with_their_numbers() -> None:

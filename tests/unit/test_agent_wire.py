@@ -1,0 +1,256 @@
+"""What the agent does instead of importing json, py_compile and the rest gives the same bytes,
+on every Python the agent supports, and its common path really imports none of them."""
+
+from __future__ import annotations
+
+import json
+import py_compile
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patcher.agent import fsops, locate
+from patcher.transport import BOOT, agent_bundle, request_line
+from tests import pythons, standin
+
+AGENT = Path(__file__).resolve().parents[2] / "patcher" / "agent"
+VERSIONS = ("3.9", "3.10", "3.11", "3.12", "3.13")
+
+# Run in a fresh `python -I -S` (json NOT imported first: before 3.12 the C scanner reports an
+# error only through an already-imported json.decoder). Prints "ok" or raises.
+_COMPARE = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import wire
+assert "json" not in sys.modules
+docs = [
+    {"a": 1, "b": [1.5, None, True, False, "\u00e9\u2028\n\"x\\"], "z": {"k": 1e300}},
+    [], "str", 3, -0.0, {"b": 1, "a": {"d": 2, "c": 3}}, {"t": "\U0001f600" * 3},
+]
+texts = []
+for d in docs:
+    texts.append(wire.dumps(d))
+    texts.append(wire.dumps(d, sort_keys=True))
+got = [repr(wire.loads(t)) for t in texts] + [repr(wire.loads("  " + texts[0] + "\n"))]
+loaded = []
+for bad in ["", "{", "{} x", "[1,]", "\ufeff{}", '{"a": nan}', "[1] [2]", "{'a': 1}"]:
+    try:
+        wire.loads(bad)
+        loaded.append("no error for %r" % bad)
+    except ValueError as exc:
+        loaded.append("%s: %s" % (type(exc).__name__, exc))
+import json
+for d, t in zip([x for d in docs for x in (d, d)], texts):
+    assert t in (json.dumps(d), json.dumps(d, sort_keys=True)), (d, t)
+assert got == [repr(json.loads(t)) for t in texts] + [repr(json.loads(texts[0]))]
+want = []
+for bad in ["", "{", "{} x", "[1,]", "\ufeff{}", '{"a": nan}', "[1] [2]", "{'a': 1}"]:
+    try:
+        json.loads(bad)
+    except ValueError as exc:
+        want.append("%s: %s" % (type(exc).__name__, exc))
+assert loaded == want, (loaded, want)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_wire_is_json_on_every_supported_python(version: str) -> None:
+    python = pythons.find(version)
+    res = subprocess.run(
+        [python, "-I", "-S", "-B", "-c", _COMPARE, str(AGENT)], capture_output=True, text=True
+    )
+    assert res.stdout.strip() == "ok", res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("epoch", ["", "1700000000"])
+@pytest.mark.parametrize("checked", ["", "same", "other"])
+def test_bytecode_is_py_compiles_byte_for_byte(
+    epoch: str, checked: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Also when compile_check compiled the bytes first (its code object is reused), or other
+    bytes for that path (they are not)."""
+    src = tmp_path / "mod.py"
+    src.write_text("X = 1\n\ndef f(a):\n    assert a\n    return a + X\n")
+    if checked:
+        data = src.read_bytes() if checked == "same" else b"X = 2\n"
+        assert fsops.compile_check(data, str(src)) is None
+    if epoch:
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+    else:
+        monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    ours = tmp_path / "ours.pyc"
+    fsops.write_bytecode(str(src), str(ours))
+    theirs = py_compile.compile(
+        str(src),
+        cfile=str(tmp_path / "theirs.pyc"),
+        doraise=True,
+        invalidation_mode=py_compile._get_default_invalidation_mode(),
+    )
+    assert ours.read_bytes() == Path(theirs).read_bytes()
+    assert fsops.cache_from_source(str(src)) == py_compile.importlib.util.cache_from_source(  # type: ignore[attr-defined]
+        str(src)
+    )
+
+
+def test_bytecode_refused_on_a_link(tmp_path: Path) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text("X = 1\n")
+    (tmp_path / "elsewhere").write_bytes(b"")
+    link = tmp_path / "link.pyc"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FileExistsError):
+        fsops.write_bytecode(str(src), str(link))
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [("Foo.Bar", "foo_bar"), ("a--b__c..d", "a_b_c_d"), ("x-_.-y", "x_y"), ("___", "_")],
+)
+def test_normalize_is_pep503(name: str, want: str) -> None:
+    import re
+
+    assert locate._normalize(name) == want == re.sub(r"[-_.]+", "_", name).lower()
+
+
+def test_record_rows_as_csv_reads_them() -> None:
+    import csv
+
+    text = "a/b.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n\n a,,\nc/d.py,,\n"
+    rows = [r for r in csv.reader(text.splitlines()) if r]
+    assert locate._parse_record(text) == {
+        r[0]: locate._hex(r[1]) if len(r) > 1 else None for r in rows
+    }
+    quoted = '"x,y.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+    assert list(locate._parse_record(quoted)) == ["x,y.py"]
+
+
+# The agent's static apply on a stand-in env, in-process under BOOT's own loader; then which of
+# the modules its common path must not need got imported anyway.
+_HEAVY = [
+    "json", "re", "typing", "enum", "hashlib", "py_compile", "importlib.util", "getpass",
+    "signal", "csv", "base64", "importlib.metadata", "email", "subprocess", "tempfile",
+    "collections", "functools",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_static_apply_imports_none_of_the_heavy_modules(version: str, tmp_path: Path) -> None:
+    """On each supported Python (the controller's own: from its code objects; the others: from
+    source), an inspect and a commit through BOOT work, write py_compile's .pyc, and import
+    none of `_HEAVY` that the interpreter had not loaded at its start."""
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [pythons.find(version), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    py = venv / "bin" / "python"
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    # Unpacked as pip would (pip itself no longer runs for 3.9): files, dist-info, RECORD.
+    with zipfile.ZipFile(standin.build_wheel(tmp_path)) as whl:
+        whl.extractall(site)
+    target = site / "servekit" / "config.py"
+    text = target.read_text()
+    sha = fsops.sha256_bytes(text.encode())
+    inspect = {"op": "inspect", "packages": {"servekit": ["servekit/config.py"]}, "state_dir": None}
+    commit = {
+        "op": "commit",
+        "writes": [{"path": str(target), "expect_sha256": sha, "text": text + "\nY = 2\n"}],
+        "journal": [],
+        "state_dir": None,
+    }
+    loader = "import sys\nBEFORE = set(sys.modules)\n" + BOOT.replace("vpatch_agent.main()\n", "")
+    check = (
+        "for line in sys.stdin:\n"
+        "    res = vpatch_agent.answer(line)\n"
+        "    assert res['ok'], res\n"
+        "    assert res['packages' if 'packages' in res else 'written']\n"
+        "new = [m for m in sys.modules if m not in BEFORE]\n"
+        f"print(vpatch_agent.wire.dumps([m for m in {_HEAVY!r} if m in new]))\n"
+    )
+    res = subprocess.run(
+        [str(py), "-I", "-c", loader + check],
+        input=agent_bundle() + request_line(inspect) + request_line(commit),
+        capture_output=True,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    assert json.loads(res.stdout) == []
+    assert target.read_text().endswith("Y = 2\n")
+    pyc = subprocess.run(
+        [
+            str(py),
+            "-I",
+            "-c",
+            "import importlib.util as u, sys; print(u.cache_from_source(sys.argv[1]))",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = Path(pyc).read_bytes()
+    subprocess.run([str(py), "-I", "-m", "py_compile", str(target)], check=True)
+    theirs = Path(pyc).read_bytes()
+    # The same header and code; before 3.11 marshal's reference flags follow the objects'
+    # reference counts in the writing process, so the bytes themselves may differ (as two
+    # py_compile runs' may).
+    same = (
+        "import marshal, sys; a, b = (open(p, 'rb').read() for p in sys.argv[1:]);"
+        "print(a[:16] == b[:16] and marshal.loads(a[16:]) == marshal.loads(b[16:]))"
+    )
+    Path(pyc + ".ours").write_bytes(ours)
+    got = subprocess.run(
+        [str(py), "-I", "-c", same, pyc + ".ours", pyc], capture_output=True, text=True
+    )
+    assert got.stdout.strip() == "True", (got.stdout, got.stderr, theirs[:16])
+
+
+def _session(python: str, bundle: bytes, state: Path) -> dict[str, object]:
+    req = {"op": "inspect", "packages": {"pip": ["pip/__init__.py"]}, "state_dir": str(state)}
+    res = subprocess.run(
+        [python, "-I", "-c", BOOT], input=bundle + request_line(req), capture_output=True
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    answer: dict[str, object] = json.loads(res.stdout)
+    assert answer["ok"], answer
+    return answer
+
+
+def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
+    """Same interpreter: the code objects are used (the source is never compiled: broken
+    here, it would fail); another bytecode magic: only the source counts."""
+    mods = json.loads(agent_bundle())
+    code = {k: v for k, v in mods.items() if k.startswith("#")}
+    source = {k: v for k, v in mods.items() if not k.startswith("#")}
+    assert len(code) == len(source) and all(k.split(":")[1] in source for k in code)
+    broken = {**{k: "raise SystemExit(3)" for k in source}, **code}
+    _session(sys.executable, json.dumps(broken).encode() + b"\n", tmp_path / "a")
+    # Another magic's code, with the source intact: compiled from source.
+    other = {**source, **{"#00000000:" + k.split(":")[1]: v for k, v in code.items()}}
+    plain = _session(sys.executable, json.dumps(other).encode() + b"\n", tmp_path / "b")
+    assert plain["packages"] == _session(sys.executable, agent_bundle(), tmp_path / "c")["packages"]
+    assert agent_bundle(code=False) == (json.dumps(source) + "\n").encode()
+
+
+def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path) -> None:
+    """BOOT's fallbacks (json; importlib.machinery and importlib.util) load the same agent."""
+    boot = BOOT.replace("from _json import", "from _no_json import").replace(
+        "import _frozen_importlib as B,_frozen_importlib_external as E",
+        "import _no_frozen_importlib as B",
+    )
+    assert boot.count("_no_") == 2
+    req = {"op": "inspect", "packages": {"pip": ["pip/__init__.py"]}, "state_dir": str(tmp_path)}
+    answers = []
+    for loader in (BOOT, boot):
+        res = subprocess.run(
+            [sys.executable, "-I", "-c", loader],
+            input=agent_bundle() + request_line(req),
+            capture_output=True,
+        )
+        assert res.returncode == 0, res.stderr.decode()
+        answers.append(json.loads(res.stdout))
+    assert answers[0]["ok"] and answers[0]["packages"] == answers[1]["packages"]
