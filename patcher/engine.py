@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from patcher import metrics, rewrite_cache
+from patcher import rewrite_cache
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, VpatchError
 from patcher.plan import (
@@ -259,6 +259,8 @@ def verify(
         host.restart_required = facts.restart_required
         got = None
         if opts.metrics_url:
+            from patcher import metrics  # `verify --metrics` only
+
             got = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)

@@ -29,10 +29,10 @@ from pydantic import (
 )
 
 from patcher._compat import tomllib
+from patcher.catalog import ID as _ID
 from patcher.errors import SpecError
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
 
