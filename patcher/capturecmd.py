@@ -19,11 +19,12 @@ from packaging.version import InvalidVersion, Version
 from patcher import handedit, matrix, pkgindex
 from patcher._compat import tomllib
 from patcher.capture import Captured, CaptureError, capture, spec_toml
+from patcher.catalog import ID as _ID
 from patcher.errors import UsageError, VpatchError
 from patcher.report import emit
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
-from patcher.spec import _ID, PatchSpec, Variant
+from patcher.spec import PatchSpec, Variant
 
 
 def validate(args: argparse.Namespace) -> None:

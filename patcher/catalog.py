@@ -15,11 +15,19 @@ directory with nothing but vpatch installed.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patcher.errors import SpecError
-from patcher.spec import PatchSpec, load_spec
+
+if TYPE_CHECKING:
+    from patcher.spec import PatchSpec
+
+# What a spec id may be: the one definition (patcher.spec validates `id` with it). Here, not in
+# patcher.spec, so that telling an id from a path (rollback by journal id) needs no pydantic.
+ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 
 _HERE = Path(__file__).resolve().parent
 
@@ -102,15 +110,13 @@ def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
     """For rollback and verify: arguments that are neither a spec file nor a catalog id but
     look like an id are taken as journal ids (the journal records every spec's edits and
     checks, so neither needs the spec file)."""
-    from patcher.spec import _ID
-
     found, ids = [], []
     for arg in args:
         try:
             resolve(arg)
             found.append(arg)
         except SpecError:
-            if not _ID.match(arg):
+            if not ID.match(arg):
                 raise
             ids.append(arg)
     return load_all(found), ids
@@ -118,6 +124,10 @@ def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
 
 def load_all(args: list[str]) -> list[PatchSpec]:
     """Load every spec; duplicate ids are an input error (they would fight over one journal)."""
+    if not args:
+        return []
+    from patcher.spec import load_spec
+
     specs: list[PatchSpec] = []
     seen: dict[str, str] = {}
     for arg in args:

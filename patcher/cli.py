@@ -13,35 +13,24 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from select import POLLERR, POLLOUT, poll
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from patcher import (
-    __version__,
-    catalog,
-    check,
-    clidocs,
-    engine,
-    fleet,
-    hooks,
-    metrics,
-    rewrite_cache,
-    schema,
-)
+# Only what parsing and error reporting need is imported here. Every other module is imported
+# by the command that uses it (issue 18: `vpatch apply` should reach its first host in about
+# twice an interpreter's start): pydantic and the spec models come with the first spec loaded,
+# paramiko with the first SSH target, rich only when a person reads the output, libcst only on
+# a rewrite-cache miss. tests/unit/test_startup.py pins what an apply imports.
+from patcher import __version__, clidocs
 from patcher.clidocs import SPEC_HELP
 from patcher.errors import HostError, UsageError, VpatchError
-from patcher.inventory import Target, load_inventory, select
-from patcher.report import (
-    emit,
-    error_document,
-    progress_for,
-    render_human,
-    render_json,
-    render_problems,
-    write_report,
-)
-from patcher.result import SCHEMA_VERSION, HostResult, RunResult
-from patcher.spec import PatchSpec
-from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport, parse_target
+from patcher.report import emit, error_document
+
+if TYPE_CHECKING:
+    from patcher import engine
+    from patcher.inventory import Target
+    from patcher.result import HostResult
+    from patcher.spec import PatchSpec
+    from patcher.transport import Transport
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,6 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
+    from patcher.inventory import Target
+    from patcher.transport import parse_target
+
     def make(spec: str) -> Target:
         if spec == "local":
             return Target("local", "local", python=args.python or "python3")
@@ -215,6 +207,8 @@ def _targets(args: argparse.Namespace) -> list[Target]:
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
     if args.ray or args.ray_python_map:
         return _ray_targets(args)
+    from patcher.inventory import load_inventory, select
+
     inv = None
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
@@ -243,6 +237,7 @@ def _ray_targets(args: argparse.Namespace) -> list[Target]:
             "picks each node's interpreter",
         )
     from patcher import ray_transport
+    from patcher.inventory import Target
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
     nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
@@ -254,6 +249,8 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         from patcher import ray_transport
 
         return ray_transport.transport_for(target.name, args.timeout)
+    from patcher.transport import LocalTransport, SshOptions, SshTransport
+
     if target.local:
         return LocalTransport(target.python, target=target.name, call_timeout=args.timeout)
     opts = SshOptions(
@@ -277,6 +274,8 @@ def _one_host(
     ids: Sequence[str] = (),
 ) -> HostResult:
     """Connect, run the command, close; any per-host failure becomes that host's error."""
+    from patcher import engine
+
     try:
         transport = _open(target, args)
     except HostError as exc:
@@ -300,6 +299,16 @@ def run(argv: Sequence[str]) -> int:
         return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
+    from patcher import catalog, engine, fleet, rewrite_cache
+    from patcher.report import (
+        progress_for,
+        render_human,
+        render_json,
+        render_problems,
+        write_report,
+    )
+    from patcher.result import RunResult
+
     ids: list[str] = []
     if args.command in ("rollback", "verify"):
         specs, ids = catalog.load_or_ids(args.specs)
@@ -315,6 +324,8 @@ def run(argv: Sequence[str]) -> int:
         **_metrics_options(args),
     )
     if args.command == "ensure":
+        from patcher import hooks
+
         opts = hooks.ensure_options(args.level, args.force)
     targets = _targets(args)
     policy = fleet.Policy(
@@ -342,6 +353,8 @@ def run(argv: Sequence[str]) -> int:
     if args.json:
         render_json(result)
     elif args.command == "ensure":
+        from patcher import hooks
+
         hooks.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))
@@ -358,8 +371,12 @@ def _metrics_options(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--min-acceptance needs --metrics URL", "add --metrics URL")
     if window is not None and url is None:
         raise UsageError("--metrics-window needs --metrics URL", "add --metrics URL")
+    if url is None:
+        return {"metrics_url": None, "min_acceptance": None, "metrics_window": None}
+    from patcher import metrics
+
     return {
-        "metrics_url": metrics.check_url(url) if url is not None else None,
+        "metrics_url": metrics.check_url(url),
         "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
         "metrics_window": metrics.parse_window(window) if window is not None else None,
     }
@@ -373,6 +390,8 @@ def _dispatch(
     state_dir: str | None,
     ids: Sequence[str] = (),
 ) -> HostResult:
+    from patcher import engine
+
     if command == "apply":
         return engine.apply(specs, transport, opts, state_dir, _wheel_text if opts.adopt else None)
     if command == "verify":
@@ -380,6 +399,8 @@ def _dispatch(
     if command == "rollback":
         return engine.rollback(specs or None, transport, opts, state_dir, ids)
     if command == "ensure":
+        from patcher import hooks
+
         return hooks.ensure(specs, transport, opts, state_dir)
     return engine.status(specs, transport, opts, state_dir)
 
@@ -455,6 +476,8 @@ def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
 def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
     """Commands that run once, here, rather than across targets."""
     if args.command == "schema":
+        from patcher import schema
+
         print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
         return 0
     if args.command == "catalog":
@@ -466,12 +489,16 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         print(SHELLS[args.shell](build_parser()), end="")
         return 0
     if args.command == "check":
+        from patcher import check
+
         report = check.check(args.paths)
         if args.json:
             emit(check.to_json(report))
         check.render(report, None if args.json else sys.stdout, sys.stderr)
         return 0 if report.ok else 2
     if args.command == "hook":
+        from patcher import hooks
+
         extra = [*(["--level", args.level] if args.level else [])]
         extra += ["--state-dir", os.path.abspath(args.state_dir)] if args.state_dir else []
         vp = [args.vpatch] if args.vpatch else None
@@ -485,6 +512,9 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
 
 def _catalog(as_json: bool) -> None:
     """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
+    from patcher import catalog
+    from patcher.result import SCHEMA_VERSION
+
     found = catalog.entries()
     if as_json:
         emit(
@@ -516,6 +546,9 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     """ensure, then become CMD; CMD never starts unless every spec is in place."""
     if command is None:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
+    from patcher import catalog, hooks
+    from patcher.result import RunResult
+
     specs = catalog.load_all(args.specs)
     exe = hooks.resolve_command(command)
     python = hooks.exec_python(exe, args.python)
@@ -558,7 +591,7 @@ def _matrix_parser(sub: Any) -> None:
 def _matrix(args: argparse.Namespace) -> int:
     """Exit 0 when the spec fits every release in range; 1 when one is anchor_missing,
     ambiguous, not_covered or failed (or pip lists none); 2 for a bad spec or range."""
-    from patcher import matrix
+    from patcher import catalog, matrix
 
     [spec] = catalog.load_all([args.spec])
     fits = matrix.command(spec, args.versions, args.pre, args.jobs, args.platform, args.json)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from patcher import factcache, metrics, rewrite_cache
+from patcher import factcache, rewrite_cache
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, VpatchError
 from patcher.plan import (
@@ -496,6 +496,8 @@ def verify(
         host.restart_required = facts.restart_required
         scraped = None
         if opts.metrics_url:
+            from patcher import metrics  # `verify --metrics` only
+
             scraped = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)

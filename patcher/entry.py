@@ -1,10 +1,10 @@
 """The `vpatch` console script: answers `--version` before anything is imported.
 
-`patcher.cli` imports the spec models (pydantic builds them at import), the planner and the
-transports: ~0.2-0.3 s on a loaded machine, paid by every command. `vpatch --version` is what
-hooks and inventory scripts call to see whether vpatch is there at all; it needs none of that,
-so it is answered here from `patcher.__version__` alone, and every other command goes on to
-the real CLI.
+`vpatch --version` is what hooks and inventory scripts call to see whether vpatch is there at
+all. `patcher.cli` imports little at the top (each command imports what it uses), but it still
+builds the whole argument parser, every subcommand with its options; `--version` needs none of
+that, so it is answered here from `patcher.__version__` alone (an interpreter's start and
+nothing else), and every other command goes on to the real CLI.
 """
 
 from __future__ import annotations

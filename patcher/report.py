@@ -8,10 +8,12 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from patcher import fleet
 from patcher.result import GOOD, SCHEMA_VERSION, RunResult
+
+if TYPE_CHECKING:
+    from patcher import fleet
 
 # C0/C1 control characters except tab and newline, and DEL: text from specs and hosts (probe
 # names and output, file paths, process titles) is shown escaped, so it cannot recolour, clear
@@ -61,6 +63,8 @@ def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.s
 @contextmanager
 def progress_for(total: int, quiet: bool) -> Iterator[fleet.Progress]:
     """A live bar for fleets on a terminal; a silent stand-in otherwise (no control codes)."""
+    from patcher import fleet
+
     if quiet or total < 2 or not sys.stderr.isatty():
         yield fleet.Progress()
         return

@@ -1,0 +1,86 @@
+"""What `vpatch apply` imports (issue 18): a run whose rewrites are cached, on a local target,
+with --json, needs neither libcst, rich, fabric/paramiko nor prometheus_client, and the number
+of modules it loads stays under a bound. Every module is start-up time paid before the first
+byte reaches a host (bench/firstbyte.py measures that time); a heavy import moved back to the
+top of a module on this path fails here, not in a benchmark nobody runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO, Env, vpatch
+from tests.support.standin_specs import SPEC_A
+
+# Top-level packages an apply on a local target must not load (they are loaded, lazily, by
+# the paths that need them: a rewrite-cache miss, a person reading the output, an SSH target,
+# `verify --metrics`, `vpatch check`).
+NEVER = ("libcst", "rich", "fabric", "paramiko", "invoke", "prometheus_client", "jsonschema")
+# Measured: 276 modules (Python 3.11), 90 of them pydantic's (it validates the spec). The
+# headroom is for other Python and library versions, not for new imports.
+MAX_MODULES = 320
+
+DUMP = """\
+import json, sys
+sys.argv = ["vpatch", *sys.argv[2:]]
+from patcher.entry import main
+rc = main()
+with open({path!r}, "w") as fh:
+    json.dump(sorted(sys.modules), fh)
+raise SystemExit(rc)
+"""
+
+
+def modules_of(args: list[str], env: dict[str, str], out: Path) -> list[str]:
+    """The modules loaded by the end of a real `vpatch ARGS --json` run (a fresh interpreter)
+    that applied one spec from the rewrite cache."""
+    proc = subprocess.run(
+        [sys.executable, "-c", DUMP.format(path=str(out)), "vpatch", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    # from the rewrite cache, and planned ahead: the commit rode in the inspect's exchange
+    stats = doc["stats"]
+    assert doc["ok"] and (stats["libcst_parses"], stats["planned_ahead"]) == (0, 1), doc
+    found: list[str] = json.loads(out.read_text())
+    return found
+
+
+def test_warm_apply_imports_no_heavy_package(tmp_path: Path, standin_env: Env) -> None:
+    spec = tmp_path / "a.toml"
+    spec.write_text(SPEC_A)
+    env = {"VPATCH_CACHE_DIR": str(tmp_path / "cache"), "VPATCH_NO_CACHE": ""}
+    py = ["--python", str(standin_env.python)]
+    warm = vpatch("apply", spec, *py, "--level", "static", env=env)  # fills the rewrite cache
+    assert warm.code == 0, warm.out + warm.err
+    assert vpatch("rollback", spec, *py, env=env).code == 0
+
+    args = ["apply", str(spec), *py, "--level", "static", "--json"]
+    found = modules_of(args, env, tmp_path / "modules.json")
+    heavy = sorted({m.split(".")[0] for m in found} & set(NEVER))
+    assert heavy == [], f"an apply on a local target imported {heavy}"
+    assert "patcher.engine" in found and "patcher.transport" in found  # it did the work
+    assert len(found) <= MAX_MODULES, f"{len(found)} modules (bound {MAX_MODULES})"
+
+
+def test_catalog_needs_no_spec_models(tmp_path: Path) -> None:
+    """Listing ids reads file names: no pydantic, no spec models, no planner."""
+    proc = subprocess.run(
+        [sys.executable, "-c", DUMP.format(path=str(tmp_path / "m.json")), "vpatch", "catalog"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads((tmp_path / "m.json").read_text())
+    loaded = [m for m in found if m.startswith(("pydantic", "patcher.spec", "patcher.engine"))]
+    assert loaded == [] and len(found) <= 150, (loaded, len(found))
