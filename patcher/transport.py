@@ -175,10 +175,10 @@ class PipeTransport:
         if session is not None and session.proc.poll() is not None:
             session.end()  # died between calls (OOM killer...): nothing was asked of it
             session = None
+        mark = session.err_size() if session is not None else 0  # a new one may write at once
         if session is None:
             session = self._session = _LocalSession.start(self.target, self._argv())
             payload = agent_bundle() + payload
-        mark = session.err_size()
         try:
             line = session.exchange(payload, deadline)
         except TimeoutError:
