@@ -1,4 +1,5 @@
-"""How the agent reaches a target: a local subprocess, or one SSH connection (fabric).
+"""How the agent reaches a target: a local subprocess, or one SSH connection (fabric; the
+OpenSSH client's transport, patcher.openssh, shares the subprocess machinery here).
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
