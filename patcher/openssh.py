@@ -49,6 +49,16 @@ _CONNECT = (  # ssh's own words for "never got as far as running the command"
     "no argument after keyword",
 )
 
+_LOST = (  # ...and for a connection that went away under a running command
+    "Connection to ",
+    "client_loop",
+    "Timeout, server",
+    "packet_write",
+    "Read from remote host",
+    "Write failed",
+    "ssh_dispatch_run_fatal",
+)
+
 
 def _option_path(path: str) -> str:
     """A path as an ssh `-o`/`-i` value: `%` would start a token, and a blank would split a
@@ -151,8 +161,10 @@ class OpenSshTransport(PipeTransport):
                     "is sshd running there and the address right?",
                 )
         # The connection was up and the command running: cut mid-call, or the agent died of a
-        # signal (ssh then has no exit status to pass on, and says nothing).
-        return session_words.lost(t, why=lines[-1][:300] if lines else "")
+        # signal (ssh then has no exit status to pass on, and says nothing). Only ssh's own
+        # words are quoted: the other lines are the agent's or its probes' stderr.
+        said = [line for line in lines if line.startswith(_LOST)]
+        return session_words.lost(t, why=said[-1][:300] if said else "")
 
     def _host_key_error(self, text: str) -> HostError:
         t = self.target
