@@ -60,9 +60,11 @@ _LOST = (  # ...and for a connection that went away under a running command
 )
 
 
-def _option_path(path: str) -> str:
-    """A path as an ssh `-o`/`-i` value: `%` would start a token, and a blank would split a
-    file list (ssh's own quoting, double quotes, keeps it one word)."""
+def _path_value(path: str) -> str:
+    """A path as an `-o IdentityFile=`/`UserKnownHostsFile=` value, meant literally: ssh
+    expands `%` tokens there and splits the value at blanks (its own quoting, double quotes,
+    keeps it one word). Not `-i`: ssh checks that file before expanding its tokens, so a `%`
+    in it can be read neither literally nor escaped."""
     path = path.replace("%", "%%")
     return f'"{path}"' if any(c.isspace() for c in path) else path
 
@@ -103,9 +105,9 @@ class OpenSshTransport(PipeTransport):
             "-o", f"ServerAliveInterval={o.keepalive}",
         ]  # fmt: skip
         argv += ["-F", o.ssh_config] if o.ssh_config else []
-        argv += ["-i", _option_path(o.identity)] if o.identity else []
+        argv += ["-o", f"IdentityFile={_path_value(o.identity)}"] if o.identity else []
         if o.known_hosts:  # the one file, as with paramiko: no global ones
-            argv += ["-o", f"UserKnownHostsFile={_option_path(o.known_hosts)}"]
+            argv += ["-o", f"UserKnownHostsFile={_path_value(o.known_hosts)}"]
             argv += ["-o", "GlobalKnownHostsFile=/dev/null"]
         argv += ["-p", str(self.port)] if self.port else []
         argv += ["-l", self.user] if self.user else []

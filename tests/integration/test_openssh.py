@@ -9,6 +9,7 @@ and test_hostile_ssh.py.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -182,3 +183,32 @@ def test_openssh_module_imports_no_paramiko() -> None:
     """The point of the client: a run over it never pays paramiko's import."""
     code = "import sys, patcher.openssh; sys.exit('paramiko' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_identity_and_known_hosts_paths_are_literal(
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory, client: str
+) -> None:
+    """ssh expands `%` tokens in both and splits known_hosts lists at blanks: such paths still
+    name exactly the file given."""
+    lab = ssh_lab_factory(1, harness.standin_env_factory)
+    h = lab.hosts[0]
+    odd = tmp_path / "a dir" / "100%d x"
+    odd.mkdir(parents=True)
+    key, kh = odd / "key %h", odd / "known hosts %d"
+    shutil.copy(lab.client_key, key)
+    key.chmod(0o600)
+    kh.write_text(h.known_hosts_line + "\n")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        "\n".join(
+            line
+            for line in lab.ssh_config.read_text().splitlines()
+            if "IdentityFile" not in line and "KnownHostsFile" not in line
+        )
+    )
+    res = vpatch(
+        "status", "--host", h.name, "--ssh-config", cfg, "--python", PY, "--json",
+        "--identity", key, "--known-hosts", kh, "--ssh-client", client,
+    )  # fmt: skip
+    assert res.code == 0, res.out + res.err

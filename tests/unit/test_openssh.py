@@ -21,7 +21,7 @@ def transport(**kw: object) -> OpenSshTransport:
 
 
 def test_argv_host_after_double_dash_and_one_constant_command() -> None:
-    argv = transport(known_hosts="/tmp/a dir/100%/kh", sudo=True)._argv()
+    argv = transport(known_hosts="/tmp/a dir/100%/kh", identity="/k/%h", sudo=True)._argv()
     assert argv[-3:] == ["--", "gpu-01", remote_command("/opt/env/bin/python", True)]
     assert BOOT.splitlines()[0] in argv[-1]
     assert ["-l", "ops"] == argv[argv.index("-l") : argv.index("-l") + 2]
@@ -30,7 +30,7 @@ def test_argv_host_after_double_dash_and_one_constant_command() -> None:
     assert "ConnectTimeout=7" in argv and "LogLevel=ERROR" in argv
     # ssh would split a blank and expand a `%`: quoted and escaped, one file.
     assert 'UserKnownHostsFile="/tmp/a dir/100%%/kh"' in argv, argv
-    assert "GlobalKnownHostsFile=/dev/null" in argv
+    assert "GlobalKnownHostsFile=/dev/null" in argv and "IdentityFile=/k/%%h" in argv
     assert "StrictHostKeyChecking=accept-new" in transport(accept_new_host_key=True)._argv()
 
 
