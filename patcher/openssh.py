@@ -94,6 +94,7 @@ class OpenSshTransport(PipeTransport):
         self.target, self.host, self.user, self.port = target, host, user, port
         self.opts, self.ssh = opts, ssh
         self.call_timeout = opts.call_timeout
+        self.connect_grace = opts.connect_timeout  # paramiko connects before the call's clock
 
     def _options(self, strict: str) -> list[str]:
         o = self.opts

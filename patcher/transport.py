@@ -145,6 +145,9 @@ class PipeTransport:
 
     target: str
     call_timeout: float
+    # Added to the first call's deadline of a session: the time a child may spend connecting
+    # before the agent runs (an SSH handshake), which the call's own timeout does not cover.
+    connect_grace: float = 0.0
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -180,6 +183,7 @@ class PipeTransport:
         if session is None:
             session = self._session = _LocalSession.start(self.target, self._argv())
             payload = agent_bundle() + payload
+            deadline += self.connect_grace
         try:
             line = session.exchange(payload, deadline)
         except TimeoutError:
