@@ -71,6 +71,12 @@ def _target_options(p: argparse.ArgumentParser) -> None:
     ssh.add_argument("--sudo", action="store_true", help="run the agent through `sudo -n`")
     ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
     ssh.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per agent call")
+    ssh.add_argument(
+        "--ssh-client",
+        choices=("auto", "openssh", "paramiko"),
+        default="auto",
+        help="the `ssh` program, or paramiko (in-process); auto (default): ssh when on PATH",
+    )
     ray = p.add_argument_group("ray (pip install 'vpatch[ray]')")
     ray.add_argument(
         "--ray",
@@ -263,7 +269,13 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
     )
-    return SshTransport(target.name, target.address, target.user, target.port, opts)
+    from patcher import sshconfig
+
+    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshconfig.openssh()):
+        return SshTransport(target.name, target.address, target.user, target.port, opts)
+    from patcher.openssh import OpenSshTransport  # imports no paramiko: runs start faster
+
+    return OpenSshTransport(target.name, target.address, target.user, target.port, opts)
 
 
 def _one_host(

@@ -200,6 +200,25 @@ def _glob(pattern: str) -> re.Pattern[str]:
     )
 
 
+def cert_authority_for(files: list[str], hostname: str) -> str | None:
+    """The first of `files` with a @cert-authority line whose patterns match `hostname` (as
+    ssh names it: `host` or `[host]:port`), if any; read without paramiko."""
+    bare = hostname
+    if hostname.startswith("[") and "]:" in hostname:
+        bare = hostname[1 : hostname.index("]:")]
+    for path in files:
+        try:
+            text = Path(path).read_text("utf-8", "replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            fields = line.split()
+            if len(fields) >= 2 and fields[0] == "@cert-authority":
+                if _matches(fields[1], (hostname, bare)):
+                    return path
+    return None
+
+
 def load_known_hosts(user_files: list[str], system_files: list[str]) -> KnownHosts:
     """Every readable file's keys; lines OpenSSH would skip (malformed) are skipped too."""
     import paramiko

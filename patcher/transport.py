@@ -1,4 +1,5 @@
-"""How the agent reaches a target: a local subprocess, or one SSH connection (fabric).
+"""How the agent reaches a target: a local subprocess, or one SSH connection (fabric; the
+OpenSSH client's transport, patcher.openssh, shares the subprocess machinery here).
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
@@ -177,25 +178,31 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class LocalTransport:
-    """Runs the agent with a local interpreter (default: `python3` on PATH), one process per
-    transport: started by the first call, ended by `close()` (or when the transport is
-    garbage-collected, or at interpreter exit)."""
+class PipeTransport:
+    """One agent session in a local child process reached through pipes, started by the first
+    call and ended by `close()` (or when the transport is garbage-collected, or at interpreter
+    exit). The child is the agent itself (LocalTransport) or an `ssh` client running it on a
+    host (patcher.openssh): subclasses say which argv, and what an agent that ended without
+    answering means."""
 
-    def __init__(
-        self, python: str = "python3", target: str = "local", call_timeout: float = 600.0
-    ) -> None:
-        self.target = target
-        self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
-        exe = shutil.which(python)
-        if exe is None:
-            raise HostError(
-                f"{target}: python interpreter {python!r} not found",
-                "pass --python with the interpreter of the environment to patch",
-            )
-        self.python = exe
+    target: str
+    call_timeout: float
+    # Added to the first call's deadline of a session: the time a child may spend connecting
+    # before the agent runs (an SSH handshake), which the call's own timeout does not cover.
+    connect_grace: float = 0.0
+
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._session: _LocalSession | None = None
+
+    def _argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:
+        """The child exited without an answer line: its exit code and stderr say why."""
+        if code < 0 and not out.strip():  # OOM killer, kill -9, a crash
+            raise session_words.killed(self.target, -code)
+        return decode_answer(self.target, out, err, code)
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         with self._lock:
@@ -214,10 +221,11 @@ class LocalTransport:
         if session is not None and session.proc.poll() is not None:
             session.end()  # died between calls (OOM killer...): nothing was asked of it
             session = None
+        mark = session.err_size() if session is not None else 0  # a new one may write at once
         if session is None:
-            session = self._session = _LocalSession.start(self.target, self.python)
+            session = self._session = _LocalSession.start(self.target, self._argv())
             payload = agent_bundle() + payload
-        mark = session.err_size()
+            deadline += self.connect_grace
         try:
             line = session.exchange(payload, deadline)
         except TimeoutError:
@@ -225,10 +233,7 @@ class LocalTransport:
             raise session_words.timed_out(self.target, timeout) from None
         if line is None:  # the agent exited without answering
             out, err = bytes(session.out), session.err_since(mark)
-            code = self._end(kill=False)
-            if code < 0 and not out.strip():  # OOM killer, kill -9, a crash
-                raise session_words.killed(self.target, -code)
-            return decode_answer(self.target, out, err, code)
+            return self._no_answer(out, err, self._end(kill=False))
         try:
             return decode_answer(self.target, line, session.err_since(mark), 0)
         except AgentError:
@@ -250,9 +255,32 @@ class LocalTransport:
                 self._lock.release()
 
 
+class LocalTransport(PipeTransport):
+    """Runs the agent with a local interpreter (default: `python3` on PATH), one process per
+    transport."""
+
+    def __init__(
+        self, python: str = "python3", target: str = "local", call_timeout: float = 600.0
+    ) -> None:
+        super().__init__()
+        self.target = target
+        self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
+        exe = shutil.which(python)
+        if exe is None:
+            raise HostError(
+                f"{target}: python interpreter {python!r} not found",
+                "pass --python with the interpreter of the environment to patch",
+            )
+        self.python = exe
+
+    def _argv(self) -> list[str]:
+        return [self.python, "-I", "-c", BOOT]
+
+
 class _LocalSession:
-    """One local agent process: stdin/stdout pipes, stderr to an unlinked temp file (nothing to
-    drain, so a chatty agent cannot block on it), its own process group for a clean kill."""
+    """One local child process (the agent, or the ssh client running it): stdin/stdout pipes,
+    stderr to an unlinked temp file (nothing to drain, so a chatty agent cannot block on it),
+    its own process group for a clean kill."""
 
     def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes], target: str) -> None:
         self.proc, self.err, self.out, self.target = proc, err, bytearray(), target
@@ -260,12 +288,12 @@ class _LocalSession:
         self._finalizer = weakref.finalize(self, _end_local, proc, err, 2.0, False)
 
     @classmethod
-    def start(cls, target: str, python: str) -> _LocalSession:
+    def start(cls, target: str, argv: list[str]) -> _LocalSession:
         # O_APPEND: the child's writes never land where a read of ours left the shared offset.
         err = tempfile.TemporaryFile(mode="a+b", buffering=0)
         try:
             proc = subprocess.Popen(
-                [python, "-I", "-c", BOOT],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -274,7 +302,7 @@ class _LocalSession:
             )
         except OSError as exc:
             err.close()
-            raise HostError(f"{target}: cannot run {python}: {exc.strerror}") from None
+            raise HostError(f"{target}: cannot run {argv[0]}: {exc.strerror}") from None
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)
         return cls(proc, err, target)
@@ -379,6 +407,29 @@ class SshOptions:
     connect_timeout: float = 10.0
     call_timeout: float = 600.0
     keepalive: int = 15
+
+
+def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostError:
+    """Why the remote command ended without an answer (status -1: no exit status came),
+    from its exit status and the last line of its stderr; the same words for both SSH
+    clients."""
+    tail = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
+    if status == -1:
+        return session_words.lost(target)
+    if opts.sudo and "sudo" in tail:
+        return HostError(
+            f"{target}: sudo refused: {tail}",
+            "the login user needs passwordless sudo (NOPASSWD) for the target python",
+        )
+    if status == 127 or "No such file" in tail or "not found" in tail:
+        return HostError(
+            f"{target}: python {opts.python!r} not found on the host",
+            "pass --python with the path of the serving environment's interpreter",
+        )
+    return HostError(
+        f"{target}: agent failed (exit {status}): {tail}",
+        "check the target python is 3.9+",
+    )
 
 
 _TARGET = re.compile(
@@ -705,23 +756,7 @@ class SshTransport:
                 pass
 
     def _exec_error(self, err: bytes, status: int) -> HostError:
-        tail = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
-        if status == -1:
-            return session_words.lost(self.target)
-        if self.opts.sudo and "sudo" in tail:
-            return HostError(
-                f"{self.target}: sudo refused: {tail}",
-                "the login user needs passwordless sudo (NOPASSWD) for the target python",
-            )
-        if status == 127 or "No such file" in tail or "not found" in tail:
-            return HostError(
-                f"{self.target}: python {self.opts.python!r} not found on the host",
-                "pass --python with the path of the serving environment's interpreter",
-            )
-        return HostError(
-            f"{self.target}: agent failed (exit {status}): {tail}",
-            "check the target python is 3.9+",
-        )
+        return exec_error(self.target, self.opts, err, status)
 
     def close(self) -> None:
         """EOF on the session's stdin so the agent exits (waited for briefly), then disconnect."""

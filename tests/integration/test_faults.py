@@ -37,6 +37,7 @@ import pytest
 from patcher import engine
 from patcher.agent import faults
 from patcher.agent import lock as agent_lock
+from patcher.openssh import OpenSshTransport
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
@@ -44,7 +45,7 @@ from patcher.transport import LocalTransport, SshTransport, Transport
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.support.sshargs import lab_options
+from tests.support.sshargs import CLIENTS, lab_options
 from tests.support.standin_specs import REL, SPEC_A
 
 pytestmark = pytest.mark.faults
@@ -112,8 +113,12 @@ def local_target(tmp_path_factory: pytest.TempPathFactory) -> Target:
     )
 
 
-@pytest.fixture(scope="module")
-def ssh_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+@pytest.fixture(scope="module", params=CLIENTS)
+def ssh_target(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Target]:
+    """A one-host lab reached through each SSH client (`--ssh-client`): a cut connection must
+    leave the same all-or-nothing state whichever client saw it go."""
     if not os.access(harness.SSHD, os.X_OK):
         pytest.fail(f"{harness.SSHD} is missing: apt-get install openssh-server")
     base = tmp_path_factory.mktemp("faults-ssh")
@@ -121,8 +126,10 @@ def ssh_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     host = lab.hosts[0]
     opts = lab_options(lab)
 
+    kind = OpenSshTransport if request.param == "openssh" else SshTransport
+
     def connect() -> Transport:
-        return SshTransport(host.name, host.name, None, None, opts)
+        return kind(host.name, host.name, None, None, opts)
 
     target = make_target("ssh", host.home / "ml-env", connect, base)
     target.host = host
@@ -351,6 +358,6 @@ def test_summary() -> None:
     """Runs last in this module: the counts for the record (pytest -s shows them)."""
     points = len(faults.POINTS)
     print(
-        f"\nfault matrix: {points} points x (local, ssh) x (apply, rollback) = {points * 4} "
-        f"cells; kills survived this run: {SURVIVED}"
+        f"\nfault matrix: {points} points x (local, ssh over paramiko, ssh over openssh) x "
+        f"(apply, rollback) = {points * 6} cells; kills survived this run: {SURVIVED}"
     )

@@ -13,9 +13,11 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
+
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.support.sshargs import PY, host_file, ssh_args
+from tests.support.sshargs import CLIENTS, PY, host_file
 from tests.support.standin_specs import REL, SPEC_A
 
 TRICKS = [
@@ -33,15 +35,16 @@ def toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
 def test_hostile_arguments_and_values_over_ssh(
-    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory, client: str
 ) -> None:
     marker = tmp_path / "markers"
     marker.mkdir()
     tricks = [t.format(m=marker) for t in TRICKS]
     lab = ssh_lab_factory(1, harness.standin_env_factory)
     h = lab.hosts[0]
-    cfg = ["--ssh-config", str(lab.ssh_config)]
+    cfg = ["--ssh-config", str(lab.ssh_config), "--ssh-client", client]
 
     for trick in tricks:
         res = vpatch("status", "--host", h.name, *cfg, "--python", PY + trick, "--json")
@@ -64,7 +67,9 @@ def test_hostile_arguments_and_values_over_ssh(
         + "module = 'servekit.config'\ncode = 'assert module.LIMITS'\n"
     )
     state = "/root/state " + tricks[0].replace("/", "_") + tricks[2].replace("/", "_")
-    res = vpatch("apply", spec, "--host", h.name, *ssh_args(lab, "--state-dir", state, "--json"))
+    res = vpatch(
+        "apply", spec, "--host", h.name, *cfg, "--python", PY, "--state-dir", state, "--json"
+    )
     assert res.code == 0, res.out[-2000:] + res.err
     assert res.patch()["probes"][0]["name"] == tricks[2] + tricks[4]
     tree = ast.parse(host_file(h, REL).read_text())
@@ -76,6 +81,6 @@ def test_hostile_arguments_and_values_over_ssh(
     assert ast.literal_eval(lit) == ["llama", "qwen", *values]
     local_state = h.home / state.removeprefix("/root/")
     assert (local_state / "journal.jsonl").is_file()  # exactly that path, literally
-    back = vpatch("rollback", "--host", h.name, *ssh_args(lab, "--state-dir", state))
+    back = vpatch("rollback", "--host", h.name, *cfg, "--python", PY, "--state-dir", state)
     assert back.code == 0, back.out + back.err
     assert list(marker.iterdir()) == []

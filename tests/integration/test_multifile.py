@@ -16,6 +16,7 @@ import pytest
 
 from patcher import engine
 from patcher.agent import faults
+from patcher.openssh import OpenSshTransport
 from patcher.result import HostResult
 from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
 from tests import sshd as harness
@@ -23,7 +24,7 @@ from tests import standin
 from tests.conftest import vpatch
 from tests.support import multifile
 from tests.support.multifile import FILES, MultiTarget
-from tests.support.sshargs import lab_options
+from tests.support.sshargs import CLIENTS, lab_options
 
 OPTS = engine.Options(level="static")
 # Steps a commit passes once per file: the second file's step is a fault point of its own.
@@ -167,13 +168,15 @@ def _parked(host: harness.SshHost, timeout: float = 30) -> None:
 @pytest.mark.faults
 @pytest.mark.parametrize("command", ["apply", "rollback"])
 @pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("client", CLIENTS)
 def test_ssh_cut(
-    ssh: tuple[MultiTarget, harness.SshHost, SshOptions], point: str, command: str
+    ssh: tuple[MultiTarget, harness.SshHost, SshOptions], point: str, command: str, client: str
 ) -> None:
     target, host, opts = ssh
+    kind = OpenSshTransport if client == "openssh" else SshTransport
 
     def connect() -> Transport:
-        return SshTransport(host.name, host.name, None, None, opts)
+        return kind(host.name, host.name, None, None, opts)
 
     target.reset()
     if command == "rollback":

@@ -19,7 +19,7 @@ from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
 from tests.support.handedits import record_sha
-from tests.support.sshargs import PY, host_file, ssh_args
+from tests.support.sshargs import CLIENTS, PY, host_file, ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
 
@@ -62,10 +62,12 @@ def test_three_real_vllm_hosts(ssh_lab_factory: harness.LabFactory) -> None:
         assert hashlib.sha256((site / rel).read_bytes()).hexdigest() == record_sha(site, rel)
 
 
+@pytest.mark.parametrize("client", CLIENTS)
 def test_host_keys_unknown_refused_accept_new_changed_refused(
-    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory, client: str
 ) -> None:
     lab = ssh_lab_factory(1, harness.standin_env_factory)
+    via = ("--ssh-client", client)
     h = lab.hosts[0]
     spec = write_spec(tmp_path, "a.toml", SPEC_A)
     kh = tmp_path / "known_hosts"
@@ -77,7 +79,7 @@ def test_host_keys_unknown_refused_accept_new_changed_refused(
     assert fp.startswith("SHA256:")
 
     refused = vpatch(
-        "apply", spec, "--host", h.name, *ssh_args(lab, "--known-hosts", str(kh), "--json")
+        "apply", spec, "--host", h.name, *ssh_args(lab, "--known-hosts", str(kh), "--json", *via)
     )
     assert refused.code == 1
     err, hint = refused.doc["hosts"][0]["error"], refused.doc["hosts"][0]["hint"]
@@ -89,7 +91,7 @@ def test_host_keys_unknown_refused_accept_new_changed_refused(
         spec,
         "--host",
         h.name,
-        *ssh_args(lab, "--known-hosts", str(kh), "--accept-new-host-key", "--json"),
+        *ssh_args(lab, "--known-hosts", str(kh), "--accept-new-host-key", "--json", *via),
     )
     assert accepted.code == 0, accepted.out + accepted.err
     assert f"[127.0.0.1]:{h.port}" in kh.read_text()
@@ -106,7 +108,7 @@ def test_host_keys_unknown_refused_accept_new_changed_refused(
         "rollback",
         "--host",
         h.name,
-        *ssh_args(lab, "--known-hosts", str(kh), "--accept-new-host-key", "--json"),
+        *ssh_args(lab, "--known-hosts", str(kh), "--accept-new-host-key", "--json", *via),
     )
     assert changed.code == 1
     assert "HOST KEY CHANGED" in changed.doc["hosts"][0]["error"]

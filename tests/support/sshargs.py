@@ -10,6 +10,9 @@ from tests import envs
 from tests import sshd as harness
 
 PY = "/root/ml-env/bin/python"
+# Both SSH clients vpatch can use (`--ssh-client`): tests of host keys and hostile names run
+# over each, the rest over the default (openssh when `ssh` is on PATH, as here).
+CLIENTS = ["openssh", "paramiko"]
 
 
 def ssh_args(lab: harness.SshLab, *extra: str) -> list[str]:
