@@ -37,6 +37,7 @@ LABELS = {
 }
 SINGLE = {
     "vpatch-startup": "`vpatch --version` (start-up)",
+    "vpatch-check": "`vpatch check SPEC` (start-up + spec load)",
     "vpatch-verify-import": "`vpatch verify --level import`",
     "bare-import": "`ssh h python -I -c 'import MODULE'`",
 }

@@ -22,6 +22,8 @@ Rows (all wall-clock seconds of the whole command, as a user would run it):
                       rows use a bench-owned cache dir, warm after the warm-up round, as a
                       controller that patched these contents before is (patcher/rewrite_cache.py)
 - vpatch-startup      `vpatch --version`: interpreter start + imports, nothing else
+- vpatch-check        `vpatch check SPEC`: start-up plus loading the spec, what an apply spends
+                      before it contacts a host (the split of the 1-host apply uses it)
 - vpatch-verify-import / bare-import  `vpatch verify --level import` vs
                       `ssh h python -I -c 'import MODULE'` on one host
 Every run is checked (outside the clock): exit code, and the target file's bytes on every host
@@ -287,6 +289,11 @@ class Bench:
         if t.code != 0:
             raise _fail("vpatch --version", t, "failed")
         self.row("vpatch-startup", 1).add(t)
+        # What an apply spends before it contacts a host: start-up plus loading the spec.
+        t = timed([*self.vpatch, "check", str(self.spec)], cwd=str(REPO))
+        if t.code != 0:
+            raise _fail("vpatch check", t, "failed")
+        self.row("vpatch-check", 1).add(t)
 
     # -- the import figure ---------------------------------------------------------------------
 
@@ -445,7 +452,7 @@ def targets(bench: Bench) -> list[dict[str, Any]]:
         )
 
     apply_lo, floor_lo = _median(bench, "vpatch-apply", lo), _median(bench, "floor", lo)
-    startup = _median(bench, "vpatch-startup", 1)
+    startup = _median(bench, "vpatch-check", 1)
     host_lo = summary(bench.rows[("vpatch-apply", lo)].extra["host_seconds_max"])["median"]
     add(
         "apply_vs_floor",
@@ -453,7 +460,8 @@ def targets(bench: Bench) -> list[dict[str, Any]]:
         apply_lo / floor_lo,
         1.5,
         True,
-        f"apply {apply_lo:.3f} s = startup (imports) {startup:.3f} s + on-host engine "
+        f"apply {apply_lo:.3f} s = start-up + spec load (`vpatch check`) {startup:.3f} s + "
+        f"on-host engine "
         f"{host_lo:.3f} s + connect/close/report {apply_lo - startup - host_lo:.3f} s; "
         f"floor {floor_lo:.3f} s",
         _paired(bench, ("vpatch-apply", lo), ("floor", lo)),
@@ -538,7 +546,7 @@ def table(bench: Bench, tgts: list[dict[str, Any]]) -> str:
         s, c = summary(row.wall), summary(row.cpu)
         floor = _median(bench, "floor", n)
         ratio = f"{row.median / floor:.2f}" if (name, n) != ("floor", n) and floor == floor else ""
-        if name in ("vpatch-startup", "vpatch-verify-import", "bare-import"):
+        if name in ("vpatch-startup", "vpatch-check", "vpatch-verify-import", "bare-import"):
             ratio = ""
         hc = row.extra.get("hosts_cpu_s")
         hosts_cpu = f"{summary(hc)['median']:.3f}" if hc else ""
@@ -565,6 +573,7 @@ _ORDER = [
     "vpatch-apply-cold",
     "vpatch-rollback",
     "vpatch-startup",
+    "vpatch-check",
     "vpatch-verify-import",
     "bare-import",
 ]

@@ -26,6 +26,7 @@ ROWS = {
     ("vpatch-apply-cold", 2),
     ("vpatch-rollback", 2),
     ("vpatch-startup", 1),
+    ("vpatch-check", 1),
     ("vpatch-verify-import", 1),
     ("bare-import", 1),
 }
