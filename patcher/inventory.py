@@ -7,15 +7,15 @@ defaults. Hosts keep inventory order, so reports read the same way every run.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from patcher import sshconfig
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
-
-if TYPE_CHECKING:
-    from patcher._inventory_models import _Fields, _Host
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,23 @@ class Inventory:
         return [t.name for t, _ in self.hosts]
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+_FIELDS: dict[str, type] = {"user": str, "port": int, "python": str, "identity": str, "sudo": bool}
+_HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+_FALSE = {"0", "false", "f", "no", "n", "off"}
+_HINT = (
+    "an inventory has [defaults] (user, port, python, identity, sudo) and [[host]] tables "
+    "with name, address and optional groups"
+)
+
+
+class _Invalid(Exception):
+    """Where (a path of keys and indices) and what is wrong in an inventory."""
+
+    def __init__(self, loc: tuple[int | str, ...], msg: str) -> None:
+        super().__init__(msg)
+        self.loc, self.msg = loc, msg
 
 
 def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
@@ -58,38 +73,110 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         ) from None
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
-    # The models (pydantic) only now: a run without --inventory never builds them.
-    from pydantic import ValidationError
-
-    from patcher import ansible_inventory
-    from patcher._inventory_models import _Inventory
-
     data = _toml(path, text)
     if data is None:
+        from patcher import ansible_inventory
+
         data = {"host": ansible_inventory.hosts(path, text)}
     try:
-        inv = _Inventory.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise SpecError(
-            f"{path}: {_loc(tuple(err['loc'])) or '(top level)'}: "
-            f"{err['msg'].removeprefix('Value error, ')}",
-            "an inventory has [defaults] (user, port, python, identity, sudo) and [[host]] tables "
-            "with name, address and optional groups",
-        ) from None
-    hosts = []
-    for h in inv.host:
+        defaults, hosts = _validate(data)
+    except _Invalid as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
+        raise SpecError(f"{path}: {where.lstrip('.') or '(top level)'}: {exc.msg}", _HINT) from None
+    out = []
+    for h in hosts:
         target = Target(
-            name=h.name,
-            address=h.address,
-            user=_pick("user", h, inv.defaults, flags),
-            port=_pick("port", h, inv.defaults, flags),
-            python=_pick("python", h, inv.defaults, flags) or "python3",
-            identity=_pick("identity", h, inv.defaults, flags),
-            sudo=bool(_pick("sudo", h, inv.defaults, flags)),
+            name=h["name"],
+            address=h["address"],
+            user=_pick("user", h, defaults, flags),
+            port=_pick("port", h, defaults, flags),
+            python=_pick("python", h, defaults, flags) or "python3",
+            identity=_pick("identity", h, defaults, flags),
+            sudo=bool(_pick("sudo", h, defaults, flags)),
         )
-        hosts.append((target, frozenset(h.groups)))
-    return Inventory(hosts)
+        out.append((target, frozenset(h["groups"])))
+    return Inventory(out)
+
+
+def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """([defaults], [[host]] tables) checked and normalised: known keys only, each of its
+    type, names unique; ssh-facing strings as sshconfig would accept them. Plain code, not a
+    model: an inventory is read before the first host is contacted, on every run."""
+    _only(data, {"defaults", "host"}, ())
+    defaults = _table(data.get("defaults", {}), _FIELDS, ("defaults",))
+    hosts = data.get("host")
+    if hosts is None:
+        raise _Invalid(("host",), "Field required")
+    if not isinstance(hosts, list):
+        raise _Invalid(("host",), "Input should be a valid list")
+    if not hosts:
+        raise _Invalid(("host",), "List should have at least 1 item after validation, not 0")
+    out, seen = [], set()
+    for i, raw in enumerate(hosts):
+        loc: tuple[int | str, ...] = ("host", i)
+        host = _table(raw, _HOST_FIELDS, loc)
+        for key in ("name", "address"):
+            if key not in host:
+                raise _Invalid((*loc, key), "Field required")
+        if not _NAME.match(host["name"]):
+            raise _Invalid((*loc, "name"), "name must be letters, digits and . _ - : @ (no spaces)")
+        problem = sshconfig.host_problem(host["address"])
+        if problem:  # checked like a --host: `ssh -G` may hand it to `Match exec` commands
+            raise _Invalid((*loc, "address"), f"host name {problem}")
+        groups = host.setdefault("groups", [])
+        for j, g in enumerate(groups):
+            if not isinstance(g, str):
+                raise _Invalid((*loc, "groups", j), "Input should be a valid string")
+        if host["name"] in seen:
+            raise _Invalid((), f"host name {host['name']!r} appears twice")
+        seen.add(host["name"])
+        out.append(host)
+    return defaults, out
+
+
+def _only(table: dict[str, Any], keys: Iterable[str], loc: tuple[int | str, ...]) -> None:
+    for key in table:
+        if key not in keys:
+            raise _Invalid((*loc, key), "Extra inputs are not permitted")
+
+
+def _table(raw: Any, fields: dict[str, type], loc: tuple[int | str, ...]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise _Invalid(loc, "Input should be a valid dictionary")
+    _only(raw, fields, loc)
+    return {key: _value(value, fields[key], (*loc, key)) for key, value in raw.items()}
+
+
+def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
+    """One field's value as its type (TOML's own types; numbers and booleans also as the
+    strings an Ansible inventory gives them)."""
+    name = loc[-1]
+    if kind is str:
+        if not isinstance(value, str):
+            raise _Invalid(loc, "Input should be a valid string")
+        problem = sshconfig.user_problem(value) if name == "user" else None
+        if problem:
+            raise _Invalid(loc, f"user name {problem}")
+        return value
+    if kind is list:
+        if not isinstance(value, list):
+            raise _Invalid(loc, "Input should be a valid list")
+        return list(value)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise _Invalid(loc, "Input should be a valid boolean")
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None:
+        raise _Invalid(loc, "Input should be a valid integer")
+    if not 1 <= number <= 65535:  # the one int field: a port
+        raise _Invalid(loc, "Input should be between 1 and 65535")
+    return number
 
 
 def _toml(path: str, text: str) -> dict[str, Any] | None:
@@ -106,8 +193,8 @@ def _toml(path: str, text: str) -> dict[str, Any] | None:
     return None
 
 
-def _pick(field: str, host: _Host, defaults: _Fields, flags: dict[str, Any]) -> Any:
-    for value in (getattr(host, field), getattr(defaults, field), flags.get(field)):
+def _pick(field: str, host: dict[str, Any], defaults: dict[str, Any], flags: dict[str, Any]) -> Any:
+    for value in (host.get(field), defaults.get(field), flags.get(field)):
         if value is not None:
             return value
     return None

@@ -1,0 +1,143 @@
+"""The hosts.toml checks (patcher/inventory.py `_validate`): plain code, as every run reads the
+inventory before it contacts a host. Each case: the data, then where and what is wrong (or
+None for data that passes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher.errors import SpecError
+from patcher.inventory import load_inventory
+
+H = {"name": "a", "address": "a"}
+
+CASES: list[tuple[str, dict[str, Any], str | None]] = [
+    ("minimal", {"host": [H]}, None),
+    (
+        "all fields",
+        {
+            "defaults": {"user": "ops", "port": 22, "python": "/p", "identity": "/k", "sudo": True},
+            "host": [dict(H, groups=["gpu"], port=2222)],
+        },
+        None,
+    ),
+    ("no host table", {"defaults": {"user": "ops"}}, "host: Field required"),
+    ("empty host list", {"host": []}, "host: List should have at least 1 item"),
+    ("host not a list", {"host": {"name": "a"}}, "host: Input should be a valid list"),
+    ("host entry not a table", {"host": ["a"]}, "host[0]: Input should be a valid dictionary"),
+    ("unknown top-level key", {"host": [H], "hosts": []}, "hosts: Extra inputs are not permitted"),
+    ("unknown host field", {"host": [dict(H, pasword="x")]}, "host[0].pasword: Extra inputs"),
+    ("unknown default", {"defaults": {"name": "x"}, "host": [H]}, "defaults.name: Extra inputs"),
+    ("missing address", {"host": [{"name": "a"}]}, "host[0].address: Field required"),
+    ("missing name", {"host": [{"address": "a"}]}, "host[0].name: Field required"),
+    ("name with a space", {"host": [dict(H, name="a b")]}, "host[0].name: name must be"),
+    (
+        "address an option",
+        {"host": [dict(H, address="-oProxyCommand=x")]},
+        "host[0].address: host name",
+    ),
+    ("address with shell", {"host": [dict(H, address="y; touch M")]}, "host[0].address: host name"),
+    ("user with shell", {"defaults": {"user": "a;b"}, "host": [H]}, "defaults.user: user name"),
+    ("port zero", {"host": [dict(H, port=0)]}, "host[0].port: Input should be between 1 and 65535"),
+    ("port too big", {"host": [dict(H, port=70000)]}, "host[0].port: Input should be between"),
+    (
+        "port a word",
+        {"host": [dict(H, port="ssh")]},
+        "host[0].port: Input should be a valid integer",
+    ),
+    (
+        "port a bool",
+        {"host": [dict(H, port=True)]},
+        "host[0].port: Input should be a valid integer",
+    ),
+    (
+        "port a float",
+        {"host": [dict(H, port=22.5)]},
+        "host[0].port: Input should be a valid integer",
+    ),
+    ("port as digits", {"host": [dict(H, port="2222")]}, None),
+    (
+        "sudo a word",
+        {"host": [dict(H, sudo="maybe")]},
+        "host[0].sudo: Input should be a valid bool",
+    ),
+    ("sudo as yes", {"host": [dict(H, sudo="yes")]}, None),
+    (
+        "python a number",
+        {"host": [dict(H, python=3)]},
+        "host[0].python: Input should be a valid str",
+    ),
+    (
+        "groups a string",
+        {"host": [dict(H, groups="gpu")]},
+        "host[0].groups: Input should be a valid list",
+    ),
+    (
+        "group a number",
+        {"host": [dict(H, groups=[1])]},
+        "host[0].groups[0]: Input should be a valid str",
+    ),
+    (
+        "same name twice",
+        {"host": [H, dict(H, address="b")]},
+        "(top level): host name 'a' appears twice",
+    ),
+]
+
+
+def _toml(data: dict[str, Any]) -> str:
+    """The data as a hosts.toml (only the shapes CASES uses)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k} = {value(x)}" for k, x in v.items()) + "}"
+        return repr(v)
+
+    return "\n".join(f"{k} = {value(v)}" for k, v in data.items()) + "\n"
+
+
+@pytest.mark.parametrize(("name", "data", "error"), CASES, ids=[c[0] for c in CASES])
+def test_inventory_cases(
+    tmp_path: Path, name: str, data: dict[str, Any], error: str | None
+) -> None:
+    path = tmp_path / "hosts.toml"
+    path.write_text(_toml(data))
+    if error is None:
+        inv = load_inventory(str(path), {})
+        assert [t.name for t, _ in inv.hosts] == [h["name"] for h in data["host"]]
+        return
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert got.value.message.startswith(f"{path}: {error}"), got.value.message
+    assert "[[host]]" in (got.value.hint or "")
+
+
+def test_values_and_precedence(tmp_path: Path) -> None:
+    """A host's own field wins over [defaults], which wins over the command line's flags; the
+    strings an Ansible inventory gives become numbers and booleans."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(
+        '[defaults]\nuser = "ops"\nsudo = "yes"\n'
+        '[[host]]\nname = "a"\naddress = "10.0.0.1"\nport = "2222"\ngroups = ["gpu"]\n'
+        '[[host]]\nname = "b"\naddress = "b"\nuser = "root"\nsudo = false\n'
+    )
+    inv = load_inventory(str(path), {"python": "/flag/python", "user": "flag", "port": None})
+    (a, ga), (b, gb) = inv.hosts
+    assert (a.address, a.user, a.port, a.python, a.sudo, ga) == (
+        "10.0.0.1",
+        "ops",
+        2222,
+        "/flag/python",
+        True,
+        frozenset({"gpu"}),
+    )
+    assert (b.user, b.port, b.sudo, gb) == ("root", None, False, frozenset())
