@@ -26,7 +26,7 @@ from patcher.errors import HostError, UsageError, VpatchError
 from patcher.report import emit, error_document
 
 if TYPE_CHECKING:
-    from patcher import engine
+    from patcher import engine, fleet
     from patcher.inventory import Target
     from patcher.result import HostResult
     from patcher.spec import PatchSpec
@@ -284,12 +284,16 @@ def _one_host(
     specs: list[PatchSpec],
     opts: engine.Options,
     ids: Sequence[str] = (),
+    early: Transport | HostError | None = None,
 ) -> HostResult:
-    """Connect, run the command, close; any per-host failure becomes that host's error."""
+    """Connect (or take the transport _start_early opened), run the command, close; any
+    per-host failure becomes that host's error."""
     from patcher import engine
 
     try:
-        transport = _open(target, args)
+        if isinstance(early, HostError):
+            raise early
+        transport = early if early is not None else _open(target, args)
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
@@ -311,7 +315,24 @@ def run(argv: Sequence[str]) -> int:
         return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
-    from patcher import catalog, engine, fleet, rewrite_cache
+    from patcher import fleet
+
+    # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
+    # targets come first, and the first hosts' sessions start while the specs load.
+    early: dict[int, Transport | HostError] = {}
+    if not args.ray:
+        targets = _targets(args)
+        policy = _policy(args, len(targets))
+        early = _start_early(targets, args, policy)
+    try:
+        specs, ids, opts = _prepare(args)
+        if args.ray:
+            targets = _targets(args)
+            policy = _policy(args, len(targets))
+    except BaseException:
+        _close_early(early)  # a session started early and never asked is killed
+        raise
+    from patcher import engine
     from patcher.report import (
         progress_for,
         render_human,
@@ -321,39 +342,17 @@ def run(argv: Sequence[str]) -> int:
     )
     from patcher.result import RunResult
 
-    ids: list[str] = []
-    if args.command in ("rollback", "verify"):
-        specs, ids = catalog.load_or_ids(args.specs)
-    else:
-        specs = catalog.load_all(args.specs) if args.specs else []
-    if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
-        _prefetch_rewriters()
-    opts = engine.Options(
-        dry_run=getattr(args, "dry_run", False),
-        force=getattr(args, "force", False),
-        level=getattr(args, "level", "full"),
-        adopt=getattr(args, "adopt", False),
-        **_metrics_options(args),
-    )
-    if args.command == "ensure":
-        from patcher import hooks
-
-        opts = hooks.ensure_options(args.level, args.force)
-    targets = _targets(args)
-    policy = fleet.Policy(
-        parallel=args.parallel,
-        canary=fleet.parse_count("--canary", args.canary, len(targets)),
-        batch=fleet.parse_count("--batch", args.batch, len(targets)),
-        max_fail=fleet.parse_count("--max-fail", args.max_fail, len(targets)),
-    )
-    with progress_for(len(targets), args.json) as bar:
-        hosts = fleet.run(
-            [t.name for t in targets],
-            lambda i: _one_host(targets[i], args, specs, opts, ids),
-            policy,
-            [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
-            bar,
-        )
+    try:
+        with progress_for(len(targets), args.json) as bar:
+            hosts = fleet.run(
+                [t.name for t in targets],
+                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None)),
+                policy,
+                [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
+                bar,
+            )
+    finally:
+        _close_early(early)  # started early, never run (Ctrl-C, max-fail)
     stats = {
         "libcst_parses": engine.REWRITE_STATS["parses"],
         "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
@@ -373,6 +372,71 @@ def run(argv: Sequence[str]) -> int:
     if not result.ok and args.command != "ensure":  # ensure prints its own error lines
         render_problems(result)
     return 0 if result.ok else 1
+
+
+def _policy(args: argparse.Namespace, total: int) -> fleet.Policy:
+    from patcher import fleet
+
+    return fleet.Policy(
+        parallel=args.parallel,
+        canary=fleet.parse_count("--canary", args.canary, total),
+        batch=fleet.parse_count("--batch", args.batch, total),
+        max_fail=fleet.parse_count("--max-fail", args.max_fail, total),
+    )
+
+
+def _start_early(
+    targets: list[Target], args: argparse.Namespace, policy: fleet.Policy
+) -> dict[int, Transport | HostError]:
+    """Open the first wave's transports and start their sessions (PipeTransport.start): the
+    SSH handshakes and remote interpreters run while this process loads the specs. A host
+    that cannot even be opened keeps its error for its turn."""
+    from patcher import fleet
+    from patcher.transport import PipeTransport
+
+    out: dict[int, Transport | HostError] = {}
+    for i in fleet.first_wave(policy, len(targets)):
+        try:
+            transport = out[i] = _open(targets[i], args)
+            if isinstance(transport, PipeTransport):
+                transport.start()
+        except HostError as exc:
+            out[i] = exc
+    return out
+
+
+def _close_early(early: dict[int, Transport | HostError]) -> None:
+    for t in early.values():
+        if not isinstance(t, HostError):
+            t.close()
+
+
+def _prepare(
+    args: argparse.Namespace,
+) -> tuple[list[PatchSpec], list[str], engine.Options]:
+    """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
+    error here comes before any host is asked anything."""
+    from patcher import catalog, engine, rewrite_cache
+
+    ids: list[str] = []
+    if args.command in ("rollback", "verify"):
+        specs, ids = catalog.load_or_ids(args.specs)
+    else:
+        specs = catalog.load_all(args.specs) if args.specs else []
+    if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
+        _prefetch_rewriters()
+    opts = engine.Options(
+        dry_run=getattr(args, "dry_run", False),
+        force=getattr(args, "force", False),
+        level=getattr(args, "level", "full"),
+        adopt=getattr(args, "adopt", False),
+        **_metrics_options(args),
+    )
+    if args.command == "ensure":
+        from patcher import hooks
+
+        opts = hooks.ensure_options(args.level, args.force)
+    return specs, ids, opts
 
 
 def _metrics_options(args: argparse.Namespace) -> dict[str, Any]:

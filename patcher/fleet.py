@@ -58,6 +58,14 @@ def skipped(target: str, spec_ids: Sequence[tuple[str, str]], why: str) -> HostR
     return host
 
 
+def first_wave(policy: Policy, total: int) -> list[int]:
+    """The hosts `run` starts before any other finishes: the first `parallel` of the first
+    phase (the canary hosts, else the first batch). Their sessions may begin early (while the
+    specs load): these are contacted whatever the others' fate."""
+    first = policy.canary or policy.batch or total
+    return list(range(min(policy.parallel, first, total)))
+
+
 class Progress:
     """What the scheduler reports as hosts finish (a rich bar on a TTY, nothing otherwise)."""
 

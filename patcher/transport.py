@@ -194,6 +194,20 @@ class PipeTransport:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._session: _LocalSession | None = None
+        self._early = False  # started by start(), not yet called: owes the first request
+
+    def start(self) -> None:
+        """Begin the session now, ahead of its first call: the child connects (an SSH
+        handshake, a remote interpreter starting) and takes the bundle while this process
+        still loads specs and plans. The first call then only sends its request; a child that
+        failed meanwhile reports its error there, exactly as if it had started with it."""
+        with self._lock:
+            if self._session is not None:
+                return
+            self._session = _LocalSession.start(self.target, self._argv())
+            self._session.unsent = agent_bundle()
+            self._session.feed()
+            self._early = True
 
     def _argv(self) -> list[str]:
         raise NotImplementedError
@@ -217,14 +231,19 @@ class PipeTransport:
     def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         payload = request_line(request)
-        session = self._session
-        if session is not None and session.proc.poll() is not None:
+        session, early, self._early = self._session, self._early, False
+        if session is not None and not early and session.proc.poll() is not None:
             session.end()  # died between calls (OOM killer...): nothing was asked of it
             session = None
-        mark = session.err_size() if session is not None else 0  # a new one may write at once
+        # A new session, or one started early, may have written to stderr already: all of it
+        # is this call's (ssh's connect errors among it).
+        mark = session.err_size() if session is not None and not early else 0
         if session is None:
             session = self._session = _LocalSession.start(self.target, self._argv())
             payload = agent_bundle() + payload
+            deadline += self.connect_grace
+        elif early:  # still connecting, maybe: the handshake's time is the call's grace too
+            payload, session.unsent = session.unsent + payload, b""
             deadline += self.connect_grace
         try:
             line = session.exchange(payload, deadline)
@@ -249,7 +268,9 @@ class PipeTransport:
         call running in another thread for long: that call then sees its agent gone."""
         got = self._lock.acquire(timeout=5)
         try:
-            self._end(kill=False)
+            # Never asked anything: it would read a cut bundle at EOF, so it is killed.
+            self._end(kill=self._early)
+            self._early = False
         finally:
             if got:
                 self._lock.release()
@@ -284,6 +305,7 @@ class _LocalSession:
 
     def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes], target: str) -> None:
         self.proc, self.err, self.out, self.target = proc, err, bytearray(), target
+        self.unsent = b""  # what start() could not write yet without blocking
         # No zombie or orphan even if nobody calls close(): GC or interpreter exit ends it too.
         self._finalizer = weakref.finalize(self, _end_local, proc, err, 2.0, False)
 
@@ -306,6 +328,15 @@ class _LocalSession:
         assert proc.stdin is not None
         os.set_blocking(proc.stdin.fileno(), False)
         return cls(proc, err, target)
+
+    def feed(self) -> None:
+        """Write as much of `unsent` as the pipe takes now, never blocking."""
+        assert self.proc.stdin is not None
+        try:
+            done = os.write(self.proc.stdin.fileno(), self.unsent)
+        except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+            return  # full, or the child is gone: the first call finds out which
+        self.unsent = self.unsent[done:]
 
     def exchange(self, payload: bytes, deadline: float) -> bytes | None:
         """Send payload, return the next answer line (without its newline), or None if the

@@ -108,3 +108,40 @@ def test_parse_count(value: str | None, total: int, want: int) -> None:
 def test_parse_count_rejects(value: str) -> None:
     with pytest.raises(UsageError):
         fleet.parse_count("--max-fail", value, 10)
+
+
+@pytest.mark.parametrize(
+    ("policy", "total", "want"),
+    [
+        (fleet.Policy(parallel=16), 3, [0, 1, 2]),
+        (fleet.Policy(parallel=2), 5, [0, 1]),
+        (fleet.Policy(parallel=16, canary=1), 5, [0]),
+        (fleet.Policy(parallel=16, canary=9), 5, [0, 1, 2, 3, 4]),
+        (fleet.Policy(parallel=16, batch=2), 5, [0, 1]),
+        (fleet.Policy(parallel=1, canary=3), 5, [0]),
+        (fleet.Policy(parallel=4), 0, []),
+    ],
+)
+def test_first_wave_is_what_run_starts_first(
+    policy: fleet.Policy, total: int, want: list[int]
+) -> None:
+    """The hosts whose sessions cli starts while the specs load: exactly the ones `run` starts
+    before any host has finished."""
+    assert fleet.first_wave(policy, total) == want
+    started: list[int] = []
+    gate = threading.Event()
+
+    def work(i: int) -> HostResult:
+        started.append(i)
+        gate.wait(5)
+        return HostResult(target=f"h{i}", ok=True)
+
+    runner = threading.Thread(target=fleet.run, args=(names(total), work, policy, IDS))
+    runner.start()
+    deadline = time.monotonic() + 5
+    while len(started) < len(want) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)  # nobody else may start while all of the first wave still runs
+    assert sorted(started) == want
+    gate.set()
+    runner.join(10)
