@@ -4,6 +4,8 @@ on every Python the agent supports, and its common path really imports none of t
 from __future__ import annotations
 
 import json
+import marshal
+import os
 import py_compile
 import subprocess
 import sys
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patcher.agent import fsops, locate
-from patcher.transport import BOOT, agent_bundle, request_line
+from patcher.transport import BOOT, _code, agent_bundle, request_line
 from tests import pythons, standin
 
 AGENT = Path(__file__).resolve().parents[2] / "patcher" / "agent"
@@ -254,3 +256,32 @@ def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path)
         assert res.returncode == 0, res.stderr.decode()
         answers.append(json.loads(res.stdout))
     assert answers[0]["ok"] and answers[0]["packages"] == answers[1]["packages"]
+
+
+def _module(tmp_path: Path, text: str) -> Path:
+    src = tmp_path / "pkg" / "mod.py"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_text(text)
+    return src
+
+
+def test_bundle_code_comes_from_a_current_pyc_only(tmp_path: Path) -> None:
+    """transport._code: what it returns is what compiling the source gives (named as BOOT
+    names it), from the .pyc it wrote; a source changed since, or a .pyc it cannot write, is
+    compiled afresh, never served stale."""
+    src = _module(tmp_path, "X = 1\nassert X\n")
+    want = compile(src.read_text(), "<vpatch_agent.mod>", "exec", dont_inherit=True, optimize=0)
+    got = marshal.loads(_code(src, "vpatch_agent.mod"))
+    assert got == want and got.co_filename == "<vpatch_agent.mod>"
+    pyc = next((src.parent / "__pycache__").glob("mod.*.pyc"))
+    assert pyc.read_bytes()[16:] == _code(src, "vpatch_agent.mod")  # served from the .pyc
+    src.write_text("X = 22\n")  # another size: the .pyc no longer matches
+    assert marshal.loads(_code(src, "vpatch_agent.mod")).co_consts[0] == 22
+    pyc.write_bytes(pyc.read_bytes()[:16] + marshal.dumps(compile("X = 3", "x", "exec")))
+    src.write_text("X = 4\n")  # same size; mtime moved on
+    os.utime(src, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 5 * 10**9))
+    assert marshal.loads(_code(src, "vpatch_agent.mod")).co_consts[0] == 4
+    # Nowhere to write a .pyc: compiled in memory, every time.
+    ro = _module(tmp_path / "ro", "Y = 5\n")
+    (ro.parent / "__pycache__").write_text("not a directory")
+    assert marshal.loads(_code(ro, "vpatch_agent.mod")).co_consts[0] == 5
