@@ -853,4 +853,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from patcher.entry import finish
+
+    finish(main())

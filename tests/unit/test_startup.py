@@ -26,7 +26,7 @@ MAX_MODULES = 320
 DUMP = """\
 import json, sys
 sys.argv = ["vpatch", *sys.argv[2:]]
-from patcher.entry import main
+from patcher.cli import main  # what patcher.entry runs, without its os._exit
 rc = main()
 with open({path!r}, "w") as fh:
     json.dump(sorted(sys.modules), fh)
