@@ -30,9 +30,17 @@ ROWS = {
     ("vpatch-verify-import", 1),
     ("bare-import", 1),
 }
+TARGETS = {
+    "apply_vs_floor",
+    "rollback_vs_floor",
+    "scale",
+    "vs_ansible",
+    "verify_import",
+    "libcst_parses",
+}
 if importlib.util.find_spec("pyinfra") is not None:
     ROWS.add(("pyinfra", 2))
-TARGETS = {"apply_vs_floor", "scale", "vs_ansible", "verify_import", "libcst_parses"}
+    TARGETS.add("vs_pyinfra")
 
 
 def test_quick_bench_reports_every_row_and_target(tmp_path: Path) -> None:
