@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from patcher import __version__, clidocs
 from patcher.clidocs import SPEC_HELP
 from patcher.errors import HostError, UsageError, VpatchError
-from patcher.report import emit, error_document
 
 if TYPE_CHECKING:
     from patcher import engine, fleet
@@ -36,6 +35,23 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, f"see `{self.prog} --help`")
+
+
+class _Skeleton(_Parser):
+    """A subcommand this run will not parse (build_parser's `command` is another): listed with
+    its help line, its options never built. Building every subcommand's options costs more
+    than anything else before the first host is contacted."""
+
+    skeleton = True  # clidocs.describe leaves it undescribed
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self
 
 
 def _target_options(p: argparse.ArgumentParser) -> None:
@@ -115,10 +131,18 @@ def _level(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; with `command`, only that subcommand's options (the rest _Skeleton):
+    what parsing `vpatch COMMAND ...` needs."""
     parser = _Parser(prog="vpatch", description="Declarative, verified, reversible source patches.")
     parser.add_argument("--version", action="version", version=f"vpatch {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def parser_class(**kwargs: Any) -> _Parser:
+        name = str(kwargs.get("prog", "")).rsplit(" ", 1)[-1]
+        return (_Parser if command in (None, name) else _Skeleton)(**kwargs)
+
+    factory: Any = parser_class  # argparse calls it as it would a class
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=factory)
 
     ap = sub.add_parser("apply", help="apply specs (then verify) on the targets")
     ap.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
@@ -269,9 +293,9 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
     )
-    from patcher import sshconfig
+    from patcher import sshnames
 
-    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshconfig.openssh()):
+    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshnames.openssh()):
         return SshTransport(target.name, target.address, target.user, target.port, opts)
     from patcher.openssh import OpenSshTransport  # imports no paramiko: runs start faster
 
@@ -304,7 +328,8 @@ def _one_host(
 
 def run(argv: Sequence[str]) -> int:
     argv, command = _split_exec(list(argv))
-    args = build_parser().parse_args(argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    args = build_parser(first).parse_args(argv)
     if args.command == "matrix":
         return _matrix(args)
     if args.command in ("diff", "capture"):
@@ -566,6 +591,7 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         return 0
     if args.command == "check":
         from patcher import check
+        from patcher.report import emit
 
         report = check.check(args.paths)
         if args.json:
@@ -589,6 +615,7 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
 def _catalog(as_json: bool) -> None:
     """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
     from patcher import catalog
+    from patcher.report import emit
     from patcher.result import SCHEMA_VERSION
 
     found = catalog.entries()
@@ -750,6 +777,8 @@ def _handedit(args: argparse.Namespace) -> int:
         from patcher import capturecmd
 
         return capturecmd.run(args, scans)
+    from patcher.report import emit
+
     doc = handedit.to_json(args.package, scans)
     if args.report:
         with open(args.report, "w") as fh:
@@ -804,6 +833,8 @@ def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
     if hint:
         print(f"hint: {hint}", file=sys.stderr)
     if as_json:
+        from patcher.report import emit, error_document
+
         emit(error_document(message, hint))
     return code
 

@@ -154,6 +154,8 @@ def describe(
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     for name, sub in subparsers.items():
         text, examples = COMMANDS[name]
+        if getattr(sub, "skeleton", False):  # never parsed nor shown in this run
+            continue
         sub.description = textwrap.fill(text, 90)
         sub.epilog = "example:\n" + "\n".join(f"  {line}" for line in examples)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter

@@ -11,18 +11,20 @@ import math
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from patcher.errors import UsageError
-from patcher.result import HostResult, PatchResult
 
-Work = Callable[[int], HostResult]
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from patcher.result import HostResult
+
+Work = Callable[[int], "HostResult"]
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     parallel: int = 16
     canary: int = 0
     batch: int = 0  # 0 = one batch with every host
@@ -51,6 +53,8 @@ def parse_count(flag: str, value: str | None, total: int) -> int:
 
 
 def skipped(target: str, spec_ids: Sequence[tuple[str, str]], why: str) -> HostResult:
+    from patcher.result import HostResult, PatchResult
+
     host = HostResult(target=target, ok=False)
     host.patches = [PatchResult(sid, pkg, None, "skipped", why) for sid, pkg in spec_ids]
     if not host.patches:
@@ -84,6 +88,10 @@ def run(
     progress: Progress | None = None,
 ) -> list[HostResult]:
     """Run `work(i)` for each target index under `policy`; results in target order."""
+    # Here, not at the top: cli reads the policy (first_wave) before the first host
+    # connects, and concurrent.futures brings logging along.
+    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
     progress = progress or Progress()
     results: list[HostResult | None] = [None] * len(targets)
     stop = threading.Event()

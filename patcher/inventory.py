@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from patcher import sshconfig
+from patcher import sshnames
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 
 
-@dataclass(frozen=True)
-class Target:
-    """One host to run on; `name` labels it in reports and JSON."""
+class Target(NamedTuple):
+    """One host to run on; `name` labels it in reports and JSON. (A NamedTuple, as the
+    other values read before the first host connects: dataclasses costs its import.)"""
 
     name: str
     address: str  # "local" for this machine
@@ -35,8 +34,7 @@ class Target:
         return self.address == "local"
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(NamedTuple):
     hosts: list[tuple[Target, frozenset[str]]]
 
     def names(self) -> list[str]:
@@ -100,7 +98,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
 
 def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """([defaults], [[host]] tables) checked and normalised: known keys only, each of its
-    type, names unique; ssh-facing strings as sshconfig would accept them. Plain code, not a
+    type, names unique; ssh-facing strings as patcher.sshnames accepts them. Plain code, not a
     model: an inventory is read before the first host is contacted, on every run."""
     _only(data, {"defaults", "host"}, ())
     defaults = _table(data.get("defaults", {}), _FIELDS, ("defaults",))
@@ -120,7 +118,7 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
                 raise _Invalid((*loc, key), "Field required")
         if not _NAME.match(host["name"]):
             raise _Invalid((*loc, "name"), "name must be letters, digits and . _ - : @ (no spaces)")
-        problem = sshconfig.host_problem(host["address"])
+        problem = sshnames.host_problem(host["address"])
         if problem:  # checked like a --host: `ssh -G` may hand it to `Match exec` commands
             raise _Invalid((*loc, "address"), f"host name {problem}")
         groups = host.setdefault("groups", [])
@@ -154,7 +152,7 @@ def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise _Invalid(loc, "Input should be a valid string")
-        problem = sshconfig.user_problem(value) if name == "user" else None
+        problem = sshnames.user_problem(value) if name == "user" else None
         if problem:
             raise _Invalid(loc, f"user name {problem}")
         return value

@@ -10,7 +10,7 @@ paramiko, so a one-host run pays neither its import nor a Python handshake.
 ssh says what went wrong only in its exit status (255: ssh itself failed, anything else: the
 remote command's) and in stderr lines, whose wording is stable across OpenSSH releases; those
 are mapped to the same host errors the paramiko client reports. The host name is an argv item
-after `--`, checked by sshconfig.host_problem like every other: no shell on this side ever
+after `--`, checked by sshnames.host_problem like every other: no shell on this side ever
 sees it, and ssh cannot take it for an option.
 """
 
@@ -22,7 +22,7 @@ import subprocess
 from typing import Any
 
 from patcher import session as session_words
-from patcher import sshconfig
+from patcher import sshnames
 from patcher.errors import HostError
 from patcher.transport import (
     PipeTransport,
@@ -78,7 +78,7 @@ class OpenSshTransport(PipeTransport):
     ) -> None:
         """`target` labels the host in reports; host/user/port may be ssh_config aliases."""
         super().__init__()
-        ssh = sshconfig.openssh()
+        ssh = sshnames.openssh()
         if ssh is None:
             raise HostError(
                 f"{target}: no OpenSSH client (`ssh`) on PATH",
@@ -86,11 +86,11 @@ class OpenSshTransport(PipeTransport):
             )
         # parse_target and the inventory checked these already; a name ssh could take for an
         # option, or that a `Match exec` could run, must never get here from elsewhere either.
-        problem = sshconfig.host_problem(host)
+        problem = sshnames.host_problem(host)
         if problem is None and user is not None:
-            problem = sshconfig.user_problem(user)
+            problem = sshnames.user_problem(user)
         if problem is not None:
-            raise HostError(f"{target}: host or user name {problem}", sshconfig.HOST_HINT)
+            raise HostError(f"{target}: host or user name {problem}", sshnames.HOST_HINT)
         self.target, self.host, self.user, self.port = target, host, user, port
         self.opts, self.ssh = opts, ssh
         self.call_timeout = opts.call_timeout
@@ -199,6 +199,8 @@ class OpenSshTransport(PipeTransport):
             "check the fingerprint, then rerun with --accept-new-host-key or add it with "
             f"`ssh-keyscan` to {first}"
         )
+        from patcher import sshconfig  # error paths only: `ssh -G`, known_hosts
+
         authority = sshconfig.cert_authority_for(user_files + system_files, name)
         if authority:
             hint = (
@@ -238,6 +240,8 @@ class OpenSshTransport(PipeTransport):
         else what `ssh -G` says."""
         if self.opts.known_hosts:
             return [self.opts.known_hosts], []
+        from patcher import sshconfig
+
         try:
             resolved = sshconfig.resolve(
                 self.target,

@@ -24,50 +24,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patcher.errors import HostError
+from patcher.sshnames import host_problem, openssh, user_problem
 
 if TYPE_CHECKING:
     import paramiko
-
-# What OpenSSH's valid_hostname() and valid_ruser() (ssh.c) refuse, plus `$` and `\` in user
-# names, which no account name needs.
-_HOST_BAD = frozenset("'`\"$\\;&<>|(){},")
-_USER_BAD = frozenset("'`\"$\\;&<>|(){}")
-MAX_HOST = 253  # a DNS name's limit; aliases and addresses are shorter still
-MAX_USER = 255
-
-
-def _problem(value: str, bad: frozenset[str], limit: int) -> str | None:
-    if not value:
-        return "is empty"
-    if len(value) > limit:
-        return f"is {len(value)} characters long (at most {limit})"
-    if value.startswith("-"):
-        return "starts with '-' (ssh would take it for an option)"
-    found = sorted({c for c in value if c in bad or c.isspace() or not c.isprintable()})
-    if found:
-        shown = "".join(found).encode("unicode_escape").decode()
-        return f"contains {shown!r} (shell metacharacters, blanks and control characters)"
-    return None
-
-
-def host_problem(host: str) -> str | None:
-    """Why OpenSSH would refuse `host` as a host name, or None."""
-    return _problem(host, _HOST_BAD, MAX_HOST)
-
-
-def user_problem(user: str) -> str | None:
-    """Why `user` is no login name vpatch passes on, or None."""
-    return _problem(user, _USER_BAD, MAX_USER)
-
-
-HOST_HINT = "a host is a DNS name, an IP address or an ssh_config alias, e.g. gpu-01 or 10.0.0.5"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,10 +53,6 @@ class Resolved:
     proxied: bool = False  # ProxyJump or ProxyCommand: fabric's own handling connects
     identities_only: bool = False  # IdentitiesOnly yes: no ~/.ssh/id_* beyond those listed
     agent: bool = True  # IdentityAgent none: no ssh-agent
-
-
-def openssh() -> str | None:
-    return shutil.which("ssh")
 
 
 def _expand(path: str) -> str:

@@ -18,10 +18,7 @@ request, EOF): the agent speaks both.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
-import logging
 import os
 import re
 import select
@@ -33,22 +30,18 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     import paramiko
 
-from patcher import session as session_words
-from patcher import sshconfig
-from patcher.errors import AgentError, HostError, UsageError
+    from patcher import sshconfig
 
-# paramiko's transport thread logs connection failures with tracebacks to stderr through
-# logging's last-resort handler; vpatch reports them itself, once, as per-host errors.
-logging.getLogger("paramiko").addHandler(logging.NullHandler())
-logging.getLogger("paramiko").propagate = False
+from patcher import session as session_words
+from patcher import sshnames
+from patcher.errors import AgentError, HostError, UsageError
 
 # The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
 # so it imports nothing it can do without: the bundle line (a JSON object of strings, ASCII as
@@ -463,8 +456,7 @@ def remote_command(python: str, sudo: bool = False) -> str:
 # SSH
 
 
-@dataclass(frozen=True)
-class SshOptions:
+class SshOptions(NamedTuple):
     """Connection settings shared by every host of one command."""
 
     python: str = "python3"
@@ -517,17 +509,31 @@ def parse_target(target: str) -> tuple[str | None, str, int | None]:
     user, host = m["user"], m["host"].strip("[]")
     # Before anything can see them: `ssh -G` runs ssh_config `Match exec` commands with the
     # host and user substituted in (patcher.sshconfig).
-    problem = sshconfig.host_problem(host)
+    problem = sshnames.host_problem(host)
     if problem:
-        raise UsageError(f"--host {target!r}: host name {problem}", sshconfig.HOST_HINT)
-    problem = sshconfig.user_problem(user) if user is not None else None
+        raise UsageError(f"--host {target!r}: host name {problem}", sshnames.HOST_HINT)
+    problem = sshnames.user_problem(user) if user is not None else None
     if problem:
         raise UsageError(f"--host {target!r}: user name {problem}", "e.g. --host ops@gpu-01")
     return user, host, int(m["port"]) if m["port"] else None
 
 
+@cache
+def _quiet_paramiko() -> None:
+    """paramiko's transport thread logs connection failures with tracebacks to stderr through
+    logging's last-resort handler; vpatch reports them itself, once, as per-host errors. (Set
+    when the first paramiko transport is made: logging is not imported otherwise.)"""
+    import logging
+
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())
+    logging.getLogger("paramiko").propagate = False
+
+
 def fingerprint(key: paramiko.PKey) -> str:
     """OpenSSH's `SHA256:...` form, as `ssh-keygen -lf` prints it."""
+    import base64
+    import hashlib
+
     digest = hashlib.sha256(key.asbytes()).digest()
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
@@ -578,7 +584,10 @@ class SshTransport:
         self, target: str, host: str, user: str | None, port: int | None, opts: SshOptions
     ) -> None:
         """`target` labels the host in reports; host/user/port may be ssh_config aliases."""
+        _quiet_paramiko()
         from fabric import Config, Connection
+
+        from patcher import sshconfig
 
         self.target = target
         self.opts = opts
