@@ -9,9 +9,8 @@ is the fallback (fabric's own config loading, as before).
 
 `ssh -G` evaluates `Match exec` lines, which run shell commands with the host name (`%h`) and
 user (`%r`) substituted in. So every host name and user from the command line or an inventory
-is checked first, with OpenSSH's own rules (no shell metacharacters, no blank or control
-characters, no leading '-', a sane length): `--host 'x;touch M'` is an input error, and nothing
-ever sees it.
+is checked first (patcher.sshnames): `--host 'x;touch M'` is an input error, and nothing ever
+sees it.
 
 known_hosts: every UserKnownHostsFile (new keys go to the first) and GlobalKnownHostsFile
 OpenSSH would read. paramiko's loader stops with InvalidHostKey at the first `@revoked` or
