@@ -79,6 +79,13 @@ def test_cached_apply_and_rollback_take_one_exchange_per_host(
     assert _counts(noop) == (2, 0)
     assert {p["outcome"] for h in noop.doc["hosts"] for p in h["patches"]} == {"already_applied"}
 
+    # `rollback ID` asks for no package files (the journal has what it needs): the apply left
+    # that narrower answer too, so it also takes one exchange a host.
+    by_id = _run("rollback", ["servekit-kimi", *common[1:]], env)
+    assert _counts(by_id) == (2, 2), by_id.doc["stats"]
+    assert [_site_file(h).read_bytes() for h in lab.hosts] == pristine
+    _run("apply", common, env)
+
     # h2 changed by hand since: its guess does not match, so it is planned from the answer
     # that came back and refused as any hand-edited file is (nothing to commit: one
     # exchange, no guess taken); h1's guess matches.
@@ -124,8 +131,9 @@ def test_a_cache_that_lies_never_decides_a_write(
     _run("rollback", common, env)
     pristine = _site_file(lab.hosts[0]).read_text()
     hosts_dir = tmp_path / "cache" / "hosts"
-    [entry] = [p for p in hosts_dir.glob("*.json")]
-    doc = json.loads(entry.read_text())
+    # the answers to the apply's own request (the other entry: the same, without packages)
+    docs = {p: json.loads(p.read_text()) for p in hosts_dir.glob("*.json")}
+    [(entry, doc)] = [(p, d) for p, d in docs.items() if d["answers"][0]["packages"]]
     lie = pristine.replace('"qwen",', '"qwen",\n            "attacker",')
     lie_sha = hashlib.sha256(lie.encode()).hexdigest()
     (hosts_dir / "texts" / lie_sha).write_text(lie)
