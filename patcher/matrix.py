@@ -478,7 +478,14 @@ def build(
 ) -> tuple[Matrix, Stats]:
     """List releases through pip, pick the range, decide every release."""
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
-    available = list_versions(spec.package, pre=pre, platforms=platforms)
+    try:
+        available = list_versions(spec.package, pre=pre, platforms=platforms)
+    except pkgindex.PipError:
+        if not wheels.listed_versions(spec.package):
+            raise
+        available = []
+    if not available:  # air-gapped: the releases the wheelhouses hold
+        available = [v for v in wheels.listed_versions(spec.package) if pre or not v.is_prerelease]
     if not available:  # pip says the same for a typo, an unreachable index and no wheels
         raise pkgindex.PipError(
             f"pip lists no release of {spec.package}",

@@ -98,7 +98,7 @@ def versions_from_download_error(stderr: str) -> list[Version] | None:
 
 def list_versions(package: str, pre: bool = False, platforms: Sequence[str] = ()) -> list[Version]:
     """Every non-yanked release of `package` the configured index offers, oldest first."""
-    extra = [*(["--pre"] if pre else []), *_platform_args(platforms)]
+    extra = ["--retries", "0", *(["--pre"] if pre else []), *_platform_args(platforms)]
     res = _pip(["index", "versions", package, "--json", *extra], LIST_TIMEOUT)
     if res.returncode == 0:
         doc = json.loads(res.stdout)

@@ -326,13 +326,19 @@ def baked(version: str | None, fact: FileFact) -> str | None:
     """Words for a file of a release `vpatch wheel` built (local label `vpatch.<digest>`) that
     is pip's RECORD bytes: the spec's code in it is baked into the installed wheel, not an
     edit outside vpatch. None otherwise."""
-    local = (version or "").partition("+")[2].split(".")
-    if "vpatch" not in local or fact.sha256 is None or fact.sha256 != fact.record_sha256:
+    if not baked_release(version) or fact.sha256 is None or fact.sha256 != fact.record_sha256:
         return None
-    public = (version or "").partition("+")[0]
+    return f"{fact.rel} has the desired code, {baked_release(version)}"
+
+
+def baked_release(version: str | None) -> str:
+    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own)."""
+    public, _, local = (version or "").partition("+")
+    if "vpatch" not in local.split("."):
+        return ""
     return (
-        f"{fact.rel} has the desired code, baked into the installed wheel ({version}); "
-        f"installing pip's wheel of {public} takes it out"
+        f"baked into the installed wheel ({version}); installing pip's wheel of {public} "
+        "takes it out"
     )
 
 
@@ -974,12 +980,14 @@ def plan_rollback(
                 r.message = "shares a file with a spec that cannot be rolled back; nothing written"
     for spec in specs:
         if spec.id not in results:
+            version = facts.versions.get(spec.package)
+            baked_note = baked_release(version)
             results[spec.id] = PatchResult(
                 spec.id,
                 spec.package,
-                facts.versions.get(spec.package),
+                version,
                 "not_applied",
-                "nothing to roll back",
+                "nothing to roll back" + (f"; {baked_note}" if baked_note else ""),
             )
     for sid in wanted or ():
         if sid not in results:

@@ -202,12 +202,16 @@ def write(
                     continue
                 seen.add(member)
                 if member in patched:
-                    data = patched[member]
-                else:
-                    data = wheel.read_member(member)
-                    if member == f"{old_info}/METADATA":
-                        data = _metadata(data, baked.version)
-                put(info, rename(member), data)
+                    put(info, rename(member), patched[member])
+                elif member == f"{old_info}/METADATA":
+                    put(info, rename(member), _metadata(wheel.read_member(member), baked.version))
+                else:  # checked against RECORD, then copied as stored: no recompression
+                    checked = wheel.check_member(member)
+                    _copy_raw(zf, wheel, checked, rename(member))
+                    digest = wheel.hashes[member]
+                    assert digest is not None  # check_member refused a member without one
+                    b64 = base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
+                    record.append(f"{rename(member)},sha256={b64},{checked.file_size}")
             stamp = zipfile.ZipInfo("x", (2020, 1, 1, 0, 0, 0))
             stamp.external_attr = 0o644 << 16
             for member, data in patched.items():
@@ -231,6 +235,25 @@ def write(
         while chunk := fh2.read(1 << 20):
             h.update(chunk)
     return target, h.hexdigest()
+
+
+def _copy_raw(zf: zipfile.ZipFile, wheel: Wheel, info: zipfile.ZipInfo, name: str) -> None:
+    """Append a member's stored bytes under a new name (zipfile has no public raw copy: this
+    writes the local header and data where ZipFile.writestr would, and registers the entry
+    for the central directory the same way)."""
+    new = zipfile.ZipInfo(name, info.date_time)
+    new.compress_type, new.external_attr = info.compress_type, info.external_attr
+    new.CRC, new.compress_size, new.file_size = info.CRC, info.compress_size, info.file_size
+    new.create_system = info.create_system
+    zf.fp.seek(zf.start_dir)  # type: ignore[union-attr]
+    new.header_offset = zf.fp.tell()  # type: ignore[union-attr]
+    zf.fp.write(new.FileHeader())  # type: ignore[union-attr]
+    for chunk in wheel.raw(info):
+        zf.fp.write(chunk)  # type: ignore[union-attr]
+    zf.start_dir = zf.fp.tell()  # type: ignore[union-attr]
+    zf.filelist.append(new)
+    zf.NameToInfo[name] = new
+    zf._didModify = True  # type: ignore[attr-defined]
 
 
 def check_package(specs: list[PatchSpec], package: str, version: Version) -> None:

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -157,6 +158,42 @@ class Wheel:
         if want is None or hashlib.sha256(data).hexdigest() != want:
             raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
         return data
+
+    def check_member(self, member: str) -> zipfile.ZipInfo:
+        """Stream a member through sha256 (no matter its size) against RECORD; its ZipInfo."""
+        want = self.hashes.get(member)
+        h = hashlib.sha256()
+        with self._lock:
+            try:
+                info = self.zip.getinfo(member)
+                with self.zip.open(info) as fh:
+                    while chunk := fh.read(_CHUNK):
+                        h.update(chunk)
+            except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
+                raise CorruptWheel(f"{self.name}: {member}: unreadable ({exc})") from None
+        if want is None or h.hexdigest() != want:
+            raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
+        return info
+
+    def raw(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
+        """A member's stored (compressed) bytes as they are in the archive, in chunks."""
+        with self._lock:
+            self._fh.seek(info.header_offset)
+            head = self._fh.read(30)
+            if len(head) != 30 or head[:4] != b"PK\x03\x04":
+                raise CorruptWheel(f"{self.name}: {info.filename}: bad local header")
+            name_len, extra_len = struct.unpack("<HH", head[26:30])
+            offset = info.header_offset + 30 + name_len + extra_len
+        left = info.compress_size
+        while left:
+            with self._lock:
+                self._fh.seek(offset)
+                chunk = self._fh.read(min(_CHUNK, left))
+            if not chunk:
+                raise CorruptWheel(f"{self.name}: {info.filename}: truncated")
+            offset += len(chunk)
+            left -= len(chunk)
+            yield chunk
 
     def close(self) -> None:
         self.zip.close()

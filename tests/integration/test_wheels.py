@@ -128,6 +128,19 @@ def test_air_gapped_wheelhouse_and_one_line_error(lab: dict[str, str], tmp_path:
     )  # fmt: skip
     assert by_env.code == 0, by_env.err
     assert "captured click/types.py" in by_env.err
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    fits = vpatch("matrix", spec, "--wheelhouse", house, "--json", env=off)
+    assert fits.code == 0, fits.err  # releases listed from the wheelhouse: pip lists none
+    assert [(r["version"], r["outcome"]) for r in fits.doc["releases"]] == [
+        (CLICK_VERSION, "would_apply")
+    ]
+    adopt = vpatch("apply", spec, "--adopt", "--python", py, "--wheelhouse", house, "--json",
+                   env=off)  # fmt: skip
+    assert adopt.code == 0 and adopt.patch()["outcome"] == "applied", adopt.out + adopt.err
+    assert vpatch("rollback", spec, "--python", py).code == 0
+    with zipfile.ZipFile(realpkgs.wheel("click", CLICK_VERSION)) as zf:
+        assert (site(py) / CLICK_TYPES).read_bytes() == zf.read(CLICK_TYPES)
     assert wheellab.downloads(_log(lab)) == calls, "a wheelhouse release costs no pip call"
 
     missing = vpatch("diff", "click", "--python", py, "--wheelhouse", tmp_path / "nope")
