@@ -689,13 +689,7 @@ def _matrix_parser(sub: Any) -> None:
     )
     mp.add_argument("--pre", action="store_true", help="include pre-releases")
     mp.add_argument("--jobs", type=int, default=4, metavar="N", help="downloads at once (4)")
-    mp.add_argument(
-        "--platform",
-        action="append",
-        default=[],
-        metavar="TAG",
-        help="wheel platform tag for pip (repeatable; default: this machine's)",
-    )
+    _platform_option(mp)
     _wheelhouse_option(mp)
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
@@ -832,6 +826,16 @@ def _wheelhouse_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _platform_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="wheel platform tag for pip (repeatable; default: this machine's)",
+    )
+
+
 def _wheel_parser(sub: Any) -> None:
     wp = sub.add_parser(
         "wheel", help="build a patched wheel of a release (for images, lock files, indexes)"
@@ -846,13 +850,7 @@ def _wheel_parser(sub: Any) -> None:
     wp.add_argument(
         "--from-wheel", metavar="FILE", help="patch this wheel file (default: the release's wheel)"
     )
-    wp.add_argument(
-        "--platform",
-        action="append",
-        default=[],
-        metavar="TAG",
-        help="wheel platform tag for pip (repeatable; default: this machine's)",
-    )
+    _platform_option(wp)
     _wheelhouse_option(wp)
     wp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 

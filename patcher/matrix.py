@@ -105,7 +105,7 @@ class Matrix:
 
 
 @dataclass
-class Stats:
+class Stats(wheels.Counters):
     """Where the answers came from: proof that a second run downloads nothing."""
 
     downloaded: int = 0
@@ -113,11 +113,6 @@ class Stats:
     cached_files: int = 0
     cached_results: int = 0
     computed: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, name: str) -> None:
-        with self.lock:
-            setattr(self, name, getattr(self, name) + 1)
 
 
 # ---------------------------------------------------------------------------------------------

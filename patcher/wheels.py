@@ -413,18 +413,24 @@ def progress_for(quiet: bool) -> Progress:
 
 
 @dataclass
-class Stats:
+class Counters:
+    """Counts kept by several threads at once (`add` is atomic)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+
+@dataclass
+class Stats(Counters):
     """Where wheels came from: proof that a release is downloaded at most once."""
 
     downloaded: int = 0
     wheelhouse: int = 0
     stored: int = 0
     refused: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, name: str) -> None:
-        with self.lock:
-            setattr(self, name, getattr(self, name) + 1)
 
 
 @dataclass
