@@ -304,7 +304,7 @@ def _safe_dir(path: Path, create: bool = False) -> Path:
 
 def _open_checked(path: Path) -> tuple[IO[bytes], os.stat_result]:
     """Open without following a link; the descriptor's own stat is what is checked."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     fh = os.fdopen(fd, "rb")
     try:
         st = os.fstat(fd)
@@ -317,7 +317,7 @@ def _open_checked(path: Path) -> tuple[IO[bytes], os.stat_result]:
 
 def _open_source(path: Path) -> tuple[IO[bytes], os.stat_result]:
     """A wheelhouse wheel: a regular file nobody but its owner (or root) can change."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO must not hang us
     fh = os.fdopen(fd, "rb")
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022:
@@ -494,9 +494,9 @@ class Store:
     def _get(self, package: str, version: Version, keep: bool) -> Wheel:
         for path in find(self._sources(), package, version):
             try:
-                fh, _st = _open_source(path)
+                fh, _st = _open_source(path)  # UnsafeStore: said, never skipped in silence
                 wheel = Wheel(path, fh, "wheelhouse")
-            except (CorruptWheel, UnsafeStore, OSError):
+            except (CorruptWheel, OSError):
                 continue  # e.g. still being written by someone else: the next source
             self.stats.add("wheelhouse")
             return wheel

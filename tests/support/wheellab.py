@@ -129,3 +129,21 @@ def record_ok(wheel: Path) -> list[str]:
                 bad.append(name)
         bad += [n for n in listed if n not in zf.namelist()]
     return bad
+
+
+def fake_wheel(dest: Path, name: str, version: str, files: dict[str, bytes]) -> Path:
+    """A small valid wheel (METADATA, WHEEL, RECORD with real hashes) for store unit tests."""
+    info = f"{name}-{version}.dist-info"
+    members = {
+        **files,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(f"{n},sha256={b64(d)},{len(d)}\n" for n, d in members.items())
+    path = dest / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, d in members.items():
+            zf.writestr(n, d)
+        zf.writestr(f"{info}/RECORD", record + f"{info}/RECORD,,\n")
+    path.chmod(0o644)
+    return path
