@@ -309,3 +309,23 @@ def test_vllm_catalog_specs_baked_from_the_cached_wheel(tmp_path: Path) -> None:
         assert len(new.namelist()) == len(src.namelist()) + 1  # + vpatch.json
     assert wheellab.record_ok(path) == []
     print(f"vpatch wheel on vLLM 0.16.0: {took:.1f} s, {os.path.getsize(path) / 1e6:.0f} MB")
+
+
+def test_patched_wheel_installed_by_version_from_a_local_index(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Published to an index (a directory served over HTTP on 127.0.0.1), the patched wheel is
+    installed by its version, like any release: how a lock file or a private index pins it."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "pub", "--json")
+    assert built.code == 0, built.err
+    version = built.doc["baked_version"]
+    with wheellab.serve(tmp_path / "pub") as url:
+        py = _venv(tmp_path / "image")
+        got = _pip(py, "install", "--no-deps", "--no-index", "--find-links", url,
+                   f"click=={version}")  # fmt: skip
+        assert got.returncode == 0, got.stderr
+    status = vpatch("status", spec, "--python", py, "--json")
+    assert status.code == 0 and status.patch()["outcome"] == "applied", status.out
+    assert status.doc["hosts"][0]["patches"][0]["version"] == version

@@ -9,10 +9,14 @@ the user's configuration off: an air-gapped controller, without touching any oth
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
+import os
 import shutil
+import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 CLICK_SPEC = """
@@ -147,3 +151,24 @@ def fake_wheel(dest: Path, name: str, version: str, files: dict[str, bytes]) -> 
         zf.writestr(f"{info}/RECORD", record + f"{info}/RECORD,,\n")
     path.chmod(0o644)
     return path
+
+
+@contextlib.contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """`root` over HTTP on 127.0.0.1 (a free port), as a find-links page; yields the URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(root),
+         "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # the port line, before any request
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N (http://...)"
+        port = int(line.split(" port ")[1].split()[0])
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
