@@ -347,7 +347,7 @@ def _hash_file(fh: IO[bytes]) -> str:
 
 
 class Progress:
-    """Silent by default; `bar()` gives the CLI's (rich on a terminal, else one line)."""
+    """Silent by default; StderrProgress is the CLI's (rich on a terminal, else one line)."""
 
     def fetching(self, what: str) -> None: ...
     def advance(self, what: str, done: int, total: int) -> None: ...
@@ -480,9 +480,6 @@ class Store:
                     wheel.close()
                     if wheel.origin == "pip":
                         shutil.rmtree(wheel.path.parent, ignore_errors=True)
-
-    def record(self, package: str, version: Version) -> str:
-        return self.wheel(package, version).record
 
     def close(self) -> None:
         for w in self._open.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import zipfile
 from pathlib import Path
@@ -112,3 +113,31 @@ def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
         assert f"Version: {baked.version}".encode() in zf.read(f"{info}/METADATA")
         assert b'"demo-x"' in zf.read(f"{info}/vpatch.json")
         assert not [n for n in zf.namelist() if n.startswith("demo-1.0.dist-info")]
+
+
+def test_download_goes_into_the_store_once_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pip stand-in that reports progress as `--progress-bar raw` does and saves the wheel:
+    the wheel lands in blobs/ under its sha256, the pointer names it, a second store (another
+    run) reads it without calling pip, and a slow download says so on stderr."""
+    made = wheellab.fake_wheel(_house(tmp_path), "demo", "2.0", {"demo/__init__.py": MOD})
+    calls = tmp_path / "calls"
+    fake = tmp_path / "pip"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> {calls}\nwhile [ $# -gt 0 ]; do [ "$1" = --dest ] && d="$2"; shift; done\n'
+        f'echo "Progress 0 of 10000000"; sleep 1.2; echo "Progress 10000000 of 10000000"\n'
+        f'cp {made} "$d/"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("VPATCH_PIP", str(fake))
+    root = tmp_path / "store"
+    store = wheels.Store(root, sources=[], progress=wheels.StderrProgress())
+    assert store.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
+    [blob] = (root / "blobs").glob("*.whl")
+    assert blob.stem == hashlib.sha256(made.read_bytes()).hexdigest()
+    assert "vpatch: downloading demo 2.0 (10 MB) through pip" in capsys.readouterr().err
+    again = wheels.Store(root, sources=[])
+    assert again.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
+    assert again.stats.stored == 1 and calls.read_text().count("x") == 1
