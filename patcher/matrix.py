@@ -214,11 +214,7 @@ def judge(
 
 
 def default_cache() -> Path:
-    configured = os.environ.get("VPATCH_MATRIX_CACHE")
-    if configured:
-        return Path(configured)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "vpatch" / "matrix"
+    return wheels.cache_dir("VPATCH_MATRIX_CACHE", "matrix")
 
 
 wheel_dirs = wheels.wheel_dirs

@@ -225,12 +225,17 @@ def wheel_dirs() -> list[Path]:
     return [Path(p) for p in os.environ.get("VPATCH_MATRIX_WHEELS", "").split(os.pathsep) if p]
 
 
-def default_root() -> Path:
-    configured = os.environ.get("VPATCH_WHEEL_STORE")
+def cache_dir(variable: str, sub: str) -> Path:
+    """$variable, else $XDG_CACHE_HOME/vpatch/sub, else ~/.cache/vpatch/sub."""
+    configured = os.environ.get(variable)
     if configured:
         return Path(configured)
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "vpatch" / "wheels"
+    return Path(xdg) / "vpatch" / sub
+
+
+def default_root() -> Path:
+    return cache_dir("VPATCH_WHEEL_STORE", "wheels")
 
 
 def find(sources: Sequence[Path], package: str, version: Version) -> list[Path]:
