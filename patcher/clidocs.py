@@ -124,6 +124,17 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
             "-o patches/vllm-fix.toml",
         ],
     ),
+    "wheel": (
+        "Build a patched wheel of a release: pip's wheel (or --from-wheel, or a --wheelhouse) "
+        "with the specs' edits applied as `vpatch apply` would, a local version "
+        "VER+vpatch.<digest>, RECORD regenerated and vpatch.json naming each spec. pip or uv "
+        "installs it into an image; `vpatch status/verify` there report the specs applied "
+        "(baked into the wheel).",
+        [
+            "vpatch wheel vllm-eagle3-mla-targets --package vllm==0.16.0 -o wheels/",
+            "pip install wheels/vllm-0.16.0+vpatch.*.whl",
+        ],
+    ),
     "completion": (
         "Print a completion script for bash, zsh or fish (subcommands, options, choices, files "
         "and catalog ids).",
