@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from patcher import rollout
+from patcher import fleet, rollout, rolloutrun
 from patcher.errors import UsageError
+from patcher.result import HostResult, RunResult
 from patcher.spec import MetricsThresholds
 from tests.support import rolloutcases
 
@@ -79,3 +81,48 @@ def test_bad_ratio_is_a_usage_error(text: str) -> None:
     with pytest.raises(UsageError):
         rollout.parse_ratio(text)
     assert rollout.parse_ratio("95%") == 0.95
+
+
+def _host(name: str, verdict: str, before: float | None, after: float | None) -> HostResult:
+    ok = verdict == rollout.KEPT
+    h = HostResult(target=name, ok=ok, error=None if ok else "gates failed: serves worse")
+    h.rollout = {
+        "verdict": verdict,
+        "reached": "gates",
+        "before": {"acceptance_rate": None, "tokens_per_s": before},
+        "after": {"acceptance_rate": 0.15 if not ok else 0.7, "tokens_per_s": after},
+    }
+    return h
+
+
+def test_table_and_batch_lines() -> None:
+    hosts = [
+        _host("h1", rollout.ROLLED_BACK, 200.0, 132.0),
+        fleet.skipped("h2", [("s", "vllm")], "a canary host failed"),
+    ]
+    result = RunResult("rollout", False, hosts)
+    assert rolloutrun.table_rows(result) == [
+        ("h1", "gates", "- -> 15 %", "200.0 -> 132.0", "rolled_back"),
+        ("h2", "-", "-", "-", "skipped"),
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    rolloutrun.render_table(result, out)
+    assert (
+        out.getvalue().splitlines()[-1] == "rollout: not ok: 0 of 2 host(s) patched; 1 not started"
+    )
+    rolloutrun.render_problems(result, err)
+    assert err.getvalue().splitlines() == [
+        "error: h1: gates failed: serves worse",
+        "error: h2: skipped: a canary host failed",
+        "hint: run `vpatch status` on it",
+    ]
+    lines = io.StringIO()
+    bars = rolloutrun.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
+    bars.advance(_host("h1", rollout.KEPT, 200.0, 280.0))
+    bars.advance(_host("h3", rollout.KEPT, 200.0, 280.0))
+    bars.advance(_host("h2", rollout.KEPT, 200.0, 280.0))
+    assert lines.getvalue().splitlines() == [
+        "rollout canary (1 host(s)): 1 kept",
+        "rollout batch 2 (1 host(s)): 1 kept",
+        "rollout batch 1 (1 host(s)): 1 kept",
+    ]
