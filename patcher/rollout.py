@@ -418,13 +418,20 @@ def gates_detail(results: Sequence[Gate]) -> tuple[bool, str]:
 # Command-line values
 
 
-def parse_ratio(text: str) -> float:
-    """`--min-throughput-ratio R`: after/before tokens/s, a positive number (0.95, or 95%)."""
+def _number(text: str, percent: bool = False) -> float:
+    """A float (nan when it is none); with `percent`, `95%` is 0.95."""
     raw = text.strip()
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        if percent and raw.endswith("%"):
+            return float(raw[:-1]) / 100
+        return float(raw)
     except ValueError:
-        value = math.nan
+        return math.nan
+
+
+def parse_ratio(text: str) -> float:
+    """`--min-throughput-ratio R`: after/before tokens/s, a positive number (0.95, or 95%)."""
+    value = _number(text, percent=True)
     if not 0 < value <= 100:
         raise UsageError(
             f"--min-throughput-ratio {text!r} is not a positive ratio",
@@ -434,10 +441,7 @@ def parse_ratio(text: str) -> float:
 
 
 def parse_seconds(flag: str, text: str, most: float) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not 0 < value <= most:
         raise UsageError(
             f"{flag} {text!r} is not a number of seconds between 0 and {most:g}",

@@ -8,13 +8,19 @@ back-port then rolls out to every host (new server pids, acceptance >= 0.4).
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, SPEC, Run, vpatch
+from tests import jsondoc
+from tests.conftest import REPO, SPEC, VPATCH, Run, vpatch
 from tests.support import rolloutlab
 
 pytestmark = pytest.mark.vllm
@@ -42,13 +48,17 @@ def by_host(run: Run) -> dict[str, dict[str, Any]]:
     return {h["target"]: h for h in run.doc["hosts"]}
 
 
-@pytest.fixture(scope="module")
-def lab4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
-    lab = rolloutlab.start(4, tmp_path_factory.mktemp("rolloutlab4"))
+def _lab(factory: pytest.TempPathFactory, n: int) -> Iterator[rolloutlab.RolloutLab]:
+    lab = rolloutlab.start(n, factory.mktemp(f"rolloutlab{n}"))
     try:
         yield lab
     finally:
         lab.close()
+
+
+@pytest.fixture(scope="module")
+def lab4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
+    yield from _lab(tmp_path_factory, 4)
 
 
 def test_whitelist_stops_at_the_canary_then_the_backport_rolls_out(
@@ -109,11 +119,7 @@ def test_whitelist_stops_at_the_canary_then_the_backport_rolls_out(
 
 @pytest.fixture(scope="module")
 def lab3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
-    lab = rolloutlab.start(3, tmp_path_factory.mktemp("rolloutlab3"))
-    try:
-        yield lab
-    finally:
-        lab.close()
+    yield from _lab(tmp_path_factory, 3)
 
 
 def test_failing_restart_health_timeout_and_missing_metrics(
@@ -161,3 +167,33 @@ def test_failing_restart_health_timeout_and_missing_metrics(
         assert lab3.files(i) == lab3.pristine, f"h{i + 1} not as pip installed it"
         assert lab3.healthy(i)
     assert lab3.pid(0) != pids[0] and lab3.pid(1) != pids[1]
+
+
+def test_ctrl_c_lets_the_host_in_flight_finish_and_starts_no_other(
+    lab3: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """SIGINT while h1 measures its baseline: h1 still goes through every step (kept: patched,
+    restarted, gated), h2 and h3 are never started, and the report says so."""
+    (lab3.hosts[1].lab / "hang-health").unlink(missing_ok=True)
+    inv = lab3.inventory(tmp_path / "hosts.toml")
+    pids = [lab3.pid(i) for i in range(3)]
+    files = [lab3.files(i) for i in range(3)]
+    report = tmp_path / "r.json"
+    argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab3.ssh.ssh_config]
+    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report]
+    proc = subprocess.Popen(list(map(str, argv)), cwd=REPO, stdout=PIPE, stderr=PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while lab3.files(0) == files[0] and time.monotonic() < deadline:  # h1 reached apply
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, out + err
+    doc = jsondoc.check(json.loads(report.read_text()))
+    hosts = {h["target"]: h for h in doc["hosts"]}
+    h1 = hosts["h1"]["rollout"]
+    assert h1["verdict"] == "kept" and [p["step"] for p in h1["phases"]][-1] == "gates", h1
+    assert lab3.pid(0) != pids[0] and lab3.healthy(0) and lab3.files(0) != files[0]
+    for i, name in ((1, "h2"), (2, "h3")):
+        assert hosts[name]["rollout"] is None
+        assert "interrupted (Ctrl-C)" in hosts[name]["patches"][0]["message"]
+        assert lab3.files(i) == files[i] and lab3.pid(i) == pids[i]
