@@ -354,8 +354,10 @@ def one_host(
     reached, verdict = rollout.verdict(done)
     host.ok = verdict == rollout.KEPT
     if not host.ok:
-        first = next(p for p in phases if not p.ok)
-        host.error = f"{first.step} failed: {first.detail}"
+        failed = [p for p in phases if not p.ok]
+        host.error = f"{failed[0].step} failed: {failed[0].detail}"
+        if len(failed) > 1:  # the way back failed too: what the host is left with
+            host.error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
         host.hint = _HINTS[verdict]
         if verdict == rollout.ROLLED_BACK:
             host.notes.append("rolled back, restarted and healthy again: the host serves as before")
