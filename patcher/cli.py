@@ -195,6 +195,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="checks of the specs that stay, re-run after a partial rollback (undone if one fails)",
     )
 
+    _rollout_parser(sub)
+
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
     sp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(sp)
@@ -206,6 +208,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     cp.add_argument("shell", choices=["bash", "zsh", "fish"])
     clidocs.describe(parser, dict(sub.choices))
     return parser
+
+
+def _rollout_parser(sub: Any) -> None:
+    """`vpatch rollout`: apply's options, then its own (patcher.rolloutrun.add_options)."""
+    op = sub.add_parser(
+        "rollout", help="apply, restart, wait for health, gate on live metrics; roll back if worse"
+    )
+    op.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
+    _target_options(op)
+    _level(op)
+    op.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+    if not getattr(op, "skeleton", False):
+        from patcher import rolloutrun
+
+        rolloutrun.add_options(op)
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    from patcher import rolloutrun
+
+    targets = _targets(args)
+    policy = _policy(args, len(targets))
+    return rolloutrun.command(args, targets, policy, lambda t: _open(t, args))
 
 
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
@@ -348,6 +373,8 @@ def run(argv: Sequence[str]) -> int:
         return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
+    if args.command == "rollout":
+        return _rollout(args)
     from patcher import fleet
 
     # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the

@@ -50,6 +50,17 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "without SPEC, everything vpatch applied; other specs on the same file stay applied.",
         ["vpatch rollback vllm-eagle3-mla-targets --python /srv/venv/bin/python --diff"],
     ),
+    "rollout": (
+        "Apply specs host by host under the fleet policy, then on each target run the restart "
+        "command, wait for its health URL, measure the live serving metrics against the "
+        "baseline scraped before the patch, and keep the patch only when the gates pass; "
+        "otherwise roll it back, restart and wait for health again (docs/rollout.md).",
+        [
+            "vpatch rollout vllm-eagle3-mla-backport --inventory hosts.toml --canary 1 "
+            "--batch 25% --restart 'systemctl restart vllm' --health "
+            "http://localhost:8000/health --metrics http://localhost:8000/metrics",
+        ],
+    ),
     "status": (
         "Show what vpatch applied on the targets (their journal) and whether each file still "
         "holds it; with SPEC, also whether those specs are in place.",
