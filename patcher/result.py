@@ -84,6 +84,10 @@ class HostResult:
     # What the agent skipped in the host's state dir (an ill-formed journal line, a journaled
     # path outside site-packages): the host's owner can write there, so it is data to check.
     warnings: list[str] = field(default_factory=list)
+    # Who did the work on the host: the agent's effective uid, and root's uid when the agent
+    # started as root and dropped to the environment's owner (agent/privsep.py).
+    uid: int | None = None
+    dropped_from: int | None = None
 
 
 @dataclass

@@ -141,6 +141,8 @@ _ANSWER_VOLATILE = (
     "ok",
     "protocol",
     "pid",
+    "uid",
+    "dropped_from",
     "host",
     "then",
     "fingerprint",

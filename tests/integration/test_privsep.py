@@ -1,0 +1,138 @@
+"""Root never runs the environment owner's code, and never acts in the env with more than the
+owner's power (patcher/agent/privsep.py).
+
+A real user is created for each test, owning a real venv (`--system-site-packages`, the
+host's own interpreter) in its home, and attacks as that user would: a `.pth` file in its
+site-packages, a half-written transaction in its journal naming the base interpreter's
+dist-packages. The CLI runs as root (`--python` locally, and through a real sshd as root),
+as an operator's `sudo vpatch ...` or `--sudo` would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, vpatch
+from tests.support.owners import OwnedEnv, base_site_dir, owned_env
+from tests.support.standin_specs import REL, SPEC_A
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root is the operator here")
+
+
+@pytest.fixture
+def owned(tmp_path: Path) -> Iterator[OwnedEnv]:
+    with owned_env(tmp_path) as env:
+        yield env
+
+
+def spec(tmp_path: Path) -> Path:
+    p = tmp_path / "a.toml"
+    p.write_text(SPEC_A)
+    return p
+
+
+def ok(res: Run) -> Run:
+    assert res.code == 0, res.out + res.err
+    return res
+
+
+def test_owner_pth_never_runs_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
+    """The agent ran the env's own interpreter as root with `-I`: the owner's .pth ran as
+    root at every start, `status` and `diff` included. Now it runs only as the owner (in
+    the worker and in the probes): the marker proves the .pth did run, never as uid 0."""
+    owned.plant_pth()
+    py = owned.python
+    ok(vpatch("status", "--python", py))
+    ok(vpatch("diff", "servekit", "--python", py))
+    applied = ok(vpatch("apply", spec(tmp_path), "--python", py, "--json"))
+    assert applied.doc["hosts"][0]["patches"][0]["outcome"] == "applied", applied.out
+    ok(vpatch("verify", spec(tmp_path), "--python", py))
+    ok(vpatch("rollback", "--python", py))
+    assert owned.ran_as() == {owned.uid}, sorted(owned.markers.iterdir())
+    # and what the agent wrote is the owner's, written as the owner
+    assert {p.stat().st_uid for p in [owned.state, *owned.state.rglob("*")]} == {owned.uid}
+    assert (owned.site / REL).stat().st_uid == owned.uid
+
+
+def test_report_names_the_uid_that_did_the_work(owned: OwnedEnv, tmp_path: Path) -> None:
+    res = ok(vpatch("apply", spec(tmp_path), "--python", owned.python, "--level", "static", "--json"))
+    host = res.doc["hosts"][0]
+    assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
+    human = ok(vpatch("status", "--python", owned.python))
+    assert f"as uid {owned.uid} (the environment's owner; dropped from root)" in human.out
+    # a root-owned env: root does the work itself
+    root_env = tmp_path / "rootenv"
+    os.system(f"/usr/bin/python3 -m venv --without-pip {root_env}")
+    mine = ok(vpatch("status", "--python", root_env / "bin" / "python", "--json"))
+    assert (mine.doc["hosts"][0]["uid"], mine.doc["hosts"][0]["dropped_from"]) == (0, None)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _half_written(owned: OwnedEnv, created: Path, deleted: Path, payload: bytes) -> None:
+    """The owner's journal: a transaction without its marker that 'wrote' two files of the
+    base interpreter's dist-packages (one it 'deleted', one it 'created') and one of its own
+    that it did not reach, so the repair would put the first two back: `created` from a
+    backup holding the owner's bytes, `deleted` removed."""
+    own = owned.site / REL
+    owned.as_owner("mkdir", "-p", "-m700", owned.state / "backups")
+    owned.write_as_owner(owned.state / "backups" / sha(payload), payload)
+
+    def entry(path: Path, before: str | None, after: str | None) -> dict[str, object]:
+        return {
+            "action": "apply",
+            "txn": "t-evil",
+            "spec": "evil",
+            "package": "servekit",
+            "file": "x.py",
+            "path": str(path),
+            "before": before,
+            "after": after,
+            "edits": [],
+        }
+
+    lines = [
+        entry(created, sha(payload), None),  # 'deleted' by the txn: the repair recreates it
+        entry(deleted, None, sha(deleted.read_bytes())),  # 'created' by it: repair removes it
+        entry(own, sha(own.read_bytes()), "1" * 64),  # not reached: the txn is half-written
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in lines)
+    owned.write_as_owner(owned.state / "journal.jsonl", text.encode())
+
+
+def test_repair_never_reaches_the_base_interpreters_dist_packages(owned: OwnedEnv) -> None:
+    """`vpatch status` as root repaired the owner's planted transaction into root's
+    dist-packages (site.getsitepackages() of a --system-site-packages venv has them): it
+    created a module there with the owner's bytes and deleted root's, and said `status: ok`.
+    Now the confined dirs are the env's own, the worker has only the owner's rights, and the
+    human output says which entries were refused."""
+    base = base_site_dir()
+    tag = secrets.token_hex(4)
+    created, deleted = base / f"vpatch_evil_{tag}.py", base / f"vpatch_victim_{tag}.py"
+    deleted.write_text("root = True\n")
+    payload = b"import os; os.system('id > /tmp/owned')\n"
+    listing = sorted(p.name for p in base.iterdir())
+    try:
+        _half_written(owned, created, deleted, payload)
+        res = vpatch("status", "--python", owned.python)
+        assert not created.exists(), "the repair created a module in root's dist-packages"
+        assert deleted.read_text() == "root = True\n"
+        assert sorted(p.name for p in base.iterdir()) == listing
+        for path in (created, deleted):
+            assert f"journal entry for {path} ignored" in res.out, res.out + res.err
+        assert "outside this environment's site-packages" in res.out
+        doc = vpatch("status", "--python", owned.python, "--json").doc
+        assert not created.exists() and deleted.exists()
+        assert any(str(created) in w for w in doc["hosts"][0]["warnings"]), doc
+    finally:
+        created.unlink(missing_ok=True)
+        deleted.unlink(missing_ok=True)
