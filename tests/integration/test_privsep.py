@@ -62,7 +62,8 @@ def test_owner_pth_never_runs_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
 
 
 def test_report_names_the_uid_that_did_the_work(owned: OwnedEnv, tmp_path: Path) -> None:
-    res = ok(vpatch("apply", spec(tmp_path), "--python", owned.python, "--level", "static", "--json"))
+    py = owned.python
+    res = ok(vpatch("apply", spec(tmp_path), "--python", py, "--level", "static", "--json"))
     host = res.doc["hosts"][0]
     assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
     human = ok(vpatch("status", "--python", owned.python))

@@ -72,9 +72,10 @@ class OwnedEnv:
         return {int(p.name.split("-")[2]) for p in self.markers.glob("ran-as-*")}
 
     def plant_pth(self) -> None:
+        where = repr(str(self.markers))
         code = (
-            "import os; open(os.path.join(%r, 'ran-as-%%d-%%d' %% (os.geteuid(), os.getpid())),"
-            " 'w').close()\n" % str(self.markers)
+            f"import os; open(os.path.join({where}, 'ran-as-%d-%d' % (os.geteuid(), os.getpid())),"
+            " 'w').close()\n"
         )
         self.write_as_owner(self.site / "zz_owner_marker.pth", code.encode())
 
@@ -127,4 +128,3 @@ def owned_env(wheel_dir: Path) -> Iterator[OwnedEnv]:
         subprocess.run(["userdel", "--remove", name], capture_output=True)
         shutil.rmtree(f"/tmp/vpatch-markers-{name}", ignore_errors=True)
         shutil.rmtree(f"/home/{name}", ignore_errors=True)
-
