@@ -89,7 +89,8 @@ _READLINE = "l=sys.stdin.buffer.readline().decode('latin-1')\n"
 # privsep's stage 0 (patcher/agent/privsep.py), run as root by the trusted interpreter with
 # `-I -S`: it reads the bundle by its length (the fixed-width `#n` that opens it), never a
 # byte further, so the worker it starts reads the requests from the same stdin. It needs
-# only privsep, procs, protocol and wire: the package's own modules are not run.
+# only privsep, procs, protocol and wire: the package's own modules are not run. (Its
+# command line names no `import vpatch_agent`: that marks the worker, the one that answers.)
 BOOT0 = BOOT.replace(
     _READLINE,
     "import os\n"
@@ -104,7 +105,7 @@ BOOT0 = BOOT.replace(
 ).replace(
     "import vpatch_agent\nvpatch_agent.main()\n",
     "P=sys.modules['vpatch_agent']=type(sys)('vpatch_agent');P.__path__=[]\n"
-    "import vpatch_agent.privsep as P\nP.stage0(l)\n",
+    "__import__('vpatch_agent.privsep');P.privsep.stage0(l)\n",
 )
 # The worker's loader (the environment's interpreter, after the drop): BOOT reading the
 # bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.

@@ -247,7 +247,9 @@ def stage0(bundle: str) -> None:
             mark = "1" if uid is not None else "0"  # dropped here, or root still
             os.execv(python, [python, "-I", "-S", "-c", boot, ARG, mark])
         except BaseException as exc:  # the worker never returns into stage 0
-            os.write(2, ("vpatch agent: cannot start the worker: %s\n" % exc).encode())
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            who = "uid %d, the environment's owner" % uid if uid is not None else "root"
+            os.write(2, ("vpatch agent: cannot run %s as %s: %s\n" % (python, who, why)).encode())
             os._exit(126)
     for fd in (bundle_r, ask_w, answer_r):
         os.close(fd)
@@ -297,7 +299,8 @@ def _exit_as(pid: int) -> None:
         import signal
 
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
+        if sig != signal.SIGKILL:
+            signal.signal(sig, signal.SIG_DFL)
         os.kill(os.getpid(), sig)
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
