@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
