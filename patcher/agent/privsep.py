@@ -247,9 +247,9 @@ def stage0(bundle: str) -> None:
             mark = "1" if uid is not None else "0"  # dropped here, or root still
             os.execv(python, [python, "-I", "-S", "-c", boot, ARG, mark])
         except BaseException as exc:  # the worker never returns into stage 0
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             who = "uid %d, the environment's owner" % uid if uid is not None else "root"
-            os.write(2, ("vpatch agent: cannot run %s as %s: %s\n" % (python, who, why)).encode())
+            os.write(2, ("vpatch agent: cannot run %s as %s: %s\n" % (python, who, err)).encode())
             os._exit(126)
     for fd in (bundle_r, ask_w, answer_r):
         os.close(fd)
