@@ -90,15 +90,6 @@ def env_prefix(executable: str, has_cfg: Any) -> str:
     return os.path.dirname(os.path.dirname(os.path.realpath(executable)))
 
 
-def site_dirs(prefix: str, version: str, platlibdir: str = "lib") -> list[str]:
-    """The site-packages directories a venv's prefix has for `version` ("3.11"): what
-    site.getsitepackages([prefix]) gives on POSIX (never the base interpreter's)."""
-    out = []
-    for libdir in dict.fromkeys((platlibdir, "lib")):
-        out.append(os.path.join(prefix, libdir, "python" + version, "site-packages"))
-    return out
-
-
 def _writable_by_others(mode: int, gid: int) -> bool:
     if stat.S_ISLNK(mode):
         return False  # a link's own mode means nothing; its owner is checked
@@ -379,9 +370,8 @@ def worker(argv: list[str]) -> None:
         if os.geteuid() == 0:
             import site
 
-            prefix = env_prefix(sys.executable, _has_cfg)
             facts: list[tuple[str, int, int, int]] = []
-            for d in site.getsitepackages([prefix]):
+            for d in site.getsitepackages(_site_prefixes()):
                 if os.path.isdir(d):
                     facts += chain(d)
                     facts += _pth_facts(d)
@@ -395,6 +385,21 @@ def worker(argv: list[str]) -> None:
     except (Refusal, OSError) as exc:
         STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
     STATE["uid"] = os.geteuid()
+
+
+def _site_prefixes() -> list[str]:
+    """The prefixes whose site dirs `site` will read here: the env's, and the base
+    interpreter's when pyvenv.cfg includes the system site packages (their .pth files run
+    at `site.main()` too)."""
+    prefix = env_prefix(sys.executable, _has_cfg)
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    out = [prefix]
+    if os.path.isfile(cfg):  # root's: stage 0 checked it
+        with open(cfg, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 16)
+        if parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
+            out.append(sys.base_prefix)
+    return out
 
 
 def _pth_facts(d: str) -> list[tuple[str, int, int, int]]:

@@ -19,8 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import envs
+from tests import sshd as harness
 from tests.conftest import Run, vpatch
 from tests.support.owners import OwnedEnv, base_site_dir, owned_env
+from tests.support.sshargs import ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root is the operator here")
@@ -59,6 +62,34 @@ def test_owner_pth_never_runs_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
     # and what the agent wrote is the owner's, written as the owner
     assert {p.stat().st_uid for p in [owned.state, *owned.state.rglob("*")]} == {owned.uid}
     assert (owned.site / REL).stat().st_uid == owned.uid
+
+
+def test_owner_pth_never_runs_as_root_over_ssh(
+    owned: OwnedEnv, tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """The same over a real sshd, logged in as root (no --sudo): the remote shell asks
+    `id -u` and starts stage 0; the lab host's env (its /root/ml-env) is the owner's."""
+
+    def owners_env(host: harness.SshHost) -> None:
+        harness.standin_env_factory(host)
+        (host.home / "markers").mkdir(mode=0o777)
+        os.chmod(host.home / "markers", 0o1777)
+        owned.give(host.home / "ml-env")
+        owned.plant_pth(envs.site_packages(host.home / "ml-env"), "/root/markers")
+
+    lab = ssh_lab_factory(1, owners_env)
+    h = lab.hosts[0]
+    os.chmod(h.home, 0o755)  # the host's /root: the owner reaches its env below it
+    args = ["--host", h.name, *ssh_args(lab)]
+    ok(vpatch("status", *args))
+    ok(vpatch("diff", "servekit", *args))
+    applied = ok(vpatch("apply", spec(tmp_path), *args, "--json"))
+    assert (applied.doc["hosts"][0]["uid"], applied.doc["hosts"][0]["dropped_from"]) == (
+        owned.uid,
+        0,
+    )
+    ok(vpatch("verify", spec(tmp_path), *args))
+    assert owned.ran_as(h.home / "markers") == {owned.uid}
 
 
 def test_report_names_the_uid_that_did_the_work(owned: OwnedEnv, tmp_path: Path) -> None:

@@ -60,24 +60,36 @@ class OwnedEnv:
         )
 
     def write_as_owner(self, path: Path, data: bytes) -> None:
-        """`path` written by the owner (its bytes, its file)."""
-        tmp = self.markers / ("put-" + secrets.token_hex(4))
-        tmp.write_bytes(data)
-        os.chmod(tmp, 0o644)
-        self.as_owner("cp", tmp, path)
-        tmp.unlink()
+        """`path` the owner's file with these bytes (written through the owner's own
+        permissions where the test machine's path is one it can reach)."""
+        try:
+            tmp = self.markers / ("put-" + secrets.token_hex(4))
+            tmp.write_bytes(data)
+            os.chmod(tmp, 0o644)
+            self.as_owner("cp", tmp, path)
+            tmp.unlink()
+        except subprocess.CalledProcessError:  # a lab host's tree, only reachable as root
+            path.write_bytes(data)
+            os.lchown(path, self.uid, self.gid)
 
-    def ran_as(self) -> set[int]:
+    def ran_as(self, markers: Path | None = None) -> set[int]:
         """The uids the planted .pth ran as so far."""
-        return {int(p.name.split("-")[2]) for p in self.markers.glob("ran-as-*")}
+        return {int(p.name.split("-")[2]) for p in (markers or self.markers).glob("ran-as-*")}
 
-    def plant_pth(self) -> None:
-        where = repr(str(self.markers))
+    def give(self, tree: Path) -> None:
+        """Every entry of `tree` the owner's (its venv on a lab host)."""
+        for p in [tree, *tree.rglob("*")]:
+            os.lchown(p, self.uid, self.gid)
+
+    def plant_pth(self, site: Path | None = None, markers: str | None = None) -> None:
+        """The .pth in `site` (default: the owner's venv), recording under `markers` (the
+        marker dir as the host running the interpreter sees it)."""
+        where = repr(markers or str(self.markers))
         code = (
             f"import os; open(os.path.join({where}, 'ran-as-%d-%d' % (os.geteuid(), os.getpid())),"
             " 'w').close()\n"
         )
-        self.write_as_owner(self.site / "zz_owner_marker.pth", code.encode())
+        self.write_as_owner((site or self.site) / "zz_owner_marker.pth", code.encode())
 
 
 def base_site_dir() -> Path:
@@ -121,8 +133,7 @@ def owned_env(wheel_dir: Path) -> Iterator[OwnedEnv]:
         subprocess.run(
             [*pip, "install", "--no-deps", "--no-index", str(whl)], check=True, capture_output=True
         )
-        for p in [env.venv, *env.venv.rglob("*")]:
-            os.lchown(p, env.uid, env.gid)
+        env.give(env.venv)
         yield env
     finally:
         subprocess.run(["userdel", "--remove", name], capture_output=True)
