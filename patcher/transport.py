@@ -536,7 +536,8 @@ def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostEr
     if opts.sudo and "sudo" in tail:
         return HostError(
             f"{target}: sudo refused: {tail}",
-            "the login user needs passwordless sudo (NOPASSWD) for the target python",
+            "the login user needs passwordless sudo (NOPASSWD) for the trusted interpreter "
+            "(--trusted-python, default /usr/bin/python3)",
         )
     if status == 127 or "No such file" in tail or "not found" in tail:
         return HostError(
