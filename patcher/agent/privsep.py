@@ -212,6 +212,11 @@ def stage0(bundle: str) -> None:
     restart scans, end as it ended. A refusal answers every request with it."""
     try:
         python = _which(sys.argv[1] if len(sys.argv) > 1 else "")
+    except Refusal as exc:
+        _not_found(str(exc))
+    if not os.path.isfile(python):  # as a shell says it: the transport's missing-python error
+        _not_found("%s: not found" % python)
+    try:
         why = trusted_problem(_trusted_facts())
         if why:
             raise Refusal("the trusted interpreter %s: %s" % (sys.executable, why))
@@ -255,6 +260,11 @@ def stage0(bundle: str) -> None:
     prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
     _serve(ask_r, answer_w, python, prefix)  # (a worker that stays root never asks)
     _exit_as(pid)
+
+
+def _not_found(why: str) -> None:
+    os.write(2, ("vpatch agent: %s\n" % why).encode())
+    os._exit(127)
 
 
 def _trusted_facts() -> list[tuple[str, int, int, int]]:
