@@ -28,6 +28,7 @@ import pytest
 from tests import envs, standin
 from tests.conftest import REPO, VPATCH, Run, vpatch
 from tests.support.badinputs import tree_hash
+from tests.support.owners import evil_apply
 from tests.support.standin_specs import REL, SPEC_A
 
 NOBODY = 65534
@@ -214,19 +215,6 @@ def journal_lines(h: Host, *entries: dict[str, object]) -> None:
     tmp.write_text("\n".join(lines) + "\n")
     os.chown(tmp, NOBODY, NOBODY)
     h.owner("cp", tmp, h.state / "journal.jsonl")
-
-
-def evil_apply(path: str | Path, before: str, after: str | None) -> dict[str, object]:
-    return {
-        "action": "apply",
-        "spec": "evil",
-        "package": "servekit",
-        "file": "x.py",
-        "path": str(path),
-        "before": before,
-        "after": after,
-        "edits": [],
-    }
 
 
 def sha(data: bytes) -> str:

@@ -22,7 +22,7 @@ import pytest
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import Run, vpatch
-from tests.support.owners import OwnedEnv, base_site_dir, owned_env
+from tests.support.owners import OwnedEnv, base_site_dir, evil_apply, owned_env
 from tests.support.sshargs import ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -119,23 +119,16 @@ def _half_written(owned: OwnedEnv, created: Path, deleted: Path, payload: bytes)
     owned.as_owner("mkdir", "-p", "-m700", owned.state / "backups")
     owned.write_as_owner(owned.state / "backups" / sha(payload), payload)
 
-    def entry(path: Path, before: str | None, after: str | None) -> dict[str, object]:
-        return {
-            "action": "apply",
-            "txn": "t-evil",
-            "spec": "evil",
-            "package": "servekit",
-            "file": "x.py",
-            "path": str(path),
-            "before": before,
-            "after": after,
-            "edits": [],
-        }
-
     lines = [
-        entry(created, sha(payload), None),  # 'deleted' by the txn: the repair recreates it
-        entry(deleted, None, sha(deleted.read_bytes())),  # 'created' by it: repair removes it
-        entry(own, sha(own.read_bytes()), "1" * 64),  # not reached: the txn is half-written
+        dict(
+            evil_apply(created, sha(payload), None), txn="t-evil"
+        ),  # 'deleted' by the txn: the repair recreates it
+        dict(
+            evil_apply(deleted, None, sha(deleted.read_bytes())), txn="t-evil"
+        ),  # 'created' by it: repair removes it
+        dict(
+            evil_apply(own, sha(own.read_bytes()), "1" * 64), txn="t-evil"
+        ),  # not reached: the txn is half-written
     ]
     text = "".join(json.dumps(e) + "\n" for e in lines)
     owned.write_as_owner(owned.state / "journal.jsonl", text.encode())

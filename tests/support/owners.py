@@ -139,3 +139,17 @@ def owned_env(wheel_dir: Path) -> Iterator[OwnedEnv]:
         subprocess.run(["userdel", "--remove", name], capture_output=True)
         shutil.rmtree(f"/tmp/vpatch-markers-{name}", ignore_errors=True)
         shutil.rmtree(f"/home/{name}", ignore_errors=True)
+
+
+def evil_apply(path: str | Path, before: str | None, after: str | None) -> dict[str, object]:
+    """A journal `apply` entry an environment's owner writes to make root act on `path`."""
+    return {
+        "action": "apply",
+        "spec": "evil",
+        "package": "servekit",
+        "file": "x.py",
+        "path": str(path),
+        "before": before,
+        "after": after,
+        "edits": [],
+    }
