@@ -64,32 +64,43 @@ def test_owner_pth_never_runs_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
     assert (owned.site / REL).stat().st_uid == owned.uid
 
 
+@pytest.mark.parametrize("login", ["root", "sudo"])
 def test_owner_pth_never_runs_as_root_over_ssh(
-    owned: OwnedEnv, tmp_path: Path, ssh_lab_factory: harness.LabFactory
+    login: str, owned: OwnedEnv, tmp_path: Path, ssh_lab_factory: harness.LabFactory
 ) -> None:
-    """The same over a real sshd, logged in as root (no --sudo): the remote shell asks
-    `id -u` and starts stage 0; the lab host's env (its /root/ml-env) is the owner's."""
-
-    def owners_env(host: harness.SshHost) -> None:
-        harness.standin_env_factory(host)
-        (host.home / "markers").mkdir(mode=0o777)
-        os.chmod(host.home / "markers", 0o1777)
-        owned.give(host.home / "ml-env")
-        owned.plant_pth(envs.site_packages(host.home / "ml-env"), "/root/markers")
-
-    lab = ssh_lab_factory(1, owners_env)
+    """The same over a real sshd: logged in as root (the remote shell asks `id -u` and
+    starts stage 0), or as a user with `--sudo`; the lab host's env (its /root/ml-env) is
+    the owner's. The report names the owner's uid, dropped from root's."""
+    if login == "root":
+        lab, extra = ssh_lab_factory(1, harness.standin_env_factory), []
+    else:
+        lab = ssh_lab_factory(
+            1, harness.standin_env_factory, user=harness.NONROOT_USER, sudoers=True
+        )
+        extra = ["--sudo"]
     h = lab.hosts[0]
     os.chmod(h.home, 0o755)  # the host's /root: the owner reaches its env below it
-    args = ["--host", h.name, *ssh_args(lab)]
+    (h.home / "markers").mkdir(mode=0o777)
+    os.chmod(h.home / "markers", 0o1777)
+    owned.give(h.home / "ml-env")
+    owned.plant_pth(envs.site_packages(h.home / "ml-env"), "/root/markers")
+    args = ["--host", h.name, *ssh_args(lab, *extra)]
     ok(vpatch("status", *args))
     ok(vpatch("diff", "servekit", *args))
     applied = ok(vpatch("apply", spec(tmp_path), *args, "--json"))
-    assert (applied.doc["hosts"][0]["uid"], applied.doc["hosts"][0]["dropped_from"]) == (
-        owned.uid,
-        0,
-    )
+    host = applied.doc["hosts"][0]
+    assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
     ok(vpatch("verify", spec(tmp_path), *args))
     assert owned.ran_as(h.home / "markers") == {owned.uid}
+
+
+def test_untrusted_trusted_python_is_refused(owned: OwnedEnv) -> None:
+    """--trusted-python naming an interpreter path another user owns (here the owner's own
+    bin/python link): stage 0 refuses before it looks at the environment."""
+    res = vpatch("status", "--python", owned.python, "--trusted-python", owned.python)
+    assert res.code == 1, res.out + res.err
+    assert f"is owned by uid {owned.uid}, not root" in res.out + res.err, res.out + res.err
+    assert "Traceback" not in res.err
 
 
 def test_report_names_the_uid_that_did_the_work(owned: OwnedEnv, tmp_path: Path) -> None:
