@@ -309,8 +309,6 @@ def _exit_as(pid: int) -> None:
 def _serve(ask: int, answer: int, python: str, prefix: str) -> None:
     """Answer the worker's restart scans until it closes its end. A question is data from
     the owner's process: a number and at most _SITES_MAX paths, each under `prefix`."""
-    from . import procs, wire
-
     exe = os.path.realpath(python)
     bin_dir = os.path.realpath(os.path.dirname(python))
     buf = b""
@@ -322,6 +320,8 @@ def _serve(ask: int, answer: int, python: str, prefix: str) -> None:
         if not chunk:
             return
         buf += chunk
+        from . import procs, wire  # (a worker that never asks costs stage 0 neither)
+
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             found = _scan_for(wire, procs, line, exe, bin_dir, prefix)
