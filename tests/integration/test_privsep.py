@@ -64,6 +64,20 @@ def test_owner_pth_never_runs_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
     assert (owned.site / REL).stat().st_uid == owned.uid
 
 
+def test_sha2_in_site_packages_is_never_imported_as_root(owned: OwnedEnv, tmp_path: Path) -> None:
+    """On Python 3.11 and older the agent's `from _sha2 import sha256` looked along a
+    sys.path that held the owner's site-packages: a `_sha2.py` there ran as root. The agent
+    now imports its modules before `site` puts site-packages on sys.path, and as the owner."""
+    if (envs.site_packages(owned.venv).parent.name) >= "python3.12":
+        pytest.skip("CPython 3.12+ has its own _sha2: no fall-through to test")
+    owned.plant_sha2()
+    owned.as_owner(owned.python, "-I", "-c", "import _sha2")  # the plant works, as its owner
+    assert owned.ran_as() == {owned.uid}
+    ok(vpatch("status", "--python", owned.python))
+    ok(vpatch("apply", spec(tmp_path), "--python", owned.python, "--level", "static"))
+    assert 0 not in owned.ran_as(), sorted(owned.markers.iterdir())
+
+
 @pytest.mark.parametrize("login", ["root", "sudo"])
 def test_owner_pth_never_runs_as_root_over_ssh(
     login: str, owned: OwnedEnv, tmp_path: Path, ssh_lab_factory: harness.LabFactory

@@ -76,6 +76,17 @@ class OwnedEnv:
         """The uids the planted .pth ran as so far."""
         return {int(p.name.split("-")[2]) for p in (markers or self.markers).glob("ran-as-*")}
 
+    def plant_sha2(self) -> None:
+        """A `_sha2` module in the owner's site-packages (CPython 3.12+ has one of its own;
+        the agent's `from _sha2 import sha256` on 3.11 and older fell through to it), that
+        records who imported it and then serves hashlib's sha256."""
+        where = repr(str(self.markers))
+        code = (
+            f"import os; open(os.path.join({where}, 'ran-as-%d-%d' % (os.geteuid(), os.getpid())),"
+            " 'w').close()\nfrom hashlib import sha256\n"
+        )
+        self.write_as_owner(self.site / "_sha2.py", code.encode())
+
     def give(self, tree: Path) -> None:
         """Every entry of `tree` the owner's (its venv on a lab host)."""
         for p in [tree, *tree.rglob("*")]:
