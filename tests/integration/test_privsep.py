@@ -102,10 +102,10 @@ def test_owner_pth_never_runs_as_root_over_ssh(
     ok(vpatch("status", *args))
     ok(vpatch("diff", "servekit", *args))
     applied = ok(vpatch("apply", spec(tmp_path), *args, "--json"))
-    host = applied.doc["hosts"][0]
-    assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
     ok(vpatch("verify", spec(tmp_path), *args))
     assert owned.ran_as(h.home / "markers") == {owned.uid}
+    host = applied.doc["hosts"][0]
+    assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
 
 
 def test_untrusted_trusted_python_is_refused(owned: OwnedEnv) -> None:
