@@ -84,7 +84,19 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="record unknown host keys instead of refusing them (changed keys are always refused)",
     )
-    ssh.add_argument("--sudo", action="store_true", help="run the agent through `sudo -n`")
+    ssh.add_argument(
+        "--sudo",
+        action="store_true",
+        help="run the agent through `sudo -n` (as root, it works as the environment's owner "
+        "when another user owns it: privilege separation, docs/design.md#threat-model)",
+    )
+    ssh.add_argument(
+        "--trusted-python",
+        metavar="PATH",
+        default="",
+        help="root-owned interpreter the agent starts under as root before it drops to the "
+        "environment's owner (default /usr/bin/python3)",
+    )
     ssh.add_argument("--connect-timeout", type=float, default=10.0, metavar="S")
     ssh.add_argument("--timeout", type=float, default=600.0, metavar="S", help="per agent call")
     ssh.add_argument(
@@ -309,7 +321,12 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
     from patcher.transport import LocalTransport, SshOptions, SshTransport
 
     if target.local:
-        return LocalTransport(target.python, target=target.name, call_timeout=args.timeout)
+        return LocalTransport(
+            target.python,
+            target=target.name,
+            call_timeout=args.timeout,
+            trusted_python=args.trusted_python,
+        )
     opts = SshOptions(
         python=target.python,
         ssh_config=args.ssh_config,
@@ -319,6 +336,7 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         sudo=target.sudo,
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
+        trusted_python=args.trusted_python,
     )
     from patcher import sshnames
 

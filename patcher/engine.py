@@ -139,6 +139,7 @@ def _inspect(
         host.notes.extend(done.get("notes", []))
     facts = HostFacts.from_answer(res)
     host.python, host.warnings = facts.python, facts.warnings
+    host.uid, host.dropped_from = res.get("uid"), res.get("dropped_from")
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:
         _count("planned_ahead")

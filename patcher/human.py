@@ -123,10 +123,15 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
     head = Text(host.target, "bold")
     if host.python:
         head.append(f"  {clean(host.python)}", "dim")
+    if host.uid is not None:
+        who = " (the environment's owner; dropped from root)" if host.dropped_from == 0 else ""
+        head.append(f"  as uid {host.uid}{who}", "dim")
     head.append(f"  {host.seconds:.2f}s", "dim")
     console.print(head)
     if host.error:
         console.print(Text(f"  error: {clean(host.error)}", "red"))
+    for note in host.notes:
+        console.print(Text(f"  note: {clean(note)}", "yellow"))
     for warning in host.warnings:
         console.print(Text(f"  warning: {clean(warning)}", "yellow"))
     if not host.patches and not host.error:

@@ -87,6 +87,10 @@ class HostResult:
     # `vpatch rollout`: verdict, step reached, every phase with its times, the measures before
     # and after the restart and each gate (patcher/rolloutrun.py); None for other commands.
     rollout: dict[str, Any] | None = None
+    # Who did the work on the host: the agent's effective uid, and root's uid when the agent
+    # started as root and dropped to the environment's owner (agent/privsep.py).
+    uid: int | None = None
+    dropped_from: int | None = None
 
 
 @dataclass

@@ -85,6 +85,42 @@ import vpatch_agent
 vpatch_agent.main()
 """
 
+_READLINE = "l=sys.stdin.buffer.readline().decode('latin-1')\n"
+# privsep's stage 0 (patcher/agent/privsep.py), run as root by the trusted interpreter with
+# `-I -S`: it reads the bundle by its length (the fixed-width `#n` that opens it), never a
+# byte further, so the worker it starts reads the requests from the same stdin. It needs
+# only privsep, procs, protocol and wire: the package's own modules are not run. (Its
+# command line names no `import vpatch_agent`: that marks the worker, the one that answers.)
+BOOT0 = BOOT.replace(
+    _READLINE,
+    "import os\n"
+    "def r(n):\n"
+    "    b=b''\n"
+    "    while len(b)<n:\n"
+    "        x=os.read(0,n-len(b))\n"
+    "        if not x:break\n"
+    "        b+=x\n"
+    "    return b\n"
+    "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n",
+).replace(
+    "import vpatch_agent\nvpatch_agent.main()\n",
+    "P=sys.modules['vpatch_agent']=type(sys)('vpatch_agent');P.__path__=[]\n"
+    "__import__('vpatch_agent.privsep');P.privsep.stage0(l)\n",
+)
+# The worker's loader (the environment's interpreter, after the drop): BOOT reading the
+# bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.
+CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+_HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
+
+
+def agent_argv(python: str, root: bool, trusted: str) -> list[str]:
+    """How the agent starts: as root, under the trusted interpreter (privsep's stage 0, which
+    decides who works and starts the environment's interpreter as that user); else the
+    environment's interpreter itself, with the login user's power."""
+    if root:
+        return [trusted, "-I", "-S", "-c", BOOT0, python]
+    return [python, "-I", "-c", BOOT]
+
 
 @cache
 def agent_bundle(code: bool = True) -> bytes:
@@ -105,7 +141,9 @@ def agent_bundle(code: bool = True) -> bytes:
         mods[name] = f.read_text()
         if code:
             codes[f"#{MAGIC_NUMBER.hex()}:{name}"] = base64.b64encode(_code(f, name)).decode()
-    return json.dumps(mods | codes).encode() + b"\n"
+    body = json.dumps({"#child": CHILD_BOOT} | mods | codes)
+    size = len(_HEADER % 0) + len(body)  # the header replaces body's "{", the newline ends it
+    return (_HEADER % size + body[1:]).encode() + b"\n"
 
 
 def _code(path: Path, name: str) -> bytes:
@@ -312,10 +350,15 @@ class LocalTransport(PipeTransport):
     transport."""
 
     def __init__(
-        self, python: str = "python3", target: str = "local", call_timeout: float = 600.0
+        self,
+        python: str = "python3",
+        target: str = "local",
+        call_timeout: float = 600.0,
+        trusted_python: str = "",
     ) -> None:
         super().__init__()
         self.target = target
+        self.trusted_python = trusted_python or TRUSTED_PYTHON
         self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
         exe = shutil.which(python)
         if exe is None:
@@ -326,7 +369,7 @@ class LocalTransport(PipeTransport):
         self.python = exe
 
     def _argv(self) -> list[str]:
-        return [self.python, "-I", "-c", BOOT]
+        return agent_argv(self.python, os.geteuid() == 0, self.trusted_python)
 
 
 class _LocalSession:
@@ -446,10 +489,22 @@ def _end_local(proc: subprocess.Popen[bytes], err: IO[bytes], grace: float, kill
     return proc.returncode
 
 
-def remote_command(python: str, sudo: bool = False) -> str:
-    """The one shell line sent over SSH: constant bootstrap, quoted interpreter path."""
-    cmd = f"{shlex.quote(python)} -I -c {shlex.quote(BOOT)}"
-    return f"sudo -n {cmd}" if sudo else cmd
+# The interpreter privsep's stage 0 runs under as root (--trusted-python): the host's own,
+# root-owned python3, checked by stage 0 before it looks at anything else.
+TRUSTED_PYTHON = "/usr/bin/python3"
+
+
+def remote_command(python: str, sudo: bool = False, trusted: str = "") -> str:
+    """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths.
+
+    Through sudo the agent is root: stage 0 under the trusted interpreter. Without, the login
+    may still be root: the shell asks `id -u` and takes the same path then."""
+    q = shlex.quote
+    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON)))
+    if sudo:
+        return f"sudo -n {stage0}"
+    plain = f"{q(python)} -I -c {q(BOOT)}"
+    return f'if [ "$(id -u)" = 0 ]; then exec {stage0}; fi; exec {plain}'
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,6 +521,7 @@ class SshOptions(NamedTuple):
     accept_new_host_key: bool = False
     sudo: bool = False
     connect_timeout: float = 10.0
+    trusted_python: str = ""  # privsep's stage 0 as root (TRUSTED_PYTHON when empty)
     call_timeout: float = 600.0
     keepalive: int = 15
 
@@ -480,7 +536,8 @@ def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostEr
     if opts.sudo and "sudo" in tail:
         return HostError(
             f"{target}: sudo refused: {tail}",
-            "the login user needs passwordless sudo (NOPASSWD) for the target python",
+            "the login user needs passwordless sudo (NOPASSWD) for the trusted interpreter "
+            "(--trusted-python, default /usr/bin/python3)",
         )
     if status == 127 or "No such file" in tail or "not found" in tail:
         return HostError(
@@ -756,7 +813,9 @@ class SshTransport:
                 chan = None
             if chan is None:
                 chan = transport.open_session(timeout=self.opts.connect_timeout)
-                chan.exec_command(remote_command(self.opts.python, self.opts.sudo))
+                chan.exec_command(
+                    remote_command(self.opts.python, self.opts.sudo, self.opts.trusted_python)
+                )
                 self._chan, self._out = chan, bytearray()
                 payload = agent_bundle() + payload
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a

@@ -669,12 +669,23 @@ def answer(line: str) -> dict[str, Any]:
     except ValueError as exc:
         res: dict[str, Any] = protocol.error(protocol.PROTOCOL_ERROR, "bad request: %s" % exc)
     else:
-        if isinstance(req, dict):
+        if _REFUSED:
+            from . import privsep
+
+            res = protocol.error(privsep.KIND, _REFUSED)
+        elif isinstance(req, dict):
             res = handle(req)
         else:
             res = protocol.error(protocol.PROTOCOL_ERROR, "bad request: not a JSON object")
     res["pid"] = os.getpid()
+    res["uid"] = os.geteuid()  # who did the work (privsep: the env's owner, dropped from root)
+    if _DROPPED_FROM is not None:
+        res["dropped_from"] = _DROPPED_FROM
     return res
+
+
+_DROPPED_FROM: int | None = None  # root's uid when this worker dropped from it (privsep)
+_REFUSED = ""  # why the worker does not go on (privsep); every request gets it
 
 
 def _done() -> None:
@@ -688,13 +699,26 @@ def _done() -> None:
         os._exit(0)
 
 
+def _settle() -> None:
+    global _DROPPED_FROM, _REFUSED
+    from . import privsep
+
+    privsep.worker(sys.argv[1:])
+    _DROPPED_FROM = privsep.STATE.get("dropped_from")
+    _REFUSED = privsep.STATE.get("refused") or ""
+
+
 def main() -> None:
     """Answer each request line on stdin with one JSON line on stdout, until EOF.
 
     The last request may lack its newline (one-shot callers send the bundle line, a request,
     EOF).
     Blank lines are ignored. If the caller is gone (stdout broken), the agent just exits: the
-    request it was answering is complete on disk either way."""
+    request it was answering is complete on disk either way.
+
+    Started by privsep's stage 0 (argv `privsep`), it first settles who it works as."""
+    if sys.argv[1:2] == ["privsep"]:
+        _settle()
     while True:
         line = sys.stdin.readline()
         if not line:

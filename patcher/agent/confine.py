@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 
 from . import protocol
 
@@ -26,13 +27,14 @@ if TYPE_CHECKING:
 KIND_CONFINED = protocol.CONFINED
 
 
-_SITE: list[str | None] = []  # site.getsitepackages(): configuration, read once per agent
+_SITE: list[str | None] = []  # site.getsitepackages(own prefixes): read once per agent
 _SYSCONFIG: list[str | None] = []  # sysconfig's purelib and platlib: the same, when needed
 
 
 class Roots(list):  # type: ignore[type-arg]
-    """This interpreter's site-packages dirs, real paths, as `roots()` gives them: site's
-    list, completed by `complete()` with sysconfig's purelib/platlib (sysconfig loads the
+    """This environment's own site-packages dirs, real paths, as `roots()` gives them: site's
+    list for its prefix (never the base interpreter's of a --system-site-packages venv),
+    completed by `complete()` with sysconfig's purelib/platlib (sysconfig loads the
     build's config data, ~1 ms per agent) only for a path under none of site's dirs. In a venv
     or a distribution's Python those are among site's anyway, and the check of a path under
     one of them does not depend on which root it starts from: every root is a real path, so
@@ -52,7 +54,10 @@ def _site_dirs() -> list[str | None]:
         import site  # loaded already: `python -I` runs it
 
         getsite = getattr(site, "getsitepackages", None)
-        _SITE[:] = list(getsite()) if getsite is not None else []
+        # The environment's own prefixes only: a venv made with --system-site-packages also
+        # reads the base interpreter's dirs (site's PREFIXES), which are not the env's.
+        own = list(dict.fromkeys((sys.prefix, sys.exec_prefix)))
+        _SITE[:] = list(getsite(own)) if getsite is not None else []
         _SITE.append(None)  # (read: an interpreter without site dirs is not asked again)
     return _SITE
 
@@ -70,8 +75,8 @@ def _real(found: list[str | None]) -> list[str]:
 
 
 def roots() -> Roots:
-    """Real paths of this interpreter's site-packages dirs (site's list; purelib and platlib
-    on demand: `Roots`)."""
+    """Real paths of this environment's own site-packages dirs (site's list for its prefix;
+    purelib and platlib on demand: `Roots`)."""
     return Roots(_real(_site_dirs()))
 
 

@@ -182,10 +182,12 @@ def _maps_site(pid: int, sites: list[str], view: str = "") -> bool:
     return False
 
 
-def _site_dirs() -> list[str]:
+def site_dirs() -> list[str]:
+    """This environment's own site-packages dirs (real paths, "/"-terminated): its prefix's,
+    never the base interpreter's that a venv with --system-site-packages also reads."""
     dirs = set()
     try:
-        for d in site.getsitepackages():
+        for d in site.getsitepackages([sys.prefix]):
             dirs.add(os.path.realpath(d).rstrip("/") + "/")
     except AttributeError:  # pragma: no cover - very old virtualenv's site.py
         pass
@@ -212,24 +214,37 @@ def from_wall(wall: float) -> float:
         return -1.0
 
 
-def scan(before: float) -> list[dict[str, Any]]:
+def scan(before: float, where: tuple[str, str, list[str]] | None = None) -> list[dict[str, Any]]:
     """Processes of this environment started before `before` (a `now()` value), oldest first.
+
+    `where`: (interpreter, bin dir, site dirs) of the environment, real paths, for a caller
+    that is not its interpreter (privsep's stage 0, asked by a worker that dropped root);
+    without it, this interpreter's, and a worker that dropped root asks stage 0 (privsep.scan).
 
     Never raises: a failure to inspect one process skips that process, and a host without
     /proc (or without CLOCK_BOOTTIME) yields an empty list.
     """
     if before < 0 or not os.path.isdir("/proc"):
         return []
+    if where is None:
+        from . import privsep
+
+        asked = privsep.scan(before, site_dirs())
+        if asked is not None:
+            return asked
     try:
-        return _scan(before)
+        return _scan(before, where)
     except Exception:
         return []
 
 
-def _scan(before: float) -> list[dict[str, Any]]:
-    exe = os.path.realpath(sys.executable)
-    bin_dir = os.path.realpath(os.path.dirname(sys.executable))
-    sites = _site_dirs()
+def _scan(before: float, where: tuple[str, str, list[str]] | None) -> list[dict[str, Any]]:
+    if where is None:
+        exe = os.path.realpath(sys.executable)
+        bin_dir = os.path.realpath(os.path.dirname(sys.executable))
+        sites = site_dirs()
+    else:
+        exe, bin_dir, sites = where
     skip = _ancestors(os.getpid())
     own_ns = _mnt_ns("self")
     hz = float(os.sysconf("SC_CLK_TCK"))

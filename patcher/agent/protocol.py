@@ -166,6 +166,8 @@ _ANSWER_VOLATILE = (
     "ok",
     "protocol",
     "pid",
+    "uid",
+    "dropped_from",
     "host",
     "then",
     "fingerprint",

@@ -102,11 +102,15 @@ def open_entry(
             if not create:
                 raise
             if want_dir:
+                # 0700 whatever the umask: the owner (privsep's worker) must open what it made
+                mask = os.umask(0o077)
                 try:
                     os.mkdir(name, 0o700, dir_fd=dfd)
                     created = True
                 except FileExistsError:
                     pass
+                finally:
+                    os.umask(mask)
         if want_dir:
             fd = os.open(name, _DIR_FLAGS, dir_fd=dfd)
         else:

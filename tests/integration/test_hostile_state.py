@@ -28,6 +28,7 @@ import pytest
 from tests import envs, standin
 from tests.conftest import REPO, VPATCH, Run, vpatch
 from tests.support.badinputs import tree_hash
+from tests.support.owners import evil_apply
 from tests.support.standin_specs import REL, SPEC_A
 
 NOBODY = 65534
@@ -182,8 +183,12 @@ def test_adopt_still_gives_the_owner_its_state(host: Host) -> None:
 
 @pytest.mark.parametrize("umask", [0o000, 0o777])
 def test_state_dir_parents_vpatch_creates_are_private(host: Host, umask: int) -> None:
-    """--state-dir a/b/c: os.makedirs made a and a/b 0777 & ~umask (0777 under umask 000)."""
-    state = host.base / "a" / "b" / "c"
+    """--state-dir a/b/c: os.makedirs made a and a/b 0777 & ~umask (0777 under umask 000).
+    (Made by the env's owner, which root works as: under a directory the owner has.)"""
+    owned = host.base / "owned"
+    owned.mkdir()
+    os.chown(owned, NOBODY, NOBODY)
+    state = owned / "a" / "b" / "c"
     py = str(host.python)
     proc = subprocess.run(
         [*VPATCH, "apply", str(spec(host)), "--python", py, "--state-dir", str(state)],
@@ -193,7 +198,7 @@ def test_state_dir_parents_vpatch_creates_are_private(host: Host, umask: int) ->
         preexec_fn=lambda: os.umask(umask),  # the runner is single-threaded
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    for d in (host.base / "a", host.base / "a" / "b", state, state / "backups"):
+    for d in (owned / "a", owned / "a" / "b", state, state / "backups"):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
 
 
@@ -210,19 +215,6 @@ def journal_lines(h: Host, *entries: dict[str, object]) -> None:
     tmp.write_text("\n".join(lines) + "\n")
     os.chown(tmp, NOBODY, NOBODY)
     h.owner("cp", tmp, h.state / "journal.jsonl")
-
-
-def evil_apply(path: str | Path, before: str, after: str | None) -> dict[str, object]:
-    return {
-        "action": "apply",
-        "spec": "evil",
-        "package": "servekit",
-        "file": "x.py",
-        "path": str(path),
-        "before": before,
-        "after": after,
-        "edits": [],
-    }
 
 
 def sha(data: bytes) -> str:
@@ -351,6 +343,17 @@ def test_package_dir_swapped_for_a_link_at_commit_is_refused(host: Host) -> None
     assert res.code == 1 and "symlink" in res.err, res.out + res.err
 
 
+def _ancestors(pid: int) -> set[int]:
+    out = set()
+    while pid > 1 and pid not in out:
+        out.add(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
 def _parked_agent(cli: int) -> int:
     """The pid of the CLI's agent once it has stopped itself at the armed fault point."""
     deadline = time.monotonic() + 60
@@ -363,7 +366,7 @@ def _parked_agent(cli: int) -> int:
             except OSError:
                 continue
             fields = stat_line.rsplit(")", 1)[1].split()
-            if fields[0] == "T" and int(fields[1]) == cli:
-                return int(entry)
+            if fields[0] == "T" and cli in _ancestors(int(fields[1])):
+                return int(entry)  # (as root the agent is privsep's worker: a grandchild)
         time.sleep(0.05)
     raise AssertionError("the agent never parked")

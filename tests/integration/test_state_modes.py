@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,10 @@ def test_root_patching_a_users_env_leaves_it_the_users(tmp_path: Path, standin_e
         pytest.skip("needs root to own files as another user")
     for p in [standin_env.root, *standin_env.root.rglob("*")]:
         os.lchown(p, NOBODY, NOBODY)
+    # root works as the env's owner there (agent/privsep.py): the owner must reach its env
+    for d in (standin_env.root, *standin_env.root.parents):
+        if d.is_relative_to(Path(tempfile.gettempdir())) and d.stat().st_uid == 0:
+            os.chmod(d, d.stat().st_mode | 0o055)
     spec = tmp_path / "a.toml"
     spec.write_text(SPEC_A)
     py = ["--python", str(standin_env.python)]
@@ -83,7 +88,10 @@ def test_root_patching_a_users_env_leaves_it_the_users(tmp_path: Path, standin_e
     for p in (target, pycache, *pycache.iterdir()):
         assert (p.stat().st_uid, p.stat().st_gid) == (NOBODY, NOBODY), p
     assert vpatch("rollback", *py).code == 0
-    custom = tmp_path / "custom-state"
+    owned = tmp_path / "owned"  # a --state-dir is made as the owner too: somewhere it may
+    owned.mkdir()
+    os.chown(owned, NOBODY, NOBODY)
+    custom = owned / "custom-state"
     assert vpatch("apply", spec, *py, "--state-dir", custom).code == 0
     assert modes(custom) == expect(custom, NOBODY, NOBODY)
 

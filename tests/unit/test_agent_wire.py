@@ -227,7 +227,7 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     """Same interpreter: the code objects are used (the source is never compiled: broken
     here, it would fail); another bytecode magic: only the source counts."""
     mods = json.loads(agent_bundle())
-    code = {k: v for k, v in mods.items() if k.startswith("#")}
+    code = {k: v for k, v in mods.items() if k.startswith("#") and ":" in k}
     source = {k: v for k, v in mods.items() if not k.startswith("#")}
     assert len(code) == len(source) and all(k.split(":")[1] in source for k in code)
     broken = {**{k: "raise SystemExit(3)" for k in source}, **code}
@@ -240,7 +240,10 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     assert fingerprint({"packages": plain["packages"]}) == fingerprint(
         {"packages": same["packages"]}
     )
-    assert agent_bundle(code=False) == (json.dumps(source) + "\n").encode()
+    bare = json.loads(agent_bundle(code=False))
+    assert {k: v for k, v in bare.items() if not k.startswith("#")} == source
+    assert set(bare) - set(source) == {"#n", "#child"}  # its length, the worker's loader
+    assert int(bare["#n"]) == len(agent_bundle(code=False))
 
 
 def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path) -> None:

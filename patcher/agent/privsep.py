@@ -1,0 +1,442 @@
+"""Privilege separation: root never runs the environment's code nor acts inside it as root.
+
+Why: whoever owns an environment owns what its interpreter runs at start (`bin/python` itself,
+every `.pth` file in its site-packages, any module a bare import can fall through to), and
+can change any file in it between a check and a use. An agent started as root by that
+interpreter ran the owner's code as root; one that confined its writes by path still wrote
+where the owner's symlinks pointed. So when the agent would run as root (through `sudo`, or
+a root login) it starts in two stages, OpenSSH-style:
+
+1. **Stage 0, root, trusted interpreter** (`transport.BOOT0`: the host's own python3, `-I -S`,
+   so nothing but its own standard library runs). It checks itself (`trusted_problem`: its
+   executable, the directories up to it and its standard library are root's and writable by
+   no one else), then looks at the environment as data: `lstat` of every component of the
+   interpreter's path, its real path, and `pyvenv.cfg` (`env_facts`), never opening or running
+   anything of it. `decide` names the user to work as: the environment's owner when any of
+   those belongs to a user other than root, nobody's (root stays) when all are root's and
+   writable by no one else, else a refusal.
+2. **The worker**: stage 0 forks; the child drops to the owner (`setgroups`, `setresgid`,
+   `setresuid`, verified with `getres*id` and by a `setuid(0)` that must fail) and only then
+   execs the environment's interpreter `-I -S -c CHILD_BOOT privsep`, the bundle re-fed on
+   fd 3. The worker reads the requests from the same stdin and answers on the same stdout:
+   stage 0 relays nothing. As the owner, everything the worker does (reads, writes, locks,
+   the journal, compile checks with its own bytecode magic, probes and import checks) has
+   only the owner's power: a link to root's file is a permission error, not a write.
+   Where stage 0 stayed root (a root-owned interpreter), the worker itself checks the
+   environment's own site directories and `.pth` files before `site` runs (`settle`), and
+   drops to their owner there if they are someone else's.
+3. **What stays privileged**: one thing, read-only and bounded: the `/proc` scan for
+   processes that still run old code (`procs.scan`), which must see other users' processes.
+   The worker asks stage 0 over a pipe (`scan`): a time and the environment's site dirs,
+   which stage 0 accepts only under the prefix it found itself; the answer is pids, start
+   times and command lines.
+
+Without root nothing of this runs: the transport starts the environment's interpreter as
+before (`python -I -c BOOT`), which has only the login user's power.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
+    from typing import Any
+
+# The worker's descriptors, set up by stage 0 before the exec: the bundle (read once), and
+# the two ends of the restart-scan channel to stage 0.
+FD_BUNDLE, FD_ASK, FD_ANSWER = 3, 4, 5
+ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep UID`)
+KIND = "privsep"  # agent error kind: stage 0 or the worker refused to go on
+_LINE_MAX = 1 << 16  # one scan question (a time and a few paths)
+_SITES_MAX = 32
+
+# What the worker was told and found: {"uid": euid, "dropped_from": 0 or None, "why": ...}.
+STATE: dict[str, Any] = {}
+
+
+class Refusal(Exception):
+    """Why the agent does not go on as root (said as every request's answer)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure: the layout and the decision, from facts gathered by the edges below
+
+
+def parse_pyvenv(text: str) -> dict[str, str]:
+    """pyvenv.cfg's `key = value` lines, as site.venv reads them (keys lower-cased, first
+    `=` splits, blank and `#` lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().lower()
+        if key and key not in out:
+            out[key] = value.strip()
+    return out
+
+
+def env_prefix(executable: str, has_cfg: Any) -> str:
+    """The environment's prefix as CPython finds it: the directory of `pyvenv.cfg` next to
+    the executable (as given, not resolved) or one level up; else the installation's own,
+    two levels above the resolved executable. `has_cfg(dir)` says whether dir holds one."""
+    here = os.path.dirname(executable)
+    for d in (here, os.path.dirname(here)):
+        if has_cfg(d):
+            return d
+    return os.path.dirname(os.path.dirname(os.path.realpath(executable)))
+
+
+def _writable_by_others(mode: int, gid: int) -> bool:
+    if stat.S_ISLNK(mode):
+        return False  # a link's own mode means nothing; its owner is checked
+    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
+        return False  # sticky (/tmp): others cannot rename or remove what is not theirs
+    return bool(mode & stat.S_IWOTH or (mode & stat.S_IWGRP and gid != 0))
+
+
+def decide(euid: int, facts: list[tuple[str, int, int, int]]) -> int | None:
+    """The uid to work as (None: stay as we are), from (path, uid, gid, mode) of every
+    component of the environment's interpreter path and its real path, and its pyvenv.cfg.
+
+    Not root: nothing to drop. Any of them another user's: that user owns the environment
+    (owning a directory is owning what is below it). Two users: refused, there is no one
+    owner. All root's: stay root, unless one is writable by a group or others (then whoever
+    can write it owns it, and who that is cannot be told)."""
+    if euid != 0:
+        return None
+    owners = sorted({uid for _p, uid, _g, _m in facts if uid != 0})
+    if len(owners) > 1:
+        where = ", ".join("%s (uid %d)" % (p, uid) for p, uid, _g, _m in facts if uid in owners[:2])
+        raise Refusal("the environment has more than one owner: %s" % where)
+    if owners:
+        return owners[0]
+    for path, _uid, gid, mode in facts:
+        if _writable_by_others(mode, gid):
+            raise Refusal(
+                "%s is root's but writable by group or others (mode %o): its owner cannot be "
+                "told, so vpatch does not run as root there" % (path, stat.S_IMODE(mode))
+            )
+    return None
+
+
+def trusted_problem(facts: list[tuple[str, int, int, int]]) -> str:
+    """Why the interpreter stage 0 runs under is not to be trusted as root ("" when it is)."""
+    for path, uid, gid, mode in facts:
+        if uid != 0:
+            return "%s is owned by uid %d, not root" % (path, uid)
+        if _writable_by_others(mode, gid):
+            return "%s is writable by group or others (mode %o)" % (path, stat.S_IMODE(mode))
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Edges: facts from the file system (lstat only: nothing of the environment is opened)
+
+
+def chain(path: str) -> list[tuple[str, int, int, int]]:
+    """(path, uid, gid, mode) of every component of `path` and of its real path."""
+    out: list[tuple[str, int, int, int]] = []
+    seen = set()
+    for p in (os.path.abspath(path), os.path.realpath(path)):
+        parts = p.split(os.sep)
+        for i in range(1, len(parts) + 1):
+            where = os.sep.join(parts[:i]) or os.sep
+            if where in seen:
+                continue
+            seen.add(where)
+            st = os.lstat(where)
+            out.append((where, st.st_uid, st.st_gid, st.st_mode))
+    return out
+
+
+def env_facts(executable: str) -> list[tuple[str, int, int, int]]:
+    """The environment's facts for `decide`: its interpreter's chain and its pyvenv.cfg."""
+    facts = chain(executable)
+    cfg = os.path.join(env_prefix(executable, _has_cfg), "pyvenv.cfg")
+    if _has_cfg(os.path.dirname(cfg)):
+        st = os.lstat(cfg)
+        facts.append((cfg, st.st_uid, st.st_gid, st.st_mode))
+    return facts
+
+
+def _has_cfg(d: str) -> bool:
+    return os.path.lexists(os.path.join(d, "pyvenv.cfg"))
+
+
+def _which(name: str) -> str:
+    if "/" in name:
+        return os.path.abspath(name)
+    for d in os.environ.get("PATH", "/usr/bin:/bin").split(os.pathsep):
+        cand = os.path.join(d or ".", name)
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return os.path.abspath(cand)
+    raise Refusal("python %r not found on PATH" % name)
+
+
+def drop(uid: int) -> None:
+    """Become `uid` for good: its groups, gid and uid (real, effective, saved), verified."""
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+        name, gid, home = pw.pw_name, pw.pw_gid, pw.pw_dir
+        groups = sorted(set(os.getgrouplist(name, gid)))
+    except KeyError:  # no passwd entry: its own uid as gid, no other group
+        name, gid, home, groups = str(uid), uid, "/", [uid]
+    os.setgroups(groups)
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+        raise Refusal("could not drop to uid %d" % uid)
+    if sorted(set(os.getgroups())) != groups:
+        raise Refusal("could not drop the groups of uid %d" % uid)
+    try:
+        os.setuid(0)
+    except PermissionError:
+        pass
+    else:
+        raise Refusal("uid %d could become root again" % uid)
+    os.environ.update({"HOME": home, "USER": name, "LOGNAME": name})
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 0 (root, trusted interpreter)
+
+
+def stage0(bundle: str) -> None:
+    """Run by transport.BOOT0 with the bundle it read: decide, fork the worker, serve its
+    restart scans, end as it ended. A refusal answers every request with it."""
+    try:
+        python = _which(sys.argv[1] if len(sys.argv) > 1 else "")
+    except Refusal as exc:
+        _not_found(str(exc))
+    if not os.path.isfile(python):  # as a shell says it: the transport's missing-python error
+        _not_found("%s: not found" % python)
+    try:
+        why = trusted_problem(_trusted_facts())
+        if why:
+            raise Refusal("the trusted interpreter %s: %s" % (sys.executable, why))
+        uid = decide(os.geteuid(), env_facts(python))
+    except (Refusal, OSError) as exc:
+        _refuse_forever(str(exc) if isinstance(exc, Refusal) else _oserror(exc))
+        return
+    boot = _child_boot(bundle)
+    bundle_r, bundle_w = os.pipe()
+    ask_r, ask_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker
+        try:
+            for fd, want in ((bundle_r, FD_BUNDLE), (ask_w, FD_ASK), (answer_r, FD_ANSWER)):
+                os.dup2(fd, want + 10)
+            for fd in (bundle_r, bundle_w, ask_r, ask_w, answer_r, answer_w):
+                os.close(fd)
+            for want in (FD_BUNDLE, FD_ASK, FD_ANSWER):
+                os.dup2(want + 10, want)
+                os.close(want + 10)
+            if uid is not None:
+                drop(uid)
+            mark = "1" if uid is not None else "0"  # dropped here, or root still
+            os.execv(python, [python, "-I", "-S", "-c", boot, ARG, mark])
+        except BaseException as exc:  # the worker never returns into stage 0
+            err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            who = "uid %d, the environment's owner" % uid if uid is not None else "root"
+            os.write(2, ("vpatch agent: cannot run %s as %s: %s\n" % (python, who, err)).encode())
+            os._exit(126)
+    for fd in (bundle_r, ask_w, answer_r):
+        os.close(fd)
+    _quiet_std()  # stdout's EOF is then the worker's
+    try:
+        data = bundle.encode("latin-1")
+        while data:
+            data = data[os.write(bundle_w, data) :]
+    except OSError:
+        pass  # the worker is gone: its status says why
+    os.close(bundle_w)
+    prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
+    _serve(ask_r, answer_w, python, prefix)  # (a worker that stays root never asks)
+    _exit_as(pid)
+
+
+def _not_found(why: str) -> None:
+    os.write(2, ("vpatch agent: %s\n" % why).encode())
+    os._exit(127)
+
+
+def _trusted_facts() -> list[tuple[str, int, int, int]]:
+    facts = chain(sys.executable)
+    stdlib = os.path.dirname(os.__file__)
+    return facts + [f for f in chain(stdlib) if f not in facts]
+
+
+def _oserror(exc: OSError) -> str:
+    return "%s%s" % (exc.strerror or exc, " (%s)" % exc.filename if exc.filename else "")
+
+
+def _child_boot(bundle: str) -> str:
+    """The worker's loader, carried by the bundle (`#child`, transport.CHILD_BOOT)."""
+    from _json import scanstring
+
+    key = '"#child": "'
+    i = bundle.index(key) + len(key)
+    return scanstring(bundle, i)[0]
+
+
+def _quiet_std() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+
+
+def _exit_as(pid: int) -> None:
+    """End the way the worker ended (a signal as that signal: the transport reads a kill)."""
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        import signal
+
+        sig = os.WTERMSIG(status)
+        if sig != signal.SIGKILL:
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def _serve(ask: int, answer: int, python: str, prefix: str) -> None:
+    """Answer the worker's restart scans until it closes its end. A question is data from
+    the owner's process: a number and at most _SITES_MAX paths, each under `prefix`."""
+    exe = os.path.realpath(python)
+    bin_dir = os.path.realpath(os.path.dirname(python))
+    buf = b""
+    while True:
+        try:
+            chunk = os.read(ask, _LINE_MAX)
+        except OSError:
+            return
+        if not chunk:
+            return
+        buf += chunk
+        from . import procs, wire  # (a worker that never asks costs stage 0 neither)
+
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            found = _scan_for(wire, procs, line, exe, bin_dir, prefix)
+            try:
+                os.write(answer, (wire.dumps(found) + "\n").encode("ascii"))
+            except OSError:
+                return
+        if len(buf) > _LINE_MAX:
+            return  # not a question: the worker gets EOF on its next one
+
+
+def _scan_for(
+    wire: Any, procs: Any, line: bytes, exe: str, bin_dir: str, prefix: str
+) -> list[dict[str, Any]]:
+    try:
+        q = wire.loads(line.decode("ascii"))
+        before, sites = float(q["before"]), q["sites"]
+    except (ValueError, KeyError, TypeError):
+        return []
+    base = prefix.rstrip(os.sep) + os.sep
+    ok = (
+        [
+            s
+            for s in sites[:_SITES_MAX]
+            if isinstance(s, str) and os.path.normpath(s) + os.sep == s and s.startswith(base)
+        ]
+        if isinstance(sites, list)
+        else []
+    )
+    return procs.scan(before, (exe, bin_dir, ok))  # type: ignore[no-any-return]
+
+
+def _refuse_forever(why: str) -> None:
+    """Answer every request line with the refusal (one-shot callers: their one request)."""
+    from . import protocol, wire
+
+    res = protocol.error(KIND, why)
+    res["pid"] = os.getpid()
+    out = (wire.dumps(res) + "\n").encode("utf-8")
+    for line in iter(sys.stdin.buffer.readline, b""):
+        if line.strip():
+            os.write(1, out)
+    os._exit(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker (the environment's interpreter, as the owner or as root for a root-owned one)
+
+
+def worker(argv: list[str]) -> None:
+    """Before anything else in the worker: if still root, check the environment's own site
+    directories and their .pth files (drop to their owner if they are someone else's), then
+    run `site` as the interpreter would have without -S."""
+    STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
+    try:
+        if os.geteuid() == 0:
+            import site
+
+            facts: list[tuple[str, int, int, int]] = []
+            for d in site.getsitepackages(_site_prefixes()):
+                if os.path.isdir(d):
+                    facts += chain(d)
+                    facts += _pth_facts(d)
+            uid = decide(0, facts)
+            if uid is not None:
+                drop(uid)
+                STATE["dropped_from"] = 0
+        import site
+
+        site.main()
+    except (Refusal, OSError) as exc:
+        STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
+    STATE["uid"] = os.geteuid()
+
+
+def _site_prefixes() -> list[str]:
+    """The prefixes whose site dirs `site` will read here: the env's, and the base
+    interpreter's when pyvenv.cfg includes the system site packages (their .pth files run
+    at `site.main()` too)."""
+    prefix = env_prefix(sys.executable, _has_cfg)
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    out = [prefix]
+    if os.path.isfile(cfg):  # root's: stage 0 checked it
+        with open(cfg, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(1 << 16)
+        if parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
+            out.append(sys.base_prefix)
+    return out
+
+
+def _pth_facts(d: str) -> list[tuple[str, int, int, int]]:
+    out = []
+    for name in sorted(os.listdir(d)):
+        if name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py"):
+            st = os.lstat(os.path.join(d, name))
+            out.append((os.path.join(d, name), st.st_uid, st.st_gid, st.st_mode))
+    return out
+
+
+def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
+    """Ask stage 0 for the restart scan; None when this worker may scan itself (it is root,
+    or there is no stage 0)."""
+    if os.geteuid() == 0 or STATE.get("dropped_from") is None:
+        return None
+    from . import wire
+
+    try:
+        os.write(FD_ASK, (wire.dumps({"before": before, "sites": sites}) + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = os.read(FD_ANSWER, 1 << 20)
+            if not chunk:
+                return []
+            buf += chunk
+        found = wire.loads(buf.decode("utf-8"))
+    except (OSError, ValueError):
+        return []
+    return found if isinstance(found, list) else []

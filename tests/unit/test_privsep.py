@@ -1,0 +1,100 @@
+"""The pure parts of privilege separation (patcher/agent/privsep.py): the layout read from
+pyvenv.cfg, and who the agent works as, from lstat facts."""
+
+from __future__ import annotations
+
+import stat
+
+import pytest
+
+from patcher.agent import privsep
+
+DIR, FILE, LINK = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o644, stat.S_IFLNK | 0o777
+
+
+def test_pyvenv_cfg_is_read_as_site_reads_it() -> None:
+    text = (
+        "# made by venv\n"
+        "home = /usr/bin\n"
+        "Include-System-Site-Packages = true\n"
+        "version = 3.11.2\n"
+        "executable = /usr/bin/python3.11\n"
+        "command = /usr/bin/python3 -m venv --system-site-packages /srv/env\n"
+        "junk line\n"
+        "home = /evil\n"  # the first one counts
+    )
+    cfg = privsep.parse_pyvenv(text)
+    assert cfg["home"] == "/usr/bin"
+    assert cfg["include-system-site-packages"] == "true"
+    assert cfg["version"] == "3.11.2"
+    assert cfg["command"].endswith("--system-site-packages /srv/env")  # split at the first =
+    assert "junk line" not in cfg
+
+
+def test_prefix_is_pyvenv_cfgs_dir_else_the_installations() -> None:
+    venv = privsep.env_prefix("/srv/env/bin/python", lambda d: d == "/srv/env")
+    assert venv == "/srv/env"
+    assert privsep.env_prefix("/opt/x/python", lambda d: d == "/opt/x") == "/opt/x"
+    assert privsep.env_prefix("/nonexistent/bin/python3", lambda d: False) == "/nonexistent"
+
+
+def chain(*items: tuple[str, int, int]) -> list[tuple[str, int, int, int]]:
+    return [(p, uid, 0, mode) for p, uid, mode in items]
+
+
+ROOT_ENV = chain(
+    ("/", 0, DIR),
+    ("/opt", 0, DIR),
+    ("/opt/env", 0, DIR),
+    ("/opt/env/bin/python", 0, LINK),
+    ("/usr/bin/python3.11", 0, FILE | 0o111),
+)
+
+
+def test_not_root_never_drops() -> None:
+    assert privsep.decide(1000, chain(("/home/u/env", 1000, DIR))) is None
+
+
+def test_root_owned_env_stays_root() -> None:
+    assert privsep.decide(0, ROOT_ENV) is None
+
+
+def test_any_component_of_another_user_makes_it_the_owner() -> None:
+    """The venv's bin/python link, or any directory above it: owning a directory is owning
+    what is below it."""
+    assert privsep.decide(0, [*ROOT_ENV, ("/opt/env/pyvenv.cfg", 1001, 1001, FILE)]) == 1001
+    home = chain(("/", 0, DIR), ("/home/u", 1001, DIR), ("/home/u/env", 0, DIR))
+    assert privsep.decide(0, home) == 1001
+
+
+def test_two_owners_are_refused() -> None:
+    facts = chain(("/", 0, DIR), ("/home/a", 1001, DIR), ("/home/a/env", 1002, DIR))
+    with pytest.raises(privsep.Refusal, match="more than one owner"):
+        privsep.decide(0, facts)
+
+
+@pytest.mark.parametrize(
+    ("mode", "gid", "refused"),
+    [
+        (DIR | 0o777, 0, True),  # others may write: whoever they are owns it
+        (DIR | 0o775, 50, True),  # a group other than root's
+        (DIR | 0o775, 0, False),  # root's group: root's
+        (DIR | 0o1777, 0, False),  # sticky, like /tmp: entries stay their owners'
+        (LINK, 50, False),  # a link's mode means nothing
+    ],
+)
+def test_root_owned_but_writable_by_others(mode: int, gid: int, refused: bool) -> None:
+    facts = [*ROOT_ENV, ("/opt/env/lib", 0, gid, mode)]
+    if refused:
+        with pytest.raises(privsep.Refusal, match="writable by group or others"):
+            privsep.decide(0, facts)
+        assert "writable" in privsep.trusted_problem(facts)
+    else:
+        assert privsep.decide(0, facts) is None
+        assert privsep.trusted_problem(facts) == ""
+
+
+def test_trusted_interpreter_must_be_roots() -> None:
+    assert privsep.trusted_problem(ROOT_ENV) == ""
+    bad = [*ROOT_ENV, ("/home/u/python3", 1001, 1001, FILE)]
+    assert privsep.trusted_problem(bad) == "/home/u/python3 is owned by uid 1001, not root"
