@@ -107,12 +107,21 @@ class Staged:
     def publish(self, tag: str = "write") -> None:
         """Rename over the target within the held directory, then make the rename durable."""
         faults.point(tag + ".before_rename")
+        self.ours()
         self.where.replace(self.tmp, self.name)
         self.tmp = ""
         self.close()
         faults.point(tag + ".renamed")
         self.where.fsync()
         faults.point(tag + ".dir_synced")
+
+    def ours(self) -> None:
+        """Unsafe unless the temp file's name still holds the file we wrote: the directory's
+        owner may have swapped it (for a link to a root-only file), and the rename must not
+        publish their entry as ours."""
+        st, mine = self.where.lstat(self.tmp), os.fstat(self.fd)
+        if st is None or (st.st_dev, st.st_ino) != (mine.st_dev, mine.st_ino):
+            raise fdwalk.Unsafe("had its temp file %s replaced meanwhile" % self.tmp, self.path)
 
     def discard(self) -> None:
         """Remove the temp file if it was not published (an error before the rename)."""
