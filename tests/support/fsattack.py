@@ -133,5 +133,25 @@ def parked_agent(parent: int, timeout: float = 60) -> int:
     raise AssertionError("the agent never parked")
 
 
+def agent(
+    python: Path, *requests: dict[str, object], timeout: float = 60
+) -> list[dict[str, object]]:
+    """The answers of a real `python -I` agent (BOOT, the bundle line) to `requests`: what
+    reaches the controller, before the controller makes anything of it."""
+    import json
+
+    from patcher.transport import BOOT, agent_bundle
+
+    lines = b"".join(json.dumps(r).encode() + b"\n" for r in requests)
+    proc = subprocess.run(
+        [str(python), "-I", "-c", BOOT],
+        input=agent_bundle() + lines,
+        capture_output=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
