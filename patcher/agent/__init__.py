@@ -744,12 +744,7 @@ def main() -> None:
     The last request may lack its newline (one-shot callers send the bundle line, a request,
     EOF).
     Blank lines are ignored. If the caller is gone (stdout broken), the agent just exits: the
-    request it was answering is complete on disk either way. A caller that goes away while
-    a request runs ends the agent there and then (peer.py), under BOOT."""
-    if __name__ == "vpatch_agent":
-        from . import peer
-
-        peer.watch()
+    request it was answering is complete on disk either way."""
     while True:
         line = sys.stdin.readline()
         if not line:

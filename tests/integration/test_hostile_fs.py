@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ import pytest
 from patcher.transport import BOOT, agent_bundle
 from tests import sshd as harness
 from tests import standin
+from tests.conftest import Run
 from tests.support import fsattack
 from tests.support.badinputs import tree_hash
 from tests.support.fsattack import NOBODY, SECRET, Host, cli, sha
@@ -161,6 +162,22 @@ def _half_written_txn(h: Host) -> bytes:
     return payload
 
 
+def _raced(args: tuple[str | Path, ...], fault: dict[str, str], move: Callable[[], None]) -> Run:
+    """Run the CLI with a fault point armed to park its agent; make the owner's `move` while
+    it is parked; resume it; the CLI's result."""
+    proc = fsattack.start_cli(*args, env=fault)
+    try:
+        agent = fsattack.parked_agent(proc.pid)
+        move()
+        os.kill(agent, signal.SIGCONT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Run(proc.returncode, out, err)
+
+
 def test_repair_check_then_write_race_cannot_write_through_a_swapped_dir(host: Host) -> None:
     """Old: _repair confined and hashed the journal's paths, then wrote by path; the owner
     swapped the package dir for a link to root's dir in between (here: while the agent is
@@ -168,17 +185,13 @@ def test_repair_check_then_write_race_cannot_write_through_a_swapped_dir(host: H
     payload = _half_written_txn(host)
     before = tree_hash(host.victim)
     fault = {"VPATCH_AGENT_FAULT": "repair.checked:pause"}
-    proc = fsattack.start_cli("status", "--python", host.python, "--json", env=fault)
-    try:
-        agent = fsattack.parked_agent(proc.pid)
+
+    def move() -> None:
         host.owner("mv", host.pkg, host.site / "servekit.moved")
         host.owner("ln", "-s", host.victim, host.pkg)
-        os.kill(agent, signal.SIGCONT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    res = _raced(("status", "--python", host.python, "--json"), fault, move)
+    out, err = res.out, res.err
     assert "Traceback" not in err, err
     assert tree_hash(host.victim) == before, "root wrote through the swapped directory"
     assert not (host.victim / "a_mod.py").exists()
@@ -192,24 +205,20 @@ def test_temp_file_swapped_before_its_chmod_chmods_nothing_else(host: Host) -> N
     mode is set on the descriptor, and the swapped temp file is refused at the rename."""
     before = tree_hash(host.victim)
     fault = {"VPATCH_TEST_FAULT": "write.temp_written:pause"}
-    args = ("apply", spec(host, SPEC_ADD, "add.toml"), "--python", host.python)
-    proc = fsattack.start_cli(*args, "--level", "static", env=fault)
-    try:
-        agent = fsattack.parked_agent(proc.pid)
+    args = ("apply", spec(host, SPEC_ADD, "add.toml"), "--python", host.python, "--level", "static")
+
+    def move() -> None:
         temps = [p for p in host.pkg.iterdir() if p.name.startswith(".vpatch-")]
         assert len(temps) == 1, temps
         host.owner("rm", "-f", temps[0])
         host.owner("ln", "-s", host.secret, temps[0])
-        os.kill(agent, signal.SIGCONT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+    res = _raced(args, fault, move)
+    out, err = res.out, res.err
     assert "Traceback" not in err, err
     assert os.stat(host.secret).st_mode & 0o777 == 0o600
     assert tree_hash(host.victim) == before
-    assert proc.returncode == 1 and "replaced" in out + err, out + err
+    assert res.code == 1 and "replaced" in out + err, out + err
     assert not (host.pkg / "aux.py").is_symlink()
 
 
@@ -282,9 +291,9 @@ def test_hostile_dist_info_files_do_not_hang_inspect(host: Host, name: str, kind
 
 
 def test_agent_ends_when_its_caller_goes_away_mid_request(tmp_path: Path, host: Host) -> None:
-    """Old: an agent waiting for the lock (or stuck in any request) kept running after the
-    controller closed the connection, and would have written later. Now it ends within a
-    moment of its stdout's reader going away."""
+    """Old: an agent waiting for the lock kept waiting (up to its lock_timeout) after the
+    controller closed the connection, and would then have taken the lock and written. Now it
+    ends within a moment of its stdout's reader going away, without touching the state."""
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     holder = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -305,13 +314,14 @@ def test_agent_ends_when_its_caller_goes_away_mid_request(tmp_path: Path, host: 
         proc.stdin.close()
         proc.stdout.close()
         try:
-            proc.wait(timeout=10)
+            assert proc.wait(timeout=10) == 3
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             raise AssertionError("the agent kept running after its caller went away") from None
     finally:
         os.close(holder)
+    assert sorted(p.name for p in state.iterdir()) == ["backups", "lock"]  # no journal
 
 
 # ---------------------------------------------------------------------------------------------

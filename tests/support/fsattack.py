@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +92,12 @@ def make_host(template: Path) -> Host:
     return Host(base, env, victim)
 
 
-def cli(*args: str | Path, timeout: float = 120, env: dict[str, str] | None = None) -> Run:
+def cli(
+    *args: str | Path,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> Run:
     """The real CLI as root, with a deadline (a hang is a failure, not a stuck suite)."""
     proc = subprocess.run(
         [*VPATCH, *map(str, args)],
@@ -100,6 +106,7 @@ def cli(*args: str | Path, timeout: float = 120, env: dict[str, str] | None = No
         text=True,
         timeout=timeout,
         env={**os.environ, **(env or {})},
+        preexec_fn=preexec,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 

@@ -150,25 +150,29 @@ def test_state_dir_walk_follows_only_roots_and_its_own_links(tmp_path: Path) -> 
         statedir.open_dir(str(tmp_path / "absent" / "x"))
 
 
-def test_peer_watch_ends_the_agent_when_stdout_has_no_reader() -> None:
-    """peer.watch in a process of its own: blocked in a long sleep, it ends as soon as the
-    reader of its stdout goes."""
+def test_peer_gone_once_the_reader_of_stdout_goes() -> None:
+    """peer.gone in a process of its own: False while its stdout pipe has a reader, True
+    once the reader has closed it."""
     code = (
-        "import sys, time\n"
+        "import sys\n"
         "from patcher.agent import peer\n"
-        "assert peer.watch()\n"
-        "sys.stderr.write('ready\\n'); sys.stderr.flush()\n"
-        "time.sleep(60)\n"
+        "sys.stderr.write('%s\\n' % peer.gone()); sys.stderr.flush()\n"
+        "sys.stdin.readline()\n"
+        "sys.stderr.write('%s\\n' % peer.gone()); sys.stderr.flush()\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-I", "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert proc.stderr is not None and proc.stdout is not None
-    assert proc.stderr.readline() == b"ready\n"
-    proc.stdout.close()
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
-        assert proc.wait(timeout=10) == 3
+        assert proc.stderr.readline() == b"False\n"
+        proc.stdout.close()
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+        assert proc.stderr.readline() == b"True\n"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        proc.kill()
+        proc.wait()
