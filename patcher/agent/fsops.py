@@ -391,7 +391,7 @@ def write_pyc(
 
 # path -> (bytes, code) of the last successful compile_check: the commit writes those bytes
 # there next, and its .pyc reuses the code (compiling a large module twice costs milliseconds).
-# Taken by write_bytecode only when the file's bytes are these; cleared with every request.
+# Taken by pyc_bytes only when the file's bytes are these; cleared with every request.
 _COMPILED: dict[str, tuple[bytes, Any]] = {}
 
 

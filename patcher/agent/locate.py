@@ -237,9 +237,10 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
     except FileNotFoundError:
         return info
     except OSError as exc:  # a link on the way, a `..`: nothing is read
-        info["error"] = "%s; vpatch edits only regular files" % (
-            getattr(exc, "why", None) or exc.strerror
-        )
+        why = getattr(exc, "why", None) or exc.strerror
+        if "symlink" in str(why):
+            why = "is a symlink, or under one (%s)" % exc.filename
+        info["error"] = "%s; vpatch edits only regular files" % why
         info["in_record"] = True
         return info
     with where:
