@@ -32,7 +32,7 @@ import time
 # Only what every op needs is imported here; each op imports the rest itself. The agent is a
 # fresh interpreter per host and run (one-shot callers: per call), so its imports are paid that
 # often (the lazy layout halved an inspect call's CPU; see bench/).
-from . import confine, faults, fsops, journal, lock, protocol, statedir, wire
+from . import confine, faults, fdwalk, fsops, journal, lock, protocol, statedir, wire
 
 # Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
 TYPE_CHECKING = False
@@ -74,11 +74,12 @@ def _journal_state(
     entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
+    dirs = confine.roots()
     for e in entries:
         p = e.get("path")
         if isinstance(p, str) and p not in current:
             try:
-                texts[p] = fsops.read_regular(p)
+                texts[p] = _read_env(p, dirs)
                 current[p] = fsops.sha256_bytes(texts[p])
             except fsops.TooBig as exc:
                 warnings.append("%s is %s: not read" % (p, exc.strerror))
@@ -309,7 +310,11 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     (fsync'ed); rename (or unlink) each file; bytecode; commit marker. Everything that can fail
     for lack of space or permission (staging, backups) happens before the journal records
     anything, so such a failure leaves the host as it was; a crash after the journal is
-    resolved by the next commit or `repair` from the files' actual bytes (journal.pending)."""
+    resolved by the next commit or `repair` from the files' actual bytes (journal.pending).
+
+    Each target's directory is reached once, by a descriptor walk (confine.reach), and held
+    until the end: its old bytes are read, the temp file made, the rename and the bytecode
+    done in that very directory, so nothing is checked by name and then used by name."""
     from . import procs
 
     started = time.time()
@@ -318,6 +323,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     p = _paths(state.path)
     writes = req.get("writes") or []
     notes: list[str] = []
+    planned: list[Any] = []
     opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
     try:
         with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
@@ -325,15 +331,16 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
             notes.extend(_repair(state))
             planned = _planned(state, writes)
             _seed_backups(state, req.get("backups") or [])
-            fds: dict[str, int | None] = {os.path.dirname(w[0]): None for w in planned}
-            fds[p["backups"]] = state.backups()  # by descriptor: never through a link
-            for d in sorted(fds):
-                for stale in fsops.sweep(d, started, fds[d]):
-                    notes.append("removed %s (left by an interrupted run)" % stale)
+            held = {w[3].path: w[3] for w in planned}
+            for d in sorted(held):
+                notes.extend(_swept(fsops.sweep(held[d], started)))
+            notes.extend(_swept(fsops.sweep(state.backups(), started, p["backups"])))
             txn, written_at = _write_planned(req, state, planned, notes)
             _collect(state, req.get("gc") or [], {w[0] for w in planned}, txn)
             faults.point("commit.done")
     finally:
+        for w in planned:
+            w[3].close()
         _adopt_state(state)
         state.close()
     faults.point("commit.unlocked")
@@ -346,28 +353,66 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _swept(stale: list[str]) -> list[str]:
+    return ["removed %s (left by an interrupted run)" % x for x in stale]
+
+
+def _reach(path: str, dirs: list[str], must_exist: bool, verb: str) -> tuple[fdwalk.Dir, str]:
+    """confine.reach, its refusal an answer (kind `confined`) naming what was refused."""
+    try:
+        return confine.reach(path, dirs, must_exist)
+    except fdwalk.Unsafe as exc:
+        why = exc.why
+    except FileNotFoundError:
+        why = "does not exist"
+    raise _Refused("refusing to %s %s: it %s" % (verb, path, why), confine.KIND_CONFINED)
+
+
+def _read_at(where: fdwalk.Dir, name: str) -> tuple[bytes | None, os.stat_result | None]:
+    """The bytes and stat of `name` in `where`, (None, None) when absent (fdwalk's checks)."""
+    if where.lstat(name) is None:
+        return None, None
+    return where.read(name, fsops.MAX_FILE_BYTES)
+
+
+def _read_env(path: str, dirs: list[str]) -> bytes:
+    """A confined file's bytes, read through the walk (FileNotFoundError when absent)."""
+    where, name = confine.reach(path, dirs, must_exist=True)
+    with where:
+        return where.read(name, fsops.MAX_FILE_BYTES)[0]
+
+
 def _planned(state: statedir.State, writes: list[dict[str, Any]]) -> list[Any]:
-    """(path, old, new) per write, after checking each path is confined to this environment's
-    site-packages NOW (confine.py), its hash, and that the new bytes compile. `old` None: the
-    file must not exist yet (created); `new` None: the file is removed."""
-    planned = []
+    """(path, old, new, dir, name, stat) per write, after checking each path is confined to
+    this environment's site-packages NOW (confine.reach: `dir` is its directory, held open for
+    the commit), its hash, and that the new bytes compile. `old` None: the file must not exist
+    yet (created); `new` None: the file is removed."""
+    planned: list[Any] = []
     dirs = confine.roots()
-    for w in writes:
-        path = w["path"]
-        expect = w.get("expect_sha256")
-        why = confine.why_not(path, dirs, must_exist=expect is not None)
-        if why:
-            raise _Refused("refusing to write %s: it %s" % (path, why), confine.KIND_CONFINED)
-        old = fsops.read_regular(path) if os.path.lexists(path) else None
-        if (fsops.sha256_bytes(old) if old is not None else None) != expect:
-            raise _Refused("%s changed since inspection" % path, protocol.CONFLICT)
-        new = _new_bytes(state, w)
-        err = fsops.compile_check(new, path) if new is not None else None
-        if err:
-            raise _Refused(
-                "%s: new content does not compile here: %s" % (path, err), protocol.SYNTAX
-            )
-        planned.append((path, old, new))
+    try:
+        for w in writes:
+            path = w["path"]
+            expect = w.get("expect_sha256")
+            where, name = _reach(path, dirs, expect is not None, "write")
+            try:
+                old, st = _read_at(where, name)
+            except BaseException:
+                where.close()
+                raise
+            planned.append((path, old, None, where, name, st))
+            if (fsops.sha256_bytes(old) if old is not None else None) != expect:
+                raise _Refused("%s changed since inspection" % path, protocol.CONFLICT)
+            new = _new_bytes(state, w)
+            err = fsops.compile_check(new, path) if new is not None else None
+            if err:
+                raise _Refused(
+                    "%s: new content does not compile here: %s" % (path, err), protocol.SYNTAX
+                )
+            planned[-1] = (path, old, new, where, name, st)
+    except BaseException:
+        for item in planned:
+            item[3].close()
+        raise
     return planned
 
 
@@ -377,10 +422,10 @@ def _write_planned(
     """Stage, back up, journal, rename, marker: the commit proper (the lock is held)."""
     staged: dict[str, fsops.Staged] = {}
     try:
-        for path, old, new in planned:
+        for path, _old, new, where, name, st in planned:
             if new is not None:
-                staged[path] = fsops.stage(path, new, fresh=old is None)
-        for _path, old, _new in planned:
+                staged[path] = fsops.stage(where, name, new, st)
+        for _path, old, *_rest in planned:
             if old is not None:
                 _backup(state, old, fsops.sha256_bytes(old))
         txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
@@ -395,13 +440,13 @@ def _write_planned(
         from . import procs
 
         written_at = procs.now()  # processes started before this run the old bytes
-        for path, _old, new in planned:
+        for path, _old, new, where, name, _st in planned:
             if new is None:
-                _remove(path)
+                _remove(where, name, path)
                 continue
             item = staged[path]
             item.publish()
-            note = fsops.refresh_bytecode(item.path)
+            note = fsops.refresh_bytecode(where, item)
             faults.point("commit.bytecode")
             if note:
                 notes.append(note)
@@ -415,31 +460,44 @@ def _write_planned(
     return txn, written_at
 
 
-def _remove(path: str) -> None:
-    """Unlink a file vpatch created, with its bytecode; a rename's fault points mark the step."""
+def _remove(where: fdwalk.Dir, name: str, path: str) -> None:
+    """Unlink a file vpatch created (`name` in the held `where`), with its bytecode; a
+    rename's fault points mark the step. A link there is removed, never followed."""
     faults.point("write.before_rename")
-    if os.path.lexists(path):
-        os.unlink(path)
+    where.unlink(name)
     faults.point("write.renamed")
-    fsops.fsync_dir(os.path.dirname(path) or ".")
+    where.fsync()
     faults.point("write.dir_synced")
-    for opt in ("", 1, 2):
-        pyc = fsops.cache_from_source(path, optimization=opt)
-        if os.path.exists(pyc):
-            os.unlink(pyc)
+    fsops.drop_bytecode(where, path)
 
 
-def _put_file(path: str, data: bytes | None, tag: str = "putback") -> None:
-    """`path` back to `data` (None: absent), by rename, with its bytecode."""
+def _put_at(where: fdwalk.Dir, name: str, path: str, data: bytes | None, tag: str) -> None:
+    """`name` in `where` back to `data` (None: absent), by rename, with its bytecode. The
+    mode/owner are those of the file there when it is one vpatch may replace (fdwalk's
+    check), else a new module's."""
     if data is None:
-        _remove(path)
+        _remove(where, name, path)
         return
-    item = fsops.stage(path, data, fresh=not os.path.exists(path))
+    st = where.lstat(name)
+    try:
+        if st is not None:
+            where.check(st, name)
+    except fdwalk.Unsafe:
+        st = None
+    item = fsops.stage(where, name, data, st)
     try:
         item.publish(tag)
     finally:
         item.discard()
-    fsops.refresh_bytecode(path)
+    fsops.refresh_bytecode(where, item)
+
+
+def _put_file(path: str, data: bytes | None, tag: str = "putback") -> None:
+    """`path` back to `data`, its directory reached afresh NOW (confine.reach): whatever was
+    checked before, a component swapped for a link since is refused here, not written through."""
+    where, name = _reach(path, confine.roots(), False, "put back")
+    with where:
+        _put_at(where, name, path, data, tag)
 
 
 def op_repair(req: dict[str, Any]) -> dict[str, Any]:
@@ -468,7 +526,10 @@ def _repair(state: statedir.State) -> list[str]:
     # Only the files of unmarked transactions are hashed: every commit runs this under its lock.
     current = {name: _sha_or_none(name) for name in journal.unmarked_paths(entries)}
     notes: list[str] = []
-    for t in journal.pending(entries, current):
+    todo = journal.pending(entries, current)
+    if any(t["done"] and len(t["done"]) < len(t["files"]) for t in todo):
+        faults.point("repair.checked")  # checked and hashed; the writes walk again (_put_file)
+    for t in todo:
         files, done = t["files"], t["done"]
         if len(done) == len(files):
             _append(state, [protocol.marker(t["txn"])], point="marker.appended")
@@ -487,8 +548,9 @@ def _repair(state: statedir.State) -> list[str]:
 
 
 def _sha_or_none(path: str) -> str | None:
+    """The sha256 of a confined file, read through the walk; None when absent or refused."""
     try:
-        return fsops.sha256_bytes(fsops.read_regular(path))
+        return fsops.sha256_bytes(_read_env(path, confine.roots()))
     except OSError:
         return None
 
@@ -532,10 +594,10 @@ def _put_back(planned: list[Any], exc: OSError) -> str:
     back to its old bytes, so no patched file is left whose record is an unfinished txn; what
     that says, for the error answer."""
     failed = []
-    for path, old, new in planned:
+    for path, old, new, where, name, _st in planned:
         try:
             if _sha_or_none(path) == (fsops.sha256_bytes(new) if new is not None else None):
-                _put_file(path, old)
+                _put_at(where, name, path, old, "putback")
         except OSError as exc2:
             failed.append("%s (%s)" % (path, exc2.strerror or exc2))
     why = "cannot write the journal's commit marker: %s" % (exc.strerror or exc)

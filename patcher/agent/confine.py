@@ -5,8 +5,8 @@ An entry pointing outside site-packages made rollback write there; one naming a 
 `status`, `/dev/zero` ran it out of memory. So every path vpatch reads or writes because the
 journal (or a commit request built from it) names it must be a regular file under one of the
 environment's own site-packages directories (their real paths), with no symlink anywhere below
-that directory; checked by lstat, component by component, when inspect reads it and again when
-a commit writes it (a package dir swapped for a link in between is refused then).
+that directory: `reach` walks to it by descriptor (fdwalk.py) and hands the caller the open
+directory, so the file is read or written through what was checked, never by its name again.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 
-from . import protocol
+from . import fdwalk, protocol
 
 # Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
 TYPE_CHECKING = False
@@ -81,32 +81,51 @@ def roots() -> Roots:
 
 
 def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
-    """Why `path` is not a confined regular file ("" when it is)."""
+    """Why `path` is not a confined regular file ("" when it is): `reach`, for a caller that
+    only asks."""
+    try:
+        found, _name = reach(path, dirs, must_exist)
+    except fdwalk.Unsafe as exc:
+        return exc.why
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return "cannot be checked (%s)" % exc.strerror
+    found.close()
+    return ""
+
+
+def reach(path: Any, dirs: list[str], must_exist: bool = True) -> tuple[fdwalk.Dir, str]:
+    """(the open directory that holds `path`, its name there), reached by a descriptor walk
+    from the site-packages dir it lies under (fdwalk): no component a link, the file itself
+    (when it exists; it must when `must_exist`) a regular file. What is refused raises
+    fdwalk.Unsafe, a missing component FileNotFoundError. The caller acts on the directory
+    it is given, so what was checked is what is used."""
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
-        return "is not an absolute path"
+        raise fdwalk.Unsafe("is not an absolute path", str(path))
     if os.path.normpath(path) != path:
-        return "is not a normal path (has '.', '..' or '//')"
+        raise fdwalk.Unsafe("is not a normal path (has '.', '..' or '//')", path)
     root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
     if root is None and isinstance(dirs, Roots):
         dirs = dirs.complete()
         root = next((d for d in dirs if path.startswith(d.rstrip(os.sep) + os.sep)), None)
     if root is None:
-        return "is outside this environment's site-packages (%s)" % ", ".join(dirs)
-    where = root
-    parts = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
-    for i, part in enumerate(parts):
-        where = os.path.join(where, part)
-        try:
-            st = os.lstat(where)
-        except FileNotFoundError:
-            return "does not exist" if must_exist or i < len(parts) - 1 else ""
-        except OSError as exc:
-            return "cannot be checked (%s)" % exc.strerror
-        if stat.S_ISLNK(st.st_mode):
-            return "goes through a symlink (%s)" % where
-        last = i == len(parts) - 1
-        if not last and not stat.S_ISDIR(st.st_mode):
-            return "has a non-directory component (%s)" % where
-        if last and not stat.S_ISREG(st.st_mode):
-            return "is not a regular file"
-    return ""
+        raise fdwalk.Unsafe(
+            "is outside this environment's site-packages (%s)" % ", ".join(dirs), path
+        )
+    rel = path[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
+    with fdwalk.open_root(root) as top:
+        found, name = fdwalk.reach(top, rel)
+    try:
+        st = found.lstat(name)
+        if st is None:
+            if must_exist:
+                raise FileNotFoundError(2, "No such file or directory", path)
+        elif stat.S_ISLNK(st.st_mode):
+            raise fdwalk.Unsafe("goes through a symlink (%s)" % path, path)
+        else:
+            found.check(st, name)
+    except BaseException:
+        found.close()
+        raise
+    return found, name

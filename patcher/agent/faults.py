@@ -40,6 +40,11 @@ POINTS = (
     "commit.unlocked",  # lock released, answer not yet sent
 )
 
+# Points outside a plain commit's steps, where a race test parks the agent (`name:pause`),
+# lets the environment's owner move, then resumes it (SIGCONT) to show the move wins nothing:
+# a repair that has checked and hashed the journal's files and is about to put them back.
+RACE_POINTS = ("repair.checked",)
+
 ENV_SPEC = os.environ.get("VPATCH_AGENT_FAULT", "")
 _ARMED = {"spec": ENV_SPEC}
 REACHED: list[str] = []  # points passed by the current request (reset per request)

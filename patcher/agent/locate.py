@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import binascii
 import os
+import stat
 import sys
 
-from . import fsops
+from . import fdwalk, fsops
 
 # Annotations only. No typing, re, base64 or csv on the agent's common path: each is
 # milliseconds of imports per agent start (re and csv alone ~5 ms), for a few lines of dist-info.
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 _URLSAFE = str.maketrans("-_", "+/")
+MAX_METADATA_BYTES = 8 << 20  # METADATA with a long description: far below this
+MAX_RECORD_BYTES = 32 << 20  # RECORD of the largest wheels (torch: ~2 MB)
+_REFUSED = False  # _fast's answer for a dist-info it found and refuses to read: no _slow
 
 
 class Dist(tuple):  # type: ignore[type-arg]
@@ -72,12 +76,18 @@ def _normalize(name: str) -> str:
 
 
 def distribution(package: str) -> Dist | None:
-    return _fast(package) or _slow(package)
+    found = _fast(package)
+    if isinstance(found, Dist):
+        return found
+    return _slow(package) if found is None else None  # else _REFUSED
 
 
-def _fast(package: str) -> Dist | None:
+def _fast(package: str) -> Dist | bool | None:
     """First `*.dist-info` on sys.path whose name normalizes to `package`, or None to defer
-    (also when an egg-info of the same name comes first: importlib.metadata decides then)."""
+    (also when an egg-info of the same name comes first: importlib.metadata decides then).
+    `_REFUSED` when that dist-info is a link or its METADATA or RECORD is not a bounded
+    regular file (a FIFO, /dev/zero): importlib.metadata would follow it and hang or exhaust
+    the agent, so nothing reads it."""
     want = _normalize(package)
     for entry in sys.path:
         try:
@@ -101,33 +111,43 @@ def _dist_name(entry: str) -> str | None:
     return _normalize(stem.split("-", 1)[0])
 
 
-def _read_dist_info(root: str, info: str) -> Dist | None:
-    meta = _headers(os.path.join(info, "METADATA"))
-    if meta is None or not meta.get("name") or not meta.get("version"):
+def _read_dist_info(root: str, info: str) -> Dist | bool | None:
+    """The Dist of dist-info dir `info` in sys.path entry `root`, its files read through
+    descriptors (fdwalk): the dist-info dir not a link, METADATA and RECORD bounded regular
+    files. None (defer) when it is simply not usable; `_REFUSED` when it is hostile."""
+    try:
+        with fdwalk.open_dir(root) as top, top.walk([os.path.basename(info)]) as where:
+            meta = _headers(where.read("METADATA", MAX_METADATA_BYTES)[0])
+            if meta is None or not meta.get("name") or not meta.get("version"):
+                return None
+            try:
+                raw: bytes | None = where.read("RECORD", MAX_RECORD_BYTES)[0]
+            except FileNotFoundError:
+                raw = None
+    except (fdwalk.Unsafe, fdwalk.TooBig):
+        return _REFUSED
+    except OSError:
         return None
     try:
-        with open(os.path.join(info, "RECORD"), newline="", encoding="utf-8") as fh:
-            record: dict[str, str | None] | None = _parse_record(fh.read())
-    except FileNotFoundError:
-        record = None
-    except (OSError, UnicodeDecodeError):
+        record = _parse_record(raw.decode("utf-8")) if raw is not None else None
+    except UnicodeDecodeError:
         return None
     return Dist(meta["name"], meta["version"], os.path.realpath(root), record)
 
 
-def _headers(path: str) -> dict[str, str] | None:
+def _headers(data: bytes) -> dict[str, str] | None:
     """Name and Version from a METADATA file's header block (RFC 822 style, stops at the body)."""
     out: dict[str, str] = {}
     try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                if not line.strip():
-                    break
-                key, sep, value = line.partition(":")
-                if sep and key.lower() in ("name", "version") and key.lower() not in out:
-                    out[key.lower()] = value.strip()
-    except (OSError, UnicodeDecodeError):
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.lower() in ("name", "version") and key.lower() not in out:
+            out[key.lower()] = value.strip()
     return out
 
 
@@ -165,6 +185,8 @@ def _slow(package: str) -> Dist | None:
         dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
         return None
+    if not _plain_metadata(dist):
+        return None
     record: dict[str, str | None] | None = None
     if dist.read_text("RECORD") is not None:
         record = {}
@@ -174,6 +196,23 @@ def _slow(package: str) -> Dist | None:
             record[str(f).replace(os.sep, "/")] = value
     root = os.path.realpath(str(dist.locate_file("")))
     return Dist(dist.metadata["Name"], dist.version, root, record)
+
+
+def _plain_metadata(dist: Any) -> bool:
+    """importlib.metadata reads by name (egg-info, odd finders): its metadata files must be
+    bounded regular files, not links, before it opens them (a FIFO hung it, /dev/zero ran it
+    out of memory)."""
+    where = getattr(dist, "_path", None)
+    if where is None:
+        return True
+    for name in ("METADATA", "PKG-INFO", "RECORD", "installed-files.txt", "SOURCES.txt"):
+        try:
+            st = os.lstat(os.path.join(str(where), name))
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_RECORD_BYTES:
+            return False
+    return True
 
 
 def file_info(dist: Dist, rel: str) -> dict[str, Any]:
@@ -191,13 +230,33 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
         "text": None,
         "error": None,
     }
-    if not os.path.lexists(path):
+    try:
+        names = fdwalk.parts(rel)
+        with fdwalk.open_root(root) as top:
+            where, name = fdwalk.reach(top, names)
+    except FileNotFoundError:
         return info
-    real = os.path.realpath(path)
-    if os.path.islink(path) or not real.startswith(root + os.sep):
-        info["error"] = "is a symlink (to %s); vpatch edits only regular files" % real
+    except OSError as exc:  # a link on the way, a `..`: nothing is read
+        why = getattr(exc, "why", None) or exc.strerror
+        if "symlink" in str(why):
+            why = "is a symlink, or under one (%s)" % exc.filename
+        info["error"] = "%s; vpatch edits only regular files" % why
+        info["in_record"] = True
         return info
-    if not os.path.isfile(path):
+    with where:
+        return _file_info(dist, rel, where, name, info)
+
+
+def _file_info(
+    dist: Dist, rel: str, where: fdwalk.Dir, name: str, info: dict[str, Any]
+) -> dict[str, Any]:
+    st = where.lstat(name)
+    if st is None:
+        return info
+    if stat.S_ISLNK(st.st_mode):
+        info["error"] = "is a symlink; vpatch edits only regular files"
+        return info
+    if not stat.S_ISREG(st.st_mode):
         info["error"] = "is not a regular file"
         return info
     if dist.record is not None and rel not in dist.record:
@@ -207,12 +266,16 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
         )
         info["in_record"] = False
     try:
-        data = fsops.read_regular(path)  # its text travels to the controller: bounded
+        data = where.read(name, fsops.MAX_FILE_BYTES)[0]  # its text travels: bounded
     except fsops.TooBig:
         info["error"] = "is larger than %d bytes: vpatch edits source files up to that size" % (
             fsops.MAX_FILE_BYTES
         )
         info["in_record"] = True  # refused for add_file too
+        return info
+    except fdwalk.Unsafe as exc:  # swapped since the lstat, or hard-linked from elsewhere
+        info["error"] = "%s; vpatch edits only regular files" % exc.why
+        info["in_record"] = True
         return info
     info["exists"] = True
     info["sha256"] = fsops.sha256_bytes(data)
@@ -221,6 +284,7 @@ def file_info(dist: Dist, rel: str) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         info["error"] = "is not UTF-8 text (%s)" % exc.reason
         info["in_record"] = True  # undecodable: refused for add_file too
+    path = info["path"]
     why = fsops.unwritable(os.path.dirname(path))
     info["writable"], info["why_unwritable"] = not why, why
     info["free"] = fsops.free_bytes(os.path.dirname(path))

@@ -10,6 +10,8 @@ import fcntl
 import os
 import time
 
+from . import peer
+
 # Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +43,9 @@ class Locked:
                 if time.monotonic() > deadline:
                     os.close(self.fd)
                     raise TimeoutError("another vpatch holds %s" % self.path) from None
+                if peer.gone():  # nobody will read the answer: stop waiting (peer.py)
+                    os.close(self.fd)
+                    raise peer.CallerGone() from None
                 time.sleep(0.05)
 
     def __exit__(self, *exc: Any) -> None:

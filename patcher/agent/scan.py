@@ -11,48 +11,63 @@ Stdlib only, Python 3.9+. Request: {"package", "files": [rel...] (empty: all), "
   (bytecode and `__pycache__` are not counted; other distributions' files in a shared
   namespace directory are not ours to list).
 
-Reads are bounded: a file larger than `max_bytes` (default 16 MiB: compiled extensions) is
-never read, only named in `skipped`; text travels only up to `max_text` bytes, only when it
-is UTF-8 and only when the controller does not already hold that hash (`known`). For a file
+Reads are bounded and go through descriptors (fdwalk.py): from the distribution's root, no
+component a link, the file itself a regular file that is not a hard link from elsewhere, and a
+RECORD line with '..' or an empty component is not followed. What is refused so, or is larger
+than `max_bytes` (default 16 MiB: compiled extensions), is never read, only named in
+`skipped` (a package file linked to a root-only file must not ship that file's text to the
+controller). Text travels only up to `max_text` bytes, only when it is UTF-8 and only when the
+controller does not already hold that hash (`known`). For a file
 the journal names, the backup of its base (what vpatch found before patching) comes along:
 the diff against it is "vpatch's own".
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-from typing import Any
+import stat
 
-from . import journal, locate, statedir
+from . import fdwalk, fsops, journal, locate, statedir
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_MAX_TEXT = 4 * 1024 * 1024
-_CHUNK = 1024 * 1024
 
 
-def _sha_bounded(path: str, limit: int) -> tuple[str | None, int]:
-    """(sha256, size) of a file, or (None, size) when it is larger than `limit`."""
-    size = os.stat(path).st_size
-    if size > limit:
-        return None, size
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while True:
-            block = fh.read(_CHUNK)
-            if not block:
-                break
-            h.update(block)
-    return h.hexdigest(), size
+class _Skip(Exception):
+    """The file is not read: refused by the walk, or larger than the bound."""
 
 
-def _text(path: str, size: int, limit: int) -> str | None:
-    if size > limit:
+def _read(top: fdwalk.Dir, rel: str, limit: int) -> bytes | None:
+    """The file's bytes through the walk from the distribution's root; None when it does not
+    exist; _Skip when the walk refuses it or it is larger than `limit`."""
+    try:
+        names = fdwalk.parts(rel)
+        where, name = fdwalk.reach(top, names)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        raise _Skip() from None
+    with where:
+        if where.lstat(name) is None:
+            return None
+        try:
+            return where.read(name, limit)[0]
+        except FileNotFoundError:
+            return None
+        except OSError:  # fdwalk.Unsafe, fdwalk.TooBig, unreadable
+            raise _Skip() from None
+
+
+def _text(data: bytes, limit: int) -> str | None:
+    if len(data) > limit:
         return None
     try:
-        with open(path, "rb") as fh:
-            return fh.read(limit + 1).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
         return None
 
 
@@ -71,19 +86,23 @@ def _own_dirs(record: dict[str, Any]) -> list[str]:
     return sorted(dirs)
 
 
-def _added(root: str, record: dict[str, Any], wanted: set[str]) -> list[str]:
+def _added(top: fdwalk.Dir, record: dict[str, Any], wanted: set[str]) -> list[str]:
     out = []
     for d in _own_dirs(record):
         try:
-            names = sorted(os.listdir(os.path.join(root, *d.split("/"))))
+            with top.walk(fdwalk.parts(d)) as where:
+                names = sorted(where.listdir())
+                for name in names:
+                    rel = d + "/" + name
+                    if rel in record or name.endswith((".pyc", ".pyo")):
+                        continue
+                    if wanted and rel not in wanted:
+                        continue
+                    st = where.lstat(name)
+                    if st is not None and stat.S_ISREG(st.st_mode):
+                        out.append(rel)
         except OSError:
             continue
-        for name in names:
-            rel = d + "/" + name
-            if rel in record or name.endswith((".pyc", ".pyo")) or (wanted and rel not in wanted):
-                continue
-            if os.path.isfile(os.path.join(root, *rel.split("/"))):
-                out.append(rel)
     return out
 
 
@@ -91,6 +110,11 @@ def scan(req: dict[str, Any], sdir: str) -> dict[str, Any]:
     dist = locate.distribution(str(req.get("package") or ""))
     if dist is None:
         return {"version": None, "root": None, "files": [], "skipped": [], "journal": {}}
+    with fdwalk.open_root(dist.root) as top:
+        return _scan(req, sdir, dist, top)
+
+
+def _scan(req: dict[str, Any], sdir: str, dist: locate.Dist, top: fdwalk.Dir) -> dict[str, Any]:
     max_bytes = int(req.get("max_bytes") or DEFAULT_MAX_BYTES)
     max_text = int(req.get("max_text") or DEFAULT_MAX_TEXT)
     known = set(req.get("known") or [])
@@ -99,14 +123,15 @@ def scan(req: dict[str, Any], sdir: str) -> dict[str, Any]:
     found: list[dict[str, Any]] = []
     skipped: list[str] = []
 
-    def add(rel: str, path: str, state: str, sha: str | None, size: int) -> None:
+    def add(rel: str, state: str, data: bytes | None) -> None:
+        sha = fsops.sha256_bytes(data) if data is not None else None
         text = None
-        if sha is not None and sha not in known:
-            text = _text(path, size, max_text)
+        if data is not None and sha not in known:
+            text = _text(data, max_text)
         found.append(
             {
                 "rel": rel,
-                "path": path,
+                "path": os.path.join(dist.root, *rel.split("/")),
                 "state": state,
                 "sha256": sha,
                 "record_sha256": record.get(rel),
@@ -114,30 +139,28 @@ def scan(req: dict[str, Any], sdir: str) -> dict[str, Any]:
             }
         )
 
-    def look(rel: str, want: str | None) -> None:
-        """Hash the file (bounded); report it when it is not RECORD's (`want` None: added)."""
-        path = os.path.join(dist.root, *rel.split("/"))
-        try:
-            sha, size = _sha_bounded(path, max_bytes)
-        except OSError:
-            sha, size = None, 0
-        if sha is None:
-            skipped.append(rel)
-        elif sha != want:
-            add(rel, path, "added" if want is None else "modified", sha, size)
-
     for rel in sorted(record):
         want = record[rel]
         if want is None or rel.startswith("../") or (wanted and rel not in wanted):
             continue  # RECORD's own line and .pyc files carry no hash
-        path = os.path.join(dist.root, *rel.split("/"))
-        if not os.path.lexists(path):
-            add(rel, path, "missing", None, 0)
+        try:
+            data = _read(top, rel, max_bytes)
+        except _Skip:
+            skipped.append(rel)
             continue
-        look(rel, want)
+        if data is None:
+            add(rel, "missing", None)
+        elif fsops.sha256_bytes(data) != want:
+            add(rel, "modified", data)
     if dist.record is not None:
-        for rel in _added(dist.root, record, wanted):
-            look(rel, None)
+        for rel in _added(top, record, wanted):
+            try:
+                data = _read(top, rel, max_bytes)
+            except _Skip:
+                skipped.append(rel)
+                continue
+            if data is not None:
+                add(rel, "added", data)
     return {
         "version": dist.version,
         "root": dist.root,

@@ -5,7 +5,8 @@ an environment can put anything in its `.vpatch/`. A symlink named `backups` poi
 root-only directory made root write backups there and chown its entries to the owner; a
 symlinked journal or lock made root append to, or create, any file. So the state dir is reached
 through descriptors: its parent (named by the operator with --state-dir, or the environment's
-own prefix) is opened as any path, the state dir and everything below it relative to its
+own prefix, by its real path) is walked to from "/" following only root's and vpatch's own
+user's links (`open_dir`), the state dir and everything below it relative to its
 directory's descriptor with O_NOFOLLOW, and each entry is checked on the descriptor itself
 (fstat: type, owner, hard links), so nothing can be swapped between the check and the use.
 What fails is refused, naming the path and what to check (agent error kind `state`); nothing
@@ -135,20 +136,63 @@ def open_entry(
     return fd, created
 
 
-def make_parents(path: str) -> None:
-    """Create the missing directories of `path` 0700 whatever the umask (os.makedirs gives the
-    intermediate ones 0777 & ~umask: world-writable under umask 000). Existing ones are left as
-    they are: they are the operator's (--state-dir) or the environment's."""
-    missing = []
-    while not os.path.isdir(path) and os.path.dirname(path) != path:
-        missing.append(path)
-        path = os.path.dirname(path)
-    for d in reversed(missing):
-        pfd = os.open(os.path.dirname(d), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
-        try:
-            os.close(open_entry(pfd, os.path.basename(d), d, want_dir=True, create=True)[0])
-        finally:
-            os.close(pfd)
+MAX_LINKS = 40  # the kernel's own limit on links in one lookup
+
+
+def open_dir(path: str, create: bool = False) -> int:
+    """Descriptor of the directory at absolute `path`, walked from "/" one component at a
+    time (O_NOFOLLOW|O_DIRECTORY) and created 0700 where missing when `create` (os.makedirs
+    gives intermediate dirs 0777 & ~umask: world-writable under umask 000).
+
+    A symlink on the way is followed only when root or the user vpatch runs as owns it: the
+    operator's own links (`/var/lib -> /data/lib`) work, but a link the environment's owner
+    planted (`--state-dir ~owner/link/state`, link -> a root-only dir) is refused, so root
+    never creates, and then chowns to that owner, a directory where the owner could not."""
+    names = [p for p in path.split("/") if p]
+    fd = os.open("/", _DIR_FLAGS)
+    where, hops = "/", 0
+    try:
+        while names:
+            name = names.pop(0)
+            where = os.path.normpath(os.path.join(where, name))
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    if not create:
+                        raise FileNotFoundError(exc.errno, exc.strerror, where) from None
+                    os.close(open_entry(fd, name, where, want_dir=True, create=True)[0])
+                    names.insert(0, name)
+                    where = os.path.dirname(where)
+                    continue
+                if stat.S_ISDIR(st.st_mode):
+                    raise OSError(exc.errno, exc.strerror, where) from None
+                if not stat.S_ISLNK(st.st_mode):
+                    raise NotADirectoryError(errno.ENOTDIR, "Not a directory", where) from None
+                hops += 1
+                if st.st_uid not in (0, os.geteuid()) or hops > MAX_LINKS:
+                    raise _refuse(
+                        where,
+                        "is a symlink owned by uid %d (vpatch follows only root's "
+                        "and its own user's links to its state dir)" % st.st_uid,
+                    ) from None
+                target = os.readlink(name, dir_fd=fd)
+                names[:0] = [p for p in target.split("/") if p]
+                where = os.path.dirname(where)
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd, where = -1, "/"
+                    fd = os.open("/", _DIR_FLAGS)  # (fd -1 meanwhile: nothing to close)
+                continue
+            os.close(fd)
+            fd = nfd
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        raise
+    return fd
 
 
 class State:
@@ -294,10 +338,10 @@ def open_state(path: str, create: bool = False) -> State | None:
     parent, name = os.path.split(path)
     if not name:
         raise _refuse(path, "cannot be a state dir")
-    if create:
-        make_parents(parent)
+    if parent == os.path.abspath(sys.prefix):  # the default: the interpreter's own prefix
+        parent = os.path.realpath(parent)
     try:
-        pfd = os.open(parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+        pfd = open_dir(parent, create=create)
     except (FileNotFoundError, NotADirectoryError):
         if create:
             raise

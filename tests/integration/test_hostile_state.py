@@ -17,8 +17,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,9 @@ import pytest
 
 from tests import envs, standin
 from tests.conftest import REPO, VPATCH, Run, vpatch
+from tests.support import fsattack
 from tests.support.badinputs import tree_hash
+from tests.support.fsattack import cli, parked_agent
 from tests.support.owners import evil_apply
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -67,19 +67,6 @@ class Host:
         return vpatch(*args, "--python", self.python)
 
 
-def cli(*args: str | Path, timeout: float = 120, preexec: object = None) -> Run:
-    """The real CLI as root, with a deadline (a hang is a failure, not a stuck suite)."""
-    proc = subprocess.run(
-        [*VPATCH, *map(str, args)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=preexec,  # type: ignore[arg-type]
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     python = standin.make_env(tmp_path_factory.mktemp("hostile-state") / "host")
@@ -88,20 +75,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def host(template: Path) -> Iterator[Host]:
-    base = Path(tempfile.mkdtemp(prefix="vpatch-hostile-state-"))
-    os.chmod(base, 0o755)
-    env = base / "env"
-    shutil.copytree(template, env, symlinks=True)
-    for p in [env, *env.rglob("*")]:
-        os.lchown(p, NOBODY, NOBODY)
-    victim = base / "victim"
-    victim.mkdir(mode=0o700)
-    (victim / "secret").write_text("root's\n")
-    os.chmod(victim / "secret", 0o600)
+    made = fsattack.make_host(template)  # the env nobody's, root's victim dir next to it
     try:
-        yield Host(base, env, victim)
+        yield Host(made.base, made.env, made.victim)
     finally:
-        shutil.rmtree(base)
+        shutil.rmtree(made.base)
 
 
 def spec(h: Host) -> Path:
@@ -330,7 +308,7 @@ def test_package_dir_swapped_for_a_link_at_commit_is_refused(host: Host) -> None
         text=True,
         env={**os.environ, **env},
     )
-    agent = _parked_agent(proc.pid)
+    agent = parked_agent(proc.pid)
     pkg = host.site / "servekit"
     host.owner("mv", pkg, outside / "servekit")
     host.owner("ln", "-s", outside / "servekit", pkg)
@@ -341,32 +319,3 @@ def test_package_dir_swapped_for_a_link_at_commit_is_refused(host: Host) -> None
     assert tree_hash(outside) == before, "the commit wrote through the link"
     res = res_box["r"]
     assert res.code == 1 and "symlink" in res.err, res.out + res.err
-
-
-def _ancestors(pid: int) -> set[int]:
-    out = set()
-    while pid > 1 and pid not in out:
-        out.add(pid)
-        try:
-            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return out
-
-
-def _parked_agent(cli: int) -> int:
-    """The pid of the CLI's agent once it has stopped itself at the armed fault point."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat_line = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat_line.rsplit(")", 1)[1].split()
-            if fields[0] == "T" and cli in _ancestors(int(fields[1])):
-                return int(entry)  # (as root the agent is privsep's worker: a grandchild)
-        time.sleep(0.05)
-    raise AssertionError("the agent never parked")
