@@ -23,6 +23,7 @@ from packaging.version import InvalidVersion, Version
 
 from patcher import engine, rewrite_cache
 from patcher.errors import HostError, VpatchError
+from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
 from patcher.transport import Transport
 
@@ -241,21 +242,23 @@ def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
 
 
 def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) -> None:
+    """For people: every string here but the counts came from a host (patcher.inert)."""
     for g in group(scans):
         s = g.scan
-        who = ", ".join(g.hosts)
+        who = line(", ".join(g.hosts))
+        package, version = line(package), line(s.version)
         count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
         if not s.files:
-            print(f"# {count} ({who}): {package} {s.version}: every file is pip's", file=out)
+            print(f"# {count} ({who}): {package} {version}: every file is pip's", file=out)
             continue
         changed = len(s.files)
         print(
-            f"# {count} ({who}): {package} {s.version}: {changed} file(s) differ from pip's RECORD",
+            f"# {count} ({who}): {package} {version}: {changed} file(s) differ from pip's RECORD",
             file=out,
         )
         for f in s.files:
-            print(f"# {f.rel}: {f.state}; {label(f, package, s.version)}", file=out)
-            text = f.diff
+            print(line(f"# {f.rel}: {f.state}; {label(f, package, s.version)}"), file=out)
+            text = clean(f.diff)
             if text:
                 out.write(text if text.endswith("\n") else text + "\n")
         if s.skipped:

@@ -31,7 +31,7 @@ from typing import NoReturn, TextIO
 from patcher import catalog, engine
 from patcher.engine import Level, Options
 from patcher.errors import HostError, UsageError
-from patcher.report import clean
+from patcher.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, Transport
@@ -129,7 +129,7 @@ def problem_lines(result: RunResult) -> list[str]:
 
 def _change_line(h: HostResult, p: PatchResult) -> str:
     probes = f", {sum(x.ok for x in p.probes)}/{len(p.probes)} checks passed" if p.probes else ""
-    return f"{p.outcome}: {h.target}: {p.id} ({p.package} {p.version or '-'}){probes}"
+    return line(f"{p.outcome}: {h.target}: {p.id} ({p.package} {p.version or '-'}){probes}")
 
 
 def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
@@ -142,8 +142,8 @@ def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys
             if p.outcome in good and checked and (p.outcome == "applied" or p.probes):
                 print(_change_line(h, p), file=out)
     problems = problem_lines(result)
-    for line in problems:
-        print(line, file=err)
+    for problem in problems:
+        print(problem, file=err)
     counts: dict[str, int] = {}
     for h in result.hosts:
         for p in h.patches:
@@ -309,7 +309,7 @@ def systemd_dropin(
     catalog.load_all(spec_args)  # bad spec -> exit 2 now, not a unit that never starts
     paths = [str(catalog.resolve(a).resolve()) for a in spec_args]
     argv = [*(vpatch or vpatch_argv()), "ensure", *paths, "--python", python, *(extra or [])]
-    line = " ".join(systemd_quote(w) for w in argv)
+    cmdline = " ".join(systemd_quote(w) for w in argv)
     prefix = "+" if privileged else ""
     return "\n".join(
         [
@@ -319,7 +319,7 @@ def systemd_dropin(
             f"# the start fails and `journalctl -u {name}` has one line per problem.",
             "# After installing this file: systemctl daemon-reload",
             "[Service]",
-            f"ExecStartPre={prefix}{line}",
+            f"ExecStartPre={prefix}{cmdline}",
             "",
         ]
     )
