@@ -30,7 +30,7 @@ from patcher.spec import PatchSpec, Variant
 
 def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
-    if not _ID.match(args.id):
+    if not _ID.fullmatch(args.id):
         raise UsageError(
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
             "e.g. --id vllm-eagle3-kimi",

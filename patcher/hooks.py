@@ -183,7 +183,7 @@ def interpreter_for(exe: str) -> str | None:
 
     Symlinks are not resolved: a venv's bin/python is a symlink, and resolving it would name the
     base interpreter, whose site-packages is not the venv's."""
-    if _PYTHON.match(os.path.basename(exe)):
+    if _PYTHON.fullmatch(os.path.basename(exe)):
         return exe
     try:
         with open(exe, "rb") as fh:
@@ -200,7 +200,7 @@ def interpreter_for(exe: str) -> str | None:
     elif words and os.path.basename(words[0]) == "env":
         found = [w for w in words[1:] if not w.startswith("-") and "=" not in w][:1]
         words = [shutil.which(found[0]) or found[0]] if found else []
-    if words and _PYTHON.match(os.path.basename(words[0])) and os.path.isabs(words[0]):
+    if words and _PYTHON.fullmatch(os.path.basename(words[0])) and os.path.isabs(words[0]):
         return words[0]
     return None
 
@@ -255,7 +255,7 @@ def systemd_quote(word: str) -> str:
         raise UsageError(
             f"{word!r} holds a control character", "systemd lines cannot carry it safely"
         )
-    if word and _SYSTEMD_SAFE.match(word):
+    if word and _SYSTEMD_SAFE.fullmatch(word):
         return word.replace("%", "%%")
     escaped = word.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + escaped.replace("%", "%%").replace("$", "$$") + '"'
@@ -278,7 +278,7 @@ def vpatch_argv() -> list[str]:
 
 def _unit_name(service: str) -> str:
     name = service.removesuffix(".service")
-    if not name or not _UNIT.match(name):
+    if not name or not _UNIT.fullmatch(name):
         raise UsageError(
             f"--service {service!r} is not a unit name", "e.g. --service vllm (for vllm.service)"
         )

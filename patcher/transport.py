@@ -500,7 +500,7 @@ _TARGET = re.compile(
 
 def parse_target(target: str) -> tuple[str | None, str, int | None]:
     """`[ssh://][user@]host[:port]` -> (user, host, port); IPv6 hosts go in brackets."""
-    m = _TARGET.match(target)
+    m = _TARGET.fullmatch(target)
     if not m or (m["port"] and not 0 < int(m["port"]) < 65536):
         raise UsageError(
             f"--host {target!r} is not [ssh://][user@]host[:port]",
