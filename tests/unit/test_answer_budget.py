@@ -64,7 +64,7 @@ def test_the_fleets_answers_in_flight_are_bounded(
     while sum(isinstance(v, AgentError) for v in got.values()) < 2:
         assert time.monotonic() < deadline, got
         time.sleep(0.05)
-    call("small", 0, tmp_path)  # while the big ones hold the budget: a small answer still gets through
+    call("small", 0, tmp_path)  # while the big ones hold the budget: a small one gets through
     assert got["small"] == 0, got
     go.touch()
     for th in big:
