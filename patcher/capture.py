@@ -42,6 +42,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from patcher.rewrite import apply_edits
+from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.spec import Edit
 
 EditDict = dict[str, Any]
@@ -70,12 +71,19 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
         return Captured([], [f"{rel}: no change"])
     if not pristine:
         return Captured([{"op": "add_file", "file": rel, "text": edited}])
+    for text in (pristine, edited):
+        deep = nesting_problem(text)  # a host's file: it must not crash libcst or recurse here
+        if deep:
+            raise CaptureError(f"{rel}: {deep}")
     try:
         ptree, etree = ast.parse(pristine), ast.parse(edited)
     except SyntaxError as exc:
         raise CaptureError(f"{rel}: does not parse ({exc.msg}, line {exc.lineno})") from None
-    want = ast.dump(etree)
-    if ast.dump(ptree) == want:
+    try:
+        want, have = ast.dump(etree), ast.dump(ptree)
+    except RecursionError:
+        raise CaptureError(f"{rel}: {TOO_DEEP}") from None
+    if have == want:
         return Captured([], [f"{rel}: only comments or layout changed; nothing to capture"])
     for coarse in (False, True):
         cap = _Capture(pristine, edited, ptree, etree, coarse)

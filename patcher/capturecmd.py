@@ -21,6 +21,7 @@ from patcher._compat import tomllib
 from patcher.capture import Captured, CaptureError, capture, spec_toml
 from patcher.catalog import ID as _ID
 from patcher.errors import UsageError, VpatchError
+from patcher.inert import clean, line
 from patcher.report import emit
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
@@ -29,7 +30,7 @@ from patcher.spec import PatchSpec, Variant
 
 def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
-    if not _ID.match(args.id):
+    if not _ID.fullmatch(args.id):
         raise UsageError(
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
             "e.g. --id vllm-eagle3-kimi",
@@ -251,14 +252,16 @@ def finish(
         emit(doc)
         return 0
     if not args.output:
-        sys.stdout.write(text)
+        # the spec's bytes as they are when redirected (they are the spec); on a terminal,
+        # what a host's file put in them is shown escaped (patcher.inert)
+        sys.stdout.write(clean(text) if sys.stdout.isatty() else text)
     out = sys.stderr if not args.output else sys.stdout
     for r in results:
         ops = ", ".join(e["op"] for e in r.captured.edits)
         same = "same bytes" if r.identical else "same AST (layout differs)"
-        print(f"captured {r.rel}: {ops}; replayed on pip's bytes: {same}", file=out)
+        print(line(f"captured {r.rel}: {ops}; replayed on pip's bytes: {same}"), file=out)
     for n in notes:
-        print(f"note: {n}", file=out)
+        print(clean(f"note: {n}"), file=out)
     if args.output:
         print(f"wrote {args.output}", file=out)
     if table is not None:

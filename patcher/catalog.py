@@ -10,12 +10,19 @@ else is an id, looked up as `<dir>/<id>.toml` in the catalogs, first match wins:
 
 so a fleet's own patch repo can override a shipped spec, and `vpatch apply ID` works from any
 directory with nothing but vpatch installed.
+
+./patches is whatever the directory vpatch runs in holds, and a spec is code that runs on
+every host: it is used only when it is a directory owned by the user vpatch runs as (or root)
+that no group or other user can write; else it is skipped with a warning on stderr (root in a
+user's checkout, or anyone in /tmp, never loads a stranger's spec by id).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +34,7 @@ if TYPE_CHECKING:
 
 # What a spec id may be: the one definition (patcher.spec validates `id` with it). Here, not in
 # patcher.spec, so that telling an id from a path (rollback by journal id) needs no pydantic.
-ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # also JSON Schema's pattern: use fullmatch
 
 _HERE = Path(__file__).resolve().parent
 
@@ -55,7 +62,8 @@ def sources() -> list[tuple[str, Path]]:
     env = os.environ.get("VPATCH_CATALOG")
     if env:
         found.append(("$VPATCH_CATALOG", Path(env)))
-    found.append(("./patches", Path("patches")))
+    if _local_is_safe(Path("patches")):
+        found.append(("./patches", Path("patches")))
     shipped = shipped_dir()
     if shipped is not None:
         found.append(("shipped", shipped))
@@ -67,6 +75,38 @@ def sources() -> list[tuple[str, Path]]:
             seen.add(key)
             out.append((label, d))
     return out
+
+
+_warned: set[str] = set()
+
+
+def local_problem(d: Path) -> str | None:
+    """Why ./patches must not be used (None: it may, or it is not there)."""
+    try:
+        st = d.stat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode):
+        return None
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"group or others can write it (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _local_is_safe(d: Path) -> bool:
+    why = local_problem(d)
+    if why is None:
+        return True
+    if why not in _warned:
+        _warned.add(why)
+        print(
+            f"warning: ./patches is not used as a catalog: {why}; its specs would run on"
+            " every host (chown/chmod it, or set VPATCH_CATALOG to it)",
+            file=sys.stderr,
+        )
+    return False
 
 
 @dataclass(frozen=True)
@@ -116,7 +156,7 @@ def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
             resolve(arg)
             found.append(arg)
         except SpecError:
-            if not ID.match(arg):
+            if not ID.fullmatch(arg):
                 raise
             ids.append(arg)
     return load_all(found), ids

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from patcher import catalog, tomlpos
 from patcher._compat import tomllib
 from patcher.errors import SpecError
+from patcher.inert import clean
 from patcher.result import SCHEMA_VERSION
 from patcher.spec import (
     MAX_SPEC_BYTES,
@@ -100,7 +101,7 @@ def render(report: Report, out: TextIO | None, err: TextIO) -> None:
     """Problems on `err`; the ok line on `out` (None under --json: stdout holds the document)."""
     if report.problems:
         for p in report.problems:
-            print(p.text(), file=err)
+            print(clean(p.text()), file=err)  # a message may quote the file (patcher.inert)
         print(f"hint: {HINT}", file=err)
         return
     if out is not None:
@@ -125,17 +126,18 @@ def to_json(report: Report) -> dict[str, Any]:
 def _with_positions(problems: list[Problem]) -> list[Problem]:
     """Each problem with the line and column of its field in its file (TOML syntax errors: the
     parser's own position); none for a file that cannot be read as text, or a directory."""
-    texts: dict[str, str | None] = {}
+    texts: dict[str, tomlpos.Positions | None] = {}  # each file read and scanned once
     out = []
     for p in problems:
         if p.file not in texts:
-            texts[p.file] = _text(Path(p.file))
-        text = texts[p.file]
+            text = _text(Path(p.file))
+            texts[p.file] = None if text is None else tomlpos.positions(text)
+        found = texts[p.file]
         pos: tuple[int, int] | None = None
-        if text is not None and p.field == "(toml)":
+        if found is not None and p.field == "(toml)":
             pos = tomlpos.error_position(p.message)
-        elif text is not None and p.field not in ("(file)", "(dir)"):
-            pos = tomlpos.locate(text, p.field)
+        elif found is not None and p.field not in ("(file)", "(dir)"):
+            pos = tomlpos.locate(found, p.field)
         out.append(replace(p, line=pos[0], col=pos[1]) if pos else p)
     return out
 

@@ -668,6 +668,7 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
 def _catalog(as_json: bool) -> None:
     """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
     from patcher import catalog
+    from patcher.inert import line
     from patcher.report import emit
     from patcher.result import SCHEMA_VERSION
 
@@ -695,7 +696,7 @@ def _catalog(as_json: bool) -> None:
     width = max((len(e.id) for e in found), default=0)
     for e in found:
         hidden = f"  (overrides {', '.join(map(str, e.shadows))})" if e.shadows else ""
-        print(f"{e.id:<{width}}  {e.source:<15}  {e.path}{hidden}")
+        print(line(f"{e.id:<{width}}  {e.source:<15}  {e.path}{hidden}"))
 
 
 def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
@@ -833,6 +834,7 @@ def _handedit(args: argparse.Namespace) -> int:
         if unavailable is not None:
             raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
         return capturecmd.run(args, scans)
+    from patcher.inert import line
     from patcher.report import emit
 
     doc = handedit.to_json(args.package, scans)
@@ -845,10 +847,10 @@ def _handedit(args: argparse.Namespace) -> int:
         handedit.render(args.package, scans)
     for s in scans:
         if s.error:
-            print(f"error: {s.error}", file=sys.stderr)
+            print(line(f"error: {s.error}"), file=sys.stderr)
     if not doc["ok"]:
         hint = next((s.hint for s in scans if s.hint), None)
-        print(f"hint: {hint or 'see the errors above'}", file=sys.stderr)
+        print(line(f"hint: {hint or 'see the errors above'}"), file=sys.stderr)
     elif unavailable is not None:  # the hosts answered; pip's side of their files did not
         print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
         print(f"hint: {unavailable.hint}", file=sys.stderr)
@@ -980,9 +982,11 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
     """`error:` and `hint:` on stderr, and with --json the same as one document on stdout."""
-    print(f"error: {message}", file=sys.stderr)
+    from patcher.inert import clean
+
+    print(clean(f"error: {message}"), file=sys.stderr)
     if hint:
-        print(f"hint: {hint}", file=sys.stderr)
+        print(clean(f"hint: {hint}"), file=sys.stderr)
     if as_json:
         from patcher.report import emit, error_document
 

@@ -131,7 +131,7 @@ def _inspect(
     for _ in range(2):
         sent = dict(request, then_if={fp: g.chain for fp, g in table.items()}) if table else request
         res = _call(transport, sent)
-        _fill_texts(res)
+        _fill_texts(transport.target, res)
         if not res.get("incomplete"):
             break
         table = {}
@@ -194,8 +194,11 @@ def _guessed_answers(
     for fp, answer in factcache.load(factcache.key(transport.target, request)) + _peers(request):
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
             continue
-        for text_sha, text in _texts_of(answer):
-            CACHES.content.setdefault(text_sha, text)
+        try:
+            for text_sha, text in _texts_of(answer):
+                CACHES.content.setdefault(text_sha, text)
+        except ValueError:
+            continue  # a text that is not its hash's bytes: no guess (rewrite_cache.Texts)
         out.append((fp, answer))
     return out
 
@@ -223,22 +226,47 @@ def _seen(request: dict[str, Any], answer: dict[str, Any]) -> None:
             del have[2:]
 
 
-def _fill_texts(res: dict[str, Any]) -> None:
-    for pkg in res.get("packages", {}).values():
-        for info in pkg.get("files", {}).values():
+def _fill_texts(target: str, res: dict[str, Any]) -> None:
+    """Every text the host sent is hashed here, on arrival, before anything caches, compares
+    or rewrites it: one that is not the bytes of the sha256 it comes with fails this host
+    (a host cannot put its text under another file's hash, so no later host is given it);
+    texts the host left out because the controller has them are put back."""
+    for name, pkg in res.get("packages", {}).items():
+        for rel, info in pkg.get("files", {}).items():
             sha = info.get("sha256")
             if info.get("text") is not None and sha:
-                CACHES.content[sha] = info["text"]
+                _keep(target, f"{name}/{rel}", sha, info["text"])
             elif info.pop("cached", False) and sha in CACHES.content:
                 info["text"] = CACHES.content[sha]
-    for st in res.get("journal", {}).values():
+            elif info.get("text") is not None:
+                raise _forged(target, f"{name}/{rel}")
+    for path, st in res.get("journal", {}).items():
         text = st.get("current_text")
-        if isinstance(text, str) and st.get("current"):
-            CACHES.content[st["current"]] = text
+        if text is not None and st.get("current"):
+            _keep(target, str(path), st["current"], text)
+        elif text is not None:
+            raise _forged(target, str(path))
         elif st.get("current") in CACHES.content:
             st["current_text"] = CACHES.content[st["current"]]
-        if isinstance(st.get("base_text"), str) and st.get("base"):
-            CACHES.content[st["base"]] = st["base_text"]
+        if st.get("base_text") is not None:
+            _keep(target, f"{path} (its backup)", st.get("base"), st["base_text"])
+
+
+def _keep(target: str, where: str, sha: Any, text: Any) -> None:
+    try:
+        CACHES.content[sha] = text
+    except (TypeError, ValueError):
+        raise _forged(target, where) from None
+
+
+def _forged(target: str, where: str) -> AgentError:
+    return AgentError(
+        f"{target}: the host sent a text for {where} that is not the bytes of the sha256 it"
+        " claims; nothing was changed on this host",
+        "something on the host rewrites the agent's answers (a wrapper interpreter, a .pth"
+        " file, the transport): check the host; the other hosts are not affected",
+        "protocol",
+    )
 
 
 def _texts_of(answer: dict[str, Any]) -> list[tuple[str, str]]:
@@ -319,7 +347,7 @@ def _carry_out(
     last: dict[str, Any] | None = answers[-1]
     passed = all(p.ok for probes in ran.values() for p in probes)
     if passed and len(ran) == len(_chained_checks(plan, level)) and last and last.get("ok"):
-        _fill_texts(last)
+        _fill_texts(transport.target, last)
     else:
         last = None
     return list(commit.get("restart_required", [])), ran, last

@@ -151,16 +151,14 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
             continue
         if not (isinstance(ref, str) and ref.startswith("@") and len(ref) == 65):
             return None
+        if not all(c in "0123456789abcdef" for c in ref[1:].lower()):
+            return None  # a name, never a path
         name = d / "texts" / ref[1:].lower()
-        try:
-            with open(name, "rb") as fh:
-                data = fh.read(MAX_BYTES + 1)
-        except OSError:
-            return None
-        if hashlib.sha256(data).hexdigest() != name.name:
+        data = rewrite_cache.read_owned(name, MAX_BYTES)  # owner, mode, type: on the descriptor
+        if data is None or hashlib.sha256(data).hexdigest() != name.name:
             _written.discard((d / "texts", name.name))
             try:
-                os.unlink(name)  # not what its name says: gone, so the next run stores it again
+                os.unlink(name)  # not what its name says, or not ours: gone, stored again next run
             except OSError:
                 pass
             return None
@@ -169,11 +167,10 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
 
 
 def _read_json(path: Path) -> Any:
+    raw = rewrite_cache.read_owned(path, MAX_BYTES)  # owner, mode, type: on the descriptor
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_BYTES + 1)
-        return json.loads(raw) if len(raw) <= MAX_BYTES else None
-    except (OSError, ValueError, RecursionError):
+        return json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
         return None
 
 

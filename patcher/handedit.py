@@ -21,8 +21,9 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 
-from patcher import engine
+from patcher import engine, rewrite_cache
 from patcher.errors import HostError, VpatchError
+from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
 from patcher.transport import Transport
 
@@ -153,8 +154,8 @@ def scan_host(
     bases = res.get("journal") or {}
     for info in res.get("files") or []:
         sha = info.get("sha256")
-        if isinstance(info.get("text"), str) and sha:
-            texts[sha] = info["text"]
+        if info.get("text") is not None:
+            _keep(transport.target, texts, f"{package}/{info.get('rel')}", sha, info["text"])
         after = texts.get(sha) if sha else None
         f = FileDiff(
             str(info["rel"]),
@@ -169,8 +170,8 @@ def scan_host(
         base = bases.get(f.path)
         if base and (base.get("base") or base.get("created")):
             text = base.get("base_text")
-            if isinstance(text, str) and base.get("base"):
-                texts[str(base["base"])] = text
+            if text is not None:
+                _keep(transport.target, texts, f"{f.path} (its backup)", base.get("base"), text)
             f.before = "" if base.get("created") else texts.get(str(base.get("base")))
             f.pristine_from = VPATCH
         elif f.state == "added":
@@ -188,6 +189,15 @@ def scan_host(
             f.note = f.note or "not UTF-8 text, or too large to show"
         out.files.append(f)
     return out
+
+
+def _keep(target: str, texts: dict[str, str], where: str, sha: Any, text: Any) -> None:
+    """A host's text joins the run's texts only under its own sha256 (rewrite_cache.Texts):
+    another host's diff never shows this host's bytes."""
+    try:
+        texts[sha] = text
+    except (TypeError, ValueError):
+        raise engine._forged(target, where) from None
 
 
 def group(scans: Sequence[HostScan]) -> list[Group]:
@@ -235,21 +245,23 @@ def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
 
 
 def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) -> None:
+    """For people: every string here but the counts came from a host (patcher.inert)."""
     for g in group(scans):
         s = g.scan
-        who = ", ".join(g.hosts)
+        who = line(", ".join(g.hosts))
+        package, version = line(package), line(s.version)
         count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
         if not s.files:
-            print(f"# {count} ({who}): {package} {s.version}: every file is pip's", file=out)
+            print(f"# {count} ({who}): {package} {version}: every file is pip's", file=out)
             continue
         changed = len(s.files)
         print(
-            f"# {count} ({who}): {package} {s.version}: {changed} file(s) differ from pip's RECORD",
+            f"# {count} ({who}): {package} {version}: {changed} file(s) differ from pip's RECORD",
             file=out,
         )
         for f in s.files:
-            print(f"# {f.rel}: {f.state}; {label(f, package, s.version)}", file=out)
-            text = f.diff
+            print(line(f"# {f.rel}: {f.state}; {label(f, package, s.version)}"), file=out)
+            text = clean(f.diff)
             if text:
                 out.write(text if text.endswith("\n") else text + "\n")
         if s.skipped:
@@ -267,7 +279,7 @@ def scan_all(
 ) -> list[HostScan]:
     """Every target, `parallel` at a time, in target order."""
     pristine = pristine or Pristine(package)
-    texts: dict[str, str] = {}
+    texts: dict[str, str] = rewrite_cache.Texts()
 
     def one(target: Any) -> HostScan:
         try:

@@ -31,7 +31,7 @@ from typing import NoReturn, TextIO
 from patcher import catalog, engine
 from patcher.engine import Level, Options
 from patcher.errors import HostError, UsageError
-from patcher.report import clean
+from patcher.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, Transport
@@ -129,7 +129,7 @@ def problem_lines(result: RunResult) -> list[str]:
 
 def _change_line(h: HostResult, p: PatchResult) -> str:
     probes = f", {sum(x.ok for x in p.probes)}/{len(p.probes)} checks passed" if p.probes else ""
-    return f"{p.outcome}: {h.target}: {p.id} ({p.package} {p.version or '-'}){probes}"
+    return line(f"{p.outcome}: {h.target}: {p.id} ({p.package} {p.version or '-'}){probes}")
 
 
 def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
@@ -142,8 +142,8 @@ def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys
             if p.outcome in good and checked and (p.outcome == "applied" or p.probes):
                 print(_change_line(h, p), file=out)
     problems = problem_lines(result)
-    for line in problems:
-        print(line, file=err)
+    for problem in problems:
+        print(problem, file=err)
     counts: dict[str, int] = {}
     for h in result.hosts:
         for p in h.patches:
@@ -183,7 +183,7 @@ def interpreter_for(exe: str) -> str | None:
 
     Symlinks are not resolved: a venv's bin/python is a symlink, and resolving it would name the
     base interpreter, whose site-packages is not the venv's."""
-    if _PYTHON.match(os.path.basename(exe)):
+    if _PYTHON.fullmatch(os.path.basename(exe)):
         return exe
     try:
         with open(exe, "rb") as fh:
@@ -200,7 +200,7 @@ def interpreter_for(exe: str) -> str | None:
     elif words and os.path.basename(words[0]) == "env":
         found = [w for w in words[1:] if not w.startswith("-") and "=" not in w][:1]
         words = [shutil.which(found[0]) or found[0]] if found else []
-    if words and _PYTHON.match(os.path.basename(words[0])) and os.path.isabs(words[0]):
+    if words and _PYTHON.fullmatch(os.path.basename(words[0])) and os.path.isabs(words[0]):
         return words[0]
     return None
 
@@ -255,7 +255,7 @@ def systemd_quote(word: str) -> str:
         raise UsageError(
             f"{word!r} holds a control character", "systemd lines cannot carry it safely"
         )
-    if word and _SYSTEMD_SAFE.match(word):
+    if word and _SYSTEMD_SAFE.fullmatch(word):
         return word.replace("%", "%%")
     escaped = word.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + escaped.replace("%", "%%").replace("$", "$$") + '"'
@@ -278,7 +278,7 @@ def vpatch_argv() -> list[str]:
 
 def _unit_name(service: str) -> str:
     name = service.removesuffix(".service")
-    if not name or not _UNIT.match(name):
+    if not name or not _UNIT.fullmatch(name):
         raise UsageError(
             f"--service {service!r} is not a unit name", "e.g. --service vllm (for vllm.service)"
         )
@@ -309,7 +309,7 @@ def systemd_dropin(
     catalog.load_all(spec_args)  # bad spec -> exit 2 now, not a unit that never starts
     paths = [str(catalog.resolve(a).resolve()) for a in spec_args]
     argv = [*(vpatch or vpatch_argv()), "ensure", *paths, "--python", python, *(extra or [])]
-    line = " ".join(systemd_quote(w) for w in argv)
+    cmdline = " ".join(systemd_quote(w) for w in argv)
     prefix = "+" if privileged else ""
     return "\n".join(
         [
@@ -319,7 +319,7 @@ def systemd_dropin(
             f"# the start fails and `journalctl -u {name}` has one line per problem.",
             "# After installing this file: systemctl daemon-reload",
             "[Service]",
-            f"ExecStartPre={prefix}{line}",
+            f"ExecStartPre={prefix}{cmdline}",
             "",
         ]
     )

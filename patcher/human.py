@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from patcher import fleet
-from patcher.report import clean
+from patcher.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RunResult
 
 _STYLE = {
@@ -50,7 +50,7 @@ def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.s
             counts[p.outcome] = counts.get(p.outcome, 0) + 1
     tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
     if bad:
-        msg = f"{result.command}: {len(bad)} of {total} host(s) not ok: {', '.join(bad)}"
+        msg = f"{result.command}: {len(bad)} of {total} host(s) not ok: {line(', '.join(bad))}"
         console.print(Text(msg + (f" [{tally}]" if tally else ""), "bold red"))
     else:
         console.print(Text(f"{result.command}: ok ({total} host(s)) [{tally}]", "bold green"))
@@ -67,12 +67,12 @@ def summary_table(result: RunResult) -> Table:
     table.add_column("target", style="bold")
     table.add_column("version")
     for sid in ids:
-        table.add_column(sid)
+        table.add_column(line(sid))  # a journal's id: the environment's owner wrote it
     table.add_column("time", justify="right")
     for h in result.hosts:
         by_id = {p.id: p for p in h.patches}
         versions = sorted({p.version for p in h.patches if p.version})
-        cells: list[Text | str] = [h.target, clean(", ".join(versions)) or "-"]
+        cells: list[Text | str] = [line(h.target), line(", ".join(versions)) or "-"]
         for sid in ids:
             found = by_id.get(sid)
             missing = Text("error" if h.error else "-", "red")
@@ -120,7 +120,7 @@ class Bar(fleet.Progress):
 
 
 def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> None:
-    head = Text(host.target, "bold")
+    head = Text(line(host.target), "bold")
     if host.python:
         head.append(f"  {clean(host.python)}", "dim")
     if host.uid is not None:
@@ -141,22 +141,22 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
     for proc in host.restart_required:
         # Started before the write: it still runs the code it imported then.
         since = f" (started {proc['started']})" if proc.get("started") else ""
-        line = f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}"
-        console.print(Text(clean(line), "yellow"))
+        say = f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}"
+        console.print(Text(line(say), "yellow"))
 
 
 def _patch(console: Console, command: str, p: PatchResult, show_diff: bool) -> None:
     style = _STYLE.get(p.outcome, "green" if p.outcome in GOOD[command] else "red")
-    line = Text("  ")
-    line.append(f"{p.outcome:<19}", style)
-    line.append(f"{p.id}", "bold")
-    line.append(clean(f"  {p.package} {p.version or '-'}"), "dim")
-    console.print(line)
+    head = Text("  ")
+    head.append(f"{p.outcome:<19}", style)
+    head.append(line(p.id), "bold")
+    head.append(line(f"  {p.package} {p.version or '-'}"), "dim")
+    console.print(head)
     if p.message:
         console.print(Text(f"      {clean(p.message)}"))
     for f in p.files:
         console.print(
-            Text(clean(f"      {f.path}  {f.before_sha256[:12]} -> {f.after_sha256[:12]}"), "dim")
+            Text(line(f"      {f.path}  {f.before_sha256[:12]} -> {f.after_sha256[:12]}"), "dim")
         )
         if show_diff and f.diff:
             diff = Syntax(clean(f.diff), "diff", theme="ansi_dark", background_color="default")

@@ -124,7 +124,7 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
         for key in ("name", "address"):
             if key not in host:
                 raise _Invalid((*loc, key), "Field required")
-        if not _NAME.match(host["name"]):
+        if not _NAME.fullmatch(host["name"]):
             raise _Invalid((*loc, "name"), "name must be letters, digits and . _ - : @ (no spaces)")
         problem = sshnames.host_problem(host["address"])
         if problem:  # checked like a --host: `ssh -G` may hand it to `Match exec` commands

@@ -10,20 +10,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
+from patcher.inert import clean
 from patcher.result import GOOD, SCHEMA_VERSION, RunResult
 
 if TYPE_CHECKING:
     from patcher import fleet
-
-# C0/C1 control characters except tab and newline, and DEL: text from specs and hosts (probe
-# names and output, file paths, process titles) is shown escaped, so it cannot recolour, clear
-# or rewrite the operator's terminal (JSON output escapes them by itself).
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
-
-
-def clean(text: str) -> str:
-    """`text` with control characters (ESC above all) made visible as `\\xNN`."""
-    return text.translate(_CONTROL)
 
 
 def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:

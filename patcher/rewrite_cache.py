@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -34,13 +35,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult
     from patcher.spec import Edit, PatchSpec
 
 KEEP = 512
+MAX_ENTRY_BYTES = 64 * 1024 * 1024  # bigger than any rewrite of an 8 MiB file, JSON-escaped
 _STORED = ("changed", "unchanged")
 
 
@@ -63,9 +65,51 @@ def directory(create: bool = False, sub: str = "rewrites") -> Path | None:
         st = d.stat()
     except OSError:
         return None
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not _safe_parent(d.parent):
         return None
     return d
+
+
+def _safe_parent(d: Path) -> bool:
+    """The directory holding the cache: whoever else could write it could swap the cache."""
+    try:
+        st = d.stat()
+    except OSError:
+        return False
+    return st.st_uid in (os.geteuid(), 0) and not st.st_mode & 0o022
+
+
+def read_owned(path: Path, limit: int) -> bytes | None:
+    """The bytes of a cache entry, checked on the descriptor it is read from (no link
+    followed, no FIFO opened): a regular file with one link, the user's own, writable by
+    nobody else, at most `limit` bytes; None for anything else. An entry is code vpatch
+    writes into site-packages: one another user planted is never used."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.geteuid()
+            or st.st_mode & 0o022
+            or st.st_nlink != 1
+        ):
+            return None
+        chunks, left = [], limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 @cache
@@ -104,9 +148,10 @@ def get(text_sha: str, spec: PatchSpec, index: str) -> RewriteResult | None:
     d = directory()
     if d is None:
         return None
+    raw = read_owned(d / _name(text_sha, spec, index), MAX_ENTRY_BYTES)
     try:
-        entry = json.loads((d / _name(text_sha, spec, index)).read_text("utf-8"))
-    except (OSError, ValueError):
+        entry = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
         return None
     if not isinstance(entry, dict):
         return None
@@ -116,6 +161,8 @@ def get(text_sha: str, spec: PatchSpec, index: str) -> RewriteResult | None:
     status, source, message = entry.get("status"), entry.get("source"), entry.get("message")
     if status not in _STORED or not isinstance(source, str) or not isinstance(message, str):
         return None
+    if sha256_of(source) != entry.get("source_sha256"):
+        return None  # torn, or edited by hand: not the text it was stored with
     if status == "unchanged" and hashlib.sha256(source.encode()).hexdigest() != text_sha:
         return None
     from patcher.rewrite import RewriteResult
@@ -136,6 +183,7 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
         "code": code_version(),
         "status": result.status,
         "source": result.source,
+        "source_sha256": sha256_of(result.source),
         "message": result.message,
     }
     tmp = ""
@@ -181,12 +229,43 @@ def prune(d: Path, keep: int) -> None:
             continue
 
 
+class Texts(dict[str, str]):
+    """File texts by their sha256, shared by every host of a run: a text is only ever stored
+    under the hash of its own bytes (a host that names another file's hash for its text is
+    refused here, before any other host can be given it). Reads need no check: nothing else
+    got in."""
+
+    def __setitem__(self, sha: str, text: str) -> None:
+        if self.get(sha) is not text:
+            if not isinstance(text, str) or sha256_of(text) != sha:
+                raise ValueError(f"a text does not hash to the sha256 {str(sha)[:16]} it claims")
+            super().__setitem__(sha, text)
+
+    def setdefault(self, sha: str, text: str) -> str:
+        if sha not in self:
+            self[sha] = text
+        return self[sha]
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for sha, text in dict(*args, **kwargs).items():
+            self[sha] = text
+
+
+def sha256_of(text: str) -> str:
+    """The sha256 of a text as the agent hashes the file: its UTF-8 bytes (the agent sends only
+    texts that decode strictly); "" for a str no file could hold (a lone surrogate)."""
+    try:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    except UnicodeEncodeError:
+        return ""
+
+
 @dataclass
 class Caches:
     """What a run learns once and reuses on every host: file texts by sha256 (inspect then
     sends only hashes for these) and rewrites by (text sha256, spec digest, variant, file)."""
 
-    content: dict[str, str] = field(default_factory=dict)
+    content: Texts = field(default_factory=Texts)
     rewrites: dict[tuple[str, str, int, str], RewriteResult] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=lambda: {"parses": 0, "hits": 0})
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -93,13 +93,13 @@ class _Edit(_Model):
     @field_validator("scope")
     @classmethod
     def _scope(cls, v: str) -> str:
-        if v and not _DOTTED.match(v):
+        if v and not _DOTTED.fullmatch(v):
             raise ValueError("scope must be a dotted path like 'Class.method' (or empty)")
         return v
 
 
 def _check_dotted(v: str | None, what: str) -> str | None:
-    if v is not None and not _DOTTED.match(v):
+    if v is not None and not _DOTTED.fullmatch(v):
         raise ValueError(f"{what} must be a name or dotted attribute like 'self.items', not {v!r}")
     return v
 
@@ -191,7 +191,7 @@ class SetValue(_Edit):
         if self.param is not None and not self.scope:
             raise ValueError("'param' needs 'scope' naming the function")
         for name in (self.target, self.param):
-            if name is not None and not _DOTTED.match(name):
+            if name is not None and not _DOTTED.fullmatch(name):
                 raise ValueError(f"{name!r} is not a name or dotted attribute")
         if self.expr is not None:
             _check_expression(self.expr, "expr")
@@ -352,7 +352,7 @@ class SetArgument(_Edit):
     @field_validator("call")
     @classmethod
     def _call(cls, v: str) -> str:
-        if not _DOTTED.match(v):
+        if not _DOTTED.fullmatch(v):
             raise ValueError("call must be a dotted name like 'functools.lru_cache'")
         return v
 
@@ -508,7 +508,7 @@ class Probe(_Model):
     @field_validator("module")
     @classmethod
     def _module(cls, v: str) -> str:
-        if not _DOTTED.match(v):
+        if not _DOTTED.fullmatch(v):
             raise ValueError("module must be a dotted import name")
         return v
 
@@ -572,14 +572,14 @@ class PatchSpec(_Model):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        if not _ID.match(v):
+        if not _ID.fullmatch(v):
             raise ValueError("id must be lowercase letters, digits, '.', '_' or '-'")
         return v
 
     @field_validator("package")
     @classmethod
     def _package(cls, v: str) -> str:
-        if not _PACKAGE.match(v):
+        if not _PACKAGE.fullmatch(v):
             raise ValueError("package must be a distribution name like 'vllm'")
         return v
 

@@ -63,10 +63,15 @@ def positions(text: str) -> dict[str, tuple[int, int]]:
     return found
 
 
-def locate(text: str, field: str) -> tuple[int, int]:
+Positions = dict[str, tuple[int, int]]
+
+
+def locate(text: str | Positions, field: str) -> tuple[int, int]:
     """(line, col) of `field`, else of the nearest written table or key containing it, else
-    (1, 1): the top of the file."""
-    found = positions(text)
+    (1, 1): the top of the file. Given `positions(text)` instead of the text, it costs the
+    length of `field`, not of the file: `vpatch check` locates every problem of a file in one
+    scan of it (8000 problems in one file stay linear)."""
+    found = positions(text) if isinstance(text, str) else text
     path = "" if field.startswith("(") else field  # (top level), (toml), (file)
     while path:
         if path in found:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 from patcher import session as session_words
 from patcher import sshnames
+from patcher.answers import ANSWERS
 from patcher.errors import AgentError, HostError, UsageError
 
 # The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
@@ -296,6 +297,8 @@ class PipeTransport:
                 # waiting), the session may still owe an answer: never read it as the next one.
                 self._end(kill=False)
                 raise
+            finally:
+                ANSWERS.settle()
 
     def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -443,6 +446,7 @@ class _LocalSession:
                 chunk = os.read(stdout.fileno(), 1 << 20)
                 if not chunk:
                     return None
+                ANSWERS.charge(self.target, len(chunk))  # the fleet's budget (patcher.answers)
                 self.out += chunk
                 if len(self.out) > MAX_ANSWER_BYTES and b"\n" not in self.out[scanned:]:
                     raise _too_big(self.target)
@@ -557,7 +561,7 @@ _TARGET = re.compile(
 
 def parse_target(target: str) -> tuple[str | None, str, int | None]:
     """`[ssh://][user@]host[:port]` -> (user, host, port); IPv6 hosts go in brackets."""
-    m = _TARGET.match(target)
+    m = _TARGET.fullmatch(target)
     if not m or (m["port"] and not 0 < int(m["port"]) < 65536):
         raise UsageError(
             f"--host {target!r} is not [ssh://][user@]host[:port]",
@@ -793,6 +797,8 @@ class SshTransport:
             except BaseException:
                 self._drop()  # a session that may still owe an answer is never reused
                 raise
+            finally:
+                ANSWERS.settle()
 
     def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One request on the session channel (opened on first use): send a line, read until
@@ -860,7 +866,9 @@ class SshTransport:
         a chatty agent never stalls on a full stderr window."""
         got = False
         while chan.recv_ready():
-            self._out += chan.recv(1 << 20)
+            chunk = chan.recv(1 << 20)
+            ANSWERS.charge(self.target, len(chunk))  # the fleet's budget (patcher.answers)
+            self._out += chunk
             got = True
             if len(self._out) > MAX_ANSWER_BYTES and b"\n" not in self._out[-(1 << 20) :]:
                 raise _too_big(self.target)  # the earlier bytes were scanned by _call

@@ -22,6 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pydantic import JsonValue
 
 from patcher.rewrite import RewriteResult, Status
+from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 
 ScopeNode = cst.Module | cst.FunctionDef | cst.ClassDef
 Block = cst.Module | cst.IndentedBlock
@@ -52,6 +53,8 @@ def guarded(
             return RewriteResult(stop.status, source, stop.message)
         except cst.CSTValidationError as exc:  # libcst refuses to build an impossible tree
             return RewriteResult("invalid", source, f"the edit would make invalid Python: {exc}")
+        except RecursionError:  # libcst's visitors recurse once per level of the tree
+            return RewriteResult("invalid", source, f"cannot parse the file: {TOO_DEEP}")
 
     return run
 
@@ -61,6 +64,9 @@ def guarded(
 
 def parse_module(source: str) -> cst.Module:
     """Parse with libcst, whose lossless tree lets us print everything we do not touch verbatim."""
+    problem = nesting_problem(source)
+    if problem:
+        raise Abort("invalid", f"cannot parse the file: {problem}")
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:

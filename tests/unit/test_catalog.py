@@ -70,3 +70,28 @@ def test_human_listing() -> None:
     assert res.returncode == 0 and res.stderr == ""
     rows = [line.split() for line in res.stdout.splitlines()]
     assert rows == [[i, "./patches", f"patches/{i}.toml"] for i in IDS]
+
+
+def test_a_patches_dir_someone_else_could_write_is_skipped(tmp_path: Path) -> None:
+    """./patches of a directory another user controls (a checkout of theirs that root runs in,
+    /tmp) would shadow a shipped id with that user's spec: skipped, with a warning."""
+    local = tmp_path / "work" / "patches"
+    local.mkdir(parents=True)
+    evil = SPEC.read_text().replace("summary = ", "summary = 'planted' #")
+    (local / f"{ID}.toml").write_text(evil)
+    shipped = str(REPO / "patches" / f"{ID}.toml")
+    assert listing(local.parent)[ID]["path"] == f"patches/{ID}.toml"  # mine, 0755: used
+    for how, undo in (
+        (lambda: os.chown(local, 4242, 4242), lambda: os.chown(local, 0, 0)),
+        (lambda: os.chmod(local, 0o777), lambda: os.chmod(local, 0o755)),
+        (lambda: os.chmod(local, 0o775), lambda: os.chmod(local, 0o755)),
+    ):
+        how()
+        res = run(local.parent, "catalog", "--json")
+        assert res.returncode == 0, res.stderr
+        specs = {e["id"]: e for e in json.loads(res.stdout)["specs"]}
+        assert specs[ID]["path"] == shipped and specs[ID]["shadows"] == []
+        assert res.stderr.startswith("warning: ./patches is not used as a catalog: "), res.stderr
+        checked = run(local.parent, "check", ID, "--json")
+        assert json.loads(checked.stdout)["files"] == [shipped]
+        undo()

@@ -304,3 +304,31 @@ def test_pre_commit_hook_definition(tmp_path: Path) -> None:
     res = vpatch(*hook["entry"].split()[1:], bad)
     assert res.code == 2
     assert res.err.startswith(f"error: {bad}:6:1: variant[0].versions: '~=banana' is not"), res.err
+
+
+def test_check_is_linear_in_the_number_of_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Counted, not timed: the lines the position scan reads for a file with N unknown keys
+    grow as N (each file is scanned once), not as N errors times N lines."""
+    scanned = {"calls": 0, "lines": 0}
+    real = check.tomlpos.positions
+
+    def counting(text: str) -> dict[str, tuple[int, int]]:
+        scanned["calls"] += 1
+        scanned["lines"] += len(text.splitlines())
+        return real(text)
+
+    monkeypatch.setattr(check.tomlpos, "positions", counting)
+    cost = {}
+    for n in (1000, 8000):
+        p = tmp_path / f"many-{n}.toml"
+        unknown = "".join(f"unknown{i} = 1\n" for i in range(n))
+        p.write_text(GOOD.format(id=f"many-{n}").replace("[[variant]]", unknown + "[[variant]]", 1))
+        scanned.update(calls=0, lines=0)
+        report = check.check([str(p)])
+        assert len(report.problems) == n
+        assert report.problems[-1].line == n + 4  # still located, each at its own line
+        assert scanned["calls"] == 1
+        cost[n] = scanned["lines"]
+    assert cost[8000] / cost[1000] < 9  # linear: ~8; one scan per error would be ~64

@@ -138,3 +138,24 @@ def test_key_is_who_asks_where_for_what() -> None:
     assert factcache.key("h2", req) != k
     assert factcache.key("h1", dict(req, state_dir="/s")) != k
     assert factcache.key("h1", dict(req, packages={"pkg": ["pkg/other.py"]})) != k
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda p: os.chown(p, 4242, 4242),
+        lambda p: os.chmod(p, 0o646),
+        lambda p: os.link(p, p.with_name("x")),
+        lambda p: (os.rename(p, p.with_name("real")), os.symlink(p.with_name("real"), p)),
+        lambda p: (os.unlink(p), os.mkfifo(p)),
+    ],
+    ids=["owner", "mode", "hardlink", "symlink", "fifo"],
+)
+@pytest.mark.parametrize("which", ["answer", "text"])
+def test_an_entry_someone_else_could_have_planted_is_not_used(
+    cache: Path, plant: Any, which: str
+) -> None:
+    factcache.remember("h", [answer("base\n")])
+    assert factcache.load("h")
+    plant(cache / "h.json" if which == "answer" else cache / "texts" / sha("base\n"))
+    assert factcache.load("h") == []

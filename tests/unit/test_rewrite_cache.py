@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,8 @@ def test_code_version_follows_the_rewrite_sources() -> None:
         lambda e: json.dumps({**e, "source": 42}),
         lambda e: json.dumps({**e, "spec": "0" * 16}),
         lambda e: json.dumps({**e, "status": "unchanged"}),  # unchanged = the input itself
+        lambda e: json.dumps({**e, "source": e["source"] + "import evil\n"}),  # not its sha256
+        lambda e: json.dumps({k: v for k, v in e.items() if k != "source_sha256"}),
     ],
 )
 def test_damaged_entries_are_misses(tmp_path: Path, cache_dir: Path, damage: object) -> None:
@@ -222,3 +225,44 @@ def test_rollback_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     assert p["outcome"] == "rolled_back" and '-            "kimi_k2",\n' in f["diff"], f["diff"]
     imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
     assert "patcher.engine" in imported and "libcst" not in imported
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda p: os.chown(p, 4242, 4242),  # another user's entry
+        lambda p: os.chmod(p, 0o666),  # one anyone could have rewritten
+        lambda p: os.link(p, p.with_name("other")),  # a second name somebody else may hold
+        lambda p: (os.rename(p, p.with_name("real")), os.symlink(p.with_name("real"), p)),
+        lambda p: (os.unlink(p), os.mkfifo(p)),  # opening it must not hang
+        lambda p: os.chmod(p.parent.parent, 0o777),  # the directory holding the cache
+    ],
+    ids=["owner", "mode", "hardlink", "symlink", "fifo", "parent-mode"],
+)
+def test_a_poisoned_entry_is_never_used(tmp_path: Path, cache_dir: Path, plant: Any) -> None:
+    """An entry that says it is the rewrite of pip's bytes but holds a backdoor, planted where
+    the user would not have put it: a miss, and the run computes the rewrite itself."""
+    s = spec(tmp_path)
+    res = apply_edits(SOURCE, s.variant[0].edit)
+    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    [entry] = list(cache_dir.glob("*.json"))
+    doc = json.loads(entry.read_text())
+    evil = doc["source"] + "__import__('os').system('id')\n"
+    entry.write_text(json.dumps({**doc, "source": evil, "source_sha256": sha(evil)}))
+    poisoned = rewrite_cache.get(sha(SOURCE), s, 0)
+    assert poisoned is not None and poisoned.source == evil  # the user's own entry: used
+    plant(entry)
+    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert rewrite_cache.Caches().rewrite(SOURCE, s, 0, REL, s.variant[0].edit) == res
+
+
+def test_the_run_keeps_texts_only_under_their_own_sha256() -> None:
+    texts = rewrite_cache.Texts()
+    texts[sha(SOURCE)] = SOURCE
+    with pytest.raises(ValueError, match="does not hash"):
+        texts[sha(SOURCE + "x")] = SOURCE  # a host naming another file's hash for its text
+    with pytest.raises(ValueError):
+        texts.setdefault(sha("a"), "b")
+    with pytest.raises(ValueError):
+        texts[sha("\udc80")] = "\udc80"  # no file holds a lone surrogate
+    assert dict(texts) == {sha(SOURCE): SOURCE}

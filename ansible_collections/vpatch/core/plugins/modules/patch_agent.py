@@ -81,6 +81,25 @@ from ansible.module_utils.basic import AnsibleModule  # noqa: E402
 READ_ONLY_OPS = frozenset(("inspect", "verify", "procs", "fetch"))
 
 
+def would_write(request, depth=0):
+    """Whether `request` may write, looking into every request it chains (`then`, and each
+    chain of `then_if`, patcher/agent/chain.py): a read-only op that carries a commit writes.
+    Anything not understood here counts as a write."""
+    if not isinstance(request, dict) or request.get("op") not in READ_ONLY_OPS:
+        return True
+    chained = []
+    for key in ("then", "then_if"):
+        if key not in request:
+            continue
+        value = request[key]
+        chains = list(value.values()) if key == "then_if" and isinstance(value, dict) else [value]
+        for chain in chains:
+            if not isinstance(chain, list):
+                return True
+            chained.extend(chain)
+    return bool(chained) and (depth > 2 or any(would_write(r, depth + 1) for r in chained))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -97,11 +116,13 @@ def main():
     )
     params = module.params
     try:
-        op = json.loads(params["request"]).get("op")
+        request = json.loads(params["request"])
+        op = request.get("op")
     except (ValueError, AttributeError):
         module.fail_json(msg="request is not a JSON object", kind="protocol")
-    if module.check_mode and op not in READ_ONLY_OPS:
-        module.fail_json(msg=f"refusing agent op {op!r} in check mode", kind="check_mode")
+    if module.check_mode and would_write(request):
+        what = f"op {op!r}" if op not in READ_ONLY_OPS else f"op {op!r} chaining a write"
+        module.fail_json(msg=f"refusing agent {what} in check mode", kind="check_mode")
     python = params["python"] or sys.executable
     payload = params["agent"].encode("utf-8")
     if not payload.endswith(b"\n"):
