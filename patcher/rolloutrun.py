@@ -427,7 +427,7 @@ class BatchLines(fleet.Progress):
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         bad = [f"{r.target}: {r.error}" for r in got if not r.ok]
         line = f"rollout {label} ({len(got)} host(s)): {tally}"
-        from patcher.report import clean
+        from patcher.inert import clean
 
         print(clean(line + "".join(f"\n  {b}" for b in bad)), file=self.out, flush=True)
 
@@ -503,7 +503,7 @@ def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
 
 
 def render_table(result: RunResult, out: TextIO) -> None:
-    from patcher.report import clean
+    from patcher.inert import clean
 
     head = ("host", "step reached", "acceptance", "tokens/s", "verdict")
     rows = [head, *table_rows(result)]
@@ -526,7 +526,7 @@ def render_table(result: RunResult, out: TextIO) -> None:
 
 def render_problems(result: RunResult, err: TextIO) -> None:
     """`error:` per host that did not keep the patch, then the first one's `hint:`."""
-    from patcher.report import clean
+    from patcher.inert import clean
 
     found: list[tuple[str, str]] = []
     for h in result.hosts:
