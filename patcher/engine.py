@@ -24,6 +24,7 @@ from patcher.plan import (
     Options,
     Plan,
     checks_for,
+    could_not_check,
     drift_state,
     judge_probes,
     not_done,
@@ -560,11 +561,45 @@ def rollback(
             answers = _commit_chained(transport, plan, opts.level, request)
         host.restart_required, ran, after = _carry_out(transport, plan, opts.level, answers)
         _remember(transport, request, [after, got.answer])
-        redo = lambda p, failed: plan_redo(p, facts)  # noqa: E731
-        _recheck(transport, plan, opts.level, state_dir, redo, still_needed, ran)
+        _rollback_recheck(transport, plan, facts, opts.level, state_dir, ran)
 
     done = frozenset({"rolled_back"})
     return _host_run("rollback", transport, lambda host: _retrying(host, done, lambda: once(host)))
+
+
+def _rollback_recheck(
+    transport: Transport,
+    plan: Plan,
+    facts: HostFacts,
+    level: Level,
+    state_dir: str | None,
+    ran: dict[str, list[ProbeResult]],
+) -> None:
+    """The kept specs' checks after a partial rollback. One that fails is judged against the
+    bytes from before (plan_redo puts them back): failing there too, it says nothing about the
+    specs taken out ("could not check here"), and the rollback is committed again; passing
+    there, the kept spec needs them, and the previous bytes stay (still_needed)."""
+    chained = _chained_checks(plan, level)
+    failed: dict[str, ProbeResult] = {}
+    for sid in plan.checks:
+        got = ran[sid] if sid in ran else _run_checks(transport, chained.get(sid, []))
+        bad = next((p for p in got if not p.ok), None)
+        if bad is not None:
+            failed[sid] = bad
+    if not failed:
+        return
+    back = plan_redo(plan, facts)
+    _commit(transport, back, state_dir)
+    needs: dict[str, ProbeResult] = {}
+    for sid, bad in failed.items():
+        again = _run_checks(transport, [c for c in chained[sid] if c.get("name") == bad.name])
+        if all(p.ok for p in again):
+            needs[sid] = bad
+    if needs:
+        undone(plan, back, needs, still_needed)
+        return
+    _commit(transport, plan, state_dir)
+    could_not_check(plan, failed)
 
 
 def status(

@@ -90,11 +90,23 @@ def apply_entry(
     record_sha256: Optional[str] = None,
     checks: Optional[List[Dict[str, Any]]] = None,
     reason: str = "",
+    relies_on: Optional[List[str]] = None,
+    level: Optional[str] = None,
+    base: Optional[str] = None,
 ) -> Entry:
     """One spec's change to one file. `before` None: vpatch created the file (add_file).
     `edits` and `checks` are what `rollback ID`/`verify ID` use when no spec file is at hand;
-    `version` and `record_sha256` say which release's bytes the entry was made against."""
-    return {
+    `version` and `record_sha256` say which release's bytes the entry was made against.
+
+    Optional keys (absent in older journals, which fold as before):
+    `relies_on`: the specs whose edits already held this spec's code when it was applied
+    (before == after): rolling one of them back keeps this spec's edits, applied for real.
+    `level`: the check level the spec was verified at (static, import, full); a later partial
+    rollback re-runs its checks no deeper than that.
+    `base`: the file's base from this entry on (a backup): the bytes with vpatch's edits taken
+    out but the hand edits kept (`apply --force` on a drifted file, `--adopt` of a file with
+    other hand edits), so every rollback keeps those hand edits."""
+    out = {
         "action": APPLY,
         "spec": spec,
         "spec_hash": spec_hash,
@@ -109,6 +121,13 @@ def apply_entry(
         "checks": checks or [],
         "reason": reason,
     }
+    if relies_on:
+        out["relies_on"] = list(relies_on)
+    if level is not None:
+        out["level"] = level
+    if base is not None:
+        out["base"] = base
+    return out
 
 
 def rollback_entry(
