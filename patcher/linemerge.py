@@ -69,7 +69,7 @@ def merge(ancestor: str, ours: str, theirs: str) -> tuple[str | None, list[str]]
         elif sides[0] == sides[1]:
             out += sides[0]
         else:
-            conflicts.append(f"lines {lo + 1}-{max(hi, lo + 1)}")
+            conflicts.append(f"line {lo + 1}" if hi - lo <= 1 else f"lines {lo + 1}-{hi}")
         at = hi
     if conflicts:
         return None, conflicts
