@@ -782,6 +782,7 @@ class _Apply:
                 part.relies,
                 self.opts.level,
                 sha256_text(part.base) if part.base is not None else None,
+                variant.versions,
             )
         )
         res.files.append(
@@ -1097,10 +1098,21 @@ def verify_recorded(
 
 
 def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
-    """Would the entry's recorded edits change the file as it is now (a patch an upgrade
-    wiped, not one the release made needless)? Unknown text: no (said as superseded)."""
+    """Would the entry's recorded edits change the file as it is now, on a release its
+    variant's range admits (a patch an upgrade wiped, not one the release made needless or
+    the spec does not cover)? Unknown text or version: no (said as superseded)."""
     if st.current_text is None:
         return False
+    versions = entry.get("versions")
+    if isinstance(versions, str):
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            if not SpecifierSet(versions).contains(Version(str(st.package_version)), True):
+                return False
+        except (InvalidSpecifier, InvalidVersion):
+            return False
     try:
         edits = load_edits(entry.get("edits") or [])
     except ValueError:

@@ -45,7 +45,7 @@ def _shape_error(e: Any) -> str:
         for key in ("before", "after"):
             if not isinstance(e.get(key), _HASH_OR_NONE):
                 return "%s is not a sha256" % key
-        for key in ("package", "file", "version", "spec_hash", "reason"):
+        for key in ("package", "file", "version", "spec_hash", "reason", "versions"):
             if not isinstance(e.get(key), _HASH_OR_NONE):
                 return "%s is not a string" % key
         if not isinstance(e.get("base"), _HASH_OR_NONE) or not isinstance(

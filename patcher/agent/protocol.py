@@ -93,6 +93,7 @@ def apply_entry(
     relies_on: Optional[List[str]] = None,
     level: Optional[str] = None,
     base: Optional[str] = None,
+    versions: Optional[str] = None,
 ) -> Entry:
     """One spec's change to one file. `before` None: vpatch created the file (add_file).
     `edits` and `checks` are what `rollback ID`/`verify ID` use when no spec file is at hand;
@@ -105,7 +106,9 @@ def apply_entry(
     rollback re-runs its checks no deeper than that.
     `base`: the file's base from this entry on (a backup): the bytes with vpatch's edits taken
     out but the hand edits kept (`apply --force` on a drifted file, `--adopt` of a file with
-    other hand edits), so every rollback keeps those hand edits."""
+    other hand edits), so every rollback keeps those hand edits.
+    `versions`: the range of the variant applied: after an upgrade, whether the release now
+    installed is one the spec's edits were meant for (a bare `status` has no spec file)."""
     out = {
         "action": APPLY,
         "spec": spec,
@@ -127,6 +130,8 @@ def apply_entry(
         out["level"] = level
     if base is not None:
         out["base"] = base
+    if versions is not None:
+        out["versions"] = versions
     return out
 
 

@@ -133,7 +133,7 @@ def host_answer(
                 "edits": _edits_of(src, rel) if src is not None else [],
                 "checks": a.get("checks", []),
             }
-            for key in ("relies_on", "level"):  # optional keys of an apply entry
+            for key in ("relies_on", "level", "versions"):  # optional keys of an apply entry
                 if key in a:
                     applied[a["spec"]][key] = a[key]
         base = j.get("base")
