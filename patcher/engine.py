@@ -466,8 +466,11 @@ def verify(
     opts: Options,
     state_dir: str | None = None,
     ids: Sequence[str] = (),
+    pristine: Pristine | None = None,
 ) -> HostResult:
-    """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone."""
+    """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone.
+    With `pristine`, a file edited by hand (`modified`) is compared with pip's bytes so the
+    result names the lines that differ."""
 
     def checks_of(facts: HostFacts) -> list[list[dict[str, Any]]]:
         """Every check list the body below runs for these facts, in its order."""
@@ -509,6 +512,10 @@ def verify(
             scraped = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)
+            if res.outcome == "modified" and pristine is not None:
+                res, variant = verify_spec(
+                    spec, _with_record_texts(facts, pristine), CACHES.rewrite
+                )
             host.patches.append(res)
             if wants_probes(res):
                 res.probes = run(checks_for(spec, variant, opts.level))

@@ -72,7 +72,10 @@ def test_a_new_base_moves_the_fold_base_and_relies_on_is_kept() -> None:
 
 
 def test_ill_formed_new_keys_cost_their_line() -> None:
-    bad = [dict(_apply("x", "b", "a", "t"), relies_on="x"), dict(_apply("x", "b", "a", "t"), base=3)]
+    bad = [
+        dict(_apply("x", "b", "a", "t"), relies_on="x"),
+        dict(_apply("x", "b", "a", "t"), base=3),
+    ]
     warnings: list[str] = []
     assert journal.parse(b"".join(_line(e) for e in bad), warnings) == []
     assert len(warnings) == 2
