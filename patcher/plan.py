@@ -298,7 +298,18 @@ def recorded_checks(entry: dict[str, Any], level: Level) -> list[dict[str, Any]]
     if level == "static":
         return []
     got = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
-    return got if level == "full" else [c for c in got if str(c.get("name")).startswith("import")]
+    if level == "full":
+        return got
+    # import: the recorded import check, and the modules only a probe imported (at full a
+    # probe stands in for its module's import, checks_for), each imported on its own
+    out = [c for c in got if str(c.get("name")).startswith("import")]
+    have = {str(c.get("module")) for c in out}
+    for c in got:
+        mod = str(c.get("module"))
+        if c not in out and c.get("module") and mod not in have:
+            have.add(mod)
+            out.append({"name": f"import {mod}", "module": mod, "code": ""})
+    return out
 
 
 def choose(spec: PatchSpec, version: str | None) -> tuple[PatchResult, int, Variant | None]:
@@ -1178,7 +1189,9 @@ def plan_rollback(
                 res.outcome, res.message = outcome, message  # type: ignore[assignment]
             else:
                 res.outcome = "would_apply" if opts.dry_run else "rolled_back"
-                res.message = message
+                # per file what it took (a multi-file spec: each different word once)
+                if message not in res.message.split("; "):
+                    res.message = f"{res.message}; {message}" if res.message else message
             if write is not None:
                 res.files.append(
                     FileChange(path, st.current or "", write.after or "", _diff(st, write))
