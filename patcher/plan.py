@@ -395,6 +395,7 @@ class _Apply:
         self.retired: set[str] = set()
         self.gc: list[str] = []
         self.staged: dict[str, list[str]] = {}  # path -> specs this plan stacked on it
+        self.staged_edits: dict[tuple[str, str], tuple[PatchSpec, int, Sequence[Edit]]] = {}
         self.backups: list[dict[str, str]] = []  # new bases (hand edits kept) to store
 
     def plan(self, specs: Sequence[PatchSpec]) -> Plan:
@@ -560,7 +561,33 @@ class _Apply:
                 f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
                 f"hand?{hand_lines(fact)}){why}",
             )
+        undone = self._undoes(fact, st, rw.source)
+        if undone:
+            return _Part(
+                fact,
+                "failed",
+                f"{rel}: this spec's edit takes out the code of {', '.join(undone)} (stacked "
+                "before it on this file); apply one of them, or roll the other back first",
+            )
         return _Part(fact, "changed", f"{rel}: {rw.message or 'changed'}", text, rw.source)
+
+    def _undoes(self, fact: FileFact, st: JournalFile | None, after: str) -> list[str]:
+        """The specs already on the file (journaled in sync, or stacked by this plan) whose
+        edits would change `after` again: a stack where a later spec takes an earlier one's
+        code out, which verify could never call applied for both. Refused up front."""
+        out: list[str] = []
+        for sid in self._holders(fact.path, st):
+            got = self.staged_edits.get((fact.path, sid))
+            if got is not None:
+                spec, index, edits = got
+                status = self.rewrite(after, spec, index, fact.rel, edits).status
+            elif st is not None and sid in st.applied:
+                status = apply_edits(after, load_edits(st.applied[sid].get("edits") or [])).status
+            else:
+                continue
+            if status == "changed":
+                out.append(sid)
+        return out
 
     def _holders(self, path: str, st: JournalFile | None) -> list[str]:
         """The specs whose edits are in the file as this spec meets it: journaled (in sync)
@@ -742,6 +769,9 @@ class _Apply:
         fact = part.fact
         assert part.before is not None and part.after is not None
         self.staged.setdefault(fact.path, []).append(spec.id)
+        index = next(i for i, v in enumerate(spec.variant) if v is variant)
+        edits = [e for r, es in variant.files() if r == fact.rel for e in es]
+        self.staged_edits[(fact.path, spec.id)] = (spec, index, edits)
         reason = f"relies on {', '.join(part.relies)}" if part.relies else ""
         if part.base is not None:
             reason = "re-patched with --force; hand edit kept in the base"
@@ -1020,13 +1050,16 @@ def verify_spec(
                 f"{rel} changed since vpatch wrote it; it is now {what}",
             )
             return res, variant
-        if mine and st is not None and st.applied[spec.id].get("edits") == dump_edits(edits):
-            # The bytes are what apply wrote with these very edits: the same decision as
-            # apply's, never a second opinion of the rewrite on its own output (an
-            # `occurrence` counted again on a stack, a `relies_on` entry).
-            states.append(("applied", f"{rel} has the journal's hash and the spec's edits"))
-            continue
         rw = rewrite(fact.text if fact.exists and fact.text else "", spec, index, rel, edits)
+        same = mine and st is not None and st.applied[spec.id].get("edits") == dump_edits(edits)
+        if same and rw.status in ("anchor_missing", "ambiguous"):
+            # The bytes are what apply wrote with these very edits, and specs stacked after
+            # this one moved its anchor (an `occurrence` counted again): apply's decision
+            # stands. (Its code taken out, `changed`, apply refuses as a conflict.)
+            states.append(
+                ("applied", f"{rel} has the journal's hash and the spec's edits ({rw.message})")
+            )
+            continue
         # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
         # adding the same list elements: that file differs from RECORD through vpatch, not by
         # hand, as apply's planner already decides (it leaves such a file unchanged).

@@ -89,8 +89,10 @@ def test_plan_case(path: Path) -> None:
         after = plancases.after_commit(case, plan)
         again = planner.plan_apply(case.specs, after, case.opts)
         assert again.writes == [], [(r.id, r.outcome, r.message) for r in again.results]
+        first = {r.id: r.outcome for r in results}
         assert all(
             r.outcome in ("already_applied", "satisfied_upstream", "not_applicable")
+            or r.outcome == first[r.id] == "failed"  # a refused spec stays refused
             for r in again.results
         ), [(r.id, r.outcome, r.message) for r in again.results]
         # one decision: what apply wrote, verify accepts
