@@ -17,7 +17,12 @@ version and RECORD hash it applied against; the **base** (bytes before the first
 - bytes of another version are never written: a file that is pip's bytes again retires the
   entries (`superseded` after an upgrade), and a base is restored only for the version it came
   from (or when the new RECORD has the very same bytes);
-- a file that differs from RECORD with no journal entry is `modified`, never green.
+- a file that differs from RECORD with no journal entry is `modified`, never green;
+- a spec whose code other specs' edits already hold is journaled as relying on them, so rolling
+  them back keeps its edits (applied for real then);
+- `--force` on a drifted file and `--adopt` keep hand edits apart from vpatch's edits in the
+  file's base (`patcher/linemerge.py`), so every rollback keeps them;
+- verify keeps apply's decision on the bytes apply wrote (docs/design.md, "Rollback stacks").
 """
 
 from __future__ import annotations
@@ -561,7 +566,7 @@ class _Apply:
                 f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
                 f"hand?{hand_lines(fact)}){why}",
             )
-        undone = self._undoes(fact, st, rw.source)
+        undone = self._undoes(fact, st, rw.source, (spec, index, edits))
         if undone:
             return _Part(
                 fact,
@@ -571,23 +576,63 @@ class _Apply:
             )
         return _Part(fact, "changed", f"{rel}: {rw.message or 'changed'}", text, rw.source)
 
-    def _undoes(self, fact: FileFact, st: JournalFile | None, after: str) -> list[str]:
+    def _undoes(
+        self,
+        fact: FileFact,
+        st: JournalFile | None,
+        after: str,
+        mine: tuple[PatchSpec, int, Sequence[Edit]],
+    ) -> list[str]:
         """The specs already on the file (journaled in sync, or stacked by this plan) whose
-        edits would change `after` again: a stack where a later spec takes an earlier one's
-        code out, which verify could never call applied for both. Refused up front."""
+        effect this spec's edit (`mine`, giving `after`) takes out: a stack verify could never
+        call applied for both. A holder whose rewrite would change `after` again is checked
+        for real: its code is out when the file without it, with this edit, is `after` too
+        (an insert next to the same anchor only moved it: not a conflict)."""
+        holders = self._holders(fact.path, st)
         out: list[str] = []
-        for sid in self._holders(fact.path, st):
-            got = self.staged_edits.get((fact.path, sid))
-            if got is not None:
-                spec, index, edits = got
-                status = self.rewrite(after, spec, index, fact.rel, edits).status
-            elif st is not None and sid in st.applied:
-                status = apply_edits(after, load_edits(st.applied[sid].get("edits") or [])).status
-            else:
+        for sid in holders:
+            if self._edit(fact, st, sid, after) != "changed":
                 continue
-            if status == "changed":
+            text: str | None = self._base_for(fact, st)
+            for other in holders:
+                if text is None or other == sid:
+                    continue
+                text = self._edit_text(fact, st, other, text)
+            spec, index, edits = mine
+            if (
+                text is not None
+                and self.rewrite(text, spec, index, fact.rel, edits).source == after
+            ):
                 out.append(sid)
         return out
+
+    def _base_for(self, fact: FileFact, st: JournalFile | None) -> str | None:
+        """The text the holders' edits were stacked on (see _base_has)."""
+        if st is not None and st.applied and st.in_sync:
+            return st.base_text if not st.created else ""
+        return fact.text if fact.exists else ""
+
+    def _edit(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str:
+        """The status of holder `sid`'s edits on `text`."""
+        got = self.staged_edits.get((fact.path, sid))
+        if got is not None:
+            spec, index, edits = got
+            return self.rewrite(text, spec, index, fact.rel, edits).status
+        if st is not None and sid in st.applied:
+            return apply_edits(text, load_edits(st.applied[sid].get("edits") or [])).status
+        return "unchanged"
+
+    def _edit_text(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str | None:
+        """`text` with holder `sid`'s edits applied (None: they do not apply there)."""
+        got = self.staged_edits.get((fact.path, sid))
+        if got is not None:
+            spec, index, edits = got
+            rw = self.rewrite(text, spec, index, fact.rel, edits)
+        elif st is not None and sid in st.applied:
+            rw = apply_edits(text, load_edits(st.applied[sid].get("edits") or []))
+        else:
+            return text
+        return rw.source if rw.status in ("changed", "unchanged") else None
 
     def _holders(self, path: str, st: JournalFile | None) -> list[str]:
         """The specs whose edits are in the file as this spec meets it: journaled (in sync)
@@ -609,10 +654,7 @@ class _Apply:
         it)? The base when the journal has one, else the bytes inspect saw (this plan's
         stacking aside). An unknown base counts as no: relying costs a journal line, a wrong
         `satisfied_upstream` costs the spec's effect at the next rollback."""
-        if st is not None and st.applied and st.in_sync:
-            base = st.base_text if not st.created else ""
-        else:
-            base = fact.text if fact.exists else ""
+        base = self._base_for(fact, st)
         if base is None:
             return False
         return self.rewrite(base, spec, index, rel, edits).status == "unchanged"
@@ -1052,10 +1094,11 @@ def verify_spec(
             return res, variant
         rw = rewrite(fact.text if fact.exists and fact.text else "", spec, index, rel, edits)
         same = mine and st is not None and st.applied[spec.id].get("edits") == dump_edits(edits)
-        if same and rw.status in ("anchor_missing", "ambiguous"):
+        if same and st is not None and rw.status != "unchanged" and not _taken_out(st, spec.id):
             # The bytes are what apply wrote with these very edits, and specs stacked after
-            # this one moved its anchor (an `occurrence` counted again): apply's decision
-            # stands. (Its code taken out, `changed`, apply refuses as a conflict.)
+            # this one moved its anchor (an `occurrence` counted again, an insert next to the
+            # same statement): apply's decision stands. Only where the file without the spec
+            # is the file now (a later spec took its code out) is it not in place.
             states.append(
                 ("applied", f"{rel} has the journal's hash and the spec's edits ({rw.message})")
             )
@@ -1112,6 +1155,15 @@ def verify_spec(
             res.message = "; ".join(m for k, m in states if k == kind)
             break
     return res, variant
+
+
+def _taken_out(st: JournalFile, sid: str) -> bool:
+    """Has the file, as vpatch wrote it, no trace of `sid`'s edits (base + the other specs'
+    edits gives the same bytes)? Unknown base: no."""
+    if st.base_text is None and not st.created:
+        return False
+    without, _why = _replay(st.base_text or "", st.applied, {sid: []})
+    return without is not None and sha256_text(without) == st.current
 
 
 def verify_recorded(
