@@ -614,25 +614,28 @@ class _Apply:
 
     def _edit(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str:
         """The status of holder `sid`'s edits on `text`."""
-        got = self.staged_edits.get((fact.path, sid))
-        if got is not None:
-            spec, index, edits = got
-            return self.rewrite(text, spec, index, fact.rel, edits).status
-        if st is not None and sid in st.applied:
-            return apply_edits(text, load_edits(st.applied[sid].get("edits") or [])).status
-        return "unchanged"
+        rw = self._holder_rewrite(fact, st, sid, text)
+        return rw.status if rw is not None else "unchanged"
 
     def _edit_text(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str | None:
         """`text` with holder `sid`'s edits applied (None: they do not apply there)."""
+        rw = self._holder_rewrite(fact, st, sid, text)
+        if rw is None:
+            return text
+        return rw.source if rw.status in ("changed", "unchanged") else None
+
+    def _holder_rewrite(
+        self, fact: FileFact, st: JournalFile | None, sid: str, text: str
+    ) -> RewriteResult | None:
+        """Holder `sid`'s edits run on `text`: staged by this plan (the cached rewriter) or
+        recorded in the journal; None for a spec that is neither."""
         got = self.staged_edits.get((fact.path, sid))
         if got is not None:
             spec, index, edits = got
-            rw = self.rewrite(text, spec, index, fact.rel, edits)
-        elif st is not None and sid in st.applied:
-            rw = apply_edits(text, load_edits(st.applied[sid].get("edits") or []))
-        else:
-            return text
-        return rw.source if rw.status in ("changed", "unchanged") else None
+            return self.rewrite(text, spec, index, fact.rel, edits)
+        if st is not None and sid in st.applied:
+            return apply_edits(text, load_edits(st.applied[sid].get("edits") or []))
+        return None
 
     def _holders(self, path: str, st: JournalFile | None) -> list[str]:
         """The specs whose edits are in the file as this spec meets it: journaled (in sync)

@@ -9,7 +9,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?}
     commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "gc"?: [sha256...],
              "fault"?, "backups"?: [{"sha256", "text"}]}: gc names backups no entry needs any
-             more (superseded releases); backups are stored, hash-checked, first (--adopt)
+             more (superseded releases); backups are stored, hash-checked, first (--adopt;
+             --force's new base of a drifted file)
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
     procs    {"paths": [...]}

@@ -18,18 +18,9 @@ from pathlib import Path
 from tests.conftest import vpatch
 from tests.support import realpkgs
 from tests.support.handedits import record_sha
+from tests.support.realpkgs import site, spec_file
 
 TYPES, CORE, ADAPTERS = "click/types.py", "click/core.py", "requests/adapters.py"
-
-
-def site(python: Path) -> Path:
-    return next((python.parent.parent / "lib").glob("python3*/site-packages"))
-
-
-def spec_file(tmp: Path, name: str, body: str) -> Path:
-    p = tmp / f"{name}.toml"
-    p.write_text(body)
-    return p
 
 
 def spec(sid: str, file: str, edit: str, versions: str = ">=8.1", package: str = "click") -> str:
