@@ -494,7 +494,7 @@ def _dispatch(
     from patcher import engine
 
     if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir, _wheel_text if opts.adopt else None)
+        return engine.apply(specs, transport, opts, state_dir, _wheel_text)
     if command == "verify":
         return engine.verify(specs, transport, opts, state_dir, ids, _wheel_text)
     if command == "rollback":

@@ -396,6 +396,9 @@ def apply(
     state_dir: str | None = None,
     pristine: Pristine | None = None,
 ) -> HostResult:
+    """`pristine`: pip's bytes of a file, for --adopt's base and, where apply refuses a hand
+    edit as `modified`, to name the lines that differ (fetched on that path only)."""
+
     def make(facts: HostFacts) -> Plan:
         return plan_apply(specs, facts, opts, CACHES.rewrite)
 
@@ -413,6 +416,8 @@ def apply(
             if opts.adopt and pristine is not None:
                 facts = _with_record_texts(facts, pristine)
             plan = make(facts)
+            if not opts.adopt and pristine is not None and _refused_hand_edit(plan):
+                plan = make(_with_record_texts(facts, pristine))  # name the lines that differ
             host.patches = plan.results
             problem = preflight(facts, plan) if plan.writes else None
             if problem:
@@ -429,6 +434,10 @@ def apply(
 
     done = frozenset({"applied", "would_apply"})
     return _host_run("apply", transport, lambda host: _retrying(host, done, lambda: once(host)))
+
+
+def _refused_hand_edit(plan: Plan) -> bool:
+    return any(r.outcome == "modified" for r in plan.results)
 
 
 def _recheck(

@@ -190,6 +190,7 @@ def test_hand_edit_that_differs_from_the_spec_is_modified_and_named(tmp_path: Pa
     assert "allow_extra_args = 1" in ver.patch()["message"], ver.patch()["message"]
     res = vpatch("apply", opts, *args)
     assert res.code == 1 and res.patch()["outcome"] == "modified", res.out
+    assert "allow_extra_args = 1" in res.patch()["message"], res.patch()["message"]
 
 
 def test_upgrade_that_wiped_a_fitting_patch_is_not_green(tmp_path: Path) -> None:
