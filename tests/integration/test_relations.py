@@ -4,7 +4,8 @@ real `vpatch` command: each test is a case where vpatch said something the files
 2. `apply --force` on a drifted file wrote nothing and said already_applied;
 4. a partial rollback dropped the hand edit --force had kept;
 7. stacked `occurrence` specs: applied, then verify said `there is no occurrence 2`;
-8. --adopt took unrelated hand edits under the spec's name and never adopted an added module;
+8. --adopt took unrelated hand edits under the spec's name, never adopted an added module, and
+   left a spec whose check failed `applied`;
 9. an upgrade that wiped a patch which still fits was a green `superseded`;
 10. a file hand-edited differently from the spec was `not_applied`, and apply then refused it.
 (Cases 3 and 5, on vLLM with the catalog's specs: tests/integration/test_relations_vllm.py.)
@@ -209,3 +210,25 @@ def test_upgrade_that_wiped_a_fitting_patch_is_not_green(tmp_path: Path) -> None
     again = vpatch("apply", sp, *args)
     assert again.code == 0 and again.patch()["outcome"] == "applied", again.out
     assert "DEFAULT_POOLSIZE = 20" in (site(py) / ADAPTERS).read_text()
+
+
+def test_adopted_host_whose_check_fails_is_not_left_applied(tmp_path: Path) -> None:
+    """Case 8: --adopt writes nothing, so a failing check had nothing to undo and the spec
+    stayed `applied`. Now the adoption is taken back: failed, nothing journaled, file as it was."""
+    py = realpkgs.venv(tmp_path / "env", "click", "8.1.7")
+    target, args = site(py) / CORE, ["--python", str(py), "--json"]
+    hand = target.read_text().replace(
+        "    ignore_unknown_options = False\n", "    ignore_unknown_options = True\n", 1
+    )
+    target.write_text(hand)
+    probe = (
+        '[[probe]]\nname = "refuses unknown options"\nmodule = "click.core"\n'
+        'code = "assert not module.BaseCommand.ignore_unknown_options"\n'
+    )
+    opts = spec_file(tmp_path, "opts", spec("opts", CORE, OPTS) + probe)
+    res = vpatch("apply", opts, "--adopt", *args)
+    assert res.code == 1 and res.patch()["outcome"] == "failed", res.out
+    assert "refuses unknown options" in res.patch()["message"]
+    assert target.read_text() == hand
+    st = vpatch("status", "--python", str(py), "--json")
+    assert st.code == 0 and st.doc["hosts"][0]["patches"] == [], st.out
