@@ -17,6 +17,9 @@ Variables, the rest ignored (vpatch needs no more to reach a host):
     ansible_python_interpreter      python (the environment to patch)
     ansible_become                  sudo (become_method sudo, as `--sudo`)
     ansible_ssh_private_key_file    identity
+    vpatch_restart                  restart (`vpatch rollout`'s restart command)
+    vpatch_health_url               health (its --health URL for this host)
+    vpatch_metrics_url              metrics (its --metrics URL for this host)
 
 Groups are every group a host is in, directly or through `children`, except `all` and
 `ungrouped`; hosts keep the order in which the file names them first.
@@ -44,6 +47,9 @@ _VARS = {
     "ansible_python_interpreter": "python",
     "ansible_become": "sudo",
     "ansible_ssh_private_key_file": "identity",
+    "vpatch_restart": "restart",
+    "vpatch_health_url": "health",
+    "vpatch_metrics_url": "metrics",
 }
 _SKIP_GROUPS = {"all", "ungrouped"}
 

@@ -28,6 +28,10 @@ class Target(NamedTuple):
     python: str = "python3"
     identity: str | None = None
     sudo: bool = False
+    # `vpatch rollout`: this host's restart command and health/metrics URLs (over the flags').
+    restart: str | None = None
+    health: str | None = None
+    metrics: str | None = None
 
     @property
     def local(self) -> bool:
@@ -42,13 +46,14 @@ class Inventory(NamedTuple):
 
 
 _FIELDS: dict[str, type] = {"user": str, "port": int, "python": str, "identity": str, "sudo": bool}
+_FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rolloutrun.py)
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
-    "an inventory has [defaults] (user, port, python, identity, sudo) and [[host]] tables "
-    "with name, address and optional groups"
+    "an inventory has [defaults] (user, port, python, identity, sudo; for rollout restart, "
+    "health, metrics) and [[host]] tables with name, address and optional groups"
 )
 
 
@@ -91,6 +96,9 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
             python=_pick("python", h, defaults, flags) or "python3",
             identity=_pick("identity", h, defaults, flags),
             sudo=bool(_pick("sudo", h, defaults, flags)),
+            restart=_pick("restart", h, defaults, flags),
+            health=_pick("health", h, defaults, flags),
+            metrics=_pick("metrics", h, defaults, flags),
         )
         out.append((target, frozenset(h["groups"])))
     return Inventory(out)

@@ -119,3 +119,24 @@ def test_builtin_reader_refuses_what_it_cannot_read(
         load_inventory(write(tmp_path, "kv.ini", "[web]\nweb1 ansible_port\n"), flags)
     with pytest.raises(SpecError, match="host name contains"):
         load_inventory(write(tmp_path, "x.ini", "evil ansible_host='y;touch M'\n"), flags)
+
+
+def test_group_vars_give_the_rollout_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vpatch_restart` (and the URLs) as Ansible group or host variables (builtin reader)."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare) + os.pathsep + "/usr/bin:/bin")
+    ini = (
+        "[serving]\ngpu-01\ngpu-02 vpatch_restart='docker restart vllm'\n"
+        "[serving:vars]\nvpatch_restart='supervisorctl restart vllm'\n"
+        "vpatch_health_url=http://localhost:8000/health\n"
+    )
+    (a, _), (b, _) = load_inventory(write(tmp_path, "hosts.ini", ini), {}).hosts
+    assert (a.restart, a.health, a.metrics) == (
+        "supervisorctl restart vllm",
+        "http://localhost:8000/health",
+        None,
+    )
+    assert b.restart == "docker restart vllm"
