@@ -547,9 +547,9 @@ def _dispatch(
     from patcher import engine
 
     if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir, _wheel_text if opts.adopt else None)
+        return engine.apply(specs, transport, opts, state_dir, _wheel_text)
     if command == "verify":
-        return engine.verify(specs, transport, opts, state_dir, ids)
+        return engine.verify(specs, transport, opts, state_dir, ids, _wheel_text)
     if command == "rollback":
         return engine.rollback(specs or None, transport, opts, state_dir, ids)
     if command == "ensure":
@@ -950,7 +950,8 @@ def _wheel(args: argparse.Namespace) -> int:
 
 
 def _wheel_text(package: str, version: str, rel: str) -> str | None:
-    """apply --adopt: pip's bytes of a file, from the release's wheel (patcher.handedit)."""
+    """pip's bytes of a file, from the release's wheel (patcher.handedit): what apply --adopt
+    records as the base, and what verify names a hand edit's lines against."""
     from patcher import handedit
 
     return handedit.wheel_text(package, version, rel)

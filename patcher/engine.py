@@ -24,6 +24,7 @@ from patcher.plan import (
     Options,
     Plan,
     checks_for,
+    could_not_check,
     drift_state,
     judge_probes,
     not_done,
@@ -424,6 +425,9 @@ def apply(
     state_dir: str | None = None,
     pristine: Pristine | None = None,
 ) -> HostResult:
+    """`pristine`: pip's bytes of a file, for --adopt's base and, where apply refuses a hand
+    edit as `modified`, to name the lines that differ (fetched on that path only)."""
+
     def make(facts: HostFacts) -> Plan:
         return plan_apply(specs, facts, opts, CACHES.rewrite)
 
@@ -441,6 +445,8 @@ def apply(
             if opts.adopt and pristine is not None:
                 facts = _with_record_texts(facts, pristine)
             plan = make(facts)
+            if not opts.adopt and pristine is not None and _refused_hand_edit(plan):
+                plan = make(_with_record_texts(facts, pristine))  # name the lines that differ
             host.patches = plan.results
             problem = preflight(facts, plan) if plan.writes else None
             if problem:
@@ -457,6 +463,10 @@ def apply(
 
     done = frozenset({"applied", "would_apply"})
     return _host_run("apply", transport, lambda host: _retrying(host, done, lambda: once(host)))
+
+
+def _refused_hand_edit(plan: Plan) -> bool:
+    return any(r.outcome == "modified" for r in plan.results)
 
 
 def _recheck(
@@ -494,8 +504,11 @@ def verify(
     opts: Options,
     state_dir: str | None = None,
     ids: Sequence[str] = (),
+    pristine: Pristine | None = None,
 ) -> HostResult:
-    """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone."""
+    """Specs by their files and edits; `ids` (no spec file at hand) by the journal alone.
+    With `pristine`, a file edited by hand (`modified`) is compared with pip's bytes so the
+    result names the lines that differ."""
 
     def checks_of(facts: HostFacts) -> list[list[dict[str, Any]]]:
         """Every check list the body below runs for these facts, in its order."""
@@ -537,6 +550,10 @@ def verify(
             scraped = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
         for spec in specs:
             res, variant = verify_spec(spec, facts, CACHES.rewrite)
+            if res.outcome == "modified" and pristine is not None:
+                res, variant = verify_spec(
+                    spec, _with_record_texts(facts, pristine), CACHES.rewrite
+                )
             host.patches.append(res)
             if wants_probes(res):
                 res.probes = run(checks_for(spec, variant, opts.level))
@@ -589,11 +606,45 @@ def rollback(
             answers = _commit_chained(transport, plan, opts.level, request)
         host.restart_required, ran, after = _carry_out(transport, plan, opts.level, answers)
         _remember(transport, request, [after, got.answer])
-        redo = lambda p, failed: plan_redo(p, facts)  # noqa: E731
-        _recheck(transport, plan, opts.level, state_dir, redo, still_needed, ran)
+        _rollback_recheck(transport, plan, facts, opts.level, state_dir, ran)
 
     done = frozenset({"rolled_back"})
     return _host_run("rollback", transport, lambda host: _retrying(host, done, lambda: once(host)))
+
+
+def _rollback_recheck(
+    transport: Transport,
+    plan: Plan,
+    facts: HostFacts,
+    level: Level,
+    state_dir: str | None,
+    ran: dict[str, list[ProbeResult]],
+) -> None:
+    """The kept specs' checks after a partial rollback. One that fails is judged against the
+    bytes from before (plan_redo puts them back): failing there too, it says nothing about the
+    specs taken out ("could not check here"), and the rollback is committed again; passing
+    there, the kept spec needs them, and the previous bytes stay (still_needed)."""
+    chained = _chained_checks(plan, level)
+    failed: dict[str, ProbeResult] = {}
+    for sid in plan.checks:
+        got = ran[sid] if sid in ran else _run_checks(transport, chained.get(sid, []))
+        bad = next((p for p in got if not p.ok), None)
+        if bad is not None:
+            failed[sid] = bad
+    if not failed:
+        return
+    back = plan_redo(plan, facts)
+    _commit(transport, back, state_dir)
+    needs: dict[str, ProbeResult] = {}
+    for sid, bad in failed.items():
+        again = _run_checks(transport, [c for c in chained[sid] if c.get("name") == bad.name])
+        if all(p.ok for p in again):
+            needs[sid] = bad
+    if needs:
+        undone(plan, back, needs, still_needed)
+        return
+    _commit(transport, plan, state_dir)
+    could_not_check(plan, failed)
 
 
 def status(

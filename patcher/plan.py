@@ -17,7 +17,12 @@ version and RECORD hash it applied against; the **base** (bytes before the first
 - bytes of another version are never written: a file that is pip's bytes again retires the
   entries (`superseded` after an upgrade), and a base is restored only for the version it came
   from (or when the new RECORD has the very same bytes);
-- a file that differs from RECORD with no journal entry is `modified`, never green.
+- a file that differs from RECORD with no journal entry is `modified`, never green;
+- a spec whose code other specs' edits already hold is journaled as relying on them, so rolling
+  them back keeps its edits (applied for real then);
+- `--force` on a drifted file and `--adopt` keep hand edits apart from vpatch's edits in the
+  file's base (`patcher/linemerge.py`), so every rollback keeps them;
+- verify keeps apply's decision on the bytes apply wrote (docs/design.md, "Rollback stacks").
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from patcher import linemerge
 from patcher.agent import protocol
 from patcher.result import FileChange, Outcome, PatchResult, ProbeResult
 from patcher.rewrite import RewriteResult, apply_edits
@@ -284,12 +290,31 @@ def checks_for(spec: PatchSpec, variant: Variant | None, level: Level) -> list[d
     return out
 
 
+_DEPTH: dict[str, int] = {"static": 0, "import": 1, "full": 2}
+
+
 def recorded_checks(entry: dict[str, Any], level: Level) -> list[dict[str, Any]]:
-    """The checks an apply entry recorded (level full), cut to `level`."""
+    """The checks an apply entry recorded (level full), cut to `level` and to the level the
+    spec was verified at when applied (its entry's `level`; older entries: full): a check that
+    never ran where the spec was applied proves nothing about another spec taken out."""
+    was = entry.get("level")
+    if isinstance(was, str) and _DEPTH.get(was, 2) < _DEPTH[level]:
+        level = cast(Level, was)
     if level == "static":
         return []
     got = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
-    return got if level == "full" else [c for c in got if str(c.get("name")).startswith("import")]
+    if level == "full":
+        return got
+    # import: the recorded import check, and the modules only a probe imported (at full a
+    # probe stands in for its module's import, checks_for), each imported on its own
+    out = [c for c in got if str(c.get("name")).startswith("import")]
+    have = {str(c.get("module")) for c in out}
+    for c in got:
+        mod = str(c.get("module"))
+        if c not in out and c.get("module") and mod not in have:
+            have.add(mod)
+            out.append({"name": f"import {mod}", "module": mod, "code": ""})
+    return out
 
 
 def choose(spec: PatchSpec, version: str | None) -> tuple[PatchResult, int, Variant | None]:
@@ -394,6 +419,9 @@ class _Apply:
         self.entries: list[dict[str, Any]] = []
         self.retired: set[str] = set()
         self.gc: list[str] = []
+        self.staged: dict[str, list[str]] = {}  # path -> specs this plan stacked on it
+        self.staged_edits: dict[tuple[str, str], tuple[PatchSpec, int, Sequence[Edit]]] = {}
+        self.backups: list[dict[str, str]] = []  # new bases (hand edits kept) to store
 
     def plan(self, specs: Sequence[PatchSpec]) -> Plan:
         out = Plan([])
@@ -409,7 +437,7 @@ class _Apply:
             if problem is not None:
                 res.outcome, res.message = cast(Outcome, problem.outcome), problem.message
                 continue
-            changed = [p for p in parts if p.outcome in ("changed", "adopt")]
+            changed = [p for p in parts if p.outcome in ("changed", "adopt", "rely")]
             if not changed:
                 mine = any(p.outcome == "already_applied" for p in parts)
                 res.outcome = "already_applied" if mine else "satisfied_upstream"
@@ -423,10 +451,11 @@ class _Apply:
                 else:
                     self._stage(spec, variant, p, res)
             out.checks[spec.id] = checks_for(spec, variant, self.opts.level)
-            out.touched[spec.id] = [p.fact.path for p in changed if p.outcome == "changed"]
+            out.touched[spec.id] = [p.fact.path for p in changed]
         out.writes = list(self.writes.values())
         out.entries = self.entries
         out.gc = self.gc
+        out.backups += self.backups
         return out
 
     def _retire(self, st: JournalFile) -> None:
@@ -473,6 +502,8 @@ class _Apply:
                     f"journal says {str(st.expected)[:12]}); --force patches the file as it is "
                     "now",
                 )
+            else:
+                return self._force_drifted(spec, index, rel, edits, fact, st)
         if st is not None and fact.path in self.retired:
             st = None
         prev = st.applied.get(spec.id) if st is not None else None
@@ -518,7 +549,10 @@ class _Apply:
             return _Part(fact, "failed", f"{rel}: {rw.message}")
         if rw.status == "unchanged":
             if hand and self.opts.adopt:
-                return self._adoption(fact, rel, current)
+                return self._adoption(spec, index, rel, edits, fact, current)
+            if _adds(edits) and fact.exists and not fact.in_record and fact.path not in self.texts:
+                if st is None or not st.applied:
+                    return self._added_by_hand(fact, rel, current)
             if hand and not self.opts.force:
                 return _Part(
                     fact,
@@ -528,14 +562,21 @@ class _Apply:
                     "reinstall loses it",
                 )
             words = baked(res.version, fact) if st is None or not st.applied else None
-            if words is not None:
+            if words is not None and fact.path not in self.texts:
                 return _Part(fact, "already_applied", words)
-            held = (
-                f", from {', '.join(sorted(st.applied))}" if st is not None and st.applied else ""
-            )
-            return _Part(
-                fact, "unchanged", f"{rel} already has the desired code{held} ({rw.message})"
-            )
+            holders = self._holders(fact.path, st)
+            if holders and not self._base_has(spec, index, rel, edits, fact, st):
+                return _Part(
+                    fact,
+                    "rely",
+                    f"{rel} already has the desired code, from {', '.join(holders)}: recorded "
+                    f"as relying on it (rolling {', '.join(holders)} back keeps this spec's "
+                    "edits, applied for real)",
+                    text,
+                    text,
+                    relies=holders,
+                )
+            return _Part(fact, "unchanged", f"{rel} already has the desired code ({rw.message})")
         if hand and not self.opts.force:
             why = (
                 "; --adopt records only a file that already has the spec's code"
@@ -546,13 +587,197 @@ class _Apply:
                 fact,
                 "modified",
                 f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
-                f"hand?){why}",
+                f"hand?{hand_lines(fact)}){why}",
+            )
+        undone = self._undoes(fact, st, rw.source, (spec, index, edits))
+        if undone:
+            return _Part(
+                fact,
+                "failed",
+                f"{rel}: this spec's edit takes out the code of {', '.join(undone)} (stacked "
+                "before it on this file); apply one of them, or roll the other back first",
             )
         return _Part(fact, "changed", f"{rel}: {rw.message or 'changed'}", text, rw.source)
 
-    def _adoption(self, fact: FileFact, rel: str, current: str) -> _Part:
-        """--adopt: the hand-edited file already has the spec's code; it is recorded as the
-        spec's work on pip's bytes, which the commit stores as the backup rollback restores."""
+    def _undoes(
+        self,
+        fact: FileFact,
+        st: JournalFile | None,
+        after: str,
+        mine: tuple[PatchSpec, int, Sequence[Edit]],
+    ) -> list[str]:
+        """The specs already on the file (journaled in sync, or stacked by this plan) whose
+        effect this spec's edit (`mine`, giving `after`) takes out: a stack verify could never
+        call applied for both. A holder whose rewrite would change `after` again is checked
+        for real: its code is out when the file without it, with this edit, is `after` too
+        (an insert next to the same anchor only moved it: not a conflict)."""
+        holders = self._holders(fact.path, st)
+        out: list[str] = []
+        for sid in holders:
+            if self._edit(fact, st, sid, after) != "changed":
+                continue
+            text: str | None = self._base_for(fact, st)
+            for other in holders:
+                if text is None or other == sid:
+                    continue
+                text = self._edit_text(fact, st, other, text)
+            spec, index, edits = mine
+            if (
+                text is not None
+                and self.rewrite(text, spec, index, fact.rel, edits).source == after
+            ):
+                out.append(sid)
+        return out
+
+    def _base_for(self, fact: FileFact, st: JournalFile | None) -> str | None:
+        """The text the holders' edits were stacked on (see _base_has)."""
+        if st is not None and st.applied and st.in_sync:
+            return st.base_text if not st.created else ""
+        return fact.text if fact.exists else ""
+
+    def _edit(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str:
+        """The status of holder `sid`'s edits on `text`."""
+        rw = self._holder_rewrite(fact, st, sid, text)
+        return rw.status if rw is not None else "unchanged"
+
+    def _edit_text(self, fact: FileFact, st: JournalFile | None, sid: str, text: str) -> str | None:
+        """`text` with holder `sid`'s edits applied (None: they do not apply there)."""
+        rw = self._holder_rewrite(fact, st, sid, text)
+        if rw is None:
+            return text
+        return rw.source if rw.status in ("changed", "unchanged") else None
+
+    def _holder_rewrite(
+        self, fact: FileFact, st: JournalFile | None, sid: str, text: str
+    ) -> RewriteResult | None:
+        """Holder `sid`'s edits run on `text`: staged by this plan (the cached rewriter) or
+        recorded in the journal; None for a spec that is neither."""
+        got = self.staged_edits.get((fact.path, sid))
+        if got is not None:
+            spec, index, edits = got
+            return self.rewrite(text, spec, index, fact.rel, edits)
+        if st is not None and sid in st.applied:
+            return apply_edits(text, load_edits(st.applied[sid].get("edits") or []))
+        return None
+
+    def _holders(self, path: str, st: JournalFile | None) -> list[str]:
+        """The specs whose edits are in the file as this spec meets it: journaled (in sync)
+        and stacked by this plan, in order."""
+        journaled = list(st.applied) if st is not None and st.in_sync else []
+        staged = self.staged.get(path, [])
+        return [s for s in journaled if s not in staged] + staged
+
+    def _base_has(
+        self,
+        spec: PatchSpec,
+        index: int,
+        rel: str,
+        edits: Sequence[Edit],
+        fact: FileFact,
+        st: JournalFile | None,
+    ) -> bool:
+        """Does the file hold the spec's code without any other spec's edits (upstream has
+        it)? The base when the journal has one, else the bytes inspect saw (this plan's
+        stacking aside). An unknown base counts as no: relying costs a journal line, a wrong
+        `satisfied_upstream` costs the spec's effect at the next rollback."""
+        base = self._base_for(fact, st)
+        if base is None:
+            return False
+        return self.rewrite(base, spec, index, rel, edits).status == "unchanged"
+
+    def _force_drifted(
+        self,
+        spec: PatchSpec,
+        index: int,
+        rel: str,
+        edits: Sequence[Edit],
+        fact: FileFact,
+        st: JournalFile,
+    ) -> _Part:
+        """--force on a file changed since vpatch wrote it: re-patch from the bytes it has
+        now. The hand edit is kept apart from vpatch's edits (`linemerge`) as the file's new
+        base, so every later rollback keeps it; where it changed vpatch's own lines no base
+        can keep it, and the file is refused rather than recorded as what it is not."""
+        current = fact.text
+        undo = "`vpatch rollback --force` restores the journal's base, then apply again"
+        if st.created or st.other_version:
+            why = "vpatch created it" if st.created else "its entries are of another release"
+            return _Part(fact, "failed", f"{rel} changed since vpatch wrote it and {why}; {undo}")
+        if current is None or st.base_text is None:
+            got = st.base_error or f"backup {str(st.base)[:12]} is missing or unreadable"
+            return _Part(fact, "failed", f"{rel}: {got}; the hand edit cannot be kept apart")
+        wrote, why = _replay(st.base_text, st.applied, {})
+        if wrote is None or sha256_text(wrote) != st.expected:
+            return _Part(
+                fact,
+                "failed",
+                f"{rel}: the journal's edits no longer give the bytes vpatch wrote "
+                f"({why or 'other bytes'}); {undo}",
+            )
+        base, conflicts = linemerge.merge(wrote, current, st.base_text)
+        if base is None:
+            return _Part(
+                fact,
+                "failed",
+                f"{rel}: the hand edit changed vpatch's own lines ({', '.join(conflicts)} of "
+                f"what vpatch wrote), so no base keeps it apart; {undo}",
+            )
+        mine: dict[str, Sequence[Edit]] = {spec.id: edits} if spec.id in st.applied else {}
+        text, why = _replay(base, st.applied, mine)
+        if text is not None and not mine:
+            rw = self.rewrite(text, spec, index, rel, edits)
+            if rw.status not in ("changed", "unchanged"):
+                return _Part(fact, rewrite_outcome(rw.status), f"{rel}: {rw.message}")
+            text = rw.source
+        if text is None:
+            return _Part(fact, "failed", f"{rel}: {why}")
+        kept = linemerge.changed_lines(st.base_text, base) or "none"
+        return _Part(
+            fact,
+            "changed",
+            f"{rel}: re-patched from the bytes it has now; the hand edit ({kept}) is kept in "
+            "the base every rollback restores",
+            current,
+            text,
+            base=base,
+        )
+
+    def _added_by_hand(self, fact: FileFact, rel: str, current: str) -> _Part:
+        """add_file meets the spec's module already there, not pip's and not journaled: it
+        was added outside vpatch. --adopt records it as created by the spec (rollback then
+        removes it); otherwise it is `modified`, never satisfied by upstream."""
+        if not self.opts.adopt:
+            return _Part(
+                fact,
+                "modified",
+                f"{rel} has the spec's content but is not a file of the package and the journal "
+                "has no entry (added by hand?); `vpatch apply --adopt` records it as this "
+                "spec's, so rollback removes it",
+            )
+        part = _Part(
+            fact,
+            "adopt",
+            f"{rel}: adopted the module added by hand (it has the spec's content); rollback "
+            "removes it",
+            "",
+            current,
+        )
+        part.created = True
+        return part
+
+    def _adoption(
+        self,
+        spec: PatchSpec,
+        index: int,
+        rel: str,
+        edits: Sequence[Edit],
+        fact: FileFact,
+        current: str,
+    ) -> _Part:
+        """--adopt: the hand-edited file already has the spec's code. Exactly the spec's
+        edits are recorded as its work: on pip's bytes (which the commit stores as the backup
+        rollback restores) when the file is pip's + the spec's edits, else on pip's bytes with
+        the other hand edits kept (`linemerge`), which stay hand edits, named, not the spec's."""
         pristine = fact.record_text
         if pristine is None:
             return _Part(fact, "failed", f"{rel}: pip's bytes of it are not at hand (the wheel)")
@@ -560,25 +785,71 @@ class _Apply:
             return _Part(
                 fact, "failed", f"{rel}: the wheel's bytes do not have RECORD's sha256; not adopted"
             )
+        rw = self.rewrite(pristine, spec, index, rel, edits)
+        if rw.status not in ("changed", "unchanged"):
+            return _Part(fact, "failed", f"{rel}: on pip's bytes: {rw.message}; not adopted")
+        if rw.status == "unchanged":
+            return _Part(
+                fact,
+                "unchanged",
+                f"{rel}: pip's bytes already have the desired code; the hand edits in the file "
+                "are not the spec's, nothing adopted",
+            )
+        if rw.source == current:
+            return _Part(
+                fact,
+                "adopt",
+                f"{rel}: adopted the hand edit (it is exactly the spec's edits); rollback "
+                "restores pip's bytes",
+                pristine,
+                current,
+            )
+        base, conflicts = linemerge.merge(rw.source, current, pristine)
+        if base is None or self.rewrite(base, spec, index, rel, edits).source != current:
+            where = ", ".join(conflicts) or "the spec's lines"
+            return _Part(
+                fact,
+                "modified",
+                f"{rel} has the spec's code, but the hand edit also changed the spec's own lines "
+                f"({where}); not adopted: --adopt records exactly the spec's edits",
+            )
+        others = linemerge.changed_lines(pristine, base)
         return _Part(
             fact,
             "adopt",
-            f"{rel}: adopted the hand edit (it has the spec's code); rollback restores pip's bytes",
-            pristine,
+            f"{rel}: adopted the spec's edits only; the other differences from pip's bytes "
+            f"({others}) stay hand edits (modified), kept in the base rollback restores",
+            base,
             current,
         )
 
     def _adopt(
         self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult, plan: Plan
     ) -> None:
-        """Journal the hand edit as the spec's, on pip's bytes (seeded as a backup): no write."""
+        """Journal the hand edit as the spec's, on its base (seeded as a backup; none for a
+        module added by hand, which the entry records as created): no write."""
         assert part.before is not None and part.after is not None
-        plan.backups.append({"sha256": sha256_text(part.before), "text": part.before})
+        if not part.created:
+            plan.backups.append({"sha256": sha256_text(part.before), "text": part.before})
         self._record(spec, variant, part, res, sha256_text(part.after), "adopted a hand edit")
 
     def _stage(self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult) -> None:
         fact = part.fact
         assert part.before is not None and part.after is not None
+        self.staged.setdefault(fact.path, []).append(spec.id)
+        index = next(i for i, v in enumerate(spec.variant) if v is variant)
+        edits = [e for r, es in variant.files() if r == fact.rel for e in es]
+        self.staged_edits[(fact.path, spec.id)] = (spec, index, edits)
+        reason = f"relies on {', '.join(part.relies)}" if part.relies else ""
+        if part.base is not None:
+            reason = "re-patched with --force; hand edit kept in the base"
+            if sha256_text(part.base) != self.facts.journal[fact.path].base:
+                self.backups.append({"sha256": sha256_text(part.base), "text": part.base})
+        if part.before == part.after and fact.path not in self.writes:
+            # the bytes already are the spec's (it relies on another spec, or --force found
+            # the spec's code in place): the journal says so, nothing is written
+            self._record(spec, variant, part, res, sha256_text(part.after), reason)
+            return
         w = self.writes.get(fact.path)
         if w is None:
             first = fact.text if fact.exists else None
@@ -586,7 +857,7 @@ class _Apply:
             self.writes[fact.path] = w
         w.text, w.after = part.after, sha256_text(part.after)
         self.texts[fact.path] = part.after
-        self._record(spec, variant, part, res, w.after)
+        self._record(spec, variant, part, res, w.after, reason)
 
     def _record(
         self,
@@ -600,7 +871,9 @@ class _Apply:
         """The spec's journal entry for one file, and the file in its result."""
         fact = part.fact
         assert part.before is not None and part.after is not None
-        before = sha256_text(part.before) if fact.exists or part.before else None
+        before = (
+            sha256_text(part.before) if (fact.exists or part.before) and not part.created else None
+        )
         self.entries.append(
             protocol.apply_entry(
                 spec.id,
@@ -615,6 +888,10 @@ class _Apply:
                 fact.record_sha256,
                 checks_for(spec, variant, "full"),
                 reason,
+                part.relies,
+                self.opts.level,
+                sha256_text(part.base) if part.base is not None else None,
+                variant.versions,
             )
         )
         res.files.append(
@@ -627,7 +904,7 @@ class _Apply:
         )
 
 
-_PART_OK = frozenset({"changed", "unchanged", "already_applied", "adopt"})
+_PART_OK = frozenset({"changed", "unchanged", "already_applied", "adopt", "rely"})
 
 
 @dataclass
@@ -637,6 +914,17 @@ class _Part:
     message: str
     before: str | None = None
     after: str | None = None
+    relies: list[str] = field(default_factory=list)  # "rely": the specs holding its code
+    base: str | None = None  # the file's new base (vpatch's edits out, hand edits in)
+    created: bool = False  # --adopt of a module added by hand: journaled as created
+
+
+def hand_lines(fact: FileFact) -> str:
+    """`: lines ...` naming how a hand-edited file differs from pip's bytes, when those are
+    at hand (`record_text`); "" otherwise."""
+    if fact.record_text is None or fact.text is None:
+        return ""
+    return "; differs from pip's bytes in " + linemerge.changed_lines(fact.record_text, fact.text)
 
 
 def plan_apply(
@@ -709,6 +997,7 @@ def plan_undo(plan: Plan, failed: set[str], reason: str) -> Plan:
             )
     for e in reversed(plan.entries):
         if e.get("action") == protocol.APPLY and e["path"] in paths:
+            # a journal-only entry (--adopt, relies_on) is taken back by its rollback alone
             undo.entries.append(protocol.rollback_entry(e, e["after"], e["before"], reason))
     return undo
 
@@ -744,7 +1033,7 @@ def undone(
     """After `back` (an undo or redo plan) was committed because `failed` specs' checks
     failed: every spec with a file it put back failed, in `say`'s words. True when every write
     of `plan` was undone."""
-    paths = {w.path for w in back.writes}
+    paths = {w.path for w in back.writes} | {str(e.get("path")) for e in back.entries}
     first = next(iter(failed.values()), None)
     for res in plan.results:
         if any(f.path in paths for f in res.files):
@@ -764,6 +1053,19 @@ def still_needed(failed: set[str], bad: ProbeResult | None) -> str:
         f"{who} fails without it{detail}: {who} needs this spec; previous bytes restored, "
         "nothing changed"
     )
+
+
+def could_not_check(plan: Plan, failed: dict[str, ProbeResult]) -> None:
+    """A kept spec's check failed after a rollback AND with the rolled-back specs in place:
+    it cannot tell anything about them here (an env that cannot import, say), so it is named
+    as not checked, never as a dependency."""
+    said = "; ".join(
+        f"{sid}: could not check here ({p.name}: {p.detail}; it fails with this spec in place too)"
+        for sid, p in sorted(failed.items())
+    )
+    for res in plan.results:
+        if res.outcome == "rolled_back":
+            res.message += f"; {said}"
 
 
 def not_done(results: Sequence[PatchResult], done: frozenset[str], why: str) -> None:
@@ -817,6 +1119,16 @@ def verify_spec(
             )
             return res, variant
         rw = rewrite(fact.text if fact.exists and fact.text else "", spec, index, rel, edits)
+        same = mine and st is not None and st.applied[spec.id].get("edits") == dump_edits(edits)
+        if same and st is not None and rw.status != "unchanged" and not _taken_out(st, spec.id):
+            # The bytes are what apply wrote with these very edits, and specs stacked after
+            # this one moved its anchor (an `occurrence` counted again, an insert next to the
+            # same statement): apply's decision stands. Only where the file without the spec
+            # is the file now (a later spec took its code out) is it not in place.
+            states.append(
+                ("applied", f"{rel} has the journal's hash and the spec's edits ({rw.message})")
+            )
+            continue
         # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
         # adding the same list elements: that file differs from RECORD through vpatch, not by
         # hand, as apply's planner already decides (it leaves such a file unchanged).
@@ -850,6 +1162,15 @@ def verify_spec(
                 states.append(("applied", str(baked(res.version, fact))))
             else:
                 states.append(("satisfied_upstream", f"{rel} already has the desired code"))
+        elif rw.status == "changed" and hand:
+            states.append(
+                (
+                    "modified",
+                    f"{rel} differs from pip's RECORD without the spec's code and the journal "
+                    f"has no entry (edited by hand{hand_lines(fact)}); `vpatch diff` shows the "
+                    "edit, `vpatch apply --force` patches it anyway",
+                )
+            )
         elif rw.status == "changed":
             states.append(("not_applied", f"{rel} still needs the patch"))
         else:
@@ -862,6 +1183,15 @@ def verify_spec(
             res.message = "; ".join(m for k, m in states if k == kind)
             break
     return res, variant
+
+
+def _taken_out(st: JournalFile, sid: str) -> bool:
+    """Has the file, as vpatch wrote it, no trace of `sid`'s edits (base + the other specs'
+    edits gives the same bytes)? Unknown base: no."""
+    if st.base_text is None and not st.created:
+        return False
+    without, _why = _replay(st.base_text or "", st.applied, {sid: []})
+    return without is not None and sha256_text(without) == st.current
 
 
 def verify_recorded(
@@ -891,6 +1221,29 @@ def verify_recorded(
     return res, list(checks.values())
 
 
+def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
+    """Would the entry's recorded edits change the file as it is now, on a release its
+    variant's range admits (a patch an upgrade wiped, not one the release made needless or
+    the spec does not cover)? Unknown text or version: no (said as superseded)."""
+    if st.current_text is None:
+        return False
+    versions = entry.get("versions")
+    if isinstance(versions, str):
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            if not SpecifierSet(versions).contains(Version(str(st.package_version)), True):
+                return False
+        except (InvalidSpecifier, InvalidVersion):
+            return False
+    try:
+        edits = load_edits(entry.get("edits") or [])
+    except ValueError:
+        return False
+    return bool(edits) and apply_edits(st.current_text, edits).status == "changed"
+
+
 def status_journal(facts: HostFacts) -> list[PatchResult]:
     """Everything the journal says vpatch applied, and whether each file still holds it."""
     out: list[PatchResult] = []
@@ -899,6 +1252,13 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
             res = PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
             if st.in_sync:
                 res.message = f"{e.get('file')}: has the journal's hash"
+            elif st.reinstalled and st.other_version and _still_fits(st, e):
+                res.outcome, res.version = "drifted", st.package_version
+                res.message = (
+                    f"{e.get('file')}: pip's bytes of {st.package_version} (upgraded from "
+                    f"{e.get('version')}): the patch is gone and its edits still fit; "
+                    "`vpatch apply` patches it again"
+                )
             elif st.reinstalled and st.other_version:
                 res.outcome = "superseded"
                 res.message = (
@@ -942,7 +1302,9 @@ def plan_rollback(
                 res.outcome, res.message = outcome, message  # type: ignore[assignment]
             else:
                 res.outcome = "would_apply" if opts.dry_run else "rolled_back"
-                res.message = message
+                # per file what it took (a multi-file spec: each different word once)
+                if message not in res.message.split("; "):
+                    res.message = f"{res.message}; {message}" if res.message else message
             if write is not None:
                 res.files.append(
                     FileChange(path, st.current or "", write.after or "", _diff(st, write))
@@ -1038,7 +1400,16 @@ def _rollback_file(
     if text is None:
         return "failed", f"{rel}: {why}", None
     w = Write(st.path, rel, st.current, st.current_text, text=text, after=sha256_text(text))
-    return "rolled_back", f"re-applied {len(keep)} other spec(s): {', '.join(keep)}", w
+    said = f"re-applied {len(keep)} other spec(s): {', '.join(keep)}"
+    relied = sorted(s for s, e in keep.items() if set(e.get("relies_on") or ()) & set(drop))
+    if relied:
+        said += (
+            f"; {', '.join(relied)} relied on {', '.join(drop)} for its code: its edits are "
+            "kept, now applied for real"
+        )
+    if st.base != st.record_sha256 and not st.created:
+        said += f"; the hand edits in the base (sha256 {str(st.base)[:12]}) are kept"
+    return "rolled_back", said, w
 
 
 def _diff(st: JournalFile, w: Write) -> str:

@@ -45,9 +45,16 @@ def _shape_error(e: Any) -> str:
         for key in ("before", "after"):
             if not isinstance(e.get(key), _HASH_OR_NONE):
                 return "%s is not a sha256" % key
-        for key in ("package", "file", "version", "spec_hash", "reason"):
+        for key in ("package", "file", "version", "spec_hash", "reason", "versions"):
             if not isinstance(e.get(key), _HASH_OR_NONE):
                 return "%s is not a string" % key
+        if not isinstance(e.get("base"), _HASH_OR_NONE) or not isinstance(
+            e.get("level"), _HASH_OR_NONE
+        ):
+            return "base or level is not a string"
+        relies = e.get("relies_on", [])
+        if not isinstance(relies, list) or not all(isinstance(x, str) for x in relies):
+            return "relies_on is not a list of spec ids"
         edits = e.get("edits", [])
         if not isinstance(edits, list) or not all(
             isinstance(x, dict) and isinstance(x.get("op"), str) for x in edits
@@ -176,7 +183,8 @@ def fold(entries: list[Entry], current: dict[str, str | None]) -> dict[str, dict
 
     `current` maps path -> sha256 of the file now (None if absent); it decides whether entries
     of a txn without a marker took effect (see `_took_effect`). `base` None with `created` set:
-    vpatch created the file (add_file), so taking every spec out removes it.
+    vpatch created the file (add_file), so taking every spec out removes it. An apply entry
+    with a `base` moves the base there (protocol.apply_entry says when).
     """
     counted, _half = _took_effect(entries, current)
     state: dict[str, dict[str, Any]] = {}
@@ -192,6 +200,9 @@ def fold(entries: list[Entry], current: dict[str, str | None]) -> dict[str, dict
             if not st["applied"]:
                 st["base"] = e.get("before")
                 st["created"] = e.get("before") is None
+            if isinstance(e.get("base"), str):  # a new base: vpatch's edits out, hand edits in
+                st["base"] = e["base"]
+                st["created"] = False
             st["applied"][e["spec"]] = e
             st["expected"] = e.get("after")
         elif action == protocol.ROLLBACK:

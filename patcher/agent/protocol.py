@@ -9,7 +9,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?}
     commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "gc"?: [sha256...],
              "fault"?, "backups"?: [{"sha256", "text"}]}: gc names backups no entry needs any
-             more (superseded releases); backups are stored, hash-checked, first (--adopt)
+             more (superseded releases); backups are stored, hash-checked, first (--adopt;
+             --force's new base of a drifted file)
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
     procs    {"paths": [...]}
@@ -115,11 +116,26 @@ def apply_entry(
     record_sha256: Optional[str] = None,
     checks: Optional[List[Dict[str, Any]]] = None,
     reason: str = "",
+    relies_on: Optional[List[str]] = None,
+    level: Optional[str] = None,
+    base: Optional[str] = None,
+    versions: Optional[str] = None,
 ) -> Entry:
     """One spec's change to one file. `before` None: vpatch created the file (add_file).
     `edits` and `checks` are what `rollback ID`/`verify ID` use when no spec file is at hand;
-    `version` and `record_sha256` say which release's bytes the entry was made against."""
-    return {
+    `version` and `record_sha256` say which release's bytes the entry was made against.
+
+    Optional keys (absent in older journals, which fold as before):
+    `relies_on`: the specs whose edits already held this spec's code when it was applied
+    (before == after): rolling one of them back keeps this spec's edits, applied for real.
+    `level`: the check level the spec was verified at (static, import, full); a later partial
+    rollback re-runs its checks no deeper than that.
+    `base`: the file's base from this entry on (a backup): the bytes with vpatch's edits taken
+    out but the hand edits kept (`apply --force` on a drifted file, `--adopt` of a file with
+    other hand edits), so every rollback keeps those hand edits.
+    `versions`: the range of the variant applied: after an upgrade, whether the release now
+    installed is one the spec's edits were meant for (a bare `status` has no spec file)."""
+    out = {
         "action": APPLY,
         "spec": spec,
         "spec_hash": spec_hash,
@@ -134,6 +150,15 @@ def apply_entry(
         "checks": checks or [],
         "reason": reason,
     }
+    if relies_on:
+        out["relies_on"] = list(relies_on)
+    if level is not None:
+        out["level"] = level
+    if base is not None:
+        out["base"] = base
+    if versions is not None:
+        out["versions"] = versions
+    return out
 
 
 def rollback_entry(

@@ -20,18 +20,9 @@ from patcher.spec import load_spec
 from tests.conftest import vpatch
 from tests.support import realpkgs
 from tests.support.handedits import record_sha
+from tests.support.realpkgs import site, spec_file
 
 TYPES, CORE, ADAPTERS = "click/types.py", "click/core.py", "requests/adapters.py"
-
-
-def site(python: Path) -> Path:
-    return next((python.parent.parent / "lib").glob("python3*/site-packages"))
-
-
-def spec_file(tmp: Path, name: str, body: str) -> Path:
-    p = tmp / f"{name}.toml"
-    p.write_text(body)
-    return p
 
 
 def insert_in_choice(sid: str, code: str, probe: str = "") -> str:

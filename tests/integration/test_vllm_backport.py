@@ -111,8 +111,9 @@ def test_fails_stock_and_whitelist_only_passes_backport(tmp_path: Path, version:
 
 
 def test_stacks_in_the_other_order(tmp_path: Path) -> None:
-    """Back-port first, whitelist patch second (nothing left to add), rolled back in the
-    order applied: the bytes and the verdicts are the same as in the first order."""
+    """Back-port first, whitelist patch second (nothing left to add: journaled as relying on
+    the back-port), rolled back in the order applied: the whitelist patch's names stay until
+    it is rolled back itself (issue 25 case 3), then every file is RECORD's."""
     env = Env(envs.clone("0.17.0", tmp_path / "v"), tmp_path / "v" / "bin" / "python")
     applied = static("apply", BACKPORT, env)
     added = [ln for ln in applied["files"][0]["diff"].splitlines() if ln.startswith("+ ")]
@@ -121,13 +122,17 @@ def test_stacks_in_the_other_order(tmp_path: Path) -> None:
     backported = {rel: sha256(env.file(rel)) for rel in vllm_models.FILES}
 
     white = static("apply", SPEC, env)
-    assert white["outcome"] == "satisfied_upstream", white
+    assert white["outcome"] == "applied", white
     assert "already has the desired code, from vllm-eagle3-mla-backport" in white["message"]
     assert {rel: sha256(env.file(rel)) for rel in vllm_models.FILES} == backported
     for spec in (SPEC, BACKPORT):
-        assert static("verify", spec, env)["outcome"] in ("applied", "satisfied_upstream")
+        assert static("verify", spec, env)["outcome"] == "applied"
 
     assert static("rollback", BACKPORT, env)["outcome"] == "rolled_back"
+    text = env.file(SPEC_REL).read_text()
+    assert '"kimi_k2",' in text and '"deepseek_v2",' not in text
+    assert all(sha256(env.file(r)) == record_sha(env.site, r) for r in vllm_models.FILES[1:])
+    assert static("rollback", SPEC, env)["outcome"] == "rolled_back"
     assert pristine(env)
 
 

@@ -11,11 +11,13 @@ so a case reads like the situation it pins.
      "specs": [<spec as TOML would give it>], "old_specs": [<specs whose edits a journal holds>],
      "host": {"versions": {"pkg": "1.0.0"},
               "files": {"pkg/m.py": {"text": "patched", "record": "pristine"}},
-              "journal": {"pkg/m.py": {"applied": [{"spec": "x", "edits_from": "x"}],
+              "journal": {"pkg/m.py": {"applied": [{"spec": "x", "edits_from": "x",
+                                                     "relies_on": ["w"], "level": "static"}],
                                         "base": "pristine", "expected": "patched"}}},
      "expect": {"outcomes": {...}, "messages": {...}, "writes": {"pkg/m.py": "text name" |
                 "delete" | "restore:<text name>"}, "journal": [[action, spec, file]],
-                "checks": ["spec id"], "preflight": "words" | null,
+                "checks": ["spec id"], "check_names": {"spec id": ["check name"]},
+                "preflight": "words" | null,
                 "backups": ["text name"]}}
 A file's "record_text" names the text the controller fetched as pip's bytes (apply --adopt).
 """
@@ -131,6 +133,9 @@ def host_answer(
                 "edits": _edits_of(src, rel) if src is not None else [],
                 "checks": a.get("checks", []),
             }
+            for key in ("relies_on", "level", "versions"):  # optional keys of an apply entry
+                if key in a:
+                    applied[a["spec"]][key] = a[key]
         base = j.get("base")
         pkg = next(iter(applied.values()))["package"]
         journal[ROOT + rel] = {
@@ -157,6 +162,7 @@ def after_commit(case: PlanCase, plan: Plan) -> HostFacts:
     agent's own fold (`patcher.agent.journal`), as the next inspect would report it."""
     answer = json.loads(json.dumps(case.answer))
     backups = {sha(t): t for t in case.texts.values()}
+    backups.update({b["sha256"]: b["text"] for b in plan.backups})
     entries: list[dict[str, Any]] = []
     for st in answer["journal"].values():
         for e in st["applied"].values():

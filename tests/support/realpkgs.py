@@ -74,3 +74,15 @@ def venv(dest: Path, package: str, version: str) -> Path:
     python = dest / "bin" / "python"
     install(python, package, version)
     return python
+
+
+def site(python: Path) -> Path:
+    """The site-packages of the venv of `python`."""
+    return next((python.parent.parent / "lib").glob("python3*/site-packages"))
+
+
+def spec_file(tmp: Path, name: str, body: str) -> Path:
+    """A spec TOML at tmp/<name>.toml."""
+    p = tmp / f"{name}.toml"
+    p.write_text(body)
+    return p

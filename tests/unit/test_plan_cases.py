@@ -1,9 +1,10 @@
 """The planner pinned by data: tests/cases/plan/*.json (see tests/support/plancases.py).
 
 Each case runs the pure planner on the case's facts and compares outcomes, message words,
-the writes (by text name) and the journal actions. Every apply case that writes is then
+the writes (by text name) and the journal actions. Every apply case that commits is then
 committed on paper (files rewritten, the journal folded by the agent's own fold) and planned
-again: the second plan must write nothing, pyinfra's idempotence check for operations.
+again: the second plan must write nothing, pyinfra's idempotence check for operations; and
+verify must call every spec apply applied `applied` there (one decision for both).
 """
 
 from __future__ import annotations
@@ -78,17 +79,28 @@ def test_plan_case(path: Path) -> None:
         assert all(plancases.sha(b["text"]) == b["sha256"] for b in plan.backups)
     if "checks" in expect:
         assert sorted(plan.checks) == sorted(expect["checks"])
+    for sid, names in expect.get("check_names", {}).items():
+        assert [c["name"] for c in plan.checks[sid]] == names, plan.checks[sid]
     if "preflight" in expect:
         got = planner.preflight(case.facts, plan)
         want = expect["preflight"]
         assert (got is None) if want is None else (got is not None and want in got[0]), got
-    if case.raw["command"] == "apply" and plan.writes and not case.opts.dry_run:
-        again = planner.plan_apply(case.specs, plancases.after_commit(case, plan), case.opts)
+    if case.raw["command"] == "apply" and plan.needs_commit() and not case.opts.dry_run:
+        after = plancases.after_commit(case, plan)
+        again = planner.plan_apply(case.specs, after, case.opts)
         assert again.writes == [], [(r.id, r.outcome, r.message) for r in again.results]
+        first = {r.id: r.outcome for r in results}
         assert all(
             r.outcome in ("already_applied", "satisfied_upstream", "not_applicable")
+            or r.outcome == first[r.id] == "failed"  # a refused spec stays refused
             for r in again.results
         ), [(r.id, r.outcome, r.message) for r in again.results]
+        # one decision: what apply wrote, verify accepts
+        verdicts = [planner.verify_spec(s, after)[0] for s in case.specs]
+        applied = {r.id for r in results if r.outcome == "applied"}
+        assert all(v.outcome == "applied" for v in verdicts if v.id in applied), [
+            (v.id, v.outcome, v.message) for v in verdicts
+        ]
 
 
 def test_enough_cases_for_every_outcome() -> None:
