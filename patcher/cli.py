@@ -394,7 +394,7 @@ def run(argv: Sequence[str]) -> int:
         hooks.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))
-    if not result.ok and args.command != "ensure":  # ensure prints its own error lines
+    if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
         render_problems(result)
     return 0 if result.ok else 1
 

@@ -32,6 +32,7 @@ from patcher.plan import (
     plan_rollback,
     plan_undo,
     preflight,
+    read_only_hint,
     sha256_text,
     status_journal,
     still_needed,
@@ -76,7 +77,9 @@ def _call(transport: Transport, request: dict[str, Any]) -> dict[str, Any]:
 def _ok(target: str, res: dict[str, Any]) -> dict[str, Any]:
     if not res.get("ok"):
         kind = str(res.get("kind", ""))
-        raise AgentError(f"{target}: {res.get('error')}", protocol.HINTS.get(kind, ""), kind)
+        error = str(res.get("error"))
+        hint = read_only_hint(error) or protocol.HINTS.get(kind, "")
+        raise AgentError(f"{target}: {error}", hint, kind)
     return res
 
 

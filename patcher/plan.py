@@ -634,7 +634,8 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
     sdir = state.get("dir", "the state dir")
     hint = "run with --sudo for a root-owned environment, or pass --state-dir DIR"
     if plan.needs_commit() and state.get("writable") is False:
-        return f"cannot write vpatch's state in {sdir}: {state.get('why')}", hint
+        why = str(state.get("why"))
+        return f"cannot write vpatch's state in {sdir}: {why}", read_only_hint(why) or hint
     # the state dir's share: backups and journal lines (edits and checks ride in each)
     backups = sum(len(json.dumps(e)) for e in plan.entries)
     for w in plan.writes:
@@ -649,7 +650,8 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
         if fact.writable is False:
             return (
                 f"cannot write in {folder}: {fact.why_unwritable}",
-                "remount it read-write or fix its permissions (--sudo for a root-owned env)",
+                read_only_hint(str(fact.why_unwritable))
+                or "remount it read-write or fix its permissions (--sudo for a root-owned env)",
             )
         # the temp file and the .pyc coexist with the old file until the rename
         if isinstance(fact.free, int) and fact.free < 2 * size + _SPACE_MARGIN:
@@ -668,6 +670,18 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
 
 
 _SPACE_MARGIN = 64 * 1024  # directory entries, the .pyc, the journal lines
+
+
+def read_only_hint(why: str) -> str:
+    """The hint for a write refused by a read-only filesystem ("" for any other reason): no
+    user, sudo included, can write there, so the only fixes are where the env is built or
+    how it is mounted. Reads (status, verify, ensure/exec with every patch in place) work."""
+    if "Read-only file system" not in why:
+        return ""
+    return (
+        "the environment is mounted read-only: apply the patches where it is built "
+        "(e.g. `vpatch apply` in the image build), or mount it read-write"
+    )
 
 
 def plan_undo(plan: Plan, failed: set[str], reason: str) -> Plan:

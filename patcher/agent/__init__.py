@@ -209,10 +209,29 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _locked(sdir: str) -> bool:
+    """Whether another vpatch holds the lock now. A read never needs the lock itself: the
+    journal only grows by appends and is only replaced by a rename (compact.py), so what a
+    read sees is one consistent snapshot. On a read-only state dir (a patched image mounted
+    read-only) the lock file is opened read-only, which flock accepts; one that cannot be
+    opened at all is not held by anyone who could write here either."""
     with statedir.open_state(sdir) or _NoState() as st:
         if st is None:
             return False
-        return lock.held(st.sub(statedir.LOCK), lambda: st.open_file(statedir.LOCK, os.O_RDWR))
+
+        def opener() -> int:
+            try:
+                return st.open_file(statedir.LOCK, os.O_RDWR)
+            except OSError as exc:
+                if exc.errno not in lock.READ_ONLY_ERRNOS:
+                    raise
+            return st.open_file(statedir.LOCK, os.O_RDONLY)
+
+        try:
+            return lock.held(st.sub(statedir.LOCK), opener)
+        except OSError as exc:
+            if exc.errno in lock.READ_ONLY_ERRNOS:
+                return False
+            raise
 
 
 class _NoState:
