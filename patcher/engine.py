@@ -9,6 +9,7 @@ cached for the run (`rewrite_cache.Caches`): 32 hosts with the same file cost on
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -253,7 +254,9 @@ def _texts_of(answer: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _commit_request(plan: Plan, state_dir: str | None) -> dict[str, Any]:
+def _commit_request(
+    plan: Plan, state_dir: str | None, lock_timeout: float | None = None
+) -> dict[str, Any]:
     request: dict[str, Any] = {
         "op": "commit",
         "writes": [w.request() for w in plan.writes],
@@ -261,6 +264,8 @@ def _commit_request(plan: Plan, state_dir: str | None) -> dict[str, Any]:
         "state_dir": state_dir,
         "gc": plan.gc,
     }
+    if lock_timeout is not None:
+        request["lock_timeout"] = lock_timeout
     if plan.backups:  # apply --adopt: pip's bytes become the backup the journal's base names
         request["backups"] = plan.backups
     fault = os.environ.get(TEST_FAULT_ENV)
@@ -291,7 +296,7 @@ def _closing_inspect(request: dict[str, Any], plan: Plan) -> dict[str, Any]:
 
 def _chain(plan: Plan, level: Level, request: dict[str, Any]) -> list[dict[str, Any]]:
     """A commit, the checks of what it wrote, and the closing inspect: one exchange."""
-    chain = [_commit_request(plan, request.get("state_dir"))]
+    chain = [_commit_request(plan, request.get("state_dir"), LOCK_POLL_S)]
     chain += [{"op": "verify", "checks": c} for c in _chained_checks(plan, level).values()]
     chain.append(_closing_inspect(request, plan))
     return chain
@@ -327,21 +332,56 @@ def _carry_out(
     return list(commit.get("restart_required", [])), ran, last
 
 
+# A commit asks for the environment's lock for LOCK_POLL_S; held by another vpatch, the run
+# says once on stderr that it waits, plans again from a fresh inspect (what the other run wrote
+# counts) and asks again, for at most LOCK_WAIT_S in all. Then it fails, saying who holds what.
+LOCK_POLL_S = 1.0
+LOCK_WAIT_S = 30.0
+
+
 def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) -> None:
     """Run `once`; when the agent refused the commit because a file changed after inspect (a
-    concurrent run), plan again from a fresh inspect, up to _CONFLICT_RETRIES times. On any
+    concurrent run), plan again from a fresh inspect, up to _CONFLICT_RETRIES times; while
+    another vpatch holds the lock, wait for it (said on stderr), up to LOCK_WAIT_S. On any
     other failure (refused, or outcome unknown: agent killed, connection cut) no spec that
     would have written is reported as done."""
-    for attempt in range(_CONFLICT_RETRIES):
+    conflicts = 0
+    deadline: float | None = None
+    while True:
         try:
             once()
             return
         except VpatchError as exc:
             kind = exc.kind if isinstance(exc, AgentError) else ""
-            if kind == protocol.CONFLICT and attempt + 1 < _CONFLICT_RETRIES:
+            if kind == protocol.CONFLICT and conflicts + 1 < _CONFLICT_RETRIES:
+                conflicts += 1
                 continue
+            if kind == protocol.LOCKED:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + LOCK_WAIT_S
+                    _say(
+                        f"{host.target}: another vpatch is working on this environment; "
+                        f"waiting for its lock (up to {LOCK_WAIT_S:.0f} s)"
+                    )
+                if now < deadline:
+                    continue
+                exc = AgentError(
+                    f"{exc.message}: still held after {LOCK_WAIT_S:.0f} s of waiting; "
+                    "nothing was changed",
+                    "another vpatch is still working here (`vpatch status` says `locked`); "
+                    "run again once it is done",
+                    kind,
+                )
+                not_done(host.patches, done, exc.message)
+                raise exc from None
             not_done(host.patches, done, exc.message)
             raise
+
+
+def _say(line: str) -> None:
+    """A progress line for a person or a log (stderr: stdout may be the --json document)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _run_checks(transport: Transport, checks: list[dict[str, Any]]) -> list[ProbeResult]:

@@ -350,6 +350,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
                     notes.append("removed %s (left by an interrupted run)" % stale)
             txn, written_at = _write_planned(req, state, planned, notes)
             _collect(state, req.get("gc") or [], {w[0] for w in planned}, txn)
+            notes.extend(_compact(state, req.get("journal") or []))
             faults.point("commit.done")
     finally:
         _adopt_state(state)
@@ -535,6 +536,13 @@ def _collect(state: statedir.State, shas: list[Any], written: set[str], txn: str
                 os.unlink(name, dir_fd=fd)
         except OSError:
             continue
+
+
+def _compact(state: statedir.State, entries: list[journal.Entry]) -> list[str]:
+    """The journal kept proportional to the state, retired backups removed (compact.py)."""
+    from . import compact
+
+    return compact.after_commit(state, compact.retires(entries))
 
 
 def _append(state: statedir.State, entries: list[journal.Entry], **kw: Any) -> None:
