@@ -149,6 +149,8 @@ class HostFacts:
     # what the agent skipped in the host's state (ill-formed journal lines, journaled paths
     # outside site-packages): said in the report, never fatal
     warnings: list[str] = field(default_factory=list)
+    # journaled files gone with their package (pip uninstall): path -> spec ids applied there
+    orphaned: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -199,6 +201,7 @@ class HostFacts:
             list(raw.get("restart_required") or []),
             list(raw.get("incomplete") or []),
             [str(w) for w in raw.get("warnings") or []],
+            {str(p): [str(x) for x in ids] for p, ids in (raw.get("orphaned") or {}).items()},
         )
 
     def file(self, package: str, rel: str) -> FileFact:
@@ -925,13 +928,14 @@ def plan_rollback(
             res = results.setdefault(
                 sid, PatchResult(sid, str(e.get("package", "?")), e.get("version"), "rolled_back")
             )
-            if res.outcome not in ("rolled_back", "would_apply", "superseded"):
+            if res.outcome not in _ROLLING:
                 continue  # an earlier file of this spec already failed
             if outcome != "rolled_back":
                 res.outcome, res.message = outcome, message  # type: ignore[assignment]
+            elif opts.dry_run:
+                res.outcome, res.message = "would_roll_back", _would(message)
             else:
-                res.outcome = "would_apply" if opts.dry_run else "rolled_back"
-                res.message = message
+                res.outcome, res.message = "rolled_back", message
             if write is not None:
                 res.files.append(
                     FileChange(path, st.current or "", write.after or "", _diff(st, write))
@@ -954,11 +958,7 @@ def plan_rollback(
                 out.checks.setdefault(sid, recorded_checks(e, opts.level))
                 out.touched.setdefault(sid, []).append(path)
     # A spec that failed on one file writes none of its files (all or none per spec).
-    bad = {
-        sid
-        for sid, r in results.items()
-        if r.outcome not in ("rolled_back", "would_apply", "superseded")
-    }
+    bad = {sid for sid, r in results.items() if r.outcome not in _ROLLING}
     if bad:
         bad_paths = {p for p, st in facts.journal.items() if any(s in bad for s in st.applied)}
         out.writes = [w for w in out.writes if w.path not in bad_paths]
@@ -967,6 +967,17 @@ def plan_rollback(
             if sid not in bad and any(f.path in bad_paths for f in r.files):
                 r.outcome = "failed"
                 r.message = "shares a file with a spec that cannot be rolled back; nothing written"
+    for path, ids in sorted(facts.orphaned.items()):
+        drop = [s for s in ids if wanted is None or s in wanted]
+        if not drop:
+            continue
+        why = "its package is not installed any more: journal entries retired"
+        if opts.dry_run:
+            why = "its package is not installed any more: its journal entries would be retired"
+        else:
+            out.entries.append(protocol.retire_entry(path, False, None, why))
+        for sid in drop:
+            results.setdefault(sid, PatchResult(sid, "?", None, "superseded", why))
     for spec in specs:
         if spec.id not in results:
             results[spec.id] = PatchResult(
@@ -981,6 +992,19 @@ def plan_rollback(
             results[sid] = PatchResult(sid, "?", None, "not_applied", "nothing to roll back")
     out.results = list(results.values())
     return out
+
+
+_ROLLING = ("rolled_back", "would_roll_back", "superseded")
+
+
+def _would(message: str) -> str:
+    """A rollback's message as a dry run says it: what it would do, not what it did."""
+    for done, would in (("restored ", "would restore "), ("removed ", "would remove ")):
+        if message.startswith(done):
+            return would + message[len(done) :]
+    if message.startswith("re-applied "):
+        return "would re-apply " + message[len("re-applied ") :]
+    return message
 
 
 def _rollback_file(

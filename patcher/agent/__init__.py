@@ -58,6 +58,7 @@ def _journal_state(
     extra_current: dict[str, str | None],
     known: frozenset[str] = frozenset(),
     warnings: list[str] | None = None,
+    orphans: dict[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -68,9 +69,11 @@ def _journal_state(
     site-packages are left out, each with a line in `warnings` (see journal.parse, confine).
 
     Also per file the installed version of its package and RECORD's hash now (an upgrade
-    retires old entries), and the transactions a crash left half-written (journal.pending)."""
+    retires old entries), and the transactions a crash left half-written (journal.pending).
+    Journaled files whose package is gone go to `orphans` (path -> spec ids; _confined)."""
     warnings = [] if warnings is None else warnings
-    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings)
+    orphaned: dict[str, list[str]] = {}
+    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings, orphaned)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     for e in entries:
@@ -105,6 +108,8 @@ def _journal_state(
         for t in journal.pending(entries, current)
         if t["done"] and len(t["done"]) < len(t["files"])
     ]
+    if orphaned and orphans is not None:
+        orphans.update(orphaned)
     return state, half
 
 
@@ -129,8 +134,17 @@ def _read_journal(sdir: str) -> bytes:
         return state.read_journal()
 
 
-def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal.Entry]:
-    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since)."""
+def _confined(
+    entries: list[journal.Entry],
+    warnings: list[str],
+    orphaned: dict[str, list[str]] | None = None,
+) -> list[journal.Entry]:
+    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since).
+
+    A refused path whose directory is gone with its package (`pip uninstall`) goes into
+    `orphaned` (path -> the spec ids applied to it) and its warning says how to clear it:
+    `vpatch rollback` retires such entries (plan.plan_rollback). A path whose last entry
+    already retired it is left out without a word: nothing counts there any more."""
     dirs = confine.roots()
     out, refused = [], {}
     for e in entries:
@@ -139,10 +153,52 @@ def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal
             why = confine.why_not(p, dirs, must_exist=False)
             if why:
                 refused[p] = why
-                warnings.append("journal entry for %s ignored: it %s" % (p, why))
         if p is None or p not in refused:
             out.append(e)
+    if refused:
+        _refusals(entries, refused, warnings, orphaned)
     return out
+
+
+def _refusals(
+    entries: list[journal.Entry],
+    refused: dict[str, str],
+    warnings: list[str],
+    orphaned: dict[str, list[str]] | None,
+) -> None:
+    """The warning per refused path (see _confined), and the orphans among them."""
+    last: dict[str, journal.Entry] = {}
+    for e in entries:
+        if e.get("path") in refused:
+            last[e["path"]] = e
+    mine = [e for e in entries if "path" not in e or e["path"] in refused]  # and markers
+    state = journal.fold(mine, {})
+    for p, why in refused.items():
+        if last[p].get("action") in (protocol.RESET, protocol.SUPERSEDE):
+            continue
+        specs = list(state.get(p, {}).get("applied") or {})
+        package = next(
+            (
+                str(e["package"])
+                for e in entries
+                if e.get("path") == p and isinstance(e.get("package"), str)
+            ),
+            None,
+        )
+        if why == confine.MISSING and package and orphaned is not None and _uninstalled(package):
+            orphaned[p] = specs
+            warnings.append(
+                "journal entry for %s ignored: its package %s is not installed any more "
+                "(`vpatch rollback` retires it)" % (p, package)
+            )
+        else:
+            warnings.append("journal entry for %s ignored: it %s" % (p, why))
+
+
+def _uninstalled(package: str) -> bool:
+    from . import locate
+
+    return locate.distribution(package) is None
 
 
 def _backup_text(sdir: str, sha: str | None, st: dict[str, Any]) -> str | None:
@@ -185,7 +241,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         packages[name] = {"version": dist.version, "files": infos}
     sdir = state_dir(req)
     warnings: list[str] = []
-    state, half = _journal_state(sdir, current, frozenset(known), warnings)
+    orphans: dict[str, list[str]] = {}
+    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans)
     out = {
         "python": {
             "executable": sys.executable,
@@ -201,6 +258,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         "warnings": warnings,
         "incomplete": half,
     }
+    if orphans:  # absent when none: the answer (and its fingerprint) as it always was
+        out["orphaned"] = orphans
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = set(req["procs_for"] or [])
         paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]

@@ -75,6 +75,9 @@ def roots() -> Roots:
     return Roots(_real(_site_dirs()))
 
 
+MISSING = "does not exist"  # why_not's answer for a path (or a directory of it) that is gone
+
+
 def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     """Why `path` is not a confined regular file ("" when it is)."""
     if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
@@ -94,7 +97,7 @@ def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
         try:
             st = os.lstat(where)
         except FileNotFoundError:
-            return "does not exist" if must_exist or i < len(parts) - 1 else ""
+            return MISSING if must_exist or i < len(parts) - 1 else ""
         except OSError as exc:
             return "cannot be checked (%s)" % exc.strerror
         if stat.S_ISLNK(st.st_mode):
