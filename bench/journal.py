@@ -7,10 +7,11 @@ A crash-looping pod or a re-synced venv volume gets pip's bytes back on every st
 `ensure` patches them again; each cycle journals a reset and every spec's entries (~36 KB with
 the catalog's two vLLM specs). Without compaction that journal reached the 64 MiB read cap after
 ~1,850 cycles. Goals (issue 25): after 2,000 cycles the journal is under 256 KiB and `ensure`
-takes at most 1.2x what it took at the start. The start is the median of cycles 2-11 (the first
-cycle also parses with libcst and warms every cache: comparing with it alone would flatter), the
-end the median of the last 10. `ensure` runs at --level static, in-process through one local agent
-session per cycle batch (tests/support/cycles.py): the journal is what is measured, not imports.
+takes at most 1.2x what it took at the start. The start is the median of cycles 2-51 (the first
+also parses with libcst and warms every cache), the end the median of the last 50, judged on
+CPU seconds (the controller's and its agent's): on a machine other work shares, wall time moves
+with that work (it is reported too). `ensure` runs at --level static, in-process, one agent per
+cycle (tests/support/cycles.py): the journal is what is measured, not imports.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ VLLM = "0.16.0"
 SPECS = ("vllm-eagle3-mla-targets.toml", "vllm-eagle3-mla-backport.toml")
 GOAL_BYTES = 256 << 10
 GOAL_RATIO = 1.2
+WINDOW = 50  # cycles per median: the start (after the first) and the end
 
 
 def _env(work: Path, use_standin: bool) -> tuple[Path, Path, list[PatchSpec]]:
@@ -71,10 +73,15 @@ def measure(n: int, use_standin: bool, log: Any = None) -> dict[str, Any]:
             if log and c.number % 250 == 0:
                 log(f"cycle {c.number}: journal {c.journal_bytes} bytes, {c.seconds:.3f} s")
         wall = time.monotonic() - started
-        head = [c.seconds for c in got[1:11]] or [got[0].seconds]
-        tail = [c.seconds for c in got[-10:]]
+        w = max(1, min(WINDOW, (n - 1) // 2))
+        head, tail = got[1 : 1 + w] or got[:1], got[-w:]
         per_cycle = got[1].journal_bytes - got[0].journal_bytes if n > 1 else 0
-        ratio = statistics.median(tail) / statistics.median(head)
+
+        def med(cs: list[cycles.Cycle], cpu: bool) -> float:
+            return statistics.median(c.cpu if cpu else c.seconds for c in cs)
+
+        ratio = med(tail, True) / med(head, True)
+        wall_ratio = med(tail, False) / med(head, False)
         biggest = max(c.journal_bytes for c in got)
         return {
             "env": "stand-in" if use_standin else f"vllm {VLLM}",
@@ -88,9 +95,13 @@ def measure(n: int, use_standin: bool, log: Any = None) -> dict[str, Any]:
             "compact_at_bytes": compact.COMPACT_AT,
             "read_cap_bytes": statedir.MAX_JOURNAL_BYTES,
             "backups_final": got[-1].backups,
+            "window_cycles": w,
             "ensure_s_first": round(got[0].seconds, 4),
-            "ensure_s_start_median": round(statistics.median(head), 4),
-            "ensure_s_end_median": round(statistics.median(tail), 4),
+            "ensure_s_start_median": round(med(head, False), 4),
+            "ensure_s_end_median": round(med(tail, False), 4),
+            "ensure_wall_end_vs_start": round(wall_ratio, 3),
+            "ensure_cpu_s_start_median": round(med(head, True), 4),
+            "ensure_cpu_s_end_median": round(med(tail, True), 4),
             "ensure_end_vs_start": round(ratio, 3),
             "goal": {"journal_bytes_max": GOAL_BYTES, "ensure_end_vs_start": GOAL_RATIO},
             "met": {
@@ -113,10 +124,12 @@ def text(doc: dict[str, Any]) -> str:
             f"~{doc['journal_bytes_uncompacted_estimate']:,} "
             f"({doc['journal_bytes_per_cycle_uncompacted']:,} a cycle); "
             f"{doc['backups_final']} backup(s) at the end",
-            f"  [{mark[doc['met']['ensure']]}] ensure {doc['ensure_s_end_median']:.4f} s at "
-            f"the end vs {doc['ensure_s_start_median']:.4f} s at the start: "
-            f"{doc['ensure_end_vs_start']:.2f}x (target <= {GOAL_RATIO}x; "
-            f"first cycle {doc['ensure_s_first']:.3f} s)",
+            f"  [{mark[doc['met']['ensure']]}] ensure CPU {doc['ensure_cpu_s_end_median']:.4f} s "
+            f"at the end vs {doc['ensure_cpu_s_start_median']:.4f} s at the start: "
+            f"{doc['ensure_end_vs_start']:.2f}x (target <= {GOAL_RATIO}x; medians of "
+            f"{doc['window_cycles']} cycles); wall {doc['ensure_s_end_median']:.3f} s vs "
+            f"{doc['ensure_s_start_median']:.3f} s ({doc['ensure_wall_end_vs_start']:.2f}x: "
+            "other work on the machine moves it)",
         ]
     )
 

@@ -420,6 +420,8 @@ def run(argv: Sequence[str]) -> int:
         render_human(result, show_diff=getattr(args, "diff", False))
     if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
         render_problems(result)
+    if engine.UNSUPPORTED:  # errors.Unsupported: no run can succeed there as it is
+        return 2
     return 0 if result.ok else 1
 
 
@@ -702,7 +704,9 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     hooks.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)
     if not host.ok:
         print(f"error: not starting {command[0]}: patches not in place", file=sys.stderr)
-        return 1
+        from patcher import engine
+
+        return 2 if engine.UNSUPPORTED else 1
     hooks.exec_command(exe, command)
 
 
@@ -834,6 +838,8 @@ def _handedit(args: argparse.Namespace) -> int:
     if not doc["ok"]:
         hint = next((s.hint for s in scans if s.hint), None)
         print(f"hint: {hint or 'see the errors above'}", file=sys.stderr)
+    if any(s.unsupported for s in scans):
+        return 2  # an editable install (errors.Unsupported)
     return 0 if doc["ok"] else 1
 
 

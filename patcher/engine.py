@@ -18,7 +18,7 @@ from typing import Any
 
 from patcher import factcache, rewrite_cache
 from patcher.agent import protocol
-from patcher.errors import AgentError, HostError, VpatchError
+from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.plan import (
     HostFacts,
     Level,
@@ -404,9 +404,31 @@ def _host_run(command: str, transport: Transport, body: Callable[[HostResult], N
         body(host)
     except VpatchError as exc:
         host.error, host.hint = exc.message, exc.hint or None
+        if isinstance(exc, Unsupported):
+            with _STATS_LOCK:
+                UNSUPPORTED.add(host.target)
     host.ok = host_ok(command, host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
+
+
+# Targets refused as unpatchable in this run (errors.Unsupported): the CLI exits 2 for them.
+UNSUPPORTED: set[str] = set()
+
+
+def refuse_editable(target: str, answer: dict[str, Any], specs: Sequence[PatchSpec]) -> None:
+    """An editable install's code is its source tree's files, which pip's RECORD does not
+    list: vpatch would patch (or diff) bytes that are not the ones imported. Refused, naming
+    the source tree, before any plan is made."""
+    for spec in specs:
+        source = (answer.get("packages") or {}).get(spec.package, {}).get("editable")
+        if source:
+            raise Unsupported(
+                f"{target}: {spec.package} is an editable install (pip install -e {source}): "
+                "vpatch patches installed wheels only; nothing was changed",
+                f"install {spec.package} from a wheel, or change its source tree itself "
+                "(it is yours: git there is the record)",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +468,7 @@ def apply(
         guessing = not (opts.dry_run or opts.adopt)
         guesses = _guesses(transport, request, make, opts.level) if guessing else []
         got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        refuse_editable(transport.target, got.answer, specs)
         if got.guess is not None:
             plan = got.guess.plan
             host.patches = plan.results
@@ -534,6 +557,7 @@ def verify(
                 guesses.append(Guess(fp, guessed, Plan([]), chain))
         got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
         _remember(transport, request, [got.answer])
+        refuse_editable(transport.target, got.answer, specs)
         facts = got.facts
         ran = list(zip(got.guess.chain, got.answers or [], strict=False)) if got.guess else []
 
@@ -620,10 +644,12 @@ def status(
         return host
 
     def body(host: HostResult) -> None:
-        request = _inspect_request([], state_dir)
+        # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
+        request = dict(_inspect_request([], state_dir), procs_for=None)
         got = _inspect(transport, request, host)
         _remember(transport, request, [got.answer])
         host.patches = status_journal(got.facts)
+        host.restart_required = got.facts.restart_required
 
     return _host_run("status", transport, body)
 

@@ -884,26 +884,44 @@ def verify_recorded(
 
 
 def status_journal(facts: HostFacts) -> list[PatchResult]:
-    """Everything the journal says vpatch applied, and whether each file still holds it."""
-    out: list[PatchResult] = []
+    """Everything the journal says vpatch applied, and whether each file still holds it: one
+    result per spec with all its files (a 4-file spec is one spec, not four), each file shown
+    as the journal's base -> what vpatch last wrote there (after a partial rollback, the bytes
+    the rollback wrote, not the hash of the spec's own apply)."""
+    out: dict[str, PatchResult] = {}
+    words: dict[str, list[tuple[str, str]]] = {}
     for path, st in sorted(facts.journal.items()):
         for sid, e in st.applied.items():
-            res = PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
+            res = out.setdefault(
+                sid, PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
+            )
+            rel = str(e.get("file"))
             if st.in_sync:
-                res.message = f"{e.get('file')}: has the journal's hash"
+                outcome, message = "applied", f"{rel}: has the journal's hash"
             elif st.reinstalled and st.other_version:
-                res.outcome = "superseded"
-                res.message = (
-                    f"{e.get('file')}: pip's bytes of {st.package_version} (the entry was made "
+                outcome = "superseded"
+                message = (
+                    f"{rel}: pip's bytes of {st.package_version} (the entry was made "
                     f"on {e.get('version')}); `vpatch apply` or `vpatch rollback` clears it"
                 )
             else:
-                res.outcome = "drifted"
                 now = drift_state(st.current, st.record_sha256, st.base)
-                res.message = f"{e.get('file')}: changed since vpatch wrote it; now {now}"
-            res.files = [FileChange(path, str(e.get("before") or ""), str(e.get("after") or ""))]
-            out.append(res)
-    return out
+                outcome, message = "drifted", f"{rel}: changed since vpatch wrote it; now {now}"
+            words.setdefault(sid, []).append((outcome, message))
+            before = st.base or ("" if st.created else str(e.get("before") or ""))
+            res.files.append(FileChange(path, str(before), str(st.expected or "")))
+    for sid, res in out.items():
+        said = words[sid]
+        worst = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")
+        res.outcome = worst  # type: ignore[assignment]
+        if worst == "applied" and len(said) > 1:
+            res.message = f"all {len(said)} files have the journal's hash"
+        else:
+            res.message = "; ".join(m for o, m in said if o == worst)
+    return list(out.values())
+
+
+_STATUS_WORST = ("drifted", "superseded")
 
 
 # ---------------------------------------------------------------------------------------------

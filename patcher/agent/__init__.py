@@ -239,6 +239,9 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         for info in infos.values():
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
+        source = locate.editable(dist)
+        if source is not None:  # absent otherwise: the answer as it always was
+            packages[name]["editable"] = source
     sdir = state_dir(req)
     warnings: list[str] = []
     orphans: dict[str, list[str]] = {}
@@ -261,8 +264,12 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     if orphans:  # absent when none: the answer (and its fingerprint) as it always was
         out["orphaned"] = orphans
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
-        ids = set(req["procs_for"] or [])
-        paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]
+        ids = req["procs_for"]  # None (a bare status): every spec in the journal
+        paths = [
+            p
+            for p, st in state.items()
+            if st.get("applied") and (ids is None or set(ids) & set(st["applied"]))
+        ]
         out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
     return out
 
@@ -683,9 +690,14 @@ def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
-    from . import scan  # `vpatch diff`: files of a dist that differ from its RECORD
+    from . import locate, scan  # `vpatch diff`: files of a dist that differ from its RECORD
 
-    return scan.scan(req, state_dir(req))
+    out = scan.scan(req, state_dir(req))
+    dist = locate.distribution(str(req.get("package") or "")) if out.get("version") else None
+    source = locate.editable(dist) if dist is not None else None
+    if source is not None:  # its code is not RECORD's files: "every file is pip's" would lie
+        out["editable"] = source
+    return out
 
 
 OPS = {
