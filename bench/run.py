@@ -707,6 +707,13 @@ def simulate_row(n: int, traced: bool) -> dict[str, Any]:
     return doc
 
 
+def _count(given: int | None, default: int, quick_default: int, quick: bool) -> int:
+    """A row's size: as given, else its --quick or its full default."""
+    if given is not None:
+        return given
+    return quick_default if quick else default
+
+
 def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
     """bench/journal.py in a child process (its agent and caches its own)."""
     argv = [sys.executable, "-m", "bench.journal", "--cycles", str(cycles), "--json"]
@@ -761,16 +768,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_size(bench, n, n_reps, warm, log)
         log("import figure")
         run_import(bench, reps, warmup, log)
-        sim_targets = args.sim_targets if args.sim_targets is not None else SIM_TARGETS
-        if args.quick and args.sim_targets is None:
-            sim_targets = QUICK_SIM_TARGETS
+        sim_targets = _count(args.sim_targets, SIM_TARGETS, QUICK_SIM_TARGETS, args.quick)
         sim = None
         if sim_targets:
             log(f"controller only: {sim_targets} simulated targets (bench/simulate.py)")
             sim = simulate_row(sim_targets, traced=not args.quick)
-        cycles = args.journal_cycles if args.journal_cycles is not None else JOURNAL_CYCLES
-        if args.quick and args.journal_cycles is None:
-            cycles = QUICK_JOURNAL_CYCLES
+        cycles = _count(args.journal_cycles, JOURNAL_CYCLES, QUICK_JOURNAL_CYCLES, args.quick)
         kept = None
         if cycles:
             log(f"journal: {cycles} reinstall + ensure cycles (bench/journal.py)")

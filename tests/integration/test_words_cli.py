@@ -6,10 +6,10 @@ them) instead of warning on every run."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.conftest import Env, fingerprint, vpatch
+from tests.support.hooklab import PIP
 from tests.support.standin_specs import SPEC_A, SPEC_B
 
 
@@ -61,21 +61,8 @@ def test_entries_of_an_uninstalled_package_can_be_retired(tmp_path: Path, standi
     a, _ = _specs(tmp_path)
     py = ["--python", str(standin_env.python)]
     assert vpatch("apply", a, *py, "--level", "static").code == 0
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "-q",
-            "--python",
-            str(standin_env.python),
-            "uninstall",
-            "-y",
-            "servekit",
-        ],
-        check=True,
-        capture_output=True,
-    )
+    pip = [*PIP, "--python", str(standin_env.python), "uninstall", "-y", "servekit"]
+    subprocess.run(pip, check=True, capture_output=True)
     st = vpatch("status", *py, "--json")
     [warning] = st.doc["hosts"][0]["warnings"]
     assert "its package servekit is not installed any more" in warning
