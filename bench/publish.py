@@ -202,6 +202,39 @@ def markdown(doc: dict[str, Any], heading: str = "#") -> str:
             ],
             align="l",
         )
+    kept = doc.get("journal")
+    if kept:
+        out += [
+            "",
+            f"{h2} Journal: {kept['cycles']:,} reinstall + ensure cycles",
+            "",
+            f"One {kept['env']} env, {', '.join(kept['specs'])}; pip's bytes back before every "
+            "`ensure --level static` (bench/journal.py). The start is the median of cycles "
+            "2-11, the end of the last 10.",
+            "",
+        ]
+        out += _table(
+            ["", "measured", "goal", "met"],
+            [
+                [
+                    "journal, largest",
+                    f"{kept['journal_bytes_max']:,} bytes (uncompacted: "
+                    f"~{kept['journal_bytes_uncompacted_estimate']:,})",
+                    f"< {kept['goal']['journal_bytes_max']:,}",
+                    "yes" if kept["met"]["journal"] else "**no**",
+                ],
+                [
+                    "ensure CPU, end vs start",
+                    f"{kept['ensure_cpu_s_end_median']:.3f} s vs "
+                    f"{kept['ensure_cpu_s_start_median']:.3f} s "
+                    f"({kept['ensure_end_vs_start']:.2f}x; wall "
+                    f"{kept['ensure_wall_end_vs_start']:.2f}x)",
+                    f"<= {kept['goal']['ensure_end_vs_start']}x",
+                    "yes" if kept["met"]["ensure"] else "**no**",
+                ],
+            ],
+            align="l",
+        )
     single = [
         [label, f"{_median(rows.get((name, 1))):.3f}", str(rows[(name, 1)]["runs"])]
         for name, label in SINGLE.items()

@@ -34,8 +34,10 @@ Columns besides wall time: `ctl CPU` is user+sys of the command's whole process 
 share this machine's cores, so (ctl + hosts) / cores is a lower bound of the wall time; on a
 real fleet only the controller's share stays. The first host count gets one untimed warm-up
 round (it writes .pyc caches: PYTHONDONTWRITEBYTECODE is dropped for every contender).
-The last row, controller-only, drives vpatch's real apply path for 10,000 simulated targets
-in-process (bench/simulate.py): controller CPU and memory per target, no SSH.
+The controller-only row drives vpatch's real apply path for 10,000 simulated targets
+in-process (bench/simulate.py): controller CPU and memory per target, no SSH. The journal row
+runs 2,000 reinstall + `ensure` cycles on one real vLLM env (bench/journal.py): the journal's
+size and `ensure`'s time at the end vs the start (compaction, patcher/agent/compact.py).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
 from bench.ansible import Ansible
@@ -79,6 +82,8 @@ BIG_HOSTS = 32
 BIG_REPS = 1
 SIM_TARGETS = 10_000  # the controller-only row (bench/simulate.py)
 QUICK_SIM_TARGETS = 1_000
+JOURNAL_CYCLES = bench_journal.CYCLES  # the journal row (bench/journal.py): ~25 min on vLLM
+QUICK_JOURNAL_CYCLES = 100
 
 # The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
 SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
@@ -680,6 +685,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"simulated targets of the controller-only row (default {SIM_TARGETS}, "
         f"--quick {QUICK_SIM_TARGETS}; 0: skip it)",
     )
+    p.add_argument(
+        "--journal-cycles",
+        type=int,
+        help=f"reinstall + ensure cycles of the journal row (default {JOURNAL_CYCLES} on vLLM, "
+        f"--quick {QUICK_JOURNAL_CYCLES} on the stand-in; 0: skip it)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
     p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
     return p.parse_args(argv)
@@ -692,6 +703,23 @@ def simulate_row(n: int, traced: bool) -> dict[str, Any]:
     t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO))
     if t.code != 0:
         raise _fail("controller-only simulation", t, "bench.simulate failed")
+    doc: dict[str, Any] = json.loads(t.out)
+    return doc
+
+
+def _count(given: int | None, default: int, quick_default: int, quick: bool) -> int:
+    """A row's size: as given, else its --quick or its full default."""
+    if given is not None:
+        return given
+    return quick_default if quick else default
+
+
+def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
+    """bench/journal.py in a child process (its agent and caches its own)."""
+    argv = [sys.executable, "-m", "bench.journal", "--cycles", str(cycles), "--json"]
+    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO))
+    if t.code not in (0, 1):  # 1: a goal missed, which the row itself reports
+        raise _fail("journal cycles", t, "bench.journal failed")
     doc: dict[str, Any] = json.loads(t.out)
     return doc
 
@@ -740,13 +768,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_size(bench, n, n_reps, warm, log)
         log("import figure")
         run_import(bench, reps, warmup, log)
-        sim_targets = args.sim_targets if args.sim_targets is not None else SIM_TARGETS
-        if args.quick and args.sim_targets is None:
-            sim_targets = QUICK_SIM_TARGETS
+        sim_targets = _count(args.sim_targets, SIM_TARGETS, QUICK_SIM_TARGETS, args.quick)
         sim = None
         if sim_targets:
             log(f"controller only: {sim_targets} simulated targets (bench/simulate.py)")
             sim = simulate_row(sim_targets, traced=not args.quick)
+        cycles = _count(args.journal_cycles, JOURNAL_CYCLES, QUICK_JOURNAL_CYCLES, args.quick)
+        kept = None
+        if cycles:
+            log(f"journal: {cycles} reinstall + ensure cycles (bench/journal.py)")
+            kept = journal_row(cycles, standin=args.quick)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
@@ -788,12 +819,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             ],
             "targets": tgts,
             "controller_only": sim,
+            "journal": kept,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
         print(table(bench, tgts))
         if sim is not None:
             print("\n" + simulate.text(sim))
+        if kept is not None:
+            print("\n" + bench_journal.text(kept))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
         default = default and kind == "vllm" and sim_targets == SIM_TARGETS

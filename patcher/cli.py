@@ -245,6 +245,29 @@ def _rollout(args: argparse.Namespace) -> int:
     return rolloutrun.command(args, targets, policy, lambda t: _open(t, args))
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, options and positionals in any order (`status A --python X B`):
+    the subcommand's own parser reads the rest intermixed, as a person types it. argparse
+    cannot do that across subparsers, so the command word is looked up first."""
+    argv = list(argv)
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(first)
+    sub = _subcommand(parser, first)
+    if sub is None:
+        return parser.parse_args(argv)
+    args = sub.parse_intermixed_args(argv[1:])
+    args.command = first
+    return args
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str | None) -> _Parser | None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            found = action.choices[name]
+            return found if isinstance(found, _Parser) else None
+    return None
+
+
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
     from patcher.inventory import Target
     from patcher.transport import parse_target
@@ -373,8 +396,7 @@ def _one_host(
 
 def run(argv: Sequence[str]) -> int:
     argv, command = _split_exec(list(argv))
-    first = argv[0] if argv and not argv[0].startswith("-") else None
-    args = build_parser(first).parse_args(argv)
+    args = parse(argv)
     if getattr(args, "wheelhouse", None):
         from patcher import wheels
 
@@ -431,6 +453,8 @@ def run(argv: Sequence[str]) -> int:
             )
     finally:
         _close_early(early)  # started early, never run (Ctrl-C, max-fail)
+    if args.command == "rollback" and ids:
+        _unknown_ids(hosts, ids)
     stats = {
         "libcst_parses": engine.REWRITE_STATS["parses"],
         "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
@@ -447,9 +471,28 @@ def run(argv: Sequence[str]) -> int:
         hooks.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))
-    if not result.ok and args.command != "ensure":  # ensure prints its own error lines
+    if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
         render_problems(result)
+    if engine.UNSUPPORTED:  # errors.Unsupported: no run can succeed there as it is
+        return 2
     return 0 if result.ok else 1
+
+
+def _unknown_ids(hosts: list[HostResult], ids: Sequence[str]) -> None:
+    """`rollback ID` where no target that answered has ID applied: most likely a typo (a
+    spec FILE with nothing to roll back is fine: that is what a second rollback meets). Such
+    an id fails on every target, so the run exits 1 with a hint."""
+    from patcher.result import host_ok
+
+    for sid in ids:
+        found = [p for h in hosts if h.error is None for p in h.patches if p.id == sid]
+        if not found or any(p.outcome != "not_applied" for p in found):
+            continue
+        for p in found:
+            p.outcome = "failed"
+            p.message = f"{sid} is applied on none of the targets: nothing to roll back"
+    for h in hosts:
+        h.ok = host_ok("rollback", h)
 
 
 def _policy(args: argparse.Namespace, total: int) -> fleet.Policy:
@@ -715,7 +758,9 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     hooks.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)
     if not host.ok:
         print(f"error: not starting {command[0]}: patches not in place", file=sys.stderr)
-        return 1
+        from patcher import engine
+
+        return 2 if engine.UNSUPPORTED else 1
     hooks.exec_command(exe, command)
 
 
@@ -855,6 +900,8 @@ def _handedit(args: argparse.Namespace) -> int:
         print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
         print(f"hint: {unavailable.hint}", file=sys.stderr)
         return 1
+    if any(s.unsupported for s in scans):
+        return 2  # an editable install (errors.Unsupported)
     return 0 if doc["ok"] else 1
 
 

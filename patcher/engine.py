@@ -9,6 +9,7 @@ cached for the run (`rewrite_cache.Caches`): 32 hosts with the same file cost on
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from typing import Any
 
 from patcher import factcache, rewrite_cache
 from patcher.agent import protocol
-from patcher.errors import AgentError, HostError, VpatchError
+from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.plan import (
     HostFacts,
     Level,
@@ -33,6 +34,7 @@ from patcher.plan import (
     plan_rollback,
     plan_undo,
     preflight,
+    read_only_hint,
     sha256_text,
     status_journal,
     still_needed,
@@ -77,7 +79,9 @@ def _call(transport: Transport, request: dict[str, Any]) -> dict[str, Any]:
 def _ok(target: str, res: dict[str, Any]) -> dict[str, Any]:
     if not res.get("ok"):
         kind = str(res.get("kind", ""))
-        raise AgentError(f"{target}: {res.get('error')}", protocol.HINTS.get(kind, ""), kind)
+        error = str(res.get("error"))
+        hint = read_only_hint(error) or protocol.HINTS.get(kind, "")
+        raise AgentError(f"{target}: {error}", hint, kind)
     return res
 
 
@@ -280,7 +284,9 @@ def _texts_of(answer: dict[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
-def _commit_request(plan: Plan, state_dir: str | None) -> dict[str, Any]:
+def _commit_request(
+    plan: Plan, state_dir: str | None, lock_timeout: float | None = None
+) -> dict[str, Any]:
     request: dict[str, Any] = {
         "op": "commit",
         "writes": [w.request() for w in plan.writes],
@@ -288,6 +294,8 @@ def _commit_request(plan: Plan, state_dir: str | None) -> dict[str, Any]:
         "state_dir": state_dir,
         "gc": plan.gc,
     }
+    if lock_timeout is not None:
+        request["lock_timeout"] = lock_timeout
     if plan.backups:  # apply --adopt: pip's bytes become the backup the journal's base names
         request["backups"] = plan.backups
     fault = os.environ.get(TEST_FAULT_ENV)
@@ -318,7 +326,7 @@ def _closing_inspect(request: dict[str, Any], plan: Plan) -> dict[str, Any]:
 
 def _chain(plan: Plan, level: Level, request: dict[str, Any]) -> list[dict[str, Any]]:
     """A commit, the checks of what it wrote, and the closing inspect: one exchange."""
-    chain = [_commit_request(plan, request.get("state_dir"))]
+    chain = [_commit_request(plan, request.get("state_dir"), LOCK_POLL_S)]
     chain += [{"op": "verify", "checks": c} for c in _chained_checks(plan, level).values()]
     chain.append(_closing_inspect(request, plan))
     return chain
@@ -354,21 +362,56 @@ def _carry_out(
     return list(commit.get("restart_required", [])), ran, last
 
 
+# A commit asks for the environment's lock for LOCK_POLL_S; held by another vpatch, the run
+# says once on stderr that it waits, plans again from a fresh inspect (what the other run wrote
+# counts) and asks again, for at most LOCK_WAIT_S in all. Then it fails, saying who holds what.
+LOCK_POLL_S = 1.0
+LOCK_WAIT_S = 30.0
+
+
 def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) -> None:
     """Run `once`; when the agent refused the commit because a file changed after inspect (a
-    concurrent run), plan again from a fresh inspect, up to _CONFLICT_RETRIES times. On any
+    concurrent run), plan again from a fresh inspect, up to _CONFLICT_RETRIES times; while
+    another vpatch holds the lock, wait for it (said on stderr), up to LOCK_WAIT_S. On any
     other failure (refused, or outcome unknown: agent killed, connection cut) no spec that
     would have written is reported as done."""
-    for attempt in range(_CONFLICT_RETRIES):
+    conflicts = 0
+    deadline: float | None = None
+    while True:
         try:
             once()
             return
         except VpatchError as exc:
             kind = exc.kind if isinstance(exc, AgentError) else ""
-            if kind == protocol.CONFLICT and attempt + 1 < _CONFLICT_RETRIES:
+            if kind == protocol.CONFLICT and conflicts + 1 < _CONFLICT_RETRIES:
+                conflicts += 1
                 continue
+            if kind == protocol.LOCKED:
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + LOCK_WAIT_S
+                    _say(
+                        f"{host.target}: another vpatch is working on this environment; "
+                        f"waiting for its lock (up to {LOCK_WAIT_S:.0f} s)"
+                    )
+                if now < deadline:
+                    continue
+                exc = AgentError(
+                    f"{exc.message}: still held after {LOCK_WAIT_S:.0f} s of waiting; "
+                    "nothing was changed",
+                    "another vpatch is still working here (`vpatch status` says `locked`); "
+                    "run again once it is done",
+                    kind,
+                )
+                not_done(host.patches, done, exc.message)
+                raise exc from None
             not_done(host.patches, done, exc.message)
             raise
+
+
+def _say(line: str) -> None:
+    """A progress line for a person or a log (stderr: stdout may be the --json document)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _run_checks(transport: Transport, checks: list[dict[str, Any]]) -> list[ProbeResult]:
@@ -391,9 +434,31 @@ def _host_run(command: str, transport: Transport, body: Callable[[HostResult], N
         body(host)
     except VpatchError as exc:
         host.error, host.hint = exc.message, exc.hint or None
+        if isinstance(exc, Unsupported):
+            with _STATS_LOCK:
+                UNSUPPORTED.add(host.target)
     host.ok = host_ok(command, host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
+
+
+# Targets refused as unpatchable in this run (errors.Unsupported): the CLI exits 2 for them.
+UNSUPPORTED: set[str] = set()
+
+
+def refuse_editable(target: str, answer: dict[str, Any], specs: Sequence[PatchSpec]) -> None:
+    """An editable install's code is its source tree's files, which pip's RECORD does not
+    list: vpatch would patch (or diff) bytes that are not the ones imported. Refused, naming
+    the source tree, before any plan is made."""
+    for spec in specs:
+        source = (answer.get("packages") or {}).get(spec.package, {}).get("editable")
+        if source:
+            raise Unsupported(
+                f"{target}: {spec.package} is an editable install (pip install -e {source}): "
+                "vpatch patches installed wheels only; nothing was changed",
+                f"install {spec.package} from a wheel, or change its source tree itself "
+                "(it is yours: git there is the record)",
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,6 +501,7 @@ def apply(
         guessing = not (opts.dry_run or opts.adopt)
         guesses = _guesses(transport, request, make, opts.level) if guessing else []
         got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
+        refuse_editable(transport.target, got.answer, specs)
         if got.guess is not None:
             plan = got.guess.plan
             host.patches = plan.results
@@ -533,6 +599,7 @@ def verify(
                 guesses.append(Guess(fp, guessed, Plan([]), chain))
         got = _inspect(transport, dict(request, known=sorted(CACHES.content)), host, guesses)
         _remember(transport, request, [got.answer])
+        refuse_editable(transport.target, got.answer, specs)
         facts = got.facts
         ran = list(zip(got.guess.chain, got.answers or [], strict=False)) if got.guess else []
 
@@ -657,10 +724,12 @@ def status(
         return host
 
     def body(host: HostResult) -> None:
-        request = _inspect_request([], state_dir)
+        # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
+        request = dict(_inspect_request([], state_dir), procs_for=None)
         got = _inspect(transport, request, host)
         _remember(transport, request, [got.answer])
         host.patches = status_journal(got.facts)
+        host.restart_required = got.facts.restart_required
 
     return _host_run("status", transport, body)
 

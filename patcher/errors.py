@@ -5,6 +5,7 @@
     │   ├── SpecError           a spec file is unreadable or invalid (names file and field)
     │   └── UsageError          command-line arguments that make no sense together
     └── HostError               exit 1: a target could not be inspected or changed
+        ├── Unsupported         exit 2: what the target holds is not patchable (editable)
         └── AgentError          the on-host agent answered with an error (or garbage)
 
 Every error carries a `hint`: the one thing the user should try next.
@@ -38,6 +39,13 @@ class UsageError(InputError):
 
 class HostError(VpatchError):
     pass
+
+
+class Unsupported(HostError):
+    """A target holds something vpatch does not patch (an editable install): exit 2, like bad
+    input, since no run will ever succeed on it as it is; nothing was written."""
+
+    exit_code = 2
 
 
 class AgentError(HostError):

@@ -79,10 +79,12 @@ class HostScan:
     skipped: list[str] = field(default_factory=list)
     error: str | None = None
     hint: str | None = None
+    unsupported: bool = False  # an editable install: the CLI exits 2 (errors.Unsupported)
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.version, tuple((f.rel, f.state, f.sha256) for f in self.files))
+        files = tuple((f.rel, f.state, f.sha256) for f in self.files)
+        return (self.version, files, tuple(self.skipped))
 
 
 @dataclass
@@ -150,6 +152,15 @@ def scan_host(
         out.error = f"{transport.target}: package {package} is not installed"
         out.hint = "check the package name and --python (the interpreter of that environment)"
         return out
+    if res.get("editable"):
+        out.error = (
+            f"{transport.target}: {package} is an editable install (pip install -e "
+            f"{res['editable']}): its code is that source tree, not pip's RECORD files, so "
+            "vpatch cannot tell what differs"
+        )
+        out.hint = "diff the source tree with its own VCS (`git diff` there)"
+        out.unsupported = True
+        return out
     out.skipped = list(res.get("skipped") or [])
     bases = res.get("journal") or {}
     for info in res.get("files") or []:
@@ -168,7 +179,11 @@ def scan_host(
             after,
         )
         base = bases.get(f.path)
-        if base and (base.get("base") or base.get("created")):
+        # vpatch's backup is the pristine side only when it IS pip's bytes (or vpatch created
+        # the file): after `apply --force` the base is the hand-edited file, and a diff against
+        # it would hide that hand edit. Then the wheel's bytes are the pristine side.
+        own = base and (base.get("created") or base.get("base") == f.record_sha256)
+        if base and own:
             text = base.get("base_text")
             if text is not None:
                 _keep(transport.target, texts, f"{f.path} (its backup)", base.get("base"), text)
@@ -251,8 +266,15 @@ def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) ->
         who = line(", ".join(g.hosts))
         package, version = line(package), line(s.version)
         count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
-        if not s.files:
+        if not s.files and not s.skipped:
             print(f"# {count} ({who}): {package} {version}: every file is pip's", file=out)
+            continue
+        if not s.files:
+            print(
+                f"# {count} ({who}): {package} {version}: every file checked is pip's; "
+                f"{line(_unchecked(s.skipped))}",
+                file=out,
+            )
             continue
         changed = len(s.files)
         print(
@@ -265,7 +287,17 @@ def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) ->
             if text:
                 out.write(text if text.endswith("\n") else text + "\n")
         if s.skipped:
-            print(f"# not checked (larger than the scan's limit): {len(s.skipped)}", file=out)
+            print(line(f"# {_unchecked(s.skipped)}"), file=out)
+
+
+def _unchecked(skipped: Sequence[str]) -> str:
+    """Which files the scan did not hash (over its size limit, or not a plain file it may read:
+    a link, a foreign hard link, a `..` RECORD line): named, never counted as pip's."""
+    shown = ", ".join(skipped[:10]) + (
+        f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+    )
+    why = "larger than the scan's limit or not a plain file"
+    return f"NOT checked ({why}): {len(skipped)} file(s): {shown}"
 
 
 def scan_all(

@@ -32,6 +32,7 @@ from patcher import catalog, engine
 from patcher.engine import Level, Options
 from patcher.errors import HostError, UsageError
 from patcher.inert import clean, line
+from patcher.report import problems
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, Transport
@@ -111,20 +112,15 @@ def ensure_local(
 
 
 def problem_lines(result: RunResult) -> list[str]:
-    """One line per problem: a host that failed, or a spec not in the desired state."""
-    good = GOOD[result.command]
-    lines = []
-    for h in result.hosts:
-        if h.error:  # transport errors already start with the target
-            where = "" if h.error.startswith(f"{h.target}: ") else f"{h.target}: "
-            lines.append(clean(f"error: {where}{h.error}"))
-        for p in h.patches:
-            bad = [pr for pr in p.probes if not pr.ok]
-            if p.outcome in good and not bad:
-                continue
-            why = p.message or (f"{bad[0].name}: {bad[0].detail}" if bad else "")
-            lines.append(clean(f"error: {h.target}: {p.id}: {p.outcome}: {why}".rstrip(": ")))
-    return lines
+    """One `error:` line per problem: a host that failed, or a spec not in the desired state
+    (a spec that failed with its host's error is that error, said once)."""
+    return [clean(f"error: {msg.splitlines()[0] if msg else msg}") for msg, _ in problems(result)]
+
+
+def hint_line(result: RunResult) -> str | None:
+    """The `hint:` that follows the error lines: the first problem's (report.problems)."""
+    found = problems(result)
+    return clean(f"hint: {found[0][1]}") if found else None
 
 
 def _change_line(h: HostResult, p: PatchResult) -> str:
@@ -141,9 +137,12 @@ def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys
             checked = all(x.ok for x in p.probes)
             if p.outcome in good and checked and (p.outcome == "applied" or p.probes):
                 print(_change_line(h, p), file=out)
-    problems = problem_lines(result)
-    for problem in problems:
+    errors = problem_lines(result)
+    for problem in errors:
         print(problem, file=err)
+    hint = hint_line(result)
+    if hint:
+        print(hint, file=err)
     counts: dict[str, int] = {}
     for h in result.hosts:
         for p in h.patches:
@@ -151,8 +150,8 @@ def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys
     tally = ", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "no specs"
     seconds = max((h.seconds for h in result.hosts), default=0.0)
     n = len(result.hosts)
-    if problems:
-        print(f"{result.command}: {len(problems)} problem(s) on {n} host(s) [{tally}]", file=err)
+    if errors:
+        print(f"{result.command}: {len(errors)} problem(s) on {n} host(s) [{tally}]", file=err)
     else:
         print(f"{result.command}: ok, {n} host(s) [{tally}] in {seconds:.2f}s", file=out)
 

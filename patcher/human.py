@@ -26,6 +26,7 @@ _STYLE = {
     "already_applied": "green",
     "satisfied_upstream": "cyan",
     "rolled_back": "green",
+    "would_roll_back": "yellow",
     "would_apply": "yellow",
     "not_applied": "yellow",
     "skipped": "dim",
@@ -72,7 +73,8 @@ def summary_table(result: RunResult) -> Table:
     for h in result.hosts:
         by_id = {p.id: p for p in h.patches}
         versions = sorted({p.version for p in h.patches if p.version})
-        cells: list[Text | str] = [line(h.target), line(", ".join(versions)) or "-"]
+        # Text, not str: a str cell is rich markup, and `[...]` in a name would vanish.
+        cells: list[Text | str] = [Text(line(h.target)), Text(line(", ".join(versions)) or "-")]
         for sid in ids:
             found = by_id.get(sid)
             missing = Text("error" if h.error else "-", "red")

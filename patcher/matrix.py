@@ -530,7 +530,8 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     for r in matrix.releases:
         style = "red" if r.outcome in FAILING else _STYLE.get(r.outcome, "")
         variant = "-" if r.variant is None else str(r.variant)
-        table.add_row(r.version, variant, Text(r.outcome, style), r.message)
+        # Text, not str: a message quoting code (`[...]`, `[bold]`) is not rich markup.
+        table.add_row(Text(r.version), Text(variant), Text(r.outcome, style), Text(r.message))
     console.print(table)
     counts: dict[str, int] = {}
     for r in matrix.releases:

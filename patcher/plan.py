@@ -155,6 +155,8 @@ class HostFacts:
     # what the agent skipped in the host's state (ill-formed journal lines, journaled paths
     # outside site-packages): said in the report, never fatal
     warnings: list[str] = field(default_factory=list)
+    # journaled files gone with their package (pip uninstall): path -> spec ids applied there
+    orphaned: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -205,6 +207,7 @@ class HostFacts:
             list(raw.get("restart_required") or []),
             list(raw.get("incomplete") or []),
             [str(w) for w in raw.get("warnings") or []],
+            {str(p): [str(x) for x in ids] for p, ids in (raw.get("orphaned") or {}).items()},
         )
 
     def file(self, package: str, rel: str) -> FileFact:
@@ -945,7 +948,8 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
     sdir = state.get("dir", "the state dir")
     hint = "run with --sudo for a root-owned environment, or pass --state-dir DIR"
     if plan.needs_commit() and state.get("writable") is False:
-        return f"cannot write vpatch's state in {sdir}: {state.get('why')}", hint
+        why = str(state.get("why"))
+        return f"cannot write vpatch's state in {sdir}: {why}", read_only_hint(why) or hint
     # the state dir's share: backups and journal lines (edits and checks ride in each)
     backups = sum(len(json.dumps(e)) for e in plan.entries)
     for w in plan.writes:
@@ -960,7 +964,8 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
         if fact.writable is False:
             return (
                 f"cannot write in {folder}: {fact.why_unwritable}",
-                "remount it read-write or fix its permissions (--sudo for a root-owned env)",
+                read_only_hint(str(fact.why_unwritable))
+                or "remount it read-write or fix its permissions (--sudo for a root-owned env)",
             )
         # the temp file and the .pyc coexist with the old file until the rename
         if isinstance(fact.free, int) and fact.free < 2 * size + _SPACE_MARGIN:
@@ -979,6 +984,18 @@ def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
 
 
 _SPACE_MARGIN = 64 * 1024  # directory entries, the .pyc, the journal lines
+
+
+def read_only_hint(why: str) -> str:
+    """The hint for a write refused by a read-only filesystem ("" for any other reason): no
+    user, sudo included, can write there, so the only fixes are where the env is built or
+    how it is mounted. Reads (status, verify, ensure/exec with every patch in place) work."""
+    if "Read-only file system" not in why:
+        return ""
+    return (
+        "the environment is mounted read-only: apply the patches where it is built "
+        "(e.g. `vpatch apply` in the image build), or mount it read-write"
+    )
 
 
 def plan_undo(plan: Plan, failed: set[str], reason: str) -> Plan:
@@ -1245,33 +1262,51 @@ def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
 
 
 def status_journal(facts: HostFacts) -> list[PatchResult]:
-    """Everything the journal says vpatch applied, and whether each file still holds it."""
-    out: list[PatchResult] = []
+    """Everything the journal says vpatch applied, and whether each file still holds it: one
+    result per spec with all its files (a 4-file spec is one spec, not four), each file shown
+    as the journal's base -> what vpatch last wrote there (after a partial rollback, the bytes
+    the rollback wrote, not the hash of the spec's own apply)."""
+    out: dict[str, PatchResult] = {}
+    words: dict[str, list[tuple[str, str]]] = {}
     for path, st in sorted(facts.journal.items()):
         for sid, e in st.applied.items():
-            res = PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
+            res = out.setdefault(
+                sid, PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
+            )
+            rel = str(e.get("file"))
             if st.in_sync:
-                res.message = f"{e.get('file')}: has the journal's hash"
+                outcome, message = "applied", f"{rel}: has the journal's hash"
             elif st.reinstalled and st.other_version and _still_fits(st, e):
-                res.outcome, res.version = "drifted", st.package_version
-                res.message = (
-                    f"{e.get('file')}: pip's bytes of {st.package_version} (upgraded from "
+                outcome, res.version = "drifted", st.package_version
+                message = (
+                    f"{rel}: pip's bytes of {st.package_version} (upgraded from "
                     f"{e.get('version')}): the patch is gone and its edits still fit; "
                     "`vpatch apply` patches it again"
                 )
             elif st.reinstalled and st.other_version:
-                res.outcome = "superseded"
-                res.message = (
-                    f"{e.get('file')}: pip's bytes of {st.package_version} (the entry was made "
+                outcome = "superseded"
+                message = (
+                    f"{rel}: pip's bytes of {st.package_version} (the entry was made "
                     f"on {e.get('version')}); `vpatch apply` or `vpatch rollback` clears it"
                 )
             else:
-                res.outcome = "drifted"
                 now = drift_state(st.current, st.record_sha256, st.base)
-                res.message = f"{e.get('file')}: changed since vpatch wrote it; now {now}"
-            res.files = [FileChange(path, str(e.get("before") or ""), str(e.get("after") or ""))]
-            out.append(res)
-    return out
+                outcome, message = "drifted", f"{rel}: changed since vpatch wrote it; now {now}"
+            words.setdefault(sid, []).append((outcome, message))
+            before = st.base or ("" if st.created else str(e.get("before") or ""))
+            res.files.append(FileChange(path, str(before), str(st.expected or "")))
+    for sid, res in out.items():
+        said = words[sid]
+        worst = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")
+        res.outcome = worst  # type: ignore[assignment]
+        if worst == "applied" and len(said) > 1:
+            res.message = f"all {len(said)} files have the journal's hash"
+        else:
+            res.message = "; ".join(m for o, m in said if o == worst)
+    return list(out.values())
+
+
+_STATUS_WORST = ("drifted", "superseded")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1296,12 +1331,14 @@ def plan_rollback(
             res = results.setdefault(
                 sid, PatchResult(sid, str(e.get("package", "?")), e.get("version"), "rolled_back")
             )
-            if res.outcome not in ("rolled_back", "would_apply", "superseded"):
+            if res.outcome not in _ROLLING:
                 continue  # an earlier file of this spec already failed
             if outcome != "rolled_back":
                 res.outcome, res.message = outcome, message  # type: ignore[assignment]
+            elif opts.dry_run:
+                res.outcome, res.message = "would_roll_back", _would(message)
             else:
-                res.outcome = "would_apply" if opts.dry_run else "rolled_back"
+                res.outcome = "rolled_back"
                 # per file what it took (a multi-file spec: each different word once)
                 if message not in res.message.split("; "):
                     res.message = f"{res.message}; {message}" if res.message else message
@@ -1327,11 +1364,7 @@ def plan_rollback(
                 out.checks.setdefault(sid, recorded_checks(e, opts.level))
                 out.touched.setdefault(sid, []).append(path)
     # A spec that failed on one file writes none of its files (all or none per spec).
-    bad = {
-        sid
-        for sid, r in results.items()
-        if r.outcome not in ("rolled_back", "would_apply", "superseded")
-    }
+    bad = {sid for sid, r in results.items() if r.outcome not in _ROLLING}
     if bad:
         bad_paths = {p for p, st in facts.journal.items() if any(s in bad for s in st.applied)}
         out.writes = [w for w in out.writes if w.path not in bad_paths]
@@ -1340,6 +1373,17 @@ def plan_rollback(
             if sid not in bad and any(f.path in bad_paths for f in r.files):
                 r.outcome = "failed"
                 r.message = "shares a file with a spec that cannot be rolled back; nothing written"
+    for path, ids in sorted(facts.orphaned.items()):
+        drop = [s for s in ids if wanted is None or s in wanted]
+        if not drop:
+            continue
+        why = "its package is not installed any more: journal entries retired"
+        if opts.dry_run:
+            why = "its package is not installed any more: its journal entries would be retired"
+        else:
+            out.entries.append(protocol.retire_entry(path, False, None, why))
+        for sid in drop:
+            results.setdefault(sid, PatchResult(sid, "?", None, "superseded", why))
     for spec in specs:
         if spec.id not in results:
             version = facts.versions.get(spec.package)
@@ -1356,6 +1400,19 @@ def plan_rollback(
             results[sid] = PatchResult(sid, "?", None, "not_applied", "nothing to roll back")
     out.results = list(results.values())
     return out
+
+
+_ROLLING = ("rolled_back", "would_roll_back", "superseded")
+
+
+def _would(message: str) -> str:
+    """A rollback's message as a dry run says it: what it would do, not what it did."""
+    for done, would in (("restored ", "would restore "), ("removed ", "would remove ")):
+        if message.startswith(done):
+            return would + message[len(done) :]
+    if message.startswith("re-applied "):
+        return "would re-apply " + message[len("re-applied ") :]
+    return message
 
 
 def _rollback_file(

@@ -88,6 +88,11 @@ _MESSAGE_HINTS = (
         "find out who edited it (`vpatch diff PACKAGE`); --force patches the file as it is",
     ),
     ("verify failed", "the probe says the patch does not work here; nothing stays changed"),
+    (
+        "is applied on none of the targets",
+        "a mistyped id? `vpatch status` lists the ids applied on each target (rolled back "
+        "already: nothing is left to do)",
+    ),
 )
 _OUTCOME_HINTS = {
     "not_applicable": "the spec does not cover what is installed on this target",

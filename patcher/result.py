@@ -26,6 +26,7 @@ Outcome = Literal[
     "superseded",
     "not_applied",
     "rolled_back",
+    "would_roll_back",
     "skipped",
     "failed",
 ]
@@ -35,7 +36,7 @@ GOOD: dict[str, frozenset[str]] = {
     "apply": frozenset({"applied", "would_apply", "already_applied", "satisfied_upstream"}),
     "verify": frozenset({"applied", "satisfied_upstream"}),
     # superseded: the package was reinstalled or upgraded; the journal entry is retired.
-    "rollback": frozenset({"rolled_back", "not_applied", "would_apply", "superseded"}),
+    "rollback": frozenset({"rolled_back", "not_applied", "would_roll_back", "superseded"}),
     "status": frozenset({"applied", "satisfied_upstream", "not_applied", "superseded"}),
     # A pre-start hook: in place now, whether it wrote (applied) or not. No dry run.
     "ensure": frozenset({"applied", "already_applied", "satisfied_upstream"}),

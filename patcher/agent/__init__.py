@@ -59,6 +59,7 @@ def _journal_state(
     extra_current: dict[str, str | None],
     known: frozenset[str] = frozenset(),
     warnings: list[str] | None = None,
+    orphans: dict[str, list[str]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -69,9 +70,11 @@ def _journal_state(
     site-packages are left out, each with a line in `warnings` (see journal.parse, confine).
 
     Also per file the installed version of its package and RECORD's hash now (an upgrade
-    retires old entries), and the transactions a crash left half-written (journal.pending)."""
+    retires old entries), and the transactions a crash left half-written (journal.pending).
+    Journaled files whose package is gone go to `orphans` (path -> spec ids; _confined)."""
     warnings = [] if warnings is None else warnings
-    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings)
+    orphaned: dict[str, list[str]] = {}
+    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings, orphaned)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     dirs = confine.roots()
@@ -107,6 +110,8 @@ def _journal_state(
         for t in journal.pending(entries, current)
         if t["done"] and len(t["done"]) < len(t["files"])
     ]
+    if orphaned and orphans is not None:
+        orphans.update(orphaned)
     return state, half
 
 
@@ -131,8 +136,17 @@ def _read_journal(sdir: str) -> bytes:
         return state.read_journal()
 
 
-def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal.Entry]:
-    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since)."""
+def _confined(
+    entries: list[journal.Entry],
+    warnings: list[str],
+    orphaned: dict[str, list[str]] | None = None,
+) -> list[journal.Entry]:
+    """The entries whose path confine.why_not accepts (a missing file is fine: deleted since).
+
+    A refused path whose directory is gone with its package (`pip uninstall`) goes into
+    `orphaned` (path -> the spec ids applied to it) and its warning says how to clear it:
+    `vpatch rollback` retires such entries (plan.plan_rollback). A path whose last entry
+    already retired it is left out without a word: nothing counts there any more."""
     dirs = confine.roots()
     out, refused = [], {}
     for e in entries:
@@ -141,10 +155,52 @@ def _confined(entries: list[journal.Entry], warnings: list[str]) -> list[journal
             why = confine.why_not(p, dirs, must_exist=False)
             if why:
                 refused[p] = why
-                warnings.append("journal entry for %s ignored: it %s" % (p, why))
         if p is None or p not in refused:
             out.append(e)
+    if refused:
+        _refusals(entries, refused, warnings, orphaned)
     return out
+
+
+def _refusals(
+    entries: list[journal.Entry],
+    refused: dict[str, str],
+    warnings: list[str],
+    orphaned: dict[str, list[str]] | None,
+) -> None:
+    """The warning per refused path (see _confined), and the orphans among them."""
+    last: dict[str, journal.Entry] = {}
+    for e in entries:
+        if e.get("path") in refused:
+            last[e["path"]] = e
+    mine = [e for e in entries if "path" not in e or e["path"] in refused]  # and markers
+    state = journal.fold(mine, {})
+    for p, why in refused.items():
+        if last[p].get("action") in (protocol.RESET, protocol.SUPERSEDE):
+            continue
+        specs = list(state.get(p, {}).get("applied") or {})
+        package = next(
+            (
+                str(e["package"])
+                for e in entries
+                if e.get("path") == p and isinstance(e.get("package"), str)
+            ),
+            None,
+        )
+        if why == confine.MISSING and package and orphaned is not None and _uninstalled(package):
+            orphaned[p] = specs
+            warnings.append(
+                "journal entry for %s ignored: its package %s is not installed any more "
+                "(`vpatch rollback` retires it)" % (p, package)
+            )
+        else:
+            warnings.append("journal entry for %s ignored: it %s" % (p, why))
+
+
+def _uninstalled(package: str) -> bool:
+    from . import locate
+
+    return locate.distribution(package) is None
 
 
 def _backup_text(sdir: str, sha: str | None, st: dict[str, Any]) -> str | None:
@@ -185,9 +241,13 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         for info in infos.values():
             current[info["path"]] = info["sha256"]
         packages[name] = {"version": dist.version, "files": infos}
+        source = locate.editable(dist)
+        if source is not None:  # absent otherwise: the answer as it always was
+            packages[name]["editable"] = source
     sdir = state_dir(req)
     warnings: list[str] = []
-    state, half = _journal_state(sdir, current, frozenset(known), warnings)
+    orphans: dict[str, list[str]] = {}
+    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans)
     out = {
         "python": {
             "executable": sys.executable,
@@ -203,18 +263,43 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         "warnings": warnings,
         "incomplete": half,
     }
+    if orphans:  # absent when none: the answer (and its fingerprint) as it always was
+        out["orphaned"] = orphans
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
-        ids = set(req["procs_for"] or [])
-        paths = [p for p, st in state.items() if ids & set(st.get("applied") or {})]
+        ids = req["procs_for"]  # None (a bare status): every spec in the journal
+        paths = [
+            p
+            for p, st in state.items()
+            if st.get("applied") and (ids is None or set(ids) & set(st["applied"]))
+        ]
         out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
     return out
 
 
 def _locked(sdir: str) -> bool:
+    """Whether another vpatch holds the lock now. A read never needs the lock itself: the
+    journal only grows by appends and is only replaced by a rename (compact.py), so what a
+    read sees is one consistent snapshot. On a read-only state dir (a patched image mounted
+    read-only) the lock file is opened read-only, which flock accepts; one that cannot be
+    opened at all is not held by anyone who could write here either."""
     with statedir.open_state(sdir) or _NoState() as st:
         if st is None:
             return False
-        return lock.held(st.sub(statedir.LOCK), lambda: st.open_file(statedir.LOCK, os.O_RDWR))
+
+        def opener() -> int:
+            try:
+                return st.open_file(statedir.LOCK, os.O_RDWR)
+            except OSError as exc:
+                if exc.errno not in lock.READ_ONLY_ERRNOS:
+                    raise
+            return st.open_file(statedir.LOCK, os.O_RDONLY)
+
+        try:
+            return lock.held(st.sub(statedir.LOCK), opener)
+        except OSError as exc:
+            if exc.errno in lock.READ_ONLY_ERRNOS:
+                return False
+            raise
 
 
 class _NoState:
@@ -337,6 +422,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
             notes.extend(_swept(fsops.sweep(state.backups(), started, p["backups"])))
             txn, written_at = _write_planned(req, state, planned, notes)
             _collect(state, req.get("gc") or [], {w[0] for w in planned}, txn)
+            notes.extend(_compact(state, req.get("journal") or []))
             faults.point("commit.done")
     finally:
         for w in planned:
@@ -581,6 +667,13 @@ def _collect(state: statedir.State, shas: list[Any], written: set[str], txn: str
             continue
 
 
+def _compact(state: statedir.State, entries: list[journal.Entry]) -> list[str]:
+    """The journal kept proportional to the state, retired backups removed (compact.py)."""
+    from . import compact
+
+    return compact.after_commit(state, compact.retires(entries))
+
+
 def _append(state: statedir.State, entries: list[journal.Entry], **kw: Any) -> None:
     fd = state.open_file(statedir.JOURNAL, os.O_RDWR | os.O_APPEND, create=True)
     try:
@@ -669,9 +762,14 @@ def op_restart(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
-    from . import scan  # `vpatch diff`: files of a dist that differ from its RECORD
+    from . import locate, scan  # `vpatch diff`: files of a dist that differ from its RECORD
 
-    return scan.scan(req, state_dir(req))
+    out = scan.scan(req, state_dir(req))
+    dist = locate.distribution(str(req.get("package") or "")) if out.get("version") else None
+    source = locate.editable(dist) if dist is not None else None
+    if source is not None:  # its code is not RECORD's files: "every file is pip's" would lie
+        out["editable"] = source
+    return out
 
 
 OPS = {

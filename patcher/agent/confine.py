@@ -80,6 +80,9 @@ def roots() -> Roots:
     return Roots(_real(_site_dirs()))
 
 
+MISSING = "does not exist"  # why_not's answer for a path (or a directory of it) that is gone
+
+
 def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     """Why `path` is not a confined regular file ("" when it is): `reach`, for a caller that
     only asks."""
@@ -88,7 +91,7 @@ def why_not(path: Any, dirs: list[str], must_exist: bool = True) -> str:
     except fdwalk.Unsafe as exc:
         return exc.why
     except FileNotFoundError:
-        return "does not exist"
+        return MISSING
     except OSError as exc:
         return "cannot be checked (%s)" % exc.strerror
     found.close()

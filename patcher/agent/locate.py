@@ -19,7 +19,7 @@ import os
 import stat
 import sys
 
-from . import fdwalk, fsops
+from . import fdwalk, fsops, wire
 
 # Annotations only. No typing, re, base64 or csv on the agent's common path: each is
 # milliseconds of imports per agent start (re and csv alone ~5 ms), for a few lines of dist-info.
@@ -289,3 +289,22 @@ def _file_info(
     info["writable"], info["why_unwritable"] = not why, why
     info["free"] = fsops.free_bytes(os.path.dirname(path))
     return info
+
+
+def editable(dist: Dist) -> str | None:
+    """The source tree of an editable install (`pip install -e SRC`: direct_url.json says
+    `dir_info.editable`), as the URL pip recorded; None for anything else. Such a package's
+    code is SRC's files, which RECORD does not list: vpatch refuses it (exit 2) rather than
+    patch or diff the wrong bytes."""
+    for rel in dist.record or {}:
+        if not rel.endswith(".dist-info/direct_url.json") or rel.count("/") != 1:
+            continue
+        try:
+            with open(os.path.join(dist.root, rel), "rb") as fh:
+                doc = wire.loads(fh.read(1 << 16).decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        info = doc.get("dir_info") if isinstance(doc, dict) else None
+        if isinstance(info, dict) and info.get("editable") is True:
+            return str(doc.get("url") or "?")
+    return None

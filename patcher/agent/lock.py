@@ -6,11 +6,16 @@ that blocks the next run (the lock file itself may stay; it is only a handle).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import time
 
 from . import peer
+
+# What opening the lock file for writing answers on a read-only mount or a state dir this user
+# may read but not write: reads go on without the lock (see agent._locked), writes are refused.
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 # Annotations only (no `typing` at run time: importing it costs the agent ~4 ms per start).
 TYPE_CHECKING = False

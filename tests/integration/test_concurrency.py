@@ -250,3 +250,80 @@ def test_real_cli_race(tmp_path: Path, standin_env: Env) -> None:
     assert_journal_describes_file(standin_env, {a.id: a, b.id: b, c.id: c}, pristine)
     assert vpatch("rollback", *rb).code == 0
     assert standin_env.file(REL).read_text() == pristine
+
+
+def _hold_lock(env: Env) -> subprocess.Popen[str]:
+    """Another process holding the environment's lock, as a long commit would, until its stdin
+    closes (it says `held` once it has the lock)."""
+    code = (
+        "import fcntl, os, sys; os.makedirs(sys.argv[1], exist_ok=True); "
+        "fd = os.open(os.path.join(sys.argv[1], 'lock'), os.O_RDWR | os.O_CREAT, 0o600); "
+        "fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(env.root / ".vpatch")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_held_lock_is_waited_for_and_said(tmp_path: Path, standin_env: Env) -> None:
+    """ensure says it waits for another vpatch's lock, then goes on as soon as it is free."""
+    _, _, a_path, _ = specs(tmp_path)
+    holder = _hold_lock(standin_env)
+    try:
+        run = subprocess.Popen(
+            [*engine_cli(), "ensure", str(a_path), "--python", str(standin_env.python)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        assert run.stderr is not None
+        said = run.stderr.readline()  # the lock is still held: ensure can only be waiting
+        assert run.poll() is None
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    out, err = run.communicate(timeout=120)
+    assert said == (
+        "local: another vpatch is working on this environment; waiting for its lock (up to 30 s)\n"
+    )
+    assert run.returncode == 0 and err == "", out + err
+    assert out.splitlines()[0].startswith("applied: local: servekit-kimi")
+
+
+def test_a_lock_held_too_long_fails_with_a_clear_error(
+    tmp_path: Path, standin_env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait is bounded (engine.LOCK_WAIT_S): then one error naming the lock, nothing written."""
+    monkeypatch.setattr(engine, "LOCK_WAIT_S", 2.5)
+    a, _, _, _ = specs(tmp_path)
+    pristine = standin_env.file(REL).read_text()
+    holder = _hold_lock(standin_env)
+    try:
+        started = time.monotonic()
+        t = LocalTransport(str(standin_env.python))
+        try:
+            res = engine.apply([a], t, OPTS)
+        finally:
+            t.close()
+        waited = time.monotonic() - started
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(10)
+    assert 2.5 <= waited < 10
+    assert res.error and "another vpatch holds" in res.error and "lock" in res.error
+    assert "still held after 2 s of waiting; nothing was changed" in res.error
+    assert res.hint and "vpatch status" in res.hint
+    assert [p.outcome for p in res.patches] == ["failed"]
+    assert standin_env.file(REL).read_text() == pristine
+
+
+def engine_cli() -> list[str]:
+    return [sys.executable, "-m", "patcher.cli"]

@@ -88,8 +88,12 @@ def test_ensure_fails_with_one_line_when_no_variant_matches(
     assert res.err.splitlines() == [
         "error: local: servekit-kimi: not_applicable: "
         "servekit 1.0.0 is in no variant's range (>=2.0)",
+        "hint: add a [[variant]] for this version (`vpatch matrix SPEC` shows fits)",
         "ensure: 1 problem(s) on 1 host(s) [1 not_applicable]",
     ]
+    as_json = vpatch("ensure", spec, "--python", standin_env.python, "--json")
+    assert as_json.code == 1 and as_json.doc["ok"] is False  # still one document, and on
+    assert as_json.err.splitlines() == res.err.splitlines()[:2]  # stderr what went wrong
     assert fingerprint(standin_env.root) == snap
     bad = vpatch("ensure", tmp_path / "missing.toml", "--python", standin_env.python)
     assert bad.code == 2 and len(bad.err.splitlines()) == 2 and bad.out == ""

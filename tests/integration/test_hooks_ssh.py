@@ -75,6 +75,7 @@ def test_ensure_over_ssh(tmp_path: Path, ssh_lab_factory: harness.LabFactory) ->
     assert both.code == 1 and both.out == ""
     assert both.err.splitlines() == [
         "error: h2: servekit-kimi: not_applicable: servekit 0.9.0 is in no variant's range (>=1.0)",
+        "hint: add a [[variant]] for this version (`vpatch matrix SPEC` shows fits)",
         "ensure: 1 problem(s) on 2 host(s) [1 already_applied, 1 not_applicable]",
     ]
     assert fingerprint(lab.host("h2").home) == h2_snap

@@ -48,8 +48,9 @@ def all_or_none(target: MultiTarget, t: Transport) -> bool:
     assert now in (target.pristine, target.patched), {k: v and v[:40] for k, v in now.items()}
     patched = now == target.patched
     assert [(p.id, p.outcome) for p in st.patches] == (
-        [(target.spec.id, "applied")] * len(FILES) if patched else []
-    )
+        [(target.spec.id, "applied")] if patched else []
+    )  # one spec, however many files (issue 25 case 11), each file once
+    assert [len(p.files) for p in st.patches] == ([len(FILES)] if patched else [])
     return patched
 
 

@@ -154,6 +154,8 @@ def host_answer(
         "packages": packages,
         "journal": journal,
         "state": state,
+        # journaled files gone with their package: path -> spec ids (the agent's _confined)
+        "orphaned": {ROOT + rel: ids for rel, ids in host.get("orphaned", {}).items()},
     }
 
 

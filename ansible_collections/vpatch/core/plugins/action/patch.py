@@ -27,7 +27,7 @@ AGENT_MODULE = "vpatch.core.patch_agent"
 
 COMMANDS = {"present": "apply", "absent": "rollback", "verified": "verify"}
 # Outcomes whose files were (or, in check mode, would be) rewritten.
-WRITING = frozenset({"applied", "rolled_back", "would_apply"})
+WRITING = frozenset({"applied", "rolled_back", "would_apply", "would_roll_back"})
 
 
 def _import_vpatch() -> Any:

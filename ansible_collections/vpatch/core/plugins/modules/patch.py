@@ -105,7 +105,7 @@ vpatch:
   returned: always
   type: dict
 outcomes:
-  description: Spec id to outcome (applied, already_applied, would_apply, rolled_back, ...).
+  description: Spec id to outcome (applied, already_applied, would_apply, would_roll_back, ...).
   returned: always
   type: dict
 restart_required:
