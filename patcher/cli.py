@@ -212,7 +212,11 @@ def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
 
     def make(spec: str) -> Target:
         if spec == "local":
-            return Target("local", "local", python=args.python or "python3")
+            if args.sudo:  # never dropped silently: the local target runs as vpatch does
+                raise UsageError(
+                    "--sudo does not apply to the local target", "run vpatch itself with sudo"
+                )
+            return Target("local", "local", python=args.python or "python3", local=True)
         user, host, port = parse_target(spec)
         return Target(spec, host, user, port, args.python or "python3", args.identity, args.sudo)
 
@@ -290,6 +294,7 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         known_hosts=args.known_hosts,
         accept_new_host_key=args.accept_new_host_key,
         sudo=target.sudo,
+        sudo_user=target.sudo_user,
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
     )

@@ -125,7 +125,7 @@ class OpenSshTransport(PipeTransport):
             "LogLevel=ERROR",
             "--",
             self.host,
-            remote_command(self.opts.python, self.opts.sudo),
+            remote_command(self.opts.python, self.opts.sudo, self.opts.sudo_user),
         ]
 
     def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:

@@ -446,10 +446,14 @@ def _end_local(proc: subprocess.Popen[bytes], err: IO[bytes], grace: float, kill
     return proc.returncode
 
 
-def remote_command(python: str, sudo: bool = False) -> str:
-    """The one shell line sent over SSH: constant bootstrap, quoted interpreter path."""
+def remote_command(python: str, sudo: bool = False, sudo_user: str | None = None) -> str:
+    """The one shell line sent over SSH: constant bootstrap, quoted interpreter path; through
+    `sudo -n` (as root, or `-u USER`) when asked."""
     cmd = f"{shlex.quote(python)} -I -c {shlex.quote(BOOT)}"
-    return f"sudo -n {cmd}" if sudo else cmd
+    if not sudo:
+        return cmd
+    who = f"-u {shlex.quote(sudo_user)} " if sudo_user else ""
+    return f"sudo -n {who}{cmd}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -465,6 +469,7 @@ class SshOptions(NamedTuple):
     known_hosts: str | None = None
     accept_new_host_key: bool = False
     sudo: bool = False
+    sudo_user: str | None = None  # with sudo: `sudo -n -u USER` (None: root)
     connect_timeout: float = 10.0
     call_timeout: float = 600.0
     keepalive: int = 15
@@ -756,7 +761,9 @@ class SshTransport:
                 chan = None
             if chan is None:
                 chan = transport.open_session(timeout=self.opts.connect_timeout)
-                chan.exec_command(remote_command(self.opts.python, self.opts.sudo))
+                chan.exec_command(
+                    remote_command(self.opts.python, self.opts.sudo, self.opts.sudo_user)
+                )
                 self._chan, self._out = chan, bytearray()
                 payload = agent_bundle() + payload
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
