@@ -91,7 +91,8 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         "--ssh-client",
         choices=("auto", "openssh", "paramiko"),
         default="auto",
-        help="the `ssh` program, or paramiko (in-process); auto (default): ssh when on PATH",
+        help="the `ssh` program, or paramiko (in-process: the vpatch[paramiko] extra); "
+        "auto (default): ssh when on PATH",
     )
     ray = p.add_argument_group("ray (pip install 'vpatch[ray]')")
     ray.add_argument(
@@ -247,7 +248,13 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
         inv = load_inventory(args.inventory, flags)
-    return select(inv, args.host, args.group, _flag_target(args))
+    targets = select(inv, args.host, args.group, _flag_target(args))
+    from patcher import sshnames
+
+    problem = None if all(t.local for t in targets) else sshnames.client_problem(args.ssh_client)
+    if problem:
+        raise UsageError(*problem)
+    return targets
 
 
 def _ray_targets(args: argparse.Namespace) -> list[Target]:
