@@ -202,7 +202,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _matrix_parser(sub)
     _handedit_parsers(sub)
     cp = sub.add_parser("completion", help="print a shell completion script")
-    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"], nargs="?")
+    cp.add_argument(
+        "--names",
+        choices=["hosts", "groups"],
+        help="print what --host / --group complete to, one a line (the scripts ask this)",
+    )
+    cp.add_argument("--inventory", metavar="FILE", help="with --names: the inventory to read")
+    cp.add_argument("--ssh-config", metavar="FILE", help="with --names hosts: instead of ~/.ssh")
     clidocs.describe(parser, dict(sub.choices))
     return parser
 
@@ -597,9 +604,17 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         _catalog(args.json)
         return 0
     if args.command == "completion":
-        from patcher.completion import SHELLS
+        from patcher import completion
 
-        print(SHELLS[args.shell](build_parser()), end="")
+        if args.names:
+            for name in completion.names(args.names, args.inventory, args.ssh_config):
+                print(name)
+            return 0
+        if args.shell is None:
+            raise UsageError(
+                "completion needs a shell: bash, zsh or fish", "e.g. vpatch completion bash"
+            )
+        print(completion.SHELLS[args.shell](build_parser()), end="")
         return 0
     if args.command == "check":
         from patcher import check
