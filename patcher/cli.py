@@ -651,6 +651,7 @@ def _catalog(as_json: bool) -> None:
             {
                 "schema_version": SCHEMA_VERSION,
                 "command": "catalog",
+                "ok": True,
                 "sources": [{"source": s, "path": str(d)} for s, d in catalog.sources()],
                 "specs": [
                     {
