@@ -295,6 +295,8 @@ def test_record_mapping_and_json_shape() -> None:
     m = matrix.Matrix("s", "p", [matrix.Release("1.0", None, "not_covered", "x")], ">=1")
     assert json.loads(json.dumps(m.to_json())) == {
         "schema_version": 1,
+        "command": "matrix",
+        "ok": False,
         "spec": "s",
         "package": "p",
         "releases": [{"version": "1.0", "variant": None, "outcome": "not_covered", "message": "x"}],
