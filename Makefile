@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 CACHE ?= /var/cache/vpatch-test
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test test-deps lint unit sanity demo bench docs clean
+.PHONY: install test test-deps lint unit sanity demo demo-rollout bench docs clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -47,6 +47,10 @@ sanity: install
 
 demo: install
 	$(BIN)/python -m tests.envs demo
+
+# The rollout story on 4 lab hosts (tests/demo_rollout.py): canary rolled back, back-port kept.
+demo-rollout: install
+	$(BIN)/python -m tests.demo_rollout
 
 # The bench's own contenders (pyinfra: the `bench` extra; ansible-core gets a venv of its own).
 $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch

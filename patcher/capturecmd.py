@@ -16,7 +16,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from patcher import handedit, matrix, pkgindex
+from patcher import handedit, matrix, pkgindex, wheels
 from patcher._compat import tomllib
 from patcher.capture import Captured, CaptureError, capture, spec_toml
 from patcher.catalog import ID as _ID
@@ -147,7 +147,7 @@ def fits(
     runner = matrix.Runner(
         wide,
         matrix.Cache(cache_root or matrix.default_cache(), spec.package),
-        wheels=matrix.wheel_dirs(),
+        store=wheels.default_store(),
     )
     releases = runner.run(versions)
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
@@ -292,7 +292,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    fetch = matrix.fetcher(args.package)
+    store = wheels.default_store()  # the release's wheel is opened once, for every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:
@@ -301,7 +301,7 @@ def backport(args: argparse.Namespace) -> int:
         if not fp.rel.endswith(".py"):
             notes.append(f"{fp.rel}: not a .py file; not captured")
             continue
-        data = fetch.file(version, fp.rel) if fp.old_path is not None else b""
+        data = store.wheel(args.package, version).read(fp.rel) if fp.old_path else b""
         if data is None:
             raise UsageError(
                 f"{fp.rel} is not in the {args.package} {version} wheel",

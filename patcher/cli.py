@@ -158,6 +158,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="record a hand-edited file that already has the spec's code as applied by it "
         "(pip's bytes, from the wheel, become its backup), so rollback and status work",
     )
+    _wheelhouse_option(ap)
 
     vp = sub.add_parser("verify", help="check that specs are in effect on the targets")
     vp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
@@ -195,12 +196,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         help="checks of the specs that stay, re-run after a partial rollback (undone if one fails)",
     )
 
+    _rollout_parser(sub)
+
     sp = sub.add_parser("status", help="what vpatch applied on the targets and whether it holds")
     sp.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     _target_options(sp)
     _hook_parsers(sub)
     _matrix_parser(sub)
     _handedit_parsers(sub)
+    _wheel_parser(sub)
     cp = sub.add_parser("completion", help="print a shell completion script")
     cp.add_argument("shell", choices=["bash", "zsh", "fish"], nargs="?")
     cp.add_argument(
@@ -212,6 +216,29 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     cp.add_argument("--ssh-config", metavar="FILE", help="with --names hosts: instead of ~/.ssh")
     clidocs.describe(parser, dict(sub.choices))
     return parser
+
+
+def _rollout_parser(sub: Any) -> None:
+    """`vpatch rollout`: apply's options, then its own (patcher.rolloutrun.add_options)."""
+    op = sub.add_parser(
+        "rollout", help="apply, restart, wait for health, gate on live metrics; roll back if worse"
+    )
+    op.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
+    _target_options(op)
+    _level(op)
+    op.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
+    if not getattr(op, "skeleton", False):
+        from patcher import rolloutrun
+
+        rolloutrun.add_options(op)
+
+
+def _rollout(args: argparse.Namespace) -> int:
+    from patcher import rolloutrun
+
+    targets = _targets(args)
+    policy = _policy(args, len(targets))
+    return rolloutrun.command(args, targets, policy, lambda t: _open(t, args))
 
 
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
@@ -349,6 +376,12 @@ def run(argv: Sequence[str]) -> int:
     argv, command = _split_exec(list(argv))
     first = argv[0] if argv and not argv[0].startswith("-") else None
     args = build_parser(first).parse_args(argv)
+    if getattr(args, "wheelhouse", None):
+        from patcher import wheels
+
+        wheels.use_wheelhouses(args.wheelhouse)
+    if args.command == "wheel":
+        return _wheel(args)
     if args.command == "matrix":
         return _matrix(args)
     if args.command in ("diff", "capture"):
@@ -359,6 +392,8 @@ def run(argv: Sequence[str]) -> int:
         return capturecmd.backport(args)
     if args.command in ("exec", "hook", "check", "schema", "catalog", "completion"):
         return _standalone(args, command)
+    if args.command == "rollout":
+        return _rollout(args)
     from patcher import fleet
 
     # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
@@ -709,13 +744,8 @@ def _matrix_parser(sub: Any) -> None:
     )
     mp.add_argument("--pre", action="store_true", help="include pre-releases")
     mp.add_argument("--jobs", type=int, default=4, metavar="N", help="downloads at once (4)")
-    mp.add_argument(
-        "--platform",
-        action="append",
-        default=[],
-        metavar="TAG",
-        help="wheel platform tag for pip (repeatable; default: this machine's)",
-    )
+    _platform_option(mp)
+    _wheelhouse_option(mp)
     mp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
@@ -740,6 +770,7 @@ def _handedit_parsers(sub: Any) -> None:
     dp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
     dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
     _target_options(dp)
+    _wheelhouse_option(dp)
 
     cp = sub.add_parser(
         "capture", help="write a spec that reproduces a host's hand edits of a package"
@@ -767,6 +798,7 @@ def _handedit_parsers(sub: Any) -> None:
         help="releases before and after the installed one the matrix checks (3)",
     )
     _target_options(cp)
+    _wheelhouse_option(cp)
 
     bp = sub.add_parser(
         "backport", help="turn an upstream fix (a unified diff) into a spec for older releases"
@@ -783,6 +815,7 @@ def _handedit_parsers(sub: Any) -> None:
     bp.add_argument("--no-matrix", action="store_true", help="skip the neighbouring releases")
     bp.add_argument("--neighbours", type=int, default=3, metavar="N", help="releases each side (3)")
     bp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    _wheelhouse_option(bp)
 
 
 def _handedit(args: argparse.Namespace) -> int:
@@ -793,6 +826,7 @@ def _handedit(args: argparse.Namespace) -> int:
 
         capturecmd.validate(args)
     targets = _targets(args)
+    pristine = handedit.Pristine(args.package)
     scans = handedit.scan_all(
         args.package,
         args.files,
@@ -800,10 +834,14 @@ def _handedit(args: argparse.Namespace) -> int:
         lambda t: _open(t, args),
         args.state_dir,
         args.parallel,
+        pristine,
     )
+    unavailable = next(iter(pristine.failures.values()), None)
     if args.command == "capture":
         from patcher import capturecmd
 
+        if unavailable is not None:
+            raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
         return capturecmd.run(args, scans)
     from patcher.report import emit
 
@@ -821,7 +859,102 @@ def _handedit(args: argparse.Namespace) -> int:
     if not doc["ok"]:
         hint = next((s.hint for s in scans if s.hint), None)
         print(f"hint: {hint or 'see the errors above'}", file=sys.stderr)
+    elif unavailable is not None:  # the hosts answered; pip's side of their files did not
+        print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
+        print(f"hint: {unavailable.hint}", file=sys.stderr)
+        return 1
     return 0 if doc["ok"] else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Wheels (patcher.wheels, patcher.wheelbuild): where pip's bytes come from, and patched wheels
+
+
+def _wheelhouse_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wheelhouse",
+        action="append",
+        default=[],
+        metavar="DIR|FILE",
+        help="take release wheels from this directory or wheel file before asking pip (no "
+        "network; repeatable; also $VPATCH_WHEELHOUSE)",
+    )
+
+
+def _platform_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="wheel platform tag for pip (repeatable; default: this machine's)",
+    )
+
+
+def _wheel_parser(sub: Any) -> None:
+    wp = sub.add_parser(
+        "wheel", help="build a patched wheel of a release (for images, lock files, indexes)"
+    )
+    wp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
+    wp.add_argument(
+        "--package", required=True, metavar="NAME==VERSION", help="the release, e.g. vllm==0.16.0"
+    )
+    wp.add_argument(
+        "-o", "--output-dir", default=".", metavar="DIR", help="write the wheel here (default: .)"
+    )
+    wp.add_argument(
+        "--from-wheel", metavar="FILE", help="patch this wheel file (default: the release's wheel)"
+    )
+    _platform_option(wp)
+    _wheelhouse_option(wp)
+    wp.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _wheel(args: argparse.Namespace) -> int:
+    """`vpatch wheel`: exit 0 with the wheel written; 1 when a spec does not fit the release
+    or no wheel can be had; 2 for bad input."""
+    from pathlib import Path
+
+    from patcher import catalog, wheelbuild, wheels
+
+    package, version = wheelbuild.parse_package(args.package)
+    if args.from_wheel:
+        wheels.use_wheelhouses([args.from_wheel])
+    specs = catalog.load_all(args.specs)
+    wheelbuild.check_package(specs, package, version)
+    store = wheels.Store(platforms=args.platform, progress=wheels.progress_for(args.json))
+    if args.from_wheel:
+        store.sources = [Path(args.from_wheel)]
+    try:
+        wheel = store.wheel(package, version)
+    except wheels.CorruptWheel as exc:
+        raise VpatchError(exc.message, "pass pip's wheel of the release") from None
+    baked = wheelbuild.decide(specs, version, wheel)
+    path, sha = wheelbuild.write(wheel, package, version, baked, Path(args.output_dir))
+    store.close()
+    if args.json:
+        from patcher.report import emit
+        from patcher.result import SCHEMA_VERSION
+
+        emit(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "command": "wheel",
+                "ok": True,
+                "wheel": str(path),
+                "sha256": sha,
+                "package": package,
+                "version": str(version),
+                "baked_version": baked.version,
+                "specs": baked.specs,
+            }
+        )
+        return 0
+    for entry in baked.specs:
+        files = ", ".join(f["file"] for f in entry["files"]) or "-"
+        print(f"{entry['id']}: {entry['outcome']} ({files})")
+    print(f"wrote {path}")
+    return 0
 
 
 def _wheel_text(package: str, version: str, rel: str) -> str | None:

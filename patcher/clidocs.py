@@ -50,6 +50,17 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "without SPEC, everything vpatch applied; other specs on the same file stay applied.",
         ["vpatch rollback vllm-eagle3-mla-targets --python /srv/venv/bin/python --diff"],
     ),
+    "rollout": (
+        "Apply specs host by host under the fleet policy, then on each target run the restart "
+        "command, wait for its health URL, measure the live serving metrics against the "
+        "baseline scraped before the patch, and keep the patch only when the gates pass; "
+        "otherwise roll it back, restart and wait for health again (docs/rollout.md).",
+        [
+            "vpatch rollout vllm-eagle3-mla-backport --inventory hosts.toml --canary 1 "
+            "--batch 25% --restart 'systemctl restart vllm' --health "
+            "http://localhost:8000/health --metrics http://localhost:8000/metrics",
+        ],
+    ),
     "status": (
         "Show what vpatch applied on the targets (their journal) and whether each file still "
         "holds it; with SPEC, also whether those specs are in place.",
@@ -122,6 +133,17 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
             "git -C vllm show abc123 -- vllm/config/speculative.py > fix.diff",
             "vpatch backport fix.diff --package vllm --from-version 0.16.0 --id vllm-fix "
             "-o patches/vllm-fix.toml",
+        ],
+    ),
+    "wheel": (
+        "Build a patched wheel of a release: pip's wheel (or --from-wheel, or a --wheelhouse) "
+        "with the specs' edits applied as `vpatch apply` would, a local version "
+        "VER+vpatch.<digest>, RECORD regenerated and vpatch.json naming each spec. pip or uv "
+        "installs it into an image; `vpatch status/verify` there report the specs applied "
+        "(baked into the wheel).",
+        [
+            "vpatch wheel vllm-eagle3-mla-targets --package vllm==0.16.0 -o wheels/",
+            "pip install wheels/vllm-0.16.0+vpatch.*.whl",
         ],
     ),
     "completion": (

@@ -4,9 +4,9 @@ every target, against the bytes pip installed; and the spec that reproduces it.
 The agent's `scan` op lists the distribution's files whose bytes are not RECORD's (modified,
 missing, or added under the package's directories). The pristine side of each diff is
 vpatch's own backup when the journal has one (vpatch wrote the change), else the file as the
-wheel of that exact release ships it, fetched on the controller through pip and cached
-(`patcher.matrix.Fetcher`: the release matrix's cache). Hosts whose changed files have the
-same hashes form one group: a fleet edited the same way prints one diff.
+wheel of that exact release ships it (`patcher.wheels`: a wheelhouse, or pip's wheel fetched
+once into the wheel store, every file checked against the wheel's RECORD). Hosts whose
+changed files have the same hashes form one group: a fleet edited the same way prints one diff.
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ class Pristine:
         self._fetch = fetch
         self._got: dict[tuple[str, str], tuple[bytes | None, str]] = {}
         self._lock = threading.Lock()
+        # why a release's wheel could not be had (no wheelhouse, no index): the command's error
+        self.failures: dict[str, VpatchError] = {}
 
     def get(self, version: str, rel: str) -> tuple[bytes | None, str]:
         """(bytes, why-not) of the file in the wheel."""
@@ -110,15 +112,16 @@ class Pristine:
         try:
             if self._fetch is not None:
                 return self._fetch(version, rel), ""
-            from patcher import matrix
+            from patcher import wheels
 
-            return matrix.fetcher(self.package).file(Version(version), rel), ""
+            return wheels.pristine(self.package, Version(version), rel), ""
         except InvalidVersion:
             return None, f"{version} is not a PEP 440 version"
-        except VpatchError as exc:
+        except VpatchError as exc:  # no wheel to be had, or a store that is not safe
+            self.failures.setdefault(version, exc)
             return None, exc.message
         except OSError as exc:
-            return None, f"cache: {exc}"
+            return None, f"wheel store: {exc}"
 
 
 def scan_host(

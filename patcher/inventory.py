@@ -28,6 +28,10 @@ class Target(NamedTuple):
     python: str = "python3"
     identity: str | None = None
     sudo: bool = False
+    # `vpatch rollout`: this host's restart command and health/metrics URLs (over the flags').
+    restart: str | None = None
+    health: str | None = None
+    metrics: str | None = None
     sudo_user: str | None = None  # `sudo -n -u USER` (None: root)
     # This machine, no SSH: only when written so (`--host local`, `address = "local"`,
     # ansible_connection=local), never because a host is NAMED local.
@@ -49,14 +53,14 @@ _FIELDS: dict[str, type] = {
     "sudo": bool,
     "sudo_user": str,
 }
+_FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rolloutrun.py)
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
-    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user) and [[host]] "
-    "tables"
-    "with name, address and optional groups"
+    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user; for rollout "
+    "restart, health, metrics) and [[host]] tables with name, address and optional groups"
 )
 
 
@@ -105,6 +109,9 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
             python=_pick("python", h, defaults, flags) or "python3",
             identity=_pick("identity", h, defaults, flags),
             sudo=sudo,
+            restart=_pick("restart", h, defaults, flags),
+            health=_pick("health", h, defaults, flags),
+            metrics=_pick("metrics", h, defaults, flags),
             sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
             local=here,
         )

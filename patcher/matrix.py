@@ -5,22 +5,23 @@ is `PatchSpec.choose_variant`, an `upstream` variant is `satisfied_upstream`, an
 variant's edits run (`patcher.rewrite.apply_edits`) on the file as the release's wheel ships it.
 
 Only what a decision needs is fetched. Releases with no variant or an `upstream` variant cost
-nothing; for the others the wheel is downloaded once through pip (`patcher.pkgindex`), the
-target files and the wheel's RECORD are extracted into a cache and the wheel is deleted at
-once (vLLM wheels are 300-500 MB; their target file is ~40 KB). RECORD lists every file of the
-wheel, so a file another spec asks for later that the wheel does not have is known to be
-missing without a second download. Decisions are cached too, keyed by the file's hash, the
-spec's digest and a hash of the rewrite code, so a rewrite fix can never serve a stale answer.
+nothing; for the others the wheel comes from the wheel store (`patcher.wheels`: wheelhouses,
+wheels on disk, the store, else pip), the target files and the wheel's RECORD are extracted
+into a cache, and a wheel pip had to download for this is dropped at once (vLLM wheels are
+300-500 MB; their target file is ~40 KB). RECORD lists every file of the wheel, so a file
+another spec asks for later that the wheel does not have is known to be missing without a
+second download. Decisions are cached too, keyed by the file's hash, the spec's digest and a
+hash of the rewrite code, so a rewrite fix can never serve a stale answer. Every cached file
+is checked on read: the cache's directories and files must be the user's own and not
+group/other-writable, and a file must have the sha256 the release's RECORD lists.
 
 Cache: $VPATCH_MATRIX_CACHE, else $XDG_CACHE_HOME/vpatch/matrix, else ~/.cache/vpatch/matrix.
-Wheels already on disk are reused (never deleted) from the directories in
-$VPATCH_MATRIX_WHEELS (os.pathsep-separated), e.g. a test suite's wheel cache.
+Wheels already on disk are reused (never deleted) from `--wheelhouse`, $VPATCH_WHEELHOUSE and
+the directories in $VPATCH_MATRIX_WHEELS (os.pathsep-separated), e.g. a test suite's wheels.
 """
 
 from __future__ import annotations
 
-import base64
-import csv
 import fcntl
 import hashlib
 import io
@@ -30,12 +31,11 @@ import shutil
 import sys
 import tempfile
 import threading
-import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -47,7 +47,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from patcher import pkgindex
+from patcher import pkgindex, wheels
 from patcher import plan as planner
 from patcher.errors import UsageError, VpatchError
 from patcher.result import SCHEMA_VERSION
@@ -107,7 +107,7 @@ class Matrix:
 
 
 @dataclass
-class Stats:
+class Stats(wheels.Counters):
     """Where the answers came from: proof that a second run downloads nothing."""
 
     downloaded: int = 0
@@ -115,11 +115,6 @@ class Stats:
     cached_files: int = 0
     cached_results: int = 0
     computed: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-
-    def add(self, name: str) -> None:
-        with self.lock:
-            setattr(self, name, getattr(self, name) + 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,43 +216,12 @@ def judge(
 
 
 def default_cache() -> Path:
-    configured = os.environ.get("VPATCH_MATRIX_CACHE")
-    if configured:
-        return Path(configured)
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "vpatch" / "matrix"
+    return wheels.cache_dir("VPATCH_MATRIX_CACHE", "matrix")
 
 
-def wheel_dirs() -> list[Path]:
-    return [Path(p) for p in os.environ.get("VPATCH_MATRIX_WHEELS", "").split(os.pathsep) if p]
-
-
-def _record_sha256(digest: str) -> str | None:
-    """RECORD's `sha256=<urlsafe b64>` as hex (None for other algorithms or no hash)."""
-    algo, _, value = digest.partition("=")
-    if algo != "sha256" or not value:
-        return None
-    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
-
-
-def record_files(record: str) -> dict[str, str | None]:
-    """site-packages path -> sha256 for every file RECORD lists (`.data/purelib|platlib/` mapped
-    to where pip installs it; scripts, headers and data files are not in site-packages)."""
-    out: dict[str, str | None] = {}
-    for row in csv.reader(io.StringIO(record)):
-        if not row:
-            continue
-        parts = PurePosixPath(row[0]).parts
-        if len(parts) > 2 and parts[0].endswith(".data"):
-            if parts[1] not in ("purelib", "platlib"):
-                continue
-            parts = parts[2:]
-        out["/".join(parts)] = _record_sha256(row[1]) if len(row) > 1 else None
-    return out
-
-
-class CorruptWheel(VpatchError):
-    pass
+wheel_dirs = wheels.wheel_dirs
+record_files = wheels.record_files
+CorruptWheel = wheels.CorruptWheel
 
 
 @dataclass
@@ -269,31 +233,13 @@ class Extracted:
     files: dict[str, bytes | None]
 
 
-def extract(wheel: Path, rels: Sequence[str]) -> Extracted:
-    """Read RECORD and the wanted files from the wheel (a zip), checking RECORD's hashes."""
-    try:
-        with zipfile.ZipFile(wheel) as zf:
-            names = set(zf.namelist())
-            records = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
-            if len(records) != 1:
-                raise CorruptWheel(f"{wheel.name}: expected one .dist-info/RECORD")
-            record = zf.read(records[0]).decode("utf-8")
-            listed = record_files(record)
-            datas = sorted(
-                {n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".data")}
-            )
-            files: dict[str, bytes | None] = {}
-            for rel in rels:
-                inside = [rel, *(f"{d}/{k}/{rel}" for d in datas for k in ("purelib", "platlib"))]
-                member = next((m for m in inside if m in names), None)
-                files[rel] = None if member is None else zf.read(member)
-                want = listed.get(rel)
-                got = files[rel]
-                if got is not None and want and hashlib.sha256(got).hexdigest() != want:
-                    raise CorruptWheel(f"{wheel.name}: {rel} does not match RECORD's hash")
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError) as exc:
-        raise CorruptWheel(f"{wheel.name}: not a readable wheel ({exc})") from None
-    return Extracted(wheel.name, record, files)
+def _read(path: Path) -> bytes:
+    """A cache file, opened without following links; it and its directory must be the user's
+    own and not group/other-writable (wheels.UnsafeStore otherwise)."""
+    wheels._check_stat(os.lstat(path.parent), path.parent, "dir")
+    fh, _st = wheels._open_checked(path)
+    with fh:
+        return fh.read()
 
 
 class Cache:
@@ -308,22 +254,27 @@ class Cache:
         return self.dir / str(version)
 
     def lookup(self, version: Version, rel: str) -> tuple[bool, bytes | None]:
-        """(known, bytes): known is False when only downloading the wheel can tell."""
+        """(known, bytes): known is False when only the wheel can tell. A file is checked
+        against the release's RECORD (not only the manifest beside it) on every read; one that
+        fails a check is not known (the wheel is read again)."""
         d = self.release_dir(version)
         try:
-            manifest = json.loads((d / "manifest.json").read_text())
-        except (OSError, ValueError):
+            manifest = json.loads(_read(d / "manifest.json"))
+            listed = record_files(_read(d / "RECORD").decode("utf-8"))
+        except (OSError, ValueError, wheels.UnsafeStore):
             return False, None
         files: dict[str, str | None] = manifest.get("files", {})
         if rel in files:
             if files[rel] is None:
-                return True, None
+                return rel not in listed, None
             try:
-                data = (d / "files" / rel).read_bytes()
-            except OSError:
+                data = _read(d / "files" / rel)
+            except (OSError, wheels.UnsafeStore):
                 return False, None
-            return hashlib.sha256(data).hexdigest() == files[rel], data
-        listed = record_files((d / "RECORD").read_text()) if (d / "RECORD").exists() else {}
+            want = listed.get(rel)
+            if want is None or hashlib.sha256(data).hexdigest() != want:
+                return False, None
+            return True, data
         if listed and rel not in listed:
             return True, None  # RECORD lists every file of the wheel: no need to fetch it
         return False, None
@@ -343,15 +294,18 @@ class Cache:
         for rel, data in got.files.items():
             if data is not None:
                 path = tmp / "files" / rel
-                path.parent.mkdir(parents=True, exist_ok=True)
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
                 path.write_bytes(data)
+                path.chmod(0o644)  # whatever the umask: a group-writable entry is refused
         (tmp / "RECORD").write_text(got.record)
+        (tmp / "RECORD").chmod(0o644)
         hashes = {
             rel: None if d is None else hashlib.sha256(d).hexdigest()
             for rel, d in got.files.items()
         }
         manifest = {"wheel": got.wheel, "files": hashes}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
+        (tmp / "manifest.json").chmod(0o644)
         final = self.release_dir(version)
         old = None
         if final.exists():
@@ -406,14 +360,12 @@ class Progress:
 
 @dataclass
 class Fetcher:
-    """A release's files as its wheel ships them: from the cache, a wheel on disk, or pip
-    (then cached). Shared by the matrix and by `vpatch diff`/`capture`/`apply --adopt`, which
-    need pip's pristine bytes of one installed release."""
+    """The matrix's files of a release as its wheel ships them: from the cache, else from the
+    wheel store (`patcher.wheels`), then cached."""
 
     package: str
     cache: Cache
-    platforms: Sequence[str] = ()
-    wheels: Sequence[Path] = ()
+    store: wheels.Store
     progress: Progress = field(default_factory=Progress)
     stats: Stats = field(default_factory=Stats)
 
@@ -433,34 +385,11 @@ class Fetcher:
             return got.files[rel]
 
     def fetch(self, version: Version, rels: Sequence[str]) -> Extracted:
-        """Extract from a wheel on disk if one is there, else download it, extract, delete it."""
-        package = self.package
-        local = pkgindex.find_wheel(self.wheels, package, version)
-        if local is not None:
-            try:
-                got = extract(local, rels)
-                self.stats.add("reused_wheels")
-                return got
-            except CorruptWheel:
-                pass  # e.g. still being written by someone else: fetch our own copy
+        """The files and RECORD from the store's wheel (a download pip makes is dropped)."""
         self.progress.fetching(version)
-        self.cache.dir.mkdir(parents=True, exist_ok=True)
-        # We hold this release's lock: any download dir of it is left over from a killed run
-        # (and may hold a 400 MB wheel).
-        for stale in self.cache.dir.glob(f".download-{version}-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".download-{version}-", dir=self.cache.dir))
-        try:
-            wheel = pkgindex.download_wheel(package, version, tmp, self.platforms)
-            self.stats.add("downloaded")
-            return extract(wheel, rels)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)  # the wheel goes; its few files stay cached
-
-
-def fetcher(package: str, cache_root: Path | None = None) -> Fetcher:
-    """The default fetcher for one package: the matrix cache, $VPATCH_MATRIX_WHEELS, pip."""
-    return Fetcher(package, Cache(cache_root or default_cache(), package), wheels=wheel_dirs())
+        origin, record, files = self.store.read(self.package, version, rels)
+        self.stats.add("downloaded" if origin == "pip" else "reused_wheels")
+        return Extracted(f"{self.package}-{version}", record, files)
 
 
 @dataclass
@@ -469,9 +398,9 @@ class Runner:
     cache: Cache
     jobs: int = DEFAULT_JOBS
     platforms: Sequence[str] = ()
-    wheels: Sequence[Path] = ()
     progress: Progress = field(default_factory=Progress)
     stats: Stats = field(default_factory=Stats)
+    store: wheels.Store | None = None
 
     def run(self, versions: Sequence[Version]) -> list[Release]:
         """Every release's answer, in version order; downloads run `jobs` at a time."""
@@ -524,9 +453,9 @@ class Runner:
         return release
 
     def _file(self, version: Version, rel: str) -> bytes | None:
-        got = Fetcher(
-            self.spec.package, self.cache, self.platforms, self.wheels, self.progress, self.stats
-        )
+        if self.store is None:
+            self.store = wheels.Store(platforms=self.platforms)
+        got = Fetcher(self.spec.package, self.cache, self.store, self.progress, self.stats)
         return got.file(version, rel)
 
 
@@ -542,7 +471,14 @@ def build(
 ) -> tuple[Matrix, Stats]:
     """List releases through pip, pick the range, decide every release."""
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
-    available = list_versions(spec.package, pre=pre, platforms=platforms)
+    try:
+        available = list_versions(spec.package, pre=pre, platforms=platforms)
+    except pkgindex.PipError:
+        if not wheels.listed_versions(spec.package):
+            raise
+        available = []
+    if not available:  # air-gapped: the releases the wheelhouses hold
+        available = [v for v in wheels.listed_versions(spec.package) if pre or not v.is_prerelease]
     if not available:  # pip says the same for a typo, an unreachable index and no wheels
         raise pkgindex.PipError(
             f"pip lists no release of {spec.package}",
@@ -561,7 +497,6 @@ def build(
         Cache(cache_root or default_cache(), spec.package),
         jobs=jobs,
         platforms=platforms,
-        wheels=wheel_dirs(),
         progress=progress or Progress(),
     )
     try:

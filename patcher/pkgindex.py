@@ -10,7 +10,9 @@ where releases come from, exactly as for `pip install`. Two pip commands are use
   impossible version: pip's error lists every non-yanked release ("from versions: ...").
 - `pip download --no-deps --only-binary :all: NAME==X -d DIR` fetches one wheel. Wheels only:
   an sdist would make pip build metadata, i.e. run the package's setup code, just to read
-  files. `--no-cache-dir` keeps pip from storing a second copy of a 400 MB wheel.
+  files. pip's own cache is used (a wheel pip already has is not fetched again), `--retries 0`
+  makes an unreachable index fail at once (not after pip's retry loop), and `--progress-bar
+  raw` lets vpatch show a download's progress (`patcher.wheels`).
 
 `VPATCH_PIP` overrides the pip command (default: this interpreter's `python -m pip`).
 """
@@ -23,7 +25,8 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -37,6 +40,7 @@ LIST_TIMEOUT = 300.0
 _IMPOSSIBLE = "===vpatch-list-versions"
 _FROM_VERSIONS = re.compile(r"\(from versions: ([^)]*)\)")
 _AVAILABLE = re.compile(r"^Available versions: (.*)$", re.MULTILINE)
+_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)\s*$")
 PIP_HINT = "check that `python -m pip download PACKAGE` works here (pip.conf, network, proxy)"
 
 
@@ -94,7 +98,7 @@ def versions_from_download_error(stderr: str) -> list[Version] | None:
 
 def list_versions(package: str, pre: bool = False, platforms: Sequence[str] = ()) -> list[Version]:
     """Every non-yanked release of `package` the configured index offers, oldest first."""
-    extra = [*(["--pre"] if pre else []), *_platform_args(platforms)]
+    extra = ["--retries", "0", *(["--pre"] if pre else []), *_platform_args(platforms)]
     res = _pip(["index", "versions", package, "--json", *extra], LIST_TIMEOUT)
     if res.returncode == 0:
         doc = json.loads(res.stdout)
@@ -143,17 +147,94 @@ def find_wheel(dirs: Sequence[Path], package: str, version: Version) -> Path | N
 
 
 def download_wheel(
-    package: str, version: Version, dest: Path, platforms: Sequence[str] = ()
+    package: str,
+    version: Version,
+    dest: Path,
+    platforms: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """Fetch the wheel of package==version into `dest` (an empty directory) and return it."""
-    args = ["download", "--no-deps", "--only-binary", ":all:", "--no-cache-dir"]
-    args += ["--progress-bar", "off", "-q", "--dest", str(dest), *_platform_args(platforms)]
-    res = _pip([*args, f"{package}=={version}"], DOWNLOAD_TIMEOUT)
+    """Fetch the wheel of package==version into `dest` (an empty directory) and return it.
+    `progress(done, total)` is called as pip reports bytes (pip >= 24.1; older pips: never)."""
+    res = _download(package, version, dest, platforms, progress, "raw")
+    if res.returncode != 0 and "invalid choice: 'raw'" in res.stderr:
+        res = _download(package, version, dest, platforms, None, "off")
     found = find_wheel([dest], package, version)
     if res.returncode != 0 or found is None:
-        why = _tail(res.stderr) if res.returncode != 0 else "pip saved no matching wheel"
-        hint = PIP_HINT
-        if "No matching distribution" in res.stderr:
-            hint = "no wheel for this platform: try --platform (e.g. manylinux_2_28_x86_64)"
-        raise PipError(f"pip download {package}=={version} failed: {why}", hint)
+        raise PipError(
+            f"no wheel for {package}=={version} in the wheelhouse or index",
+            unavailable_hint(package, version, res.stderr if res.returncode else ""),
+        )
     return found
+
+
+def _download(
+    package: str,
+    version: Version,
+    dest: Path,
+    platforms: Sequence[str],
+    progress: Callable[[int, int], None] | None,
+    bar: str,
+) -> subprocess.CompletedProcess[str]:
+    args = ["download", "--no-deps", "--only-binary", ":all:", "--retries", "0"]
+    args += ["--progress-bar", bar, "--dest", str(dest), *_platform_args(platforms)]
+    cmd = [*pip_command(), *args, f"{package}=={version}"]
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    try:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+    except FileNotFoundError:
+        raise PipError(
+            f"cannot run {shlex.join(cmd[:3])}", "set VPATCH_PIP or install pip"
+        ) from None
+    errors: list[str] = []
+    reader = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    out: list[str] = []
+    timer = threading.Timer(DOWNLOAD_TIMEOUT, proc.kill)
+    timer.start()
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            m = _PROGRESS.match(line)
+            if m is None:
+                out.append(line)
+            elif progress is not None:
+                progress(int(m.group(1)), int(m.group(2)))
+        code = proc.wait()
+    finally:
+        timer.cancel()
+        reader.join()
+    if code < 0 and timer.finished.is_set():
+        raise PipError(f"pip download did not finish within {DOWNLOAD_TIMEOUT:.0f} s", PIP_HINT)
+    return subprocess.CompletedProcess(cmd, code, "".join(out), "".join(errors))
+
+
+_UNREACHABLE = (
+    "NewConnectionError",
+    "Connection refused",
+    "Max retries exceeded",
+    "Name or service not known",
+    "Temporary failure in name resolution",
+    "ProxyError",
+    "ConnectTimeout",
+    "timed out",
+    "Network is unreachable",
+)
+
+
+def unavailable_hint(package: str, version: Version, stderr: str) -> str:
+    """What to do when no wheel of the release can be had, with pip's reason in a few words
+    (never pip's retry log)."""
+    if any(word in stderr for word in _UNREACHABLE):
+        why = "the package index is unreachable"
+    elif "No matching distribution" in stderr or "Could not find a version" in stderr:
+        why = "found no wheel of it (the index is unreachable, or has none for this platform)"
+    else:
+        errs = [ln.strip() for ln in stderr.splitlines() if ln.startswith("ERROR:")]
+        why = (errs[-1][len("ERROR:") :].strip()[:160] if errs else _tail(stderr, 1)[:160]) or (
+            "pip saved no matching wheel"
+        )
+    return (
+        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or make `python -m pip "
+        f"download --no-deps {package}=={version}` work here (pip.conf); pip: {why}"
+    )

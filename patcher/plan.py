@@ -322,6 +322,26 @@ def rewrite_outcome(status: str) -> Outcome:
     }.get(status, "failed")  # type: ignore[return-value]
 
 
+def baked(version: str | None, fact: FileFact) -> str | None:
+    """Words for a file of a release `vpatch wheel` built (local label `vpatch.<digest>`) that
+    is pip's RECORD bytes: the spec's code in it is baked into the installed wheel, not an
+    edit outside vpatch. None otherwise."""
+    if not baked_release(version) or fact.sha256 is None or fact.sha256 != fact.record_sha256:
+        return None
+    return f"{fact.rel} has the desired code, {baked_release(version)}"
+
+
+def baked_release(version: str | None) -> str:
+    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own)."""
+    public, _, local = (version or "").partition("+")
+    if "vpatch" not in local.split("."):
+        return ""
+    return (
+        f"baked into the installed wheel ({version}); installing pip's wheel of {public} "
+        "takes it out"
+    )
+
+
 def drift_state(current: str | None, record: str | None, base: str | None) -> str:
     """What a drifted file is now, in words: the first thing to know before fixing it."""
     if current is None:
@@ -507,6 +527,9 @@ class _Apply:
                     "(it differs from pip's RECORD and the journal has no entry): the next "
                     "reinstall loses it",
                 )
+            words = baked(res.version, fact) if st is None or not st.applied else None
+            if words is not None:
+                return _Part(fact, "already_applied", words)
             held = (
                 f", from {', '.join(sorted(st.applied))}" if st is not None and st.applied else ""
             )
@@ -823,6 +846,8 @@ def verify_spec(
                         "from pip's RECORD, no journal entry); `vpatch apply --adopt` records it",
                     )
                 )
+            elif baked(res.version, fact) is not None:
+                states.append(("applied", str(baked(res.version, fact))))
             else:
                 states.append(("satisfied_upstream", f"{rel} already has the desired code"))
         elif rw.status == "changed":
@@ -955,12 +980,14 @@ def plan_rollback(
                 r.message = "shares a file with a spec that cannot be rolled back; nothing written"
     for spec in specs:
         if spec.id not in results:
+            version = facts.versions.get(spec.package)
+            baked_note = baked_release(version)
             results[spec.id] = PatchResult(
                 spec.id,
                 spec.package,
-                facts.versions.get(spec.package),
+                version,
                 "not_applied",
-                "nothing to roll back",
+                "nothing to roll back" + (f"; {baked_note}" if baked_note else ""),
             )
     for sid in wanted or ():
         if sid not in results:

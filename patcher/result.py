@@ -84,6 +84,9 @@ class HostResult:
     # What the agent skipped in the host's state dir (an ill-formed journal line, a journaled
     # path outside site-packages): the host's owner can write there, so it is data to check.
     warnings: list[str] = field(default_factory=list)
+    # `vpatch rollout`: verdict, step reached, every phase with its times, the measures before
+    # and after the restart and each gate (patcher/rolloutrun.py); None for other commands.
+    rollout: dict[str, Any] | None = None
 
 
 @dataclass

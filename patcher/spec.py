@@ -525,9 +525,10 @@ class Probe(_Model):
 class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
-    Checked only by `vpatch verify --metrics URL` (scraped on the host); `--min-acceptance`
-    overrides `min_acceptance_rate`. A patch can load perfectly and still not help: these turn
-    "the file changed" into "speculative decoding accepts enough drafts".
+    Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
+    of `vpatch rollout` (all four); `--min-acceptance` and `--min-throughput-ratio` override.
+    A patch can load perfectly and still not help: these turn "the file changed" into
+    "speculative decoding accepts enough drafts, and the server got no slower".
     """
 
     min_acceptance_rate: float | None = Field(
@@ -535,6 +536,17 @@ class MetricsThresholds(_Model):
     )
     min_mean_acceptance_length: float | None = Field(
         default=None, ge=1, description="1 + accepted tokens per draft (bonus token included)"
+    )
+    min_tokens_per_s_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="rollout: generation tokens/s after the restart over the baseline's, e.g. 1.0",
+    )
+    max_error_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="rollout: aborted or failed requests / finished requests in the window, 0..1",
     )
 
 

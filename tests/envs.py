@@ -51,6 +51,20 @@ BASE_DEPS = [
     "gguf==0.19.0",
 ]
 _BASE_STAMP = "deps-v1: " + " ".join(BASE_DEPS)
+# What a release imports on top of BASE_DEPS before `vllm.config.speculative` loads (0.24 pulls
+# in the MCP tool server: openai and openai-harmony), installed --no-deps into its template.
+RELEASE_DEPS: dict[str, list[str]] = {
+    "vllm==0.24.0": [
+        "openai==3.57.0",
+        "openai-harmony==0.0.8",
+        "httpx2==2.16.2",
+        "httpcore2==2.16.2",
+        "anyio==4.16.0",
+        "h11==0.16.0",
+        "sniffio==1.3.1",
+        "jiter==0.19.0",
+    ],
+}
 
 
 def _run(cmd: list[str], **kw: object) -> None:
@@ -129,20 +143,22 @@ def template(version: str, package: str = "vllm", *, bare: bool = False) -> Path
     enough for `--level static`: it reads RECORD and rewrites files, it never imports them."""
     env = CACHE / "envs" / (f"{package}-{version}-bare" if bare else f"{package}-{version}")
     stamp = env / ".vpatch-ready"
-    if stamp.exists():
+    extras = [] if bare else RELEASE_DEPS.get(f"{package}=={version}", [])
+    ready = " ".join([version, *extras])
+    if stamp.exists() and stamp.read_text() == ready:
         return env
     whl = wheel(package, version, base=not bare)
     base = None if bare else base_env()
     pip = _pip_here if bare else _pip
     with _cache_lock():
-        if stamp.exists():
+        if stamp.exists() and stamp.read_text() == ready:
             return env
         shutil.rmtree(env, ignore_errors=True)
         _run([HOST_PYTHON, "-m", "venv", "--without-pip", str(env)])
-        pip("--python", str(env / "bin" / "python"), "install", "--no-deps", str(whl))
+        pip("--python", str(env / "bin" / "python"), "install", "--no-deps", str(whl), *extras)
         if base is not None:
             (site_packages(env) / "_vpatch_test_base.pth").write_text(f"{site_packages(base)}\n")
-        stamp.write_text(version)
+        stamp.write_text(ready)
     return env
 
 

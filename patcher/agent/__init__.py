@@ -12,6 +12,7 @@ Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops:
     procs    processes of this environment started before the given files last changed
     fetch    GET an http(s) URL from the host (the live serving metrics probe)
     scan     files of a distribution that are not as its RECORD says (`vpatch diff`; scan.py)
+    restart  run the restart command; health: poll a URL until 200 (`vpatch rollout`; restart.py)
 Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}, with the agent's
 "pid" (so a caller can tell sessions apart).
 
@@ -596,6 +597,15 @@ def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
         raise _Refused(str(exc), protocol.INPUT) from None
 
 
+def op_restart(req: dict[str, Any]) -> dict[str, Any]:
+    from . import restart  # `vpatch rollout`: restart the server, wait for health (restart.py)
+
+    try:
+        return restart.run(req) if req.get("op") == protocol.RESTART else restart.health(req)
+    except ValueError as exc:  # fetch.BadURL too
+        raise _Refused(str(exc), protocol.INPUT) from None
+
+
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
     from . import scan  # `vpatch diff`: files of a dist that differ from its RECORD
 
@@ -610,6 +620,8 @@ OPS = {
     "verify": op_verify,
     "procs": op_procs,
     "fetch": op_fetch,
+    protocol.RESTART: op_restart,
+    protocol.HEALTH: op_restart,
 }
 
 

@@ -15,6 +15,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     procs    {"paths": [...]}
     fetch    {"url", "timeout", "max_bytes"}
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
+    restart  {"command", "timeout"}: `sh -c command` on the host (agent/restart.py)
+    health   {"url", "wait", "interval", "request_timeout"}: GET until 200 or `wait` s passed
 An inspect may carry "then_if": {fingerprint: [request...]}: when `fingerprint(answer)` is a key,
 those requests (commit, verify, inspect; no nested then_if) run right after it in the same
 exchange, each only if the one before it succeeded, and their answers come back in "then"; the
@@ -59,6 +61,29 @@ HINTS: Dict[str, str] = {
     STATE: "vpatch uses only state it made itself; --state-dir DIR keeps it elsewhere",
     CONFINED: "a journaled path left site-packages or went through a link: check the env",
 }
+
+# `vpatch rollout`'s ops (agent/restart.py), built only by these two constructors.
+RESTART = "restart"
+HEALTH = "health"
+
+
+def restart_request(command: str, timeout: float) -> Dict[str, Any]:
+    """Answer: {"exit": int or None (killed), "timed_out", "stdout", "stderr", "seconds"}."""
+    return {"op": RESTART, "command": command, "timeout": timeout}
+
+
+def health_request(
+    url: str, wait: float, interval: float = 1.0, request_timeout: float = 5.0
+) -> Dict[str, Any]:
+    """Answer: {"healthy", "status", "error", "tries", "seconds"}."""
+    return {
+        "op": HEALTH,
+        "url": url,
+        "wait": wait,
+        "interval": interval,
+        "request_timeout": request_timeout,
+    }
+
 
 # Journal actions.
 APPLY = "apply"  # a spec's edits took a file from `before` to `after`

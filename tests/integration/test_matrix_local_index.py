@@ -128,6 +128,8 @@ def pip_env(index: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) ->
         "PIP_EXTRA_INDEX_URL": "",
         "VPATCH_MATRIX_CACHE": str(shared_cache),
         "VPATCH_MATRIX_WHEELS": "",
+        "VPATCH_WHEEL_STORE": str(shared_cache / "wheel-store"),
+        "VPATCH_WHEELHOUSE": "",
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -278,7 +280,7 @@ def test_download_failure_is_a_failed_row(pip_env: dict[str, str], spec_file: Pa
         ("1.0", "would_apply"),
         ("1.8", "failed"),
     ]
-    assert "pip download vpatch-fake==1.8 failed" in m.releases[1].message
+    assert "no wheel for vpatch-fake==1.8 in the wheelhouse or index" in m.releases[1].message
     assert not m.ok
 
 

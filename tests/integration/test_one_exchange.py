@@ -50,8 +50,10 @@ def test_cached_apply_and_rollback_take_one_exchange_per_host(
     common, env = _setup(tmp_path, lab)
     pristine = [_site_file(h).read_bytes() for h in lab.hosts]
 
-    first = _run("apply", common, env)  # never seen: inspect, then commit + check + inspect
-    assert _counts(first) == (4, 0)
+    # Never seen: inspect, then commit + check + inspect; the second host is planned ahead
+    # from the first one's answer (engine._peers) when that answer came back before it was asked.
+    first = _run("apply", common, env)
+    assert _counts(first) in ((4, 0), (3, 1))
     patched = [_site_file(h).read_bytes() for h in lab.hosts]
     assert all(b'"kimi_k2",' in p for p in patched)
 

@@ -85,6 +85,20 @@ def test_upstream_versions_write_nothing(vllm_env: Callable[[str], Env], version
     assert fingerprint(env.root) == snap
 
 
+@pytest.mark.parametrize("version", ["0.18.0", "0.24.0"])
+def test_probe_holds_on_upstream_releases(vllm_env: Callable[[str], Env], version: str) -> None:
+    """The probe's stand-in config carries every field at the release's own default, so a
+    release that reads more in `_verify_args` (0.24.0: `rejection_sample_method`) still runs
+    it; a fixed attribute list failed there with AttributeError on every 0.24 host."""
+    env = vllm_env(version)
+    res = vpatch("verify", SPEC, "--python", env.python, "--level", "full", "--json")
+    assert res.code == 0, res.out + res.err
+    assert res.patch()["outcome"] == "satisfied_upstream"
+    assert [(pr["name"], pr["ok"]) for pr in res.patch()["probes"]] == [
+        ("a kimi_k2 target passes EAGLE-3 validation", True)
+    ]
+
+
 def test_version_in_no_variant(vllm_env: Callable[[str], Env]) -> None:
     env = vllm_env("0.10.2")
     snap = fingerprint(env.root)

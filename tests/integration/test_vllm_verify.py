@@ -12,12 +12,9 @@ test_vllm_local.py; these tests are about the live numbers, and each import woul
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import select
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,30 +25,10 @@ import pytest
 
 from tests import envs
 from tests.conftest import REPO, SPEC, Env, Run, vpatch
+from tests.support.rolloutlab import prometheus_client_dir
 
 pytestmark = pytest.mark.vllm
 SERVER = REPO / "tests" / "vllm_metrics_server.py"
-
-
-def prometheus_client_dir() -> Path:
-    """prometheus_client (a vLLM dependency the CPU test base lacks), installed once into the
-    cache with pip --target, at the version the controller uses."""
-    version = importlib.metadata.version("prometheus_client")
-    dest = envs.CACHE / "extras" / f"prometheus_client-{version}"
-    if (dest / ".ready").exists():
-        return dest
-    with envs._cache_lock():
-        if not (dest / ".ready").exists():
-            tmp = dest.with_name(dest.name + ".tmp")
-            shutil.rmtree(tmp, ignore_errors=True)
-            pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps"]
-            subprocess.run(
-                [*pip, "--target", str(tmp), f"prometheus_client=={version}"], check=True
-            )
-            shutil.rmtree(dest, ignore_errors=True)
-            tmp.rename(dest)
-            (dest / ".ready").write_text(version)
-    return dest
 
 
 @dataclass

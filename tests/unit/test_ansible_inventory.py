@@ -258,3 +258,24 @@ def test_yaml_without_pyyaml_is_an_input_error(
     with pytest.raises(SpecError, match="needs PyYAML") as err:
         load_inventory(write(tmp_path, "hosts.yml", YAML), {})
     assert err.value.hint
+
+
+def test_group_vars_give_the_rollout_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`vpatch_restart` (and the URLs) as Ansible group or host variables (builtin reader)."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare) + os.pathsep + "/usr/bin:/bin")
+    ini = (
+        "[serving]\ngpu-01\ngpu-02 vpatch_restart='docker restart vllm'\n"
+        "[serving:vars]\nvpatch_restart='supervisorctl restart vllm'\n"
+        "vpatch_health_url=http://localhost:8000/health\n"
+    )
+    (a, _), (b, _) = load_inventory(write(tmp_path, "hosts.ini", ini), {}).hosts
+    assert (a.restart, a.health, a.metrics) == (
+        "supervisorctl restart vllm",
+        "http://localhost:8000/health",
+        None,
+    )
+    assert b.restart == "docker restart vllm"

@@ -141,3 +141,26 @@ def test_values_and_precedence(tmp_path: Path) -> None:
         frozenset({"gpu"}),
     )
     assert (b.user, b.port, b.sudo, gb) == ("root", None, False, frozenset())
+
+
+def test_rollout_fields_host_over_defaults(tmp_path: Path) -> None:
+    """`vpatch rollout`'s per-host restart command and URLs: a host's own win over [defaults];
+    a non-string is refused like any other field."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(
+        '[defaults]\nrestart = "systemctl restart vllm"\nhealth = "http://localhost:8000/health"\n'
+        '[[host]]\nname = "a"\naddress = "a"\n'
+        '[[host]]\nname = "b"\naddress = "b"\nrestart = "docker restart vllm"\n'
+        'metrics = "http://localhost:9000/metrics"\n'
+    )
+    (a, _), (b, _) = load_inventory(str(path), {}).hosts
+    assert (a.restart, a.health, a.metrics) == (
+        "systemctl restart vllm",
+        "http://localhost:8000/health",
+        None,
+    )
+    assert (b.restart, b.metrics) == ("docker restart vllm", "http://localhost:9000/metrics")
+    path.write_text('[[host]]\nname = "a"\naddress = "a"\nrestart = 3\n')
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert "host[0].restart: Input should be a valid string" in got.value.message

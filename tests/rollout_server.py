@@ -1,0 +1,191 @@
+"""A serving process that behaves as the vLLM files it loaded say (the rollout lab's server).
+
+Run as `ENV/bin/python tests/rollout_server.py PORT` in a real vLLM 0.16.0 env. At start it does
+what `vllm serve --speculative-config '{"method": "eagle3", ...}'` does first for a DeepSeek-V3
+target, on the host's own files:
+
+- `SpeculativeConfig._verify_args` (imported from the env) on the target's model type. Stock
+  0.16.0 refuses EAGLE-3 there: the server logs vLLM's own error and serves WITHOUT speculation
+  (an operator's fallback), so a stock fleet has a baseline to compare with.
+- admitted (the whitelist spec, or the back-port), it reads the env's
+  `vllm/model_executor/models/deepseek_v2.py` (next to the imported package, parsed with ast,
+  never imported: importing it needs the GPU stack): when `DeepseekV2ForCausalLM` lists
+  `SupportsEagle3` among its bases the drafter gets the target's aux hidden states and
+  accepts 70 % of the drafted tokens; without it (whitelist only: the seed) 15 %.
+
+Generation is simulated in wall time: plain decoding emits one token per STEP seconds; a
+speculative step costs STEP * (1 + DRAFT_COST * K) and emits 1 + accepted tokens, so 15 %
+acceptance serves ~0.66x the plain tokens/s and 70 % ~1.41x. Every number is published through
+vLLM's own classes (`SpecDecodingProm`, `SpecDecodingStats`; FinishReason's labels) and
+prometheus_client, as tests/vllm_metrics_server.py does, on 127.0.0.1:PORT:
+    GET /health   200 once loaded; 503 while loading, and for good when EAGLE-3 is admitted
+                  while the file LAB/hang-health exists (a drafter that never loads)
+    GET /metrics  Prometheus text
+    POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import http.server
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace as NS
+from typing import Any
+
+K = 3  # num_speculative_tokens
+STEP = 0.02  # seconds per plain decoding step
+DRAFT_COST = 0.4  # a speculative step costs 1 + 0.4 * K plain steps
+GOOD = [3] * 50 + [2] * 30 + [0] * 20  # 70 % of drafted tokens accepted
+BAD = [1] * 35 + [2] * 5 + [0] * 60  # 15 %
+FINISH_REASONS = ("stop", "length", "abort", "error")
+HANG = Path(os.environ.get("LAB_DIR", "/root/lab")) / "hang-health"
+
+
+def eagle3_admitted() -> str | None:
+    """None when vLLM's own config check admits EAGLE-3 for deepseek_v3; else its message."""
+    from vllm.config.speculative import SpeculativeConfig
+
+    cfg = NS(
+        tensor_parallel_size=None,
+        num_speculative_tokens=K,
+        draft_model_config=None,
+        disable_by_batch_size=None,
+        method="eagle3",
+        target_model_config=NS(hf_text_config=NS(model_type="deepseek_v3")),
+        verify_equal_vocab_size_if_draft_model=lambda: None,
+    )
+    try:
+        SpeculativeConfig._verify_args(cfg)  # type: ignore[arg-type]
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def target_supports_eagle3() -> bool:
+    """Does the env's DeepseekV2ForCausalLM implement SupportsEagle3 (the back-port)?"""
+    import vllm  # imported already (the config check): only the package's path is read
+
+    source = Path(vllm.__file__).parent / "model_executor" / "models" / "deepseek_v2.py"
+    tree = ast.parse(source.read_text())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "DeepseekV2ForCausalLM":
+            names = {
+                b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases
+            }
+            return "SupportsEagle3" in names
+    return False
+
+
+class Engine:
+    def __init__(self) -> None:
+        import prometheus_client
+        from vllm.v1.spec_decode.metrics import SpecDecodingProm, SpecDecodingStats
+
+        self.registry = prometheus_client.CollectorRegistry()
+        counter = functools.partial(prometheus_client.Counter, registry=self.registry)
+        refused = eagle3_admitted()
+        if refused is not None:
+            print(f"EAGLE-3 refused, serving without speculation: {refused}", flush=True)
+            self.pattern: list[int] | None = None
+        else:
+            self.pattern = GOOD if target_supports_eagle3() else BAD
+        labels = ["model_name", "engine"]
+        self.gen = counter(
+            name="vllm:generation_tokens", documentation="Generation tokens.", labelnames=labels
+        ).labels("lab-model", "0")
+        success = counter(
+            name="vllm:request_success",
+            documentation="Finished requests.",
+            labelnames=[*labels, "finished_reason"],
+        )
+        # vllm.v1.engine.FinishReason's strings (that module needs msgspec, absent on CPU).
+        self.finished = {r: success.labels("lab-model", "0", r) for r in FINISH_REASONS}
+        self.new_stats = functools.partial(SpecDecodingStats.new, K)
+        self.prom: Any = None
+        if self.pattern is not None:
+
+            class Prom(SpecDecodingProm):
+                _counter_cls = counter
+
+            self.prom = Prom(NS(num_speculative_tokens=K), labels, {0: ["lab-model", "0"]})
+        self.lock = threading.Lock()
+        self.next = 0
+        mode = (
+            "plain"
+            if self.pattern is None
+            else "eagle3 %s" % ("70" if self.pattern is GOOD else "15")
+        )
+        print(f"READY pid={os.getpid()} mode={mode}", flush=True)
+
+    def generate(self, n: int) -> int:
+        done = 0
+        while done < n:
+            if self.pattern is None:
+                time.sleep(STEP)
+                done += 1
+                self.gen.inc(1)
+                continue
+            with self.lock:
+                accepted = self.pattern[self.next % len(self.pattern)]
+                self.next += 1
+            time.sleep(STEP * (1 + DRAFT_COST * K))
+            stats = self.new_stats()
+            stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
+            with self.lock:
+                self.prom.observe(stats, engine_idx=0)
+            done += 1 + accepted
+            self.gen.inc(1 + accepted)
+        self.finished["length"].inc()
+        return done
+
+
+def main() -> None:
+    port = int(sys.argv[1])
+    engine: list[Engine] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:
+            if self.path == "/health":
+                ready = bool(engine) and not (HANG.exists() and engine[0].pattern is not None)
+                self._send(200 if ready else 503, b"ok\n" if ready else b"loading\n")
+            elif self.path == "/metrics" and engine:
+                import prometheus_client
+
+                body = prometheus_client.generate_latest(engine[0].registry)
+                self._send(200, body, prometheus_client.CONTENT_TYPE_LATEST)
+            else:
+                self._send(404 if engine else 503, b"")
+
+        def do_POST(self) -> None:
+            size = int(self.headers.get("Content-Length", "0"))
+            req = json.loads(self.rfile.read(size) or b"{}")
+            if not engine or self.path != "/v1/completions":
+                self._send(503, b"")
+                return
+            n = engine[0].generate(int(req.get("max_tokens", 32)))
+            self._send(200, json.dumps({"tokens": n}).encode(), "application/json")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    engine.append(Engine())  # loading (vLLM's imports) while /health says 503
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

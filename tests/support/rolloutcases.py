@@ -1,0 +1,53 @@
+"""The golden cases of tests/cases/rollout/, run through patcher.rollout's pure functions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from patcher import rollout
+
+CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
+
+
+def step_cases() -> list[Path]:
+    return sorted((CASES / "steps").glob("*.json"))
+
+
+def gate_cases() -> list[Path]:
+    return sorted((CASES / "gates").glob("*.json"))
+
+
+def load(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def run_steps(case: dict[str, Any]) -> dict[str, Any]:
+    """Drive the step machine as the executor does, each step failing iff the case says so."""
+    plan = rollout.Plan(**case["plan"])
+    fails = set(case["fails"])
+    done: list[tuple[str, bool]] = []
+    while (step := rollout.next_step(plan, done)) is not None:
+        assert len(done) < len(rollout.STEPS), f"the machine loops: {done}"
+        done.append((step, step not in fails))
+    reached, verdict = rollout.verdict(done)
+    return {"steps": [s for s, _ in done], "reached": reached, "verdict": verdict}
+
+
+def _window(data: dict[str, Any]) -> rollout.Measures:
+    start = rollout.Counters.of(data["start"])
+    end = rollout.Counters.of(data["end"])
+    return rollout.measure(start, end, float(data["seconds"]))
+
+
+def run_gates(case: dict[str, Any]) -> dict[str, Any]:
+    g = case["gates"]
+    gates = rollout.Gates(**g)
+    before = _window(case["baseline"]) if case["baseline"] is not None else None
+    after = _window(case["after"])
+    ok, detail = rollout.gates_detail(rollout.judge(before, after, gates))
+    measures = after.to_json()
+    keep = ("acceptance_rate", "mean_acceptance_length", "tokens_per_s", "error_rate")
+    return {"ok": ok, "detail": detail, "after": {k: measures[k] for k in keep}}
