@@ -92,7 +92,9 @@ def _object_schema(cls: type[Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-RUN_COMMANDS = ("apply", "verify", "rollback", "status", "ensure")
+# The commands whose document is a RunResult: those with a notion of good outcomes, and
+# rollout (patcher/rolloutrun.py), which reports per host through the same model.
+RUN_COMMANDS = (*result.GOOD, "rollout")
 _STR: dict[str, Any] = {"type": "string"}
 _STR_OR_NULL: dict[str, Any] = {"type": ["string", "null"]}
 _STRS: dict[str, Any] = {"type": "array", "items": _STR}
@@ -239,7 +241,7 @@ def _closed(node: Any) -> Any:
 
 def result_schema(strict: bool = False) -> dict[str, Any]:
     """`vpatch schema --result`: every `--json` document, told apart by `command`: the result
-    of `apply|verify|rollback|status|ensure` (`RunResult`), `catalog`, `check`, `diff`,
+    of `apply|verify|rollback|status|ensure|rollout` (`RunResult`), `catalog`, `check`, `diff`,
     `matrix`, `capture`/`backport`, or, when vpatch stopped on an error, the error document.
     `strict` forbids keys the schema does not name (what the suite validates with)."""
     defs: dict[str, Any] = {}

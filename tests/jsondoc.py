@@ -25,9 +25,9 @@ def check(doc: Any) -> Any:
     """`doc` unchanged when it is a valid vpatch document; AssertionError naming the problem."""
     assert isinstance(doc, dict), f"not a JSON object: {doc!r:.200}"
     assert doc.get("schema_version") == SCHEMA_VERSION, f"schema_version: {doc!r:.300}"
-    problems = [
-        f"{'/'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
-        for e in result_validator().iter_errors(doc)
-    ]
-    assert not problems, problems
+    errors = list(result_validator().iter_errors(doc))
+    # The branch that came closest (anyOf: one document kind per command) says what is wrong.
+    best = jsonschema.exceptions.best_match(errors)
+    where = "/".join(map(str, best.absolute_path)) if best else ""
+    assert not errors, f"{where or '(top)'}: {best.message[:500] if best else ''}"
     return doc
