@@ -20,8 +20,8 @@ $(BIN)/mkdocs: pyproject.toml $(BIN)/vpatch
 	touch $@
 
 lint: install
-	$(BIN)/ruff check patcher tests bench ansible_collections
-	$(BIN)/ruff format --check patcher tests bench ansible_collections
+	$(BIN)/ruff check patcher vpatch tests bench ansible_collections
+	$(BIN)/ruff format --check patcher vpatch tests bench ansible_collections
 	$(BIN)/mypy
 
 unit: install

@@ -2,24 +2,40 @@
 
 A fleet that already has an Ansible inventory should not need a second list of the same hosts.
 With `ansible-inventory` on PATH vpatch asks it (`ansible-inventory -i FILE --list`: every
-format and plugin Ansible knows, group_vars/host_vars next to the file, variables resolved as
-Ansible resolves them). Without it, a subset is read here:
+format and plugin Ansible knows, variables merged as Ansible merges them). Without it, a subset
+is read here, merged in Ansible's order (inventory `all` vars, then each group's by depth,
+`ansible_group_priority` and name, then `group_vars/all`, `group_vars/GROUP`, the host's own
+vars, `host_vars/HOST`):
 
-    INI    `[group]` host lines `NAME key=value...`, `[group:vars]`, `[group:children]`, hosts
-           before any section (ungrouped); no host ranges (`web[01:20]`)
-    YAML   `all:` (or any group) with `hosts:` (name -> vars), `vars:` and `children:`
+    INI        `[group]` host lines `NAME key=value...`, `[group:vars]`, `[group:children]`,
+               hosts before any section (ungrouped); no host ranges (`web[01:20]`)
+    YAML       `all:` (or any group) with `hosts:` (name -> vars), `vars:` and `children:`
+    vars dirs  `group_vars/` and `host_vars/` next to the inventory file: `NAME`, `NAME.yml`,
+               `NAME.yaml` or `NAME.json` (the first that exists), or a directory `NAME/` whose
+               files are read in sorted order, subdirectories included, as Ansible's
+               host_group_vars plugin reads them
 
-Variables, the rest ignored (vpatch needs no more to reach a host):
+Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh connection):
 
-    ansible_host                    address (default: the inventory name)
-    ansible_port                    port
-    ansible_user                    user
-    ansible_python_interpreter      python (the environment to patch)
-    ansible_become                  sudo (become_method sudo, as `--sudo`)
-    ansible_ssh_private_key_file    identity
-    vpatch_restart                  restart (`vpatch rollout`'s restart command)
-    vpatch_health_url               health (its --health URL for this host)
-    vpatch_metrics_url              metrics (its --metrics URL for this host)
+    ansible_host, ansible_ssh_host          address (default: the inventory name)
+    ansible_port, ansible_ssh_port          port
+    ansible_user, ansible_ssh_user          user
+    ansible_python_interpreter              python (the environment to patch; `auto*`: unset)
+    ansible_ssh_private_key_file,
+      ansible_private_key_file              identity
+    ansible_connection                      `local`: this machine; ssh, smart, paramiko: SSH
+    ansible_become                          sudo (`sudo -n`)
+    ansible_become_user, ansible_sudo_user  sudo_user (`sudo -n -u USER`)
+    ansible_become_method                   sudo only
+    vpatch_restart                          restart (`vpatch rollout`'s restart command)
+    vpatch_health_url                       health (its --health URL for this host)
+    vpatch_metrics_url                      metrics (its --metrics URL for this host)
+
+Whatever would make vpatch reach another host, as another user or with other rights than
+Ansible would is refused (exit 2, naming the host and the variable) rather than guessed: a
+template (`{{ ... }}`) in any of the variables above, another connection plugin, another become
+method or become flags/exe, ssh argument variables, a vault-encrypted vars file. Only
+`ansible_connection=local` makes a host this machine: a host NAMED `local` is an SSH host.
 
 Groups are every group a host is in, directly or through `children`, except `all` and
 `ungrouped`; hosts keep the order in which the file names them first.
@@ -40,18 +56,46 @@ HINT = (
     "an Ansible inventory (INI or YAML; docs/inventory.md lists what vpatch reads without "
     "ansible-inventory), or a hosts.toml"
 )
-_VARS = {
-    "ansible_host": "address",
-    "ansible_port": "port",
-    "ansible_user": "user",
-    "ansible_python_interpreter": "python",
-    "ansible_become": "sudo",
-    "ansible_ssh_private_key_file": "identity",
-    "vpatch_restart": "restart",
-    "vpatch_health_url": "health",
-    "vpatch_metrics_url": "metrics",
+# field -> the variables that set it, the winner first (Ansible's play context takes the
+# first one set: `ansible_ssh_host` over `ansible_host`, and so on).
+_VARS: dict[str, tuple[str, ...]] = {
+    "address": ("ansible_ssh_host", "ansible_host"),
+    "port": ("ansible_ssh_port", "ansible_port"),
+    "user": ("ansible_ssh_user", "ansible_user"),
+    "python": ("ansible_python_interpreter",),
+    "identity": ("ansible_ssh_private_key_file", "ansible_private_key_file"),
+    "sudo": ("ansible_become",),
+    "restart": ("vpatch_restart",),
+    "health": ("vpatch_health_url",),
+    "metrics": ("vpatch_metrics_url",),
 }
+# Set both to different users and Ansible's sudo plugin and play context disagree: refused.
+_BECOME_USER = ("ansible_become_user", "ansible_sudo_user")
+_CONNECTIONS = {
+    "local": True,
+    "ansible.builtin.local": True,
+    "ssh": False,
+    "smart": False,
+    "paramiko": False,
+    "paramiko_ssh": False,
+    "ansible.builtin.ssh": False,
+    "ansible.builtin.paramiko_ssh": False,
+}
+_METHODS = {"sudo", "ansible.builtin.sudo"}
+# Change how (or where) the connection or the privilege escalation is made; vpatch runs plain
+# `ssh` (with ssh_config) and `sudo -n [-u USER]`, so an inventory that sets them is refused.
+_UNSUPPORTED = (
+    "ansible_ssh_common_args",
+    "ansible_ssh_extra_args",
+    "ansible_ssh_args",
+    "ansible_become_exe",
+    "ansible_become_flags",
+    "ansible_sudo_exe",
+    "ansible_sudo_flags",
+)
+_AUTO_PYTHON = {"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"}
 _SKIP_GROUPS = {"all", "ungrouped"}
+_VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")  # Ansible's YAML_FILENAME_EXTENSIONS + bare
 
 
 class _Tree:
@@ -79,10 +123,26 @@ class _Tree:
                 out += [h for h in self.members(child, seen | {group}) if h not in out]
         return out
 
-    def depth(self, group: str) -> int:
-        """How deep a group sits under `all`: a child's vars win over its parent's."""
-        parents = [g for g, (_, children, _) in self.groups.items() if group in children]
-        return 1 + max((self.depth(p) for p in parents if p != group), default=0)
+    def depth(self, group: str, seen: frozenset[str] = frozenset()) -> int:
+        """Ansible's group depth: `all` is 0, a group 1 more than its deepest parent (a group
+        with no parent is a child of `all`); a child's vars win over its parent's."""
+        if group == "all":
+            return 0
+        parents = [
+            g
+            for g, (_, children, _) in self.groups.items()
+            if group in children and g not in seen and g != group
+        ]
+        return 1 + max((self.depth(p, seen | {group}) for p in parents), default=0)
+
+    def priority(self, group: str) -> int:
+        value = self.groups[group][2].get("ansible_group_priority", 1)
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise SpecError(
+                f"group {group!r}: ansible_group_priority {value!r} is not a number", HINT
+            ) from None
 
 
 def _ini(text: str, path: str) -> _Tree:
@@ -135,6 +195,8 @@ def _yaml(data: Any, path: str) -> _Tree:
             raise SpecError(f"{path}: group {name!r} is not a mapping", HINT)
         tree.group(name)
         for host, values in (body.get("hosts") or {}).items():
+            if values is not None and not isinstance(values, dict):
+                raise SpecError(f"{path}: host {host!r}: its vars are not a mapping", HINT)
             tree.add_host(name, str(host), dict(values or {}))
         tree.group(name)[2].update(body.get("vars") or {})
         for child, child_body in (body.get("children") or {}).items():
@@ -147,6 +209,77 @@ def _yaml(data: Any, path: str) -> _Tree:
     for name, body in data.items():
         group(str(name), body)
     return tree
+
+
+def _load_yaml(text: str, where: str) -> Any:
+    """YAML with PyYAML's safe loader: the parser (and YAML 1.1 resolution: `yes` is true)
+    Ansible itself reads inventories and vars files with."""
+    try:
+        import yaml
+    except ImportError:
+        raise SpecError(
+            f"{where}: reading a YAML inventory needs PyYAML (or ansible-inventory on PATH)",
+            "install vpatch with its dependencies (`pipx install vpatch`), or install ansible-core",
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise _YamlError(str(exc).replace("\n", " ")) from None
+
+
+class _YamlError(Exception):
+    pass
+
+
+def _vars_files(base: Path, name: str) -> list[Path]:
+    """The files Ansible's host_group_vars plugin reads for `name` under `base` (group_vars/
+    or host_vars/), in its order: the first of NAME, NAME.yml, NAME.yaml, NAME.json that
+    exists; a directory is read whole, sorted, hidden and `~` files skipped, subdirectories
+    without an extension walked."""
+    for ext in _VARS_EXTENSIONS:
+        full = base / (name + ext)
+        if full.is_dir():
+            return _dir_files(full)
+        if full.exists():
+            return [full]
+    return []
+
+
+def _dir_files(path: Path) -> list[Path]:
+    found: list[Path] = []
+    for child in sorted(path.iterdir(), key=lambda p: p.name):
+        if child.name.startswith(".") or child.name.endswith("~"):
+            continue
+        ext = child.suffix
+        if child.is_dir() and not ext:
+            found += _dir_files(child)
+        elif child.is_file() and ext in _VARS_EXTENSIONS:
+            found.append(child)
+    return found
+
+
+def _vars_of(base: Path, name: str) -> dict[str, Any]:
+    """One entity's vars from its group_vars/ or host_vars/ files (later files win)."""
+    out: dict[str, Any] = {}
+    for file in _vars_files(base, name):
+        try:
+            text = file.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(f"{file}: cannot read vars file ({exc})", HINT) from None
+        if text.lstrip().startswith("$ANSIBLE_VAULT"):
+            raise SpecError(
+                f"{file}: a vault-encrypted vars file needs ansible-inventory on PATH", HINT
+            )
+        try:
+            data = _load_yaml(text, str(file))
+        except _YamlError as exc:
+            raise SpecError(f"{file}: invalid YAML vars file ({exc})", HINT) from None
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise SpecError(f"{file}: a vars file is a mapping of variables", HINT)
+        out.update({str(k): v for k, v in data.items()})
+    return out
 
 
 def _ansible_inventory(exe: str, path: str) -> _Tree:
@@ -178,38 +311,107 @@ def _ansible_inventory(exe: str, path: str) -> _Tree:
     return tree
 
 
-def _truthy(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-    return bool(value)
+def _merged(tree: _Tree, base: Path) -> dict[str, dict[str, Any]]:
+    """Each host's variables, merged in Ansible's default order (VARIABLE_PRECEDENCE)."""
+    group_vars = {g: _vars_of(base / "group_vars", g) for g in tree.groups if g != "all"}
+    all_files = _vars_of(base / "group_vars", "all")
+    out = {}
+    for host, own in tree.hosts.items():
+        mine = [g for g in tree.groups if g != "all" and host in tree.members(g)]
+        mine.sort(key=lambda g: (tree.depth(g), tree.priority(g), g))
+        values: dict[str, Any] = dict(tree.group("all")[2])
+        for g in mine:
+            values.update(tree.groups[g][2])
+        values.update(all_files)
+        for g in mine:
+            values.update(group_vars[g])
+        values.update(own)
+        values.update(_vars_of(base / "host_vars", host))
+        out[host] = values
+    return out
+
+
+def _refuse(path: str, host: str, what: str, hint: str = HINT) -> SpecError:
+    return SpecError(f"{path}: host {host!r}: {what}", hint)
+
+
+def _scalar(path: str, host: str, var: str, value: Any) -> Any:
+    """A value vpatch can use as Ansible would: no template, no vault blob, no structure."""
+    if isinstance(value, str) and ("{{" in value or "{%" in value):
+        raise _refuse(
+            path,
+            host,
+            f"{var} is a template ({value[:80]!r}): vpatch renders no Jinja",
+            "set a literal value in the inventory, or run the vpatch.core Ansible collection, "
+            "which Ansible templates for",
+        )
+    if value is not None and not isinstance(value, (str, int, float, bool)):
+        raise _refuse(path, host, f"{var} is not a plain value (vaulted or structured)")
+    return value
+
+
+def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
+    """One host's `[[host]]` table (plus `local`: only from ansible_connection=local)."""
+    entry: dict[str, Any] = {"name": name, "address": name}
+    for field, names in _VARS.items():
+        for var in names:
+            value = _scalar(path, name, var, values.get(var))
+            if value is not None:
+                if field == "port" and str(value).strip().isdigit():
+                    value = int(value)
+                elif field == "python" and str(value) in _AUTO_PYTHON:
+                    break  # interpreter discovery: what vpatch's default python3 is
+                entry[field] = str(value) if field in ("address", "user") else value
+                break
+    connection = _scalar(path, name, "ansible_connection", values.get("ansible_connection"))
+    if connection is not None and str(connection) not in _CONNECTIONS:
+        raise _refuse(
+            path,
+            host=name,
+            what=f"ansible_connection={connection}: vpatch connects by ssh or locally only",
+            hint="run the vpatch.core Ansible collection for other connection plugins",
+        )
+    entry["local"] = bool(connection is not None and _CONNECTIONS[str(connection)])
+    for var in _UNSUPPORTED:
+        if values.get(var) is not None:
+            raise _refuse(
+                path,
+                name,
+                f"{var} is set: vpatch runs plain `ssh` and `sudo -n`",
+                "put ssh options in ~/.ssh/config (vpatch reads it through `ssh -G`), or run "
+                "the vpatch.core Ansible collection",
+            )
+    users = {_scalar(path, name, v, values.get(v)) for v in _BECOME_USER} - {None}
+    method = _scalar(path, name, "ansible_become_method", values.get("ansible_become_method"))
+    if len(users) > 1:
+        raise _refuse(path, name, f"ansible_become_user and ansible_sudo_user differ: {users}")
+    if method is not None and str(method) not in _METHODS:
+        raise _refuse(
+            path,
+            name,
+            f"ansible_become_method={method}: vpatch becomes another user with sudo only",
+            "set ansible_become_method=sudo, or run the vpatch.core Ansible collection",
+        )
+    if users:
+        entry["sudo_user"] = str(users.pop())
+    return entry
 
 
 def hosts(path: str, text: str) -> list[dict[str, Any]]:
-    """The inventory's hosts as hosts.toml `[[host]]` tables (validated by the caller)."""
+    """The inventory's hosts as hosts.toml `[[host]]` tables (validated by the caller), each
+    with `local` (True only for ansible_connection=local)."""
     exe = shutil.which("ansible-inventory")
     if exe is not None:
         tree = _ansible_inventory(exe, path)
-        merged = tree.hosts  # ansible-inventory merged group vars already
+        merged = tree.hosts  # ansible-inventory merged group vars and vars dirs already
     else:
         tree = _parse(path, text)
-        merged = {}
-        for host, own in tree.hosts.items():
-            values: dict[str, Any] = dict(tree.group("all")[2])
-            mine = [g for g in tree.groups if g != "all" and host in tree.members(g)]
-            for g in sorted(mine, key=tree.depth):
-                values.update(tree.groups[g][2])
-            merged[host] = values | own
+        merged = _merged(tree, Path(path).parent)
     out = []
     for name, values in merged.items():
-        entry: dict[str, Any] = {"name": name, "address": name}
-        for var, fieldname in _VARS.items():
-            if var in values:
-                value = values[var]
-                if fieldname == "sudo":
-                    value = _truthy(value)
-                elif fieldname == "port":
-                    value = int(value) if str(value).isdigit() else value
-                entry[fieldname] = value
+        entry = _entry(path, name, values)
+        if not _truthy(entry.get("sudo", False)):
+            entry.pop("sudo_user", None)  # become_user without become: Ansible ignores it
         entry["groups"] = [
             g for g in tree.groups if g not in _SKIP_GROUPS and name in tree.members(g)
         ]
@@ -217,16 +419,20 @@ def hosts(path: str, text: str) -> list[dict[str, Any]]:
     return out
 
 
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
+    return bool(value)
+
+
 def _parse(path: str, text: str) -> _Tree:
     """INI or YAML (the subset in the module docstring)."""
     stripped = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip()[0] not in "#;"]
     if (stripped and stripped[0].startswith("[")) or Path(path).suffix == ".ini":
         return _ini(text, path)
-    import yaml
-
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        data = _load_yaml(text, path)
+    except _YamlError as exc:
         return _ini_or_raise(text, path, exc)
     if isinstance(data, dict):
         return _yaml(data, path)

@@ -103,7 +103,8 @@ def _target_options(p: argparse.ArgumentParser) -> None:
         "--ssh-client",
         choices=("auto", "openssh", "paramiko"),
         default="auto",
-        help="the `ssh` program, or paramiko (in-process); auto (default): ssh when on PATH",
+        help="the `ssh` program, or paramiko (in-process: the vpatch[paramiko] extra); "
+        "auto (default): ssh when on PATH",
     )
     ray = p.add_argument_group("ray (pip install 'vpatch[ray]')")
     ray.add_argument(
@@ -217,7 +218,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _handedit_parsers(sub)
     _wheel_parser(sub)
     cp = sub.add_parser("completion", help="print a shell completion script")
-    cp.add_argument("shell", choices=["bash", "zsh", "fish"])
+    cp.add_argument("shell", choices=["bash", "zsh", "fish"], nargs="?")
+    cp.add_argument(
+        "--names",
+        choices=["hosts", "groups"],
+        help="print what --host / --group complete to, one a line (the scripts ask this)",
+    )
+    cp.add_argument("--inventory", metavar="FILE", help="with --names: the inventory to read")
+    cp.add_argument("--ssh-config", metavar="FILE", help="with --names hosts: instead of ~/.ssh")
     clidocs.describe(parser, dict(sub.choices))
     return parser
 
@@ -274,7 +282,11 @@ def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
 
     def make(spec: str) -> Target:
         if spec == "local":
-            return Target("local", "local", python=args.python or "python3")
+            if args.sudo:  # never dropped silently: the local target runs as vpatch does
+                raise UsageError(
+                    "--sudo does not apply to the local target", "run vpatch itself with sudo"
+                )
+            return Target("local", "local", python=args.python or "python3", local=True)
         user, host, port = parse_target(spec)
         return Target(spec, host, user, port, args.python or "python3", args.identity, args.sudo)
 
@@ -305,7 +317,13 @@ def _targets(args: argparse.Namespace) -> list[Target]:
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
         inv = load_inventory(args.inventory, flags)
-    return select(inv, args.host, args.group, _flag_target(args))
+    targets = select(inv, args.host, args.group, _flag_target(args))
+    from patcher import sshnames
+
+    problem = None if all(t.local for t in targets) else sshnames.client_problem(args.ssh_client)
+    if problem:
+        raise UsageError(*problem)
+    return targets
 
 
 def _ray_targets(args: argparse.Namespace) -> list[Target]:
@@ -357,6 +375,7 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         known_hosts=args.known_hosts,
         accept_new_host_key=args.accept_new_host_key,
         sudo=target.sudo,
+        sudo_user=target.sudo_user,
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
         trusted_python=args.trusted_python,
@@ -681,9 +700,17 @@ def _standalone(args: argparse.Namespace, command: list[str] | None) -> int:
         _catalog(args.json)
         return 0
     if args.command == "completion":
-        from patcher.completion import SHELLS
+        from patcher import completion
 
-        print(SHELLS[args.shell](build_parser()), end="")
+        if args.names:
+            for name in completion.names(args.names, args.inventory, args.ssh_config):
+                print(name)
+            return 0
+        if args.shell is None:
+            raise UsageError(
+                "completion needs a shell: bash, zsh or fish", "e.g. vpatch completion bash"
+            )
+        print(completion.SHELLS[args.shell](build_parser()), end="")
         return 0
     if args.command == "check":
         from patcher import check
@@ -721,6 +748,7 @@ def _catalog(as_json: bool) -> None:
             {
                 "schema_version": SCHEMA_VERSION,
                 "command": "catalog",
+                "ok": True,
                 "sources": [{"source": s, "path": str(d)} for s, d in catalog.sources()],
                 "specs": [
                     {

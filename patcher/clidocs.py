@@ -147,8 +147,9 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "completion": (
-        "Print a completion script for bash, zsh or fish (subcommands, options, choices, files "
-        "and catalog ids).",
+        "Print a completion script for bash, zsh or fish (subcommands, options, choices, files, "
+        "catalog ids, `--host` names from the `--inventory` on the line and ssh_config `Host` "
+        "aliases, `--group` names from the inventory).",
         [
             "source <(vpatch completion bash)              # ~/.bashrc",
             "source <(vpatch completion zsh)               # ~/.zshrc",

@@ -22,7 +22,7 @@ class Target(NamedTuple):
     other values read before the first host connects: dataclasses costs its import.)"""
 
     name: str
-    address: str  # "local" for this machine
+    address: str  # what ssh connects to; "local" (with local=True) for this machine
     user: str | None = None
     port: int | None = None
     python: str = "python3"
@@ -32,10 +32,10 @@ class Target(NamedTuple):
     restart: str | None = None
     health: str | None = None
     metrics: str | None = None
-
-    @property
-    def local(self) -> bool:
-        return self.address == "local"
+    sudo_user: str | None = None  # `sudo -n -u USER` (None: root)
+    # This machine, no SSH: only when written so (`--host local`, `address = "local"`,
+    # ansible_connection=local), never because a host is NAMED local.
+    local: bool = False
 
 
 class Inventory(NamedTuple):
@@ -45,15 +45,22 @@ class Inventory(NamedTuple):
         return [t.name for t, _ in self.hosts]
 
 
-_FIELDS: dict[str, type] = {"user": str, "port": int, "python": str, "identity": str, "sudo": bool}
+_FIELDS: dict[str, type] = {
+    "user": str,
+    "port": int,
+    "python": str,
+    "identity": str,
+    "sudo": bool,
+    "sudo_user": str,
+}
 _FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rolloutrun.py)
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
-    "an inventory has [defaults] (user, port, python, identity, sudo; for rollout restart, "
-    "health, metrics) and [[host]] tables with name, address and optional groups"
+    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user; for rollout "
+    "restart, health, metrics) and [[host]] tables with name, address and optional groups"
 )
 
 
@@ -77,17 +84,23 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
     data = _toml(path, text)
+    local: list[bool] | None = None  # from the Ansible reader: ansible_connection=local only
     if data is None:
         from patcher import ansible_inventory
 
-        data = {"host": ansible_inventory.hosts(path, text)}
+        entries = ansible_inventory.hosts(path, text)
+        local = [bool(e.pop("local")) for e in entries]
+        data = {"host": entries}
     try:
         defaults, hosts = _validate(data)
     except _Invalid as exc:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
         raise SpecError(f"{path}: {where.lstrip('.') or '(top level)'}: {exc.msg}", _HINT) from None
+    if local is None:  # a hosts.toml: the local target is written `address = "local"`
+        local = [h["address"] == "local" for h in hosts]
     out = []
-    for h in hosts:
+    for h, here in zip(hosts, local, strict=True):
+        sudo = bool(_pick("sudo", h, defaults, flags))
         target = Target(
             name=h["name"],
             address=h["address"],
@@ -95,11 +108,18 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
             port=_pick("port", h, defaults, flags),
             python=_pick("python", h, defaults, flags) or "python3",
             identity=_pick("identity", h, defaults, flags),
-            sudo=bool(_pick("sudo", h, defaults, flags)),
+            sudo=sudo,
             restart=_pick("restart", h, defaults, flags),
             health=_pick("health", h, defaults, flags),
             metrics=_pick("metrics", h, defaults, flags),
+            sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
+            local=here,
         )
+        if here and sudo:
+            raise SpecError(
+                f"{path}: host {h['name']!r}: sudo on the local target is not supported",
+                "run vpatch itself as the environment's owner (e.g. `sudo -u OWNER vpatch ...`)",
+            )
         out.append((target, frozenset(h["groups"])))
     return Inventory(out)
 
@@ -160,7 +180,7 @@ def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
     if kind is str:
         if not isinstance(value, str):
             raise _Invalid(loc, "Input should be a valid string")
-        problem = sshnames.user_problem(value) if name == "user" else None
+        problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
         if problem:
             raise _Invalid(loc, f"user name {problem}")
         return value

@@ -98,6 +98,8 @@ class Matrix:
     def to_json(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
+            "command": "matrix",
+            "ok": self.ok,
             "spec": self.spec,
             "package": self.package,
             "releases": [asdict(r) for r in self.releases],

@@ -125,7 +125,9 @@ class OpenSshTransport(PipeTransport):
             "LogLevel=ERROR",
             "--",
             self.host,
-            remote_command(self.opts.python, self.opts.sudo, self.opts.trusted_python),
+            remote_command(
+                self.opts.python, self.opts.sudo, self.opts.trusted_python, self.opts.sudo_user
+            ),
         ]
 
     def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:

@@ -50,3 +50,27 @@ HOST_HINT = "a host is a DNS name, an IP address or an ssh_config alias, e.g. gp
 def openssh() -> str | None:
     """The OpenSSH client on PATH, if any."""
     return shutil.which("ssh")
+
+
+PARAMIKO_HINT = (
+    "install the extra: `pipx install 'vpatch[paramiko]'` (or pip install 'vpatch[paramiko]')"
+)
+
+
+def client_problem(choice: str) -> tuple[str, str] | None:
+    """Why the SSH client `--ssh-client CHOICE` picks cannot run here, as (error, hint), if it
+    cannot: paramiko (fabric) is the optional `vpatch[paramiko]` extra, and `auto` falls back
+    to it only where no OpenSSH client is on PATH. Asked before the first host connects, so a
+    missing client is one input error, not one per host."""
+    if choice == "openssh" or (choice == "auto" and openssh()):
+        return None
+    import importlib.util
+
+    if importlib.util.find_spec("fabric") is not None:
+        return None
+    if choice == "paramiko":
+        return ("--ssh-client paramiko: fabric/paramiko is not installed", PARAMIKO_HINT)
+    return (
+        "no SSH client: no `ssh` on PATH, and fabric/paramiko is not installed",
+        "install the OpenSSH client, or " + PARAMIKO_HINT,
+    )

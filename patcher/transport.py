@@ -498,16 +498,22 @@ def _end_local(proc: subprocess.Popen[bytes], err: IO[bytes], grace: float, kill
 TRUSTED_PYTHON = "/usr/bin/python3"
 
 
-def remote_command(python: str, sudo: bool = False, trusted: str = "") -> str:
+def remote_command(
+    python: str, sudo: bool = False, trusted: str = "", sudo_user: str | None = None
+) -> str:
     """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths.
 
-    Through sudo the agent is root: stage 0 under the trusted interpreter. Without, the login
-    may still be root: the shell asks `id -u` and takes the same path then."""
+    Through sudo as root the agent is root: stage 0 under the trusted interpreter. Through
+    `sudo -n -u USER` (an Ansible become_user, hosts.toml's sudo_user) it is that user, who
+    runs the env's interpreter with that user's own power. Without sudo, the login may still
+    be root: the shell asks `id -u` and takes the stage-0 path then."""
     q = shlex.quote
     stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON)))
+    plain = f"{q(python)} -I -c {q(BOOT)}"
+    if sudo and sudo_user and sudo_user != "root":
+        return f"sudo -n -u {q(sudo_user)} {plain}"
     if sudo:
         return f"sudo -n {stage0}"
-    plain = f"{q(python)} -I -c {q(BOOT)}"
     return f'if [ "$(id -u)" = 0 ]; then exec {stage0}; fi; exec {plain}'
 
 
@@ -524,6 +530,7 @@ class SshOptions(NamedTuple):
     known_hosts: str | None = None
     accept_new_host_key: bool = False
     sudo: bool = False
+    sudo_user: str | None = None  # with sudo: `sudo -n -u USER` (None: root)
     connect_timeout: float = 10.0
     trusted_python: str = ""  # privsep's stage 0 as root (TRUSTED_PYTHON when empty)
     call_timeout: float = 600.0
@@ -820,7 +827,12 @@ class SshTransport:
             if chan is None:
                 chan = transport.open_session(timeout=self.opts.connect_timeout)
                 chan.exec_command(
-                    remote_command(self.opts.python, self.opts.sudo, self.opts.trusted_python)
+                    remote_command(
+                        self.opts.python,
+                        self.opts.sudo,
+                        self.opts.trusted_python,
+                        self.opts.sudo_user,
+                    )
                 )
                 self._chan, self._out = chan, bytearray()
                 payload = agent_bundle() + payload

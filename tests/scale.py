@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import json
 import os
 import select
@@ -60,10 +61,14 @@ def engine_venv(
     """A cached venv at envs.CACHE/name with `packages` + vpatch's runtime dependencies (unless
     `vpatch_deps` is False: a tool that never imports vpatch).
 
-    Rebuilt only when that list or the base interpreter changes (stamp file)."""
+    Rebuilt only when that list or the base interpreter changes (stamp file). With vpatch's
+    dependencies the name carries a digest of them: work trees whose pyproject differs (one
+    branch adds a dependency) get a venv each instead of rebuilding one in turn."""
+    deps = _vpatch_dependencies() if vpatch_deps else []
+    if deps:
+        name += "-" + hashlib.sha256("\n".join(deps).encode()).hexdigest()[:10]
     venv = envs.CACHE / name
     stamp = venv / ".vpatch-ready"
-    deps = _vpatch_dependencies() if vpatch_deps else []
     # The real interpreter, not the dev venv's path (which differs per clone, e.g. on CI).
     want = "\n".join([os.path.realpath(python), *packages, *deps])
     if stamp.exists() and stamp.read_text() == want:

@@ -146,6 +146,24 @@ def test_failures_are_per_host_and_check_mode_never_commits(
     assert bad["failed"] is True and "not found" in bad["msg"], bad["msg"]
     assert {h.name: fingerprint(h.home / "ml-env") for h in lab.hosts} == snaps
 
+    # h2's module interpreter starts and dies before any JSON: the message is the module's
+    # stderr, not Ansible's bare "MODULE FAILURE" / "deserialization failed".
+    broken_py = lab.hosts[1].home / "broken-python"
+    broken_py.write_text(
+        "#!/bin/sh\necho 'broken-python: libpython3.so: cannot open' >&2\nexit 1\n"
+    )
+    broken_py.chmod(0o755)
+    play2 = scale.AnsibleLab(
+        tmp_path / "ansible2",
+        lab,
+        collections,
+        {"h1": {"py": PY}, "h2": {"py": PY, "ansible_python_interpreter": str(broken_py)}},
+    )
+    res = play2.play([t], "--check", name="module-broken")
+    bad = res.results()["h2"]
+    assert bad["failed"] is True and "libpython3.so: cannot open" in bad["msg"], bad
+    assert res.results()["h1"]["changed"] is True
+
     # A spec that does not validate fails the task on the controller: nothing is contacted.
     broken = tmp_path / "broken.toml"
     broken.write_text('id = "x"\n')

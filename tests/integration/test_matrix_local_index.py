@@ -188,7 +188,8 @@ def test_matrix_table_every_outcome_and_cache(pip_env: dict[str, str], spec_file
     assert run.code == 1, run.err  # anchor_missing, ambiguous, failed, not_covered in range
     doc = run.doc
     assert doc["spec"] == "fake-supported" and doc["package"] == PKG
-    assert set(doc) == {"schema_version", "spec", "package", "releases"}
+    assert set(doc) == {"schema_version", "command", "ok", "spec", "package", "releases"}
+    assert doc["command"] == "matrix" and doc["ok"] is False
     got = [(r["version"], r["variant"], r["outcome"]) for r in doc["releases"]]
     assert got == EXPECTED
     by_version = {r["version"]: r["message"] for r in doc["releases"]}
@@ -296,6 +297,8 @@ def test_record_mapping_and_json_shape() -> None:
     m = matrix.Matrix("s", "p", [matrix.Release("1.0", None, "not_covered", "x")], ">=1")
     assert json.loads(json.dumps(m.to_json())) == {
         "schema_version": 1,
+        "command": "matrix",
+        "ok": False,
         "spec": "s",
         "package": "p",
         "releases": [{"version": "1.0", "variant": None, "outcome": "not_covered", "message": "x"}],

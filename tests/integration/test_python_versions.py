@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 import zipfile
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from patcher import __version__
-from tests import jsondoc, pythons, standin
+from tests import jsondoc, pythons, scale, standin
 from tests.conftest import REPO
 
 SPEC_ID = "vllm-eagle3-mla-targets"
@@ -37,7 +38,7 @@ VLLM = {
     "vllm/config/__init__.py": "",
     "vllm/config/speculative.py": SPECULATIVE,
 }
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "patcher", "patches"]
+SOURCES = ["pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "patcher", "patches", "vpatch"]
 
 
 @pytest.fixture(scope="module")
@@ -123,3 +124,106 @@ def test_controller_runs_on(version: str, wheel: Path, target: Path, tmp_path: P
     took = time.monotonic() - started
     print(f"python {version}: venv + pip install {installed:.1f}s, total {took:.1f}s")
     assert took < 60, f"{took:.0f}s: the install should come from pip's cache"
+    _what_a_new_user_runs(venv, env, tmp_path)
+
+
+# Every module of both packages, imported in the installed wheel's own interpreter: a
+# dependency imported but not declared (PyYAML on 3.13, where libcst brings pyyaml-ft) fails.
+IMPORT_ALL = """
+import importlib, pkgutil, patcher, vpatch
+walk = pkgutil.walk_packages
+names = [m.name for p in (patcher, vpatch) for m in walk(p.__path__, p.__name__ + ".")]
+for name in names:
+    if name != "vpatch.__main__":
+        importlib.import_module(name)
+print(len(names))
+"""
+
+
+def _what_a_new_user_runs(venv: Path, env: dict[str, str], tmp_path: Path) -> None:
+    python = str(venv / "bin" / "python")
+    env = {**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"}  # no ansible-inventory there
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, cwd="/", env=env, capture_output=True, text=True, timeout=120)
+
+    imported = run(python, "-c", IMPORT_ALL)
+    assert imported.returncode == 0 and int(imported.stdout) > 50, imported.stderr
+    assert run(python, "-m", "vpatch", "--version").stdout.strip() == f"vpatch {__version__}"
+    usage = run(python, "-m", "vpatch", "--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: vpatch "), usage.stdout
+    # OpenSSH is the default client: fabric/paramiko are the `paramiko` extra, not installed.
+    assert run(python, "-c", "import fabric").returncode == 1
+    asked = run(
+        str(venv / "bin" / "vpatch"), "status", "--host", "127.0.0.1:9", "--ssh-client", "paramiko"
+    )
+    assert asked.returncode == 2 and "vpatch[paramiko]" in asked.stderr, asked.stderr
+    assert "Traceback" not in asked.stderr
+    # A YAML inventory read by the built-in reader (PyYAML, declared), group_vars included: a
+    # template there is refused by name, before any host is contacted.
+    inv = tmp_path / "inv"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    gpu-01:\n      ansible_host: 127.0.0.1\n")
+    (inv / "group_vars" / "all.yml").write_text("ansible_python_interpreter: '{{ venv }}/python'\n")
+    read = run(str(venv / "bin" / "vpatch"), "status", "--inventory", str(inv / "hosts.yml"))
+    assert read.returncode == 2, read.stderr
+    assert "ansible_python_interpreter is a template" in read.stderr, read.stderr
+    assert "Traceback" not in read.stderr
+
+
+def test_sdist_carries_tests_and_docs_and_passes_twine(tmp_path: Path) -> None:
+    """`python -m build` from a copy of the tree (what git tracks, and new files it does not
+    ignore): the sdist holds what a packager needs to rebuild and test, the wheel is built FROM
+    that sdist, and `twine check --strict` accepts both (metadata, README rendering)."""
+    tools = scale.engine_venv("build-twine-venv", ["build", "twine"], vpatch_deps=False) / "bin"
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    )
+    src = tmp_path / "src"
+    for rel in filter(None, listed.stdout.decode().split("\0")):
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
+    dist = tmp_path / "dist"
+    built = subprocess.run(
+        [str(tools / "python"), "-m", "build", "--outdir", str(dist), str(src)],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    [sdist] = dist.glob("vpatch-*.tar.gz")
+    [whl] = dist.glob("vpatch-*.whl")
+    with tarfile.open(sdist) as tar:
+        names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
+    for wanted in (
+        "tests/unit/test_packaging.py",
+        "tests/cases",
+        "docs/index.md",
+        "docs/_hooks.py",
+        "mkdocs.yml",
+        "Makefile",
+        "CHANGELOG.md",
+        "ansible_collections/vpatch/core/galaxy.yml",
+        "patches/vllm-eagle3-mla-targets.toml",
+        "vpatch/__main__.py",
+    ):
+        assert wanted in names, wanted
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    wheel_names = set(zipfile.ZipFile(whl).namelist())
+    assert {
+        "vpatch/__main__.py",
+        "patcher/catalog_data/vllm-eagle3-mla-targets.toml",
+    } <= wheel_names
+    assert not [n for n in wheel_names if n.startswith("tests/")]
+    twine = subprocess.run(
+        [str(tools / "twine"), "check", "--strict", str(sdist), str(whl)],
+        capture_output=True,
+        text=True,
+    )
+    assert twine.returncode == 0, twine.stdout + twine.stderr
+    meta = zipfile.ZipFile(whl).read(f"vpatch-{__version__}.dist-info/METADATA").decode()
+    assert "Provides-Extra: paramiko" in meta and "Requires-Dist: PyYAML" in meta
+    assert "Project-URL" not in meta  # none invented (pyproject.toml says why)

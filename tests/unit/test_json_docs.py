@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from patcher import schema
@@ -91,6 +92,13 @@ def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
         "PatchResult",
         "FileChange",
         "ProbeResult",
+        "CatalogDocument",
+        "CheckDocument",
+        "Problem",
+        "DiffDocument",
+        "MatrixDocument",
+        "Release",
+        "CaptureDocument",
         "Error",
     }
     outcome = defs["PatchResult"]["properties"]["outcome"]["enum"]
@@ -108,6 +116,41 @@ def test_schema_rejects_what_is_not_a_result() -> None:
     ):
         with pytest.raises(AssertionError):
             jsondoc.check(broken)
+
+
+def test_new_keys_are_allowed_by_the_published_schema_only() -> None:
+    """docs/reference/json.md: a key may be added without a schema_version bump, so the
+    published schema lets readers' validators accept it; the suite's strict one does not."""
+    doc = {"schema_version": SCHEMA_VERSION, "command": "apply", "ok": True, "hosts": []}
+    doc |= {"stats": {}, "added_later": 1}
+    published = jsonschema.Draft202012Validator(schema.result_schema())
+    assert published.is_valid(doc)
+    with pytest.raises(AssertionError, match="added_later"):
+        jsondoc.check(doc)
+
+
+def test_every_command_document_validates(standin_env: Env, tmp_path: Path) -> None:
+    """catalog, check, diff, status and matrix documents against `vpatch schema --result`
+    (once valid against nothing: no branch described them, and matrix had no command/ok)."""
+    catalog = vpatch("catalog", "--json")
+    assert catalog.code == 0 and catalog.doc["command"] == "catalog" and catalog.doc["ok"]
+    bad = tmp_path / "x.toml"
+    bad.write_text(BAD_SPEC)
+    assert vpatch("check", bad, "--json").doc["problems"]
+    assert vpatch("check", SPEC, "--json").doc["ok"]
+    diff = vpatch("diff", "servekit", "--python", standin_env.python, "--json")
+    assert diff.code == 0, diff.err
+    assert diff.doc["command"] == "diff" and diff.doc["groups"][0]["files"] == []
+    gone = vpatch("diff", "no-such-dist", "--python", standin_env.python, "--json")
+    assert gone.doc["errors"] and not gone.doc["ok"]
+    status = vpatch("status", "--python", standin_env.python, "--json")
+    assert status.doc["command"] == "status"
+    from patcher.matrix import Matrix, Release
+
+    table = Matrix(
+        "s", "p", [Release("1.0", 0, "would_apply"), Release("2.0", None, "not_covered")]
+    )
+    assert not jsondoc.check(table.to_json())["ok"]  # what `vpatch matrix --json` prints
 
 
 def test_a_real_run_document_validates(standin_env: Env) -> None:

@@ -77,6 +77,11 @@ class _ModuleTransport:
         )
         if res.get("failed") or "answer" not in res:
             msg = str(res.get("msg") or "module failed without a message")
+            # A module that never ran (its interpreter missing, a crash before JSON) fails as
+            # "MODULE FAILURE" / "deserialization failed": the module's stderr says why.
+            stderr = str(res.get("module_stderr") or "").strip().splitlines()
+            if stderr:
+                msg = f"{msg.splitlines()[0]}: {stderr[-1][:300]}"
             hint = (
                 "set `python:` to the serving environment's interpreter"
                 if res.get("kind") == "python_missing"
