@@ -1,7 +1,9 @@
 """The first hosts' sessions start while the specs load (cli._start_early,
 PipeTransport.start), on real sshd hosts through the real CLI. The spec is a FIFO, so the
-controller is provably still reading it when each host's interpreter starts; an invalid spec
-then kills those sessions before anything was asked, and nothing on a host changes."""
+controller is provably still reading it when each host's agent starts; an invalid spec then
+kills those sessions before anything was asked, and nothing on a host changes. The lab logs in
+as root, so the first interpreter a session starts is privsep's stage 0 under the trusted
+interpreter (agent/privsep.py): that is the one wrapped here to note its start."""
 
 from __future__ import annotations
 
@@ -16,12 +18,12 @@ from tests import sshd as harness
 from tests.conftest import REPO, VPATCH, fingerprint
 from tests.support.standin_specs import REL, SPEC_A
 
-# Each host's interpreter: notes its pid, then is the stand-in venv's python.
-WRAPPER = '#!/bin/sh\necho $$ >> /root/started\nexec /root/ml-env/bin/python "$@"\n'
+# Each host's trusted interpreter (--trusted-python): notes its pid, then is the system python.
+WRAPPER = '#!/bin/sh\necho $$ >> /root/started\nexec /usr/bin/python3 "$@"\n'
 
 
 def _lab(tmp_path: Path, lab: harness.SshLab) -> tuple[Path, list[str]]:
-    lines = ["[defaults]\npython = '/root/started-python'\n"]
+    lines = ["[defaults]\npython = '/root/ml-env/bin/python'\n"]
     for h in lab.hosts:
         wrapper = h.home / "started-python"
         wrapper.write_text(WRAPPER)
@@ -32,6 +34,7 @@ def _lab(tmp_path: Path, lab: harness.SshLab) -> tuple[Path, list[str]]:
     fifo = tmp_path / "servekit-kimi.toml"  # the spec's id is its file name
     os.mkfifo(fifo)
     argv = [*VPATCH, "apply", str(fifo), "--inventory", str(inv)]
+    argv += ["--trusted-python", "/root/started-python"]
     return fifo, [*argv, "--ssh-config", str(lab.ssh_config), "--json"]
 
 

@@ -146,3 +146,15 @@ def test_upstream_release_passes_the_same_probes(tmp_path: Path) -> None:
     assert fingerprint(env.root) == snap
     got = vllm_models.run_probes(env.python, load_spec(BACKPORT))
     assert all(p["ok"] for p in got), got
+
+
+def test_config_probe_holds_on_0_24(tmp_path: Path) -> None:
+    """vLLM 0.24.0 reads more in `_verify_args` (`rejection_sample_method`, `synthetic_*`):
+    the validation probe's stand-in carries every field at the release's own default, so it
+    still runs there (a fixed attribute list failed with AttributeError). The model probes
+    need triton on 0.24 and run on a GPU host only (docs/rollout.md, tests/gpu)."""
+    env = model_env(tmp_path, "0.24.0")
+    spec = load_spec(BACKPORT)
+    [config] = [p for p in spec.probe if p.module == "vllm.config.speculative"]
+    got = vllm_models.run_probes(env.python, spec.model_copy(update={"probe": [config]}))
+    assert [(p["name"], p["ok"]) for p in got] == [(config.name, True)], got
