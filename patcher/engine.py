@@ -298,6 +298,10 @@ def _commit_request(
         request["lock_timeout"] = lock_timeout
     if plan.backups:  # apply --adopt: pip's bytes become the backup the journal's base names
         request["backups"] = plan.backups
+    if plan.checks and any(e.get("action") == "rollback" for e in plan.entries):
+        # A partial rollback whose remaining specs' checks run next may put these bytes back:
+        # the backups this commit's entries name stay until a later commit retires them.
+        request["keep_backups"] = True
     fault = os.environ.get(TEST_FAULT_ENV)
     if fault:  # TEST-ONLY (patcher/agent/faults.py): crash the agent at a named commit step
         request["fault"] = fault

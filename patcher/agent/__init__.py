@@ -422,7 +422,7 @@ def op_commit(req: dict[str, Any]) -> dict[str, Any]:
             notes.extend(_swept(fsops.sweep(state.backups(), started, p["backups"])))
             txn, written_at = _write_planned(req, state, planned, notes)
             _collect(state, req.get("gc") or [], {w[0] for w in planned}, txn)
-            notes.extend(_compact(state, req.get("journal") or []))
+            notes.extend(_compact(state, req.get("journal") or [], bool(req.get("keep_backups"))))
             faults.point("commit.done")
     finally:
         for w in planned:
@@ -667,11 +667,13 @@ def _collect(state: statedir.State, shas: list[Any], written: set[str], txn: str
             continue
 
 
-def _compact(state: statedir.State, entries: list[journal.Entry]) -> list[str]:
-    """The journal kept proportional to the state, retired backups removed (compact.py)."""
+def _compact(state: statedir.State, entries: list[journal.Entry], keep: bool) -> list[str]:
+    """The journal kept proportional to the state, retired backups removed (compact.py);
+    `keep`: the controller may still put this commit's previous bytes back (a rollback whose
+    remaining specs' checks run next), so the backups its own entries name stay."""
     from . import compact
 
-    return compact.after_commit(state, compact.retires(entries))
+    return compact.after_commit(state, compact.retires(entries), entries if keep else ())
 
 
 def _append(state: statedir.State, entries: list[journal.Entry], **kw: Any) -> None:

@@ -150,10 +150,11 @@ def _hashes(value: Any, into: set[str]) -> None:
             _hashes(v, into)
 
 
-def after_commit(state: statedir.State, retired: bool) -> list[str]:
+def after_commit(state: statedir.State, retired: bool, keep: Any = ()) -> list[str]:
     """Under the lock, once a commit's marker is on disk: rewrite the journal when it is past
     COMPACT_AT and at least half dead; after a retirement (or a rewrite), remove the backups no
-    live line names. Notes for the answer; a failure (a full disk) leaves the journal as it
+    live line names (nor an entry of `keep`: the commit's own, while the controller may still
+    undo it). Notes for the answer; a failure (a full disk) leaves the journal as it
     was and is a note, never a failed commit: the commit itself is complete."""
     notes = [
         "removed %s (left by an interrupted compaction)" % p
@@ -170,6 +171,8 @@ def after_commit(state: statedir.State, retired: bool) -> list[str]:
     if got is None:
         return notes
     kept, names = got
+    for e in keep:
+        _hashes(e, names)
     if len(raw) >= COMPACT_AT:
         data = b"".join(line + b"\n" for line in kept)
         if 2 * len(data) <= len(raw):
