@@ -196,6 +196,40 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             },
         ),
         "MatrixDocument": matrix_doc,
+        "WheelDocument": doc(
+            {"const": "wheel"},
+            "`vpatch wheel --json`: the patched wheel written (patcher/wheelbuild.py), its "
+            "version with the `+vpatch.<digest>` label, and per spec what went into it.",
+            {
+                "ok": {"type": "boolean"},
+                "wheel": {"type": "string", "description": "the wheel file written"},
+                "sha256": _STR,
+                "package": _STR,
+                "version": {"type": "string", "description": "the release it was built from"},
+                "baked_version": _STR,
+                "specs": {
+                    "type": "array",
+                    "items": _obj(
+                        {
+                            "id": _STR,
+                            "digest": _STR,
+                            "variant": {"type": ["integer", "null"]},
+                            "outcome": _STR,
+                            "files": {
+                                "type": "array",
+                                "items": _obj(
+                                    {
+                                        "file": _STR,
+                                        "pristine_sha256": _STR_OR_NULL,
+                                        "sha256": _STR,
+                                    }
+                                ),
+                            },
+                        }
+                    ),
+                },
+            },
+        ),
         "CaptureDocument": doc(
             {"enum": ["capture", "backport"]},
             "`vpatch capture --json` / `vpatch backport --json`: the spec written, how each "
@@ -242,8 +276,8 @@ def _closed(node: Any) -> Any:
 def result_schema(strict: bool = False) -> dict[str, Any]:
     """`vpatch schema --result`: every `--json` document, told apart by `command`: the result
     of `apply|verify|rollback|status|ensure|rollout` (`RunResult`), `catalog`, `check`, `diff`,
-    `matrix`, `capture`/`backport`, or, when vpatch stopped on an error, the error document.
-    `strict` forbids keys the schema does not name (what the suite validates with)."""
+    `matrix`, `wheel`, `capture`/`backport`, or, when vpatch stopped on an error, the error
+    document. `strict` forbids keys the schema does not name (what the suite validates with)."""
     defs: dict[str, Any] = {}
     run = _type_schema(result.RunResult, defs)
     version = {"const": result.SCHEMA_VERSION, "description": "version of the document format"}

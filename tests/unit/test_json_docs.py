@@ -99,6 +99,7 @@ def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
         "MatrixDocument",
         "Release",
         "CaptureDocument",
+        "WheelDocument",
         "Error",
     }
     outcome = defs["PatchResult"]["properties"]["outcome"]["enum"]
