@@ -13,20 +13,7 @@ from tests import envs
 from tests.conftest import vpatch
 from tests.support import handedits, realpkgs
 from tests.support.handedits import CLICK_EDITS, CLICK_VERSION
-
-SPEC = """
-id = "click-bool-name"
-summary = "BoolParamType is named bool"
-package = "click"
-[[variant]]
-versions = ">=8"
-file = "click/types.py"
-  [[variant.edit]]
-  op = "set_value"
-  scope = "BoolParamType"
-  target = "name"
-  value = "bool"
-"""
+from tests.support.wheellab import CLICK_SPEC as SPEC
 
 
 @pytest.fixture(autouse=True)
