@@ -272,6 +272,44 @@ def test_patched_wheel_installs_and_is_recognised(lab: dict[str, str], tmp_path:
     assert no.code == 1 and no.patch()["outcome"] == "not_applied"
 
 
+def test_patched_wheel_installs_with_uv(lab: dict[str, str], tmp_path: Path) -> None:
+    """uv, the other installer people build images with, takes the same wheel offline: the
+    patched module imports in `python -I`, `uv pip check` is clean, and vpatch reports the spec
+    as baked; pip's own wheel installed by uv next to it is `not_applied`, so the check can fail."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "dist", "--json")
+    assert built.code == 0, built.err
+    uv = [str(Path(sys.executable).with_name("uv")), "pip"]
+    pristine = realpkgs.wheel("click", CLICK_VERSION)
+    for name, wheel in [("image", Path(built.doc["wheel"])), ("plain", pristine)]:
+        py = _venv(tmp_path / name)
+        got = subprocess.run(
+            [*uv, "install", "--python", str(py), "--offline", "--no-deps", str(wheel)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert got.returncode == 0, got.stderr
+        check = subprocess.run([*uv, "check", "--python", str(py)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        probe = subprocess.run(
+            [py, "-I", "-c", "import click; print(click.BOOL.name)"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        status = vpatch("status", spec, "--python", py, "--json")
+        patch = status.doc["hosts"][0]["patches"][0]
+        if name == "image":
+            assert probe.stdout.split() == ["bool"]
+            assert status.code == 0 and patch["outcome"] == "applied", status.out
+            assert "baked into the installed wheel" in patch["message"], patch
+        else:
+            assert probe.stdout.split() == ["boolean"]
+            assert patch["outcome"] == "not_applied", status.out
+
+
 def test_wheel_bad_input_is_exit_2(lab: dict[str, str], tmp_path: Path) -> None:
     spec = tmp_path / "click-bool-name.toml"
     spec.write_text(wheellab.CLICK_SPEC)
