@@ -127,6 +127,51 @@ def test_controller_runs_on(version: str, wheel: Path, target: Path, tmp_path: P
     _what_a_new_user_runs(venv, env, tmp_path)
 
 
+@pytest.mark.parametrize("version", ["3.10", "3.13"])
+def test_uv_tool_install(version: str, wheel: Path, target: Path, tmp_path: Path) -> None:
+    """`uv tool install` of the built wheel (the documented install next to pipx) on the oldest
+    and newest Python, offline from the dependencies pip fetched through its own configuration:
+    the tool's `vpatch` lists the shipped catalog and patches, checks and rolls back."""
+    python = pythons.find(version)
+    deps = tmp_path / "deps"
+    # that Python's own pip: its markers (libcst needs pyyaml-ft on 3.13 only) are its own
+    fetch = [python, "-m", "pip", "-q", "download", "--dest", str(deps), str(wheel)]
+    got = subprocess.run(fetch, capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr[-2000:]
+    uv = str(Path(sys.executable).with_name("uv"))
+    env = {k: v for k, v in os.environ.items() if k != "VPATCH_CATALOG"}
+    env |= {
+        "UV_TOOL_DIR": str(tmp_path / "tools"),
+        "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
+    install = [uv, "tool", "install", "--offline", "--no-index", "--find-links", str(deps),
+               "--python", python, str(wheel)]  # fmt: skip
+    done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def vpatch(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [str(tmp_path / "bin" / "vpatch"), *args]
+        return subprocess.run(argv, cwd="/", env=env, capture_output=True, text=True, timeout=120)
+
+    assert vpatch("--version").stdout.strip() == f"vpatch {__version__}"
+    listed = vpatch("catalog", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [entry] = [e for e in jsondoc.check(json.loads(listed.stdout))["specs"] if e["id"] == SPEC_ID]
+    assert entry["source"] == "shipped" and f"/python{version}/" in entry["path"], entry
+    static = ["--python", str(target), "--level", "static", "--json"]
+    outcomes = []
+    for command in ("verify", "apply", "verify"):
+        res = vpatch(command, SPEC_ID, *static)
+        outcomes.append(
+            (res.returncode, json.loads(res.stdout)["hosts"][0]["patches"][0]["outcome"])
+        )
+    assert outcomes == [(1, "not_applied"), (0, "applied"), (0, "applied")], outcomes
+    assert vpatch("rollback", "--python", str(target), "--json").returncode == 0
+    assert vpatch("verify", SPEC_ID, *static).returncode == 1
+
+
 # Every module of both packages, imported in the installed wheel's own interpreter: a
 # dependency imported but not declared (PyYAML on 3.13, where libcst brings pyyaml-ft) fails.
 IMPORT_ALL = """
