@@ -1,11 +1,11 @@
-"""`build_parser(command)` builds only that subcommand's options (the others are skeletons):
+"""`build_parser([command])` builds only that subcommand's options (the others are listed only):
 it must parse every command line exactly as the whole parser does, and refuse the same ones."""
 
 from __future__ import annotations
 
 import pytest
 
-from patcher.cli import build_parser
+from patcher.commands import build_parser
 from patcher.errors import UsageError
 
 LINES = [
@@ -32,13 +32,13 @@ BAD = [
 
 @pytest.mark.parametrize("argv", LINES, ids=[" ".join(a[:2]) for a in LINES])
 def test_one_command_parses_like_the_whole_cli(argv: list[str]) -> None:
-    assert vars(build_parser(argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
+    assert vars(build_parser([argv[0]]).parse_args(argv)) == vars(build_parser().parse_args(argv))
 
 
 @pytest.mark.parametrize("argv", BAD, ids=[" ".join(a[:2]) for a in BAD])
 def test_one_command_refuses_like_the_whole_cli(argv: list[str]) -> None:
     messages = []
-    for parser in (build_parser(argv[0]), build_parser()):
+    for parser in (build_parser([argv[0]]), build_parser()):
         with pytest.raises(UsageError) as got:
             parser.parse_args(argv)
         messages.append(got.value.message)
