@@ -15,23 +15,21 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
-from patcher import handedit, matrix, pkgindex, wheels
-from patcher._compat import tomllib
-from patcher.capture import Captured, CaptureError, capture, spec_toml
-from patcher.catalog import ID as _ID
-from patcher.commands import _matrixview, _targets
+from patcher.commands import _targets
 from patcher.errors import UsageError, VpatchError
 from patcher.exitcodes import ExitCode
 from patcher.inert import clean, line
-from patcher.report import emit
-from patcher.result import SCHEMA_VERSION
-from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec, Variant
+
+# `vpatch diff` needs the scan only: capture's machinery (pydantic's spec models, the
+# rewriters, the release matrix, rich) is imported by the functions that use it.
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from patcher import handedit, matrix
+    from patcher.capture import Captured
+    from patcher.spec import PatchSpec
 
 
 def add_options(p: argparse.ArgumentParser, name: str) -> None:
@@ -99,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
         return backport(args)
     if args.command == "capture":
         validate(args)
+    from patcher import handedit
+    from patcher.report import emit
+
     targets = _targets.targets(args)
     pristine = handedit.Pristine(args.package)
     scans = handedit.scan_all(
@@ -140,6 +141,10 @@ def run(args: argparse.Namespace) -> int:
 
 def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from patcher.catalog import ID as _ID
+
     if not _ID.fullmatch(args.id):
         raise UsageError(
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
@@ -179,6 +184,9 @@ class FileResult:
 
 def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]:
     """Capture every hand-edited .py file of one host; notes say what was left out and why."""
+    from patcher import handedit
+    from patcher.capture import CaptureError, capture
+
     out: list[FileResult] = []
     notes: list[str] = []
     for f in scan.files:
@@ -210,6 +218,10 @@ def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]
 def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     """Load the written spec back and replay it on the pristine files: the AST must be the
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
+    from patcher._compat import tomllib
+    from patcher.rewrite import apply_edits
+    from patcher.spec import PatchSpec
+
     spec = PatchSpec.model_validate(tomllib.loads(text))
     variant = spec.variant[0]
     for rel, edits in variant.files():
@@ -232,9 +244,14 @@ def neighbours(
     spec: PatchSpec,
     version: str,
     n: int,
-    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+    list_versions: Callable[..., list[Version]] | None = None,
 ) -> list[Version]:
     """Up to n releases before and n after `version` (and it), as pip lists them."""
+    from packaging.version import Version
+
+    from patcher import pkgindex
+
+    list_versions = list_versions or pkgindex.list_versions
     here = Version(version)
     listed = sorted(set(list_versions(spec.package)) | {here})
     i = listed.index(here)
@@ -247,6 +264,9 @@ def fits(
     cache_root: Path | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
+    from patcher import matrix, wheels
+    from patcher.spec import Variant
+
     wide = spec.model_copy(
         update={
             "variant": [
@@ -284,6 +304,8 @@ def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
 
 def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
+    from patcher import handedit
+
     failed = [s for s in scans if s.error]
     if failed:
         raise VpatchError(
@@ -318,6 +340,11 @@ def finish(
     extra: dict[str, Any],
 ) -> int:
     """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    from patcher.capture import spec_toml
+    from patcher.commands import _matrixview
+    from patcher.report import emit
+    from patcher.result import SCHEMA_VERSION
+
     versions = args.versions or f"=={version}"
     summary = args.summary or f"Hand edit of {args.package} {version}, captured"
     text = spec_toml(
@@ -388,7 +415,10 @@ def finish(
 
 def backport(args: argparse.Namespace) -> int:
     """A unified diff made against release V -> V's pristine files patched -> captured."""
-    from patcher import udiff
+    from packaging.version import InvalidVersion, Version
+
+    from patcher import udiff, wheels
+    from patcher.capture import CaptureError, capture
 
     validate(args)
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from patcher.clidocs import SPEC_HELP
-from patcher.commands import _ensureview, _targets
+from patcher.commands import _targets
 from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
 
@@ -61,6 +61,7 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     if command is None:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
     from patcher import catalog, hooks
+    from patcher.commands import _ensureview
     from patcher.result import RunResult
 
     specs = catalog.load_all(args.specs)

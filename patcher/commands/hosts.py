@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from patcher.clidocs import SPEC_HELP
-from patcher.commands import _ensureview, _targets
+from patcher.commands import _targets
 from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
 
@@ -164,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         render_json(result)
     elif args.command == "ensure":
+        from patcher.commands import _ensureview
+
         _ensureview.render_ensure(result)
     else:
         render_human(result, show_diff=getattr(args, "diff", False))

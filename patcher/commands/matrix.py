@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from patcher.clidocs import SPEC_HELP
-from patcher.commands import _matrixview, _targets
+from patcher.commands import _targets
 from patcher.errors import UsageError
 from patcher.exitcodes import of
 
@@ -28,6 +28,7 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from patcher import catalog, matrix
+    from patcher.commands import _matrixview  # rich: only once there is a table to show
 
     [spec] = catalog.load_all([args.spec])
     if args.jobs < 1:

@@ -3,8 +3,13 @@ it must parse every command line exactly as the whole parser does, and refuse th
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
+from patcher import commands
+from patcher.clidocs import subcommands
 from patcher.commands import build_parser
 from patcher.errors import UsageError
 
@@ -43,3 +48,59 @@ def test_one_command_refuses_like_the_whole_cli(argv: list[str]) -> None:
             parser.parse_args(argv)
         messages.append(got.value.message)
     assert messages[0] == messages[1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--inventory", "h.toml", "--group", "gpu"],
+        ["apply", "a.toml", "--python", "/x/python", "--level", "static"],
+        ["check", "a.toml"],
+        ["matrix", "a.toml", "--pre"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_json_before_the_command_is_the_commands_own(argv: list[str]) -> None:
+    """`vpatch --json COMMAND ...` (issue 29) is `vpatch COMMAND ... --json`."""
+    before = commands.parse(["--json", *argv])
+    after = commands.parse([*argv, "--json"])
+    assert before.json is True and vars(before) == vars(after)
+    assert commands.parse(argv).json is False
+
+
+def test_json_before_a_command_without_json_output_is_refused() -> None:
+    with pytest.raises(UsageError) as got:
+        commands.parse(["--json", "schema"])
+    assert got.value.message == "vpatch schema has no JSON output (--json)"
+
+
+def test_every_registered_command_has_a_module_that_builds_and_describes_it() -> None:
+    """Each registry entry names a module with add_options/run, and clidocs words for it."""
+    subs = subcommands(build_parser())
+    assert list(subs) == list(commands.COMMANDS)
+    for name, cmd in commands.COMMANDS.items():
+        module = commands.load(name)
+        assert callable(module.add_options) and callable(module.run), cmd.module
+        assert subs[name].description, name  # clidocs.COMMANDS says what it does
+
+
+LAZY = """\
+import sys
+from patcher.commands import build_parser
+before = sorted(m for m in sys.modules if m.startswith("patcher.commands."))
+build_parser(["apply"])
+after = sorted(m for m in sys.modules if m.startswith("patcher.commands."))
+print(before, after)
+"""
+
+
+def test_the_registry_imports_no_command_module_and_apply_only_its_own() -> None:
+    """pip's commands_dict idea: listing commands imports none; `vpatch apply` builds and
+    imports the hosts module (and the shared target options), never authoring, matrix or wheel
+    code (tests/unit/test_startup.py pins the whole apply run)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", LAZY], capture_output=True, text=True, timeout=60, check=True
+    )
+    before, after = proc.stdout.strip().split("] [")
+    assert before == "["
+    assert after.rstrip("]") == "'patcher.commands._targets', 'patcher.commands.hosts'"
