@@ -159,6 +159,19 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+class TopHelp(argparse.RawDescriptionHelpFormatter):
+    """`vpatch --help`: each command once, with its line (argparse would print the
+    subcommands' metavar on a line of its own above them)."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not isinstance(action, argparse._SubParsersAction):
+            return super()._format_action(action)
+        parts = []
+        for sub in action._get_subactions():
+            parts.append(super()._format_action(sub))
+        return "".join(parts)
+
+
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """Name -> parser of every subcommand (in the order `vpatch --help` lists them)."""
     for action in parser._actions:
@@ -174,7 +187,7 @@ def describe(
     built; a missing one is a KeyError: a new subcommand must say what it does). Wrapped here,
     then printed as written (the default formatter would join the example lines)."""
     parser.epilog = TOP_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = TopHelp
     for name, sub in subparsers.items():
         text, examples = COMMANDS[name]
         sub.description = textwrap.fill(text, 90)

@@ -34,7 +34,7 @@ def target_options(p: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
     )
-    p.add_argument("--python", help="target interpreter (default: python3)")
+    p.add_argument("--python", metavar="PATH", help="target interpreter (default: python3)")
     p.add_argument(
         "--inventory",
         metavar="FILE",
@@ -110,7 +110,9 @@ def target_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--report", metavar="FILE", help="also write the JSON document to FILE")
     p.add_argument(
-        "--state-dir", help="journal/backup dir on the target (default: <prefix>/.vpatch)"
+        "--state-dir",
+        metavar="DIR",
+        help="journal/backup dir on the target (default: <prefix>/.vpatch)",
     )
     json_option(p)
 
@@ -120,7 +122,8 @@ def level_option(p: argparse.ArgumentParser) -> None:
         "--level",
         choices=["static", "import", "full"],
         default="full",
-        help="static: hashes+anchors; import: also import in a fresh python -I; full: also probes",
+        help="static: hashes+anchors; import: also import in a fresh python -I; full: also "
+        "probes (default: full)",
     )
 
 

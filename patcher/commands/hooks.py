@@ -30,15 +30,19 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
         p.add_argument("kind", choices=["systemd"], help="the init system the hook is for: systemd")
     p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     if name == "exec":
-        p.add_argument("--python", help="interpreter to patch (default: the one CMD runs on)")
+        p.add_argument(
+            "--python", metavar="PATH", help="interpreter to patch (default: the one CMD runs on)"
+        )
         _targets.ensure_level(p)
         p.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
-        p.add_argument("--state-dir", help=_STATE_DIR_HELP)
+        p.add_argument("--state-dir", metavar="DIR", help=_STATE_DIR_HELP)
         return
     p.add_argument("--service", required=True, help="unit name, e.g. vllm (vllm.service)")
-    p.add_argument("--python", required=True, help="absolute path of the service's python")
+    p.add_argument(
+        "--python", metavar="PATH", required=True, help="absolute path of the service's python"
+    )
     _targets.ensure_level(p)
-    p.add_argument("--state-dir", help=_STATE_DIR_HELP)
+    p.add_argument("--state-dir", metavar="DIR", help=_STATE_DIR_HELP)
     p.add_argument("--vpatch", metavar="PATH", help="vpatch the unit runs (default: this one)")
     p.add_argument(
         "--privileged", action="store_true", help="run ensure as root even with User= ('+')"

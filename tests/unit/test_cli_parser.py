@@ -104,3 +104,22 @@ def test_the_registry_imports_no_command_module_and_apply_only_its_own() -> None
     before, after = proc.stdout.strip().split("] [")
     assert before == "["
     assert after.rstrip("]") == "'patcher.commands._targets', 'patcher.commands.hosts'"
+
+
+def test_top_help_lists_each_command_once() -> None:
+    text = build_parser(()).format_help()
+    assert "{apply," not in text and "\n  COMMAND\n" not in text  # issue 29: printed twice
+    section = text.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+    listed = [ln.split()[0] for ln in section.splitlines() if ln[2:3] != " "]
+    assert listed == list(commands.COMMANDS)
+
+
+@pytest.mark.parametrize("name", ["apply", "rollout", "status", "exec"])
+def test_command_help_prints_despite_a_percent_in_a_metavar(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--batch N|P%`: argparse %-formats the usage parse_intermixed_args makes itself."""
+    with pytest.raises(SystemExit) as done:
+        commands.parse([name, "--help"])
+    assert done.value.code == 0
+    assert f"usage: vpatch {name}" in capsys.readouterr().out
