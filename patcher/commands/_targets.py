@@ -117,24 +117,25 @@ def target_options(p: argparse.ArgumentParser) -> None:
     json_option(p)
 
 
-def level_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--level",
-        choices=["static", "import", "full"],
-        default="full",
-        help="static: hashes+anchors; import: also import in a fresh python -I; full: also "
-        "probes (default: full)",
-    )
+LEVEL_HELP = (
+    "static: hashes+anchors; import: also import in a fresh python -I; full: also probes "
+    "(default: full)"
+)
+ENSURE_LEVEL_HELP = (
+    "default: static (journal + hashes) when nothing is written, full after a write; given: "
+    "that level after a write AND for specs already in place"
+)
+
+
+def level_option(
+    p: argparse.ArgumentParser, help: str = LEVEL_HELP, default: str | None = "full"
+) -> None:
+    p.add_argument("--level", choices=["static", "import", "full"], default=default, help=help)
 
 
 def ensure_level(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--level",
-        choices=["static", "import", "full"],
-        default=None,
-        help="default: static (journal + hashes) when nothing is written, full after a write; "
-        "given: that level after a write AND for specs already in place",
-    )
+    """ensure's, exec's and hook's --level: none given is not the same as any level."""
+    level_option(p, ENSURE_LEVEL_HELP, None)
 
 
 def wheelhouse_option(p: argparse.ArgumentParser) -> None:

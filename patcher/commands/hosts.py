@@ -55,11 +55,9 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
         )
         p.add_argument("--diff", action="store_true", help="print the unified diffs it restores")
         p.add_argument("--force", action="store_true", help="restore even if the file drifted")
-        p.add_argument(
-            "--level",
-            choices=["static", "import", "full"],
-            default="full",
-            help="checks of the specs that stay, re-run after a partial rollback (undone if one "
+        _targets.level_option(
+            p,
+            "checks of the specs that stay, re-run after a partial rollback (undone if one "
             "fails; default: full)",
         )
     elif name == "ensure":
