@@ -6,8 +6,9 @@
 What runs is the real `vpatch apply SPEC --level static --parallel P --json` path, in this
 process: `patcher.cli.run` parses the arguments, loads an inventory of N hosts, schedules them
 with `patcher.fleet`, runs `engine.apply` per host (inspect, plan, rewrite through the cache,
-commit) and renders the JSON document. Only the transport is replaced, by `cli._open` patched
-for the measured run (`patch.object`: nothing in patcher/ changes), with `ReplayTransport`.
+commit) and renders the JSON document. Only the transport is replaced, by
+`patcher.commands._targets._open` patched for the measured run (`patch.object`: nothing in
+patcher/ changes), with `ReplayTransport`.
 
 Where the answers come from, so they are an agent's and not made up here: first (outside the
 measurement, in a child process so the measured controller starts with empty caches) the same
@@ -46,6 +47,7 @@ from typing import Any
 from unittest import mock
 
 from patcher import cli
+from patcher.commands import _targets
 from patcher.inventory import Target
 from patcher.transport import LocalTransport, decode_answer, request_line
 from tests import standin
@@ -142,7 +144,7 @@ def _run_cli(argv: Sequence[str], opener: Any) -> dict[str, Any]:
         saved = os.dup(1)
         os.dup2(out.fileno(), 1)
         try:
-            with mock.patch.object(cli, "_open", opener):
+            with mock.patch.object(_targets, "_open", opener):
                 code = cli.run(list(argv))
             sys.stdout.flush()
         finally:

@@ -1,5 +1,5 @@
 """What `vpatch COMMAND --help` says beyond the options: a description and an example per
-subcommand, and what SPEC is. Kept apart from patcher.cli (which says how arguments parse) so
+subcommand, and what SPEC is. Kept apart from patcher.commands (which say how arguments parse) so
 the words can be read, and reviewed, in one place; `docs/reference/cli.md` is generated from the
 resulting `--help` texts."""
 
@@ -159,6 +159,19 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+class TopHelp(argparse.RawDescriptionHelpFormatter):
+    """`vpatch --help`: each command once, with its line (argparse would print the
+    subcommands' metavar on a line of its own above them)."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not isinstance(action, argparse._SubParsersAction):
+            return super()._format_action(action)
+        parts = []
+        for sub in action._get_subactions():
+            parts.append(super()._format_action(sub))
+        return "".join(parts)
+
+
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     """Name -> parser of every subcommand (in the order `vpatch --help` lists them)."""
     for action in parser._actions:
@@ -170,15 +183,13 @@ def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def describe(
     parser: argparse.ArgumentParser, subparsers: dict[str, argparse.ArgumentParser]
 ) -> None:
-    """Description and example on every subcommand (a missing one is a KeyError: a new
-    subcommand must say what it does). Wrapped here, then printed as written (the default
-    formatter would join the example lines)."""
+    """Description and example on every subcommand in `subparsers` (those whose options were
+    built; a missing one is a KeyError: a new subcommand must say what it does). Wrapped here,
+    then printed as written (the default formatter would join the example lines)."""
     parser.epilog = TOP_EPILOG
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.formatter_class = TopHelp
     for name, sub in subparsers.items():
         text, examples = COMMANDS[name]
-        if getattr(sub, "skeleton", False):  # never parsed nor shown in this run
-            continue
         sub.description = textwrap.fill(text, 90)
         sub.epilog = "example:\n" + "\n".join(f"  {line}" for line in examples)
         sub.formatter_class = argparse.RawDescriptionHelpFormatter

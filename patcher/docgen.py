@@ -114,7 +114,7 @@ def spec_fields() -> str:
 
 def cli() -> str:
     """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals)."""
-    from patcher.cli import build_parser
+    from patcher.commands import build_parser
 
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import capturecmd
+from patcher.commands import authoring as capturecmd
 from patcher.spec import load_spec
 from tests import envs
 from tests import sshd as harness

@@ -78,7 +78,7 @@ def test_unparsable_edit_is_an_error() -> None:
 
 
 def test_suggested_range_around_the_installed_release() -> None:
-    from patcher.capturecmd import suggest
+    from patcher.commands.authoring import suggest
     from patcher.matrix import Release
 
     rows = [

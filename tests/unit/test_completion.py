@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher.cli import build_parser
 from patcher.clidocs import subcommands
+from patcher.commands import build_parser
 from tests.conftest import REPO, SPEC, vpatch
 
 # `vpatch` of the dev venv on PATH: the script asks it for catalog ids.

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from patcher import docgen, matrix, result
-from patcher.cli import build_parser
 from patcher.clidocs import subcommands
+from patcher.commands import build_parser
 from patcher.spec import PatchSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher import catalog, hooks, inventory, transport
+from patcher import catalog, inventory, transport
+from patcher.commands import hooks
 from patcher.errors import InputError, SpecError
 from patcher.spec import load_spec
 from tests.support.standin_specs import SPEC_A

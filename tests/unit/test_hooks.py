@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher import hooks
 from patcher.cli import _split_exec
+from patcher.commands import _ensureview, hooks
 from patcher.errors import UsageError
 from patcher.result import HostResult, PatchResult, ProbeResult, RunResult
 from tests.support.hooklab import systemd_unquote
@@ -88,12 +88,12 @@ def test_one_line_per_problem() -> None:
         HostResult("h2", error="h2: cannot connect"),
     ]
     result = RunResult("ensure", False, hosts)
-    assert hooks.problem_lines(result) == [
+    assert _ensureview.problem_lines(result) == [
         "error: h1: b: not_applicable: pkg 0.9 is in no variant's range",
         "error: h1: c: applied: p: boom",
         "error: h2: cannot connect",
     ]
     out, err = io.StringIO(), io.StringIO()
-    hooks.render_ensure(result, out, err)
+    _ensureview.render_ensure(result, out, err)
     assert out.getvalue() == ""
     assert err.getvalue().splitlines()[-1].startswith("ensure: 3 problem(s) on 2 host(s)")

@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from patcher import handedit, hooks, report
+from patcher import handedit, report
+from patcher.commands import _ensureview
 from patcher.inert import clean, line
 from patcher.result import FileChange, HostResult, PatchResult, ProbeResult, RunResult
 
@@ -63,7 +64,7 @@ def test_human_reports_are_inert_and_json_keeps_the_raw_text() -> None:
     out, err, ensure_out, ensure_err = (io.StringIO() for _ in range(4))
     report.render_human(result, show_diff=True, out=out)
     report.render_problems(result, err)
-    hooks.render_ensure(result, ensure_out, ensure_err)
+    _ensureview.render_ensure(result, ensure_out, ensure_err)
     for text in (out.getvalue(), err.getvalue(), ensure_err.getvalue()):
         assert "\\u202e" in text, text
         assert not any(c in text for c in RAW), ascii(text)

@@ -7,7 +7,8 @@ import io
 
 from rich.console import Console
 
-from patcher import cli, matrix
+from patcher import commands, matrix
+from patcher.commands import _matrixview
 from patcher.human import summary_table
 from patcher.result import HostResult, PatchResult, RunResult
 
@@ -25,7 +26,7 @@ def test_the_matrix_table_keeps_brackets() -> None:
         matrix.Release("1.0", None, "anchor_missing", QUOTED),
         matrix.Release("[2]", 0, "would_apply"),
     ]
-    matrix.render_human(matrix.Matrix("s", "pkg", rows, ">=1"), out)
+    _matrixview.render_human(matrix.Matrix("s", "pkg", rows, ">=1"), out)
     assert QUOTED in out.getvalue() and "[2]" in out.getvalue()
 
 
@@ -40,13 +41,13 @@ def test_the_fleet_table_keeps_brackets() -> None:
 
 
 def test_options_may_follow_positionals() -> None:
-    args = cli.parse(["status", "a.toml", "--python", "/x/python", "b.toml", "--json"])
+    args = commands.parse(["status", "a.toml", "--python", "/x/python", "b.toml", "--json"])
     assert args.command == "status" and args.specs == ["a.toml", "b.toml"]
     assert args.python == "/x/python" and args.json
-    args = cli.parse(["rollback", "--dry-run", "a", "--host", "h1", "b", "--level", "static"])
+    args = commands.parse(["rollback", "--dry-run", "a", "--host", "h1", "b", "--level", "static"])
     assert args.specs == ["a", "b"] and args.host == ["h1"] and args.dry_run
-    assert cli.parse(["apply", "a", "--force", "b"]).specs == ["a", "b"]
-    assert cli.parse(
+    assert commands.parse(["apply", "a", "--force", "b"]).specs == ["a", "b"]
+    assert commands.parse(
         ["hook", "systemd", "a", "--service", "vllm", "--python", "/p", "b"]
     ).specs == ["a", "b"]
-    assert cli.parse(["completion", "bash"]).shell == "bash"
+    assert commands.parse(["completion", "bash"]).shell == "bash"

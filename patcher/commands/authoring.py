@@ -1,35 +1,150 @@
-"""`vpatch capture`: the host's hand edits (from `patcher.handedit`'s scan) -> a spec file
-(`patcher.capture`, pure), checked by loading it back and replaying it on the pristine files,
-then (unless --no-matrix) the release matrix over the neighbouring releases: where it fits."""
+"""Writing specs from what exists: `vpatch diff` (every file of a package that differs from
+pip's RECORD), `vpatch capture` (a host's hand edits, from `patcher.handedit`'s scan -> a spec
+file, `patcher.capture`, pure) and `vpatch backport` (an upstream diff applied to release V's
+files -> captured the same way). A captured spec is checked by loading it back and replaying
+it on the pristine files, then (unless --no-matrix) by the release matrix over the
+neighbouring releases: where it fits."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
-from patcher import handedit, matrix, pkgindex, wheels
-from patcher._compat import tomllib
-from patcher.capture import Captured, CaptureError, capture, spec_toml
-from patcher.catalog import ID as _ID
+from patcher.commands import _targets
 from patcher.errors import UsageError, VpatchError
+from patcher.exitcodes import ExitCode
 from patcher.inert import clean, line
-from patcher.report import emit
-from patcher.result import SCHEMA_VERSION
-from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec, Variant
+
+# `vpatch diff` needs the scan only: capture's machinery (pydantic's spec models, the
+# rewriters, the release matrix, rich) is imported by the functions that use it.
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from patcher import handedit, matrix
+    from patcher.capture import Captured
+    from patcher.spec import PatchSpec
+
+
+def add_options(p: argparse.ArgumentParser, name: str) -> None:
+    """The options of `vpatch diff`, `capture` or `backport`."""
+    if name == "diff":
+        _diff_options(p)
+    elif name == "capture":
+        _capture_options(p)
+    else:
+        _backport_options(p)
+
+
+def _diff_options(dp: argparse.ArgumentParser) -> None:
+    dp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
+    dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
+    _targets.target_options(dp)
+    _targets.wheelhouse_option(dp)
+
+
+def _capture_options(cp: argparse.ArgumentParser) -> None:
+    cp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
+    cp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
+    cp.add_argument("--id", required=True, help="id of the new spec (its file name, too)")
+    cp.add_argument("-o", "--output", metavar="SPEC.toml", help="write here (default: stdout)")
+    cp.add_argument("--summary", help="the spec's one-line summary")
+    cp.add_argument(
+        "--versions",
+        metavar="SPECIFIER",
+        help="the variant's range (default: ==the installed release)",
+    )
+    cp.add_argument(
+        "--no-matrix",
+        action="store_true",
+        help="skip checking the spec against neighbouring releases",
+    )
+    cp.add_argument(
+        "--neighbours",
+        type=int,
+        default=3,
+        metavar="N",
+        help="releases before and after the installed one the matrix checks (3)",
+    )
+    _targets.target_options(cp)
+    _targets.wheelhouse_option(cp)
+
+
+def _backport_options(bp: argparse.ArgumentParser) -> None:
+    bp.add_argument("diff", metavar="DIFF", help="unified diff file (git format), or - (stdin)")
+    bp.add_argument("--package", required=True, help="distribution name, e.g. vllm")
+    bp.add_argument(
+        "--from-version", required=True, metavar="V", help="the release the diff was made against"
+    )
+    bp.add_argument("--id", required=True, help="id of the new spec (its file name, too)")
+    bp.add_argument("-o", "--output", metavar="SPEC.toml", help="write here (default: stdout)")
+    bp.add_argument("--summary", help="the spec's one-line summary")
+    bp.add_argument("--versions", metavar="SPECIFIER", help="the variant's range (default: ==V)")
+    bp.add_argument("--no-matrix", action="store_true", help="skip the neighbouring releases")
+    bp.add_argument("--neighbours", type=int, default=3, metavar="N", help="releases each side (3)")
+    _targets.json_option(bp)
+    _targets.wheelhouse_option(bp)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "backport":
+        return backport(args)
+    if args.command == "capture":
+        validate(args)
+    from patcher import handedit
+    from patcher.report import emit
+
+    targets = _targets.targets(args)
+    pristine = handedit.Pristine(args.package)
+    scans = handedit.scan_all(
+        args.package,
+        args.files,
+        targets,
+        lambda t: _targets._open(t, args),
+        args.state_dir,
+        args.parallel,
+        pristine,
+    )
+    unavailable = next(iter(pristine.failures.values()), None)
+    if args.command == "capture":
+        if unavailable is not None:
+            raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
+        return _capture(args, scans)
+    doc = handedit.to_json(args.package, scans)
+    if args.report:
+        with open(args.report, "w") as fh:
+            fh.write(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        emit(doc)
+    else:
+        handedit.render(args.package, scans)
+    for s in scans:
+        if s.error:
+            print(line(f"error: {s.error}"), file=sys.stderr)
+    if not doc["ok"]:
+        hint = next((s.hint for s in scans if s.hint), None)
+        print(line(f"hint: {hint or 'see the errors above'}"), file=sys.stderr)
+    elif unavailable is not None:  # the hosts answered; pip's side of their files did not
+        print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
+        print(f"hint: {unavailable.hint}", file=sys.stderr)
+        return ExitCode.FAILED
+    if any(s.unsupported for s in scans):
+        return ExitCode.UNSUPPORTED  # an editable install (errors.Unsupported)
+    return ExitCode.OK if doc["ok"] else ExitCode.FAILED
 
 
 def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from patcher.catalog import ID as _ID
+
     if not _ID.fullmatch(args.id):
         raise UsageError(
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
@@ -69,6 +184,9 @@ class FileResult:
 
 def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]:
     """Capture every hand-edited .py file of one host; notes say what was left out and why."""
+    from patcher import handedit
+    from patcher.capture import CaptureError, capture
+
     out: list[FileResult] = []
     notes: list[str] = []
     for f in scan.files:
@@ -100,6 +218,10 @@ def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]
 def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     """Load the written spec back and replay it on the pristine files: the AST must be the
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
+    from patcher._compat import tomllib
+    from patcher.rewrite import apply_edits
+    from patcher.spec import PatchSpec
+
     spec = PatchSpec.model_validate(tomllib.loads(text))
     variant = spec.variant[0]
     for rel, edits in variant.files():
@@ -122,9 +244,14 @@ def neighbours(
     spec: PatchSpec,
     version: str,
     n: int,
-    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+    list_versions: Callable[..., list[Version]] | None = None,
 ) -> list[Version]:
     """Up to n releases before and n after `version` (and it), as pip lists them."""
+    from packaging.version import Version
+
+    from patcher import pkgindex
+
+    list_versions = list_versions or pkgindex.list_versions
     here = Version(version)
     listed = sorted(set(list_versions(spec.package)) | {here})
     i = listed.index(here)
@@ -137,6 +264,9 @@ def fits(
     cache_root: Path | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
+    from patcher import matrix, wheels
+    from patcher.spec import Variant
+
     wide = spec.model_copy(
         update={
             "variant": [
@@ -172,8 +302,10 @@ def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
     return f">={versions[i]},{upper}"
 
 
-def run(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
+def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
+    from patcher import handedit
+
     failed = [s for s in scans if s.error]
     if failed:
         raise VpatchError(
@@ -208,6 +340,11 @@ def finish(
     extra: dict[str, Any],
 ) -> int:
     """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    from patcher.capture import spec_toml
+    from patcher.commands import _matrixview
+    from patcher.report import emit
+    from patcher.result import SCHEMA_VERSION
+
     versions = args.versions or f"=={version}"
     summary = args.summary or f"Hand edit of {args.package} {version}, captured"
     text = spec_toml(
@@ -250,7 +387,7 @@ def finish(
     }
     if args.json:
         emit(doc)
-        return 0
+        return ExitCode.OK
     if not args.output:
         # the spec's bytes as they are when redirected (they are the spec); on a terminal,
         # what a host's file put in them is shown escaped (patcher.inert)
@@ -265,7 +402,7 @@ def finish(
     if args.output:
         print(f"wrote {args.output}", file=out)
     if table is not None:
-        matrix.render_human(table, out)
+        _matrixview.render_human(table, out)
         wider = doc["suggested_versions"]
         if wider and not args.versions:
             print(
@@ -273,12 +410,15 @@ def finish(
                 f"'{wider}' (or edit the variant's versions) after checking them",
                 file=out,
             )
-    return 0
+    return ExitCode.OK
 
 
 def backport(args: argparse.Namespace) -> int:
     """A unified diff made against release V -> V's pristine files patched -> captured."""
-    from patcher import udiff
+    from packaging.version import InvalidVersion, Version
+
+    from patcher import udiff, wheels
+    from patcher.capture import CaptureError, capture
 
     validate(args)
     try:

@@ -1,0 +1,158 @@
+"""Every `vpatch` subcommand: a lazy registry, name -> (module, one-line help), as pip's
+`commands_dict`. Importing this package imports no command module: `vpatch --help` lists the
+commands from COMMANDS alone, and `vpatch apply ...` builds and imports `hosts` only (not the
+matrix, wheel or authoring code, nor their imports: tests/unit/test_startup.py pins that).
+
+A command module has `add_options(parser, name)` (the options of subcommand `name`: one module
+may serve several, e.g. hosts: apply, verify, rollback, status, ensure) and `run(args) -> int`
+(the exit status, a `patcher.exitcodes.ExitCode`). Commands never import each other: what
+several share lives in the `_`-modules here (`_targets`: target, SSH, Ray and fleet options and
+the targets built from them), which are not commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
+
+from patcher import __version__, clidocs
+from patcher.errors import UsageError
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+class Command(NamedTuple):
+    module: str  # under patcher.commands
+    help: str  # the line `vpatch --help` shows
+    usage: str | None = None  # when argparse's own would mislead (exec's `-- CMD`)
+
+
+# In the order `vpatch --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "apply": Command("hosts", "apply specs (then verify) on the targets"),
+    "verify": Command("hosts", "check that specs are in effect on the targets"),
+    "rollback": Command("hosts", "restore exact bytes (no SPEC: everything vpatch applied)"),
+    "rollout": Command(
+        "rollout", "apply, restart, wait for health, gate on live metrics; roll back if worse"
+    ),
+    "status": Command("hosts", "what vpatch applied on the targets and whether it holds"),
+    "ensure": Command("hosts", "apply what is missing, verify; exit 0 only when in place"),
+    "exec": Command(
+        "hooks",
+        "ensure on the command's python, then exec the command (same PID)",
+        "vpatch exec SPEC... [--python PATH] [options] -- CMD [ARGS...]",
+    ),
+    "hook": Command("hooks", "print a pre-start hook that runs `vpatch ensure`"),
+    "check": Command("repo", "validate spec files offline (patch repos, pre-commit)"),
+    "catalog": Command("repo", "list the spec ids SPEC can name, and where each is from"),
+    "schema": Command("repo", "print the JSON Schema of the spec format"),
+    "matrix": Command(
+        "matrix", "check a spec against every release of its package (no host needed)"
+    ),
+    "diff": Command(
+        "authoring", "show every file of a package that differs from pip's RECORD, as a diff"
+    ),
+    "capture": Command(
+        "authoring", "write a spec that reproduces a host's hand edits of a package"
+    ),
+    "backport": Command(
+        "authoring", "turn an upstream fix (a unified diff) into a spec for older releases"
+    ),
+    "wheel": Command(
+        "wheel", "build a patched wheel of a release (for images, lock files, indexes)"
+    ),
+    "completion": Command("completion", "print a shell completion script"),
+}
+
+
+class CommandModule(Protocol):
+    def add_options(self, parser: argparse.ArgumentParser, name: str) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def load(name: str) -> CommandModule:
+    """The module of command `name` (imported now, on first use)."""
+    module: ModuleType = importlib.import_module(f"patcher.commands.{COMMANDS[name].module}")
+    found: CommandModule = module
+    return found
+
+
+class Parser(argparse.ArgumentParser):
+    """Bad usage is a UsageError (one `error:` + `hint:`, exit 2; JSON with --json), never
+    argparse's own exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, f"see `{self.prog} --help`")
+
+
+def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI: every subcommand listed; the options built (and the module imported) only of
+    `commands` (None: all, for the docs and the completion scripts). Building every
+    subcommand's options costs more than anything else before the first host is contacted."""
+    parser = Parser(prog="vpatch", description="Declarative, verified, reversible source patches.")
+    parser.add_argument("--version", action="version", version=f"vpatch {__version__}")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON document on stdout (as the command's own --json)",
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", title="commands", parser_class=Parser
+    )
+    built: dict[str, argparse.ArgumentParser] = {}
+    for name, cmd in COMMANDS.items():
+        p = sub.add_parser(name, help=cmd.help, usage=cmd.usage)
+        if commands is None or name in commands:
+            load(name).add_options(p, name)
+            built[name] = p
+    clidocs.describe(parser, built)
+    return parser
+
+
+def leading_json(argv: list[str]) -> tuple[list[str], bool]:
+    """`vpatch --json COMMAND ...` is `vpatch COMMAND ... --json`: the flag before the command
+    word, taken off (an abbreviation argparse would accept, too)."""
+    i, found = 0, False
+    while i < len(argv) and len(argv[i]) >= 3 and "--json".startswith(argv[i]):
+        i, found = i + 1, True
+    return argv[i:], found
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, options and positionals in any order (`status A --python X B`): the
+    subcommand's own parser reads the rest intermixed, as a person types it. argparse cannot do
+    that across subparsers, so the command word is looked up first."""
+    argv, json_first = leading_json(list(argv))
+    first = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser([first] if first in COMMANDS else ())
+    sub = clidocs.subcommands(parser)[first] if first in COMMANDS else None
+    if sub is None:
+        return parser.parse_args([*(["--json"] if json_first else []), *argv])
+    if json_first and not any("--json" in a.option_strings for a in sub._actions):
+        raise UsageError(
+            f"vpatch {first} has no JSON output (--json)", f"run `vpatch {first}` without --json"
+        )
+    if sub.usage is None:
+        # parse_intermixed_args sets usage to its own formatted text, which argparse then
+        # %-formats: a `%` in a metavar (`--batch N|P%`) would crash `--help`. Escaped here.
+        sub.usage = sub.format_usage().removeprefix("usage: ").replace("%", "%%")
+    args = sub.parse_intermixed_args(argv[1:])
+    args.command = first
+    if json_first:
+        args.json = True
+    return args
+
+
+def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
+    """Parse `argv`, then run the command; `command` is exec's CMD (what followed `--`)."""
+    args = parse(argv)
+    args.exec_argv = None if command is None else list(command)
+    if getattr(args, "wheelhouse", None):
+        from patcher import wheels
+
+        wheels.use_wheelhouses(args.wheelhouse)
+    return load(args.command).run(args)

@@ -1,0 +1,309 @@
+"""What the commands that reach hosts share (not a command): the target, SSH, Ray and fleet
+options, the targets and fleet policy built from them, and the transport each target gets.
+
+apply, verify, rollback, status, ensure, rollout, diff and capture take the same target options
+and build targets the same way: validated up front, so a typo in the 5th --host fails before
+the 1st host is contacted. `_open` is where a target becomes a transport; `_start_early` starts
+the first wave's sessions while the specs load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from patcher.errors import HostError, UsageError
+
+if TYPE_CHECKING:
+    from patcher import fleet
+    from patcher.inventory import Target
+    from patcher.transport import Transport
+
+
+def json_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def target_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="TARGET",
+        help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
+    )
+    p.add_argument("--python", metavar="PATH", help="target interpreter (default: python3)")
+    p.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="hosts.toml: [defaults] (user, port, python, identity, sudo) and [[host]] tables "
+        "(name, address, groups, and the same fields); or an Ansible INI/YAML inventory "
+        "(docs/inventory.md)",
+    )
+    p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
+    ssh = p.add_argument_group("ssh")
+    ssh.add_argument(
+        "--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)"
+    )
+    ssh.add_argument("--identity", metavar="FILE", help="private key file")
+    ssh.add_argument(
+        "--known-hosts", metavar="FILE", help="known_hosts file to check host keys against"
+    )
+    ssh.add_argument(
+        "--accept-new-host-key",
+        action="store_true",
+        help="record unknown host keys instead of refusing them (changed keys are always refused)",
+    )
+    ssh.add_argument(
+        "--sudo",
+        action="store_true",
+        help="run the agent through `sudo -n` (as root, it works as the environment's owner "
+        "when another user owns it: privilege separation, docs/design.md#threat-model)",
+    )
+    ssh.add_argument(
+        "--trusted-python",
+        metavar="PATH",
+        default="",
+        help="root-owned interpreter the agent starts under as root before it drops to the "
+        "environment's owner (default /usr/bin/python3)",
+    )
+    ssh.add_argument(
+        "--connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for a host's SSH connection (10)",
+    )
+    ssh.add_argument(
+        "--timeout", type=float, default=600.0, metavar="S", help="seconds per agent call (600)"
+    )
+    ssh.add_argument(
+        "--ssh-client",
+        choices=("auto", "openssh", "paramiko"),
+        default="auto",
+        help="the `ssh` program, or paramiko (in-process: the vpatch[paramiko] extra); "
+        "auto (default): ssh when on PATH",
+    )
+    ray = p.add_argument_group("ray (pip install 'vpatch[ray]')")
+    ray.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="every alive node of this Ray cluster: auto, HEAD:6379 or ray://HEAD:10001",
+    )
+    ray.add_argument(
+        "--ray-python-map",
+        metavar="FILE",
+        help="TOML: node id, node name or address = interpreter on that node "
+        "(default: --python, else the node's own Python)",
+    )
+    fleet = p.add_argument_group("fleet")
+    fleet.add_argument("--parallel", type=int, default=16, metavar="N", help="hosts at once (16)")
+    fleet.add_argument(
+        "--canary", metavar="K", help="run the first K hosts first; stop if one fails"
+    )
+    # metavars are printed as written, help texts %-formatted: one % there, %% here.
+    fleet.add_argument("--batch", metavar="N|P%", help="rolling batches of N hosts (or P%%)")
+    fleet.add_argument(
+        "--max-fail", metavar="N|P%", help="stop starting hosts after N failures (or P%% of them)"
+    )
+    p.add_argument("--report", metavar="FILE", help="also write the JSON document to FILE")
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="journal/backup dir on the target (default: <prefix>/.vpatch)",
+    )
+    json_option(p)
+
+
+LEVEL_HELP = (
+    "static: hashes+anchors; import: also import in a fresh python -I; full: also probes "
+    "(default: full)"
+)
+ENSURE_LEVEL_HELP = (
+    "default: static (journal + hashes) when nothing is written, full after a write; given: "
+    "that level after a write AND for specs already in place"
+)
+
+
+def level_option(
+    p: argparse.ArgumentParser, help: str = LEVEL_HELP, default: str | None = "full"
+) -> None:
+    p.add_argument("--level", choices=["static", "import", "full"], default=default, help=help)
+
+
+def ensure_level(p: argparse.ArgumentParser) -> None:
+    """ensure's, exec's and hook's --level: none given is not the same as any level."""
+    level_option(p, ENSURE_LEVEL_HELP, None)
+
+
+def wheelhouse_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wheelhouse",
+        action="append",
+        default=[],
+        metavar="DIR|FILE",
+        help="take release wheels from this directory or wheel file before asking pip (no "
+        "network; repeatable; also $VPATCH_WHEELHOUSE)",
+    )
+
+
+def platform_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="wheel platform tag for pip (repeatable; default: this machine's)",
+    )
+
+
+def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
+    from patcher.inventory import Target
+    from patcher.transport import parse_target
+
+    def make(spec: str) -> Target:
+        if spec == "local":
+            if args.sudo:  # never dropped silently: the local target runs as vpatch does
+                raise UsageError(
+                    "--sudo does not apply to the local target", "run vpatch itself with sudo"
+                )
+            return Target("local", "local", python=args.python or "python3", local=True)
+        user, host, port = parse_target(spec)
+        return Target(spec, host, user, port, args.python or "python3", args.identity, args.sudo)
+
+    return make
+
+
+def targets(args: argparse.Namespace) -> list[Target]:
+    """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
+    if args.parallel < 1:
+        raise UsageError("--parallel must be at least 1", "e.g. --parallel 16")
+    for flag in ("timeout", "connect_timeout"):
+        value = getattr(args, flag)
+        if not 0 < value < 1e6:  # also refuses nan and inf (a call that can never time out)
+            name = "--" + flag.replace("_", "-")
+            raise UsageError(
+                f"{name} {value:g}: must be a positive number of seconds", f"e.g. {name} 30"
+            )
+    for name in ("ssh_config", "identity", "inventory"):
+        value = getattr(args, name)
+        if value and not os.path.isfile(value):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
+    if args.ray or args.ray_python_map:
+        return ray_targets(args)
+    from patcher.inventory import load_inventory, select
+
+    inv = None
+    if args.inventory:
+        flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
+        inv = load_inventory(args.inventory, flags)
+    found = select(inv, args.host, args.group, flag_target(args))
+    from patcher import sshnames
+
+    problem = None if all(t.local for t in found) else sshnames.client_problem(args.ssh_client)
+    if problem:
+        raise UsageError(*problem)
+    return found
+
+
+def ray_targets(args: argparse.Namespace) -> list[Target]:
+    """--ray: every alive node of the cluster (patcher.ray_transport, the only module that
+    imports ray). Conflicting target flags are refused before the cluster is contacted."""
+    if not args.ray:
+        raise UsageError("--ray-python-map needs --ray ADDRESS", "e.g. --ray auto")
+    given = {
+        "--host": args.host,
+        "--inventory": args.inventory,
+        "--group": args.group,
+        "--sudo": args.sudo,
+        "--ssh-config": args.ssh_config,
+        "--identity": args.identity,
+    }
+    clash = [flag for flag, value in given.items() if value]
+    if clash:
+        raise UsageError(
+            f"--ray cannot be combined with {', '.join(clash)}",
+            "--ray runs on every alive node of the cluster; --python or --ray-python-map "
+            "picks each node's interpreter",
+        )
+    from patcher import ray_transport
+    from patcher.inventory import Target
+
+    pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
+    nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
+    return [Target(n.target, f"ray:{n.node_id}", python=n.python or "") for n in nodes]
+
+
+def _open(target: Target, args: argparse.Namespace) -> Transport:
+    if args.ray:
+        from patcher import ray_transport
+
+        return ray_transport.transport_for(target.name, args.timeout)
+    from patcher.transport import LocalTransport, SshOptions, SshTransport
+
+    if target.local:
+        return LocalTransport(
+            target.python,
+            target=target.name,
+            call_timeout=args.timeout,
+            trusted_python=args.trusted_python,
+        )
+    opts = SshOptions(
+        python=target.python,
+        ssh_config=args.ssh_config,
+        identity=target.identity,
+        known_hosts=args.known_hosts,
+        accept_new_host_key=args.accept_new_host_key,
+        sudo=target.sudo,
+        sudo_user=target.sudo_user,
+        connect_timeout=args.connect_timeout,
+        call_timeout=args.timeout,
+        trusted_python=args.trusted_python,
+    )
+    from patcher import sshnames
+
+    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshnames.openssh()):
+        return SshTransport(target.name, target.address, target.user, target.port, opts)
+    from patcher.openssh import OpenSshTransport  # imports no paramiko: runs start faster
+
+    return OpenSshTransport(target.name, target.address, target.user, target.port, opts)
+
+
+def policy(args: argparse.Namespace, total: int) -> fleet.Policy:
+    from patcher import fleet
+
+    return fleet.Policy(
+        parallel=args.parallel,
+        canary=fleet.parse_count("--canary", args.canary, total),
+        batch=fleet.parse_count("--batch", args.batch, total),
+        max_fail=fleet.parse_count("--max-fail", args.max_fail, total),
+    )
+
+
+def _start_early(
+    targets: list[Target], args: argparse.Namespace, policy: fleet.Policy
+) -> dict[int, Transport | HostError]:
+    """Open the first wave's transports and start their sessions (PipeTransport.start): the
+    SSH handshakes and remote interpreters run while this process loads the specs. A host
+    that cannot even be opened keeps its error for its turn."""
+    from patcher import fleet
+    from patcher.transport import PipeTransport
+
+    out: dict[int, Transport | HostError] = {}
+    for i in fleet.first_wave(policy, len(targets)):
+        try:
+            transport = out[i] = _open(targets[i], args)
+            if isinstance(transport, PipeTransport):
+                transport.start()
+        except HostError as exc:
+            out[i] = exc
+    return out
+
+
+def _close_early(early: dict[int, Transport | HostError]) -> None:
+    for t in early.values():
+        if not isinstance(t, HostError):
+            t.close()

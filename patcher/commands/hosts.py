@@ -1,0 +1,282 @@
+"""`vpatch apply | verify | rollback | status | ensure`: one command across the targets.
+
+Every host runs the same engine command (patcher.engine; ensure: patcher.hooks.ensure) under
+the fleet policy (patcher.fleet); the results become one RunResult, rendered for a person or as
+one JSON document. Exit: 0 every host in the desired state; 1 a host failed; 2 bad input, or a
+target that holds something vpatch cannot patch (errors.Unsupported).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from patcher.clidocs import SPEC_HELP
+from patcher.commands import _targets
+from patcher.errors import HostError, UsageError
+from patcher.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from patcher import engine
+    from patcher.inventory import Target
+    from patcher.result import HostResult
+    from patcher.spec import PatchSpec
+    from patcher.transport import Transport
+
+_FORCE_HELP = "patch files not pristine per RECORD"
+
+
+def add_options(p: argparse.ArgumentParser, name: str) -> None:
+    """The options of `vpatch NAME` (apply, verify, rollback, status or ensure)."""
+    many = "*" if name in ("rollback", "status") else "+"
+    p.add_argument("specs", nargs=many, metavar="SPEC", help=SPEC_HELP)
+    _targets.target_options(p)
+    if name == "apply":
+        _targets.level_option(p)
+        p.add_argument(
+            "--dry-run", action="store_true", help="show what would change, write nothing"
+        )
+        p.add_argument("--diff", action="store_true", help="print unified diffs")
+        p.add_argument("--force", action="store_true", help=_FORCE_HELP)
+        p.add_argument(
+            "--adopt",
+            action="store_true",
+            help="record a hand-edited file that already has the spec's code as applied by it "
+            "(pip's bytes, from the wheel, become its backup), so rollback and status work",
+        )
+        _targets.wheelhouse_option(p)
+    elif name == "verify":
+        _targets.level_option(p)
+        _metrics_options(p)
+    elif name == "rollback":
+        p.add_argument(
+            "--dry-run", action="store_true", help="show what would be restored, write nothing"
+        )
+        p.add_argument("--diff", action="store_true", help="print the unified diffs it restores")
+        p.add_argument("--force", action="store_true", help="restore even if the file drifted")
+        _targets.level_option(
+            p,
+            "checks of the specs that stay, re-run after a partial rollback (undone if one "
+            "fails; default: full)",
+        )
+    elif name == "ensure":
+        _targets.ensure_level(p)
+        p.add_argument("--force", action="store_true", help=_FORCE_HELP)
+
+
+def _metrics_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="also scrape this Prometheus endpoint ON each host (vLLM's /metrics) and check "
+        "speculative decoding acceptance (probe `metrics`)",
+    )
+    p.add_argument(
+        "--min-acceptance",
+        metavar="RATE",
+        help="fail the metrics probe below this draft acceptance rate (0.4 or 40%%); "
+        "overrides the spec's [metrics] min_acceptance_rate",
+    )
+    p.add_argument(
+        "--metrics-window",
+        metavar="SECONDS",
+        help="scrape twice, SECONDS apart, and judge only the traffic in between "
+        "(default: one scrape, the server's lifetime)",
+    )
+
+
+def _one_host(
+    target: Target,
+    args: argparse.Namespace,
+    specs: list[PatchSpec],
+    opts: engine.Options,
+    ids: Sequence[str] = (),
+    early: Transport | HostError | None = None,
+) -> HostResult:
+    """Connect (or take the transport _start_early opened), run the command, close; any
+    per-host failure becomes that host's error."""
+    from patcher import engine
+
+    try:
+        if isinstance(early, HostError):
+            raise early
+        transport = early if early is not None else _targets._open(target, args)
+    except HostError as exc:
+        return engine.connect_error(target.name, exc)
+    try:
+        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids)
+    finally:
+        transport.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from patcher import fleet
+
+    # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
+    # targets come first, and the first hosts' sessions start while the specs load.
+    early: dict[int, Transport | HostError] = {}
+    if not args.ray:
+        targets = _targets.targets(args)
+        policy = _targets.policy(args, len(targets))
+        early = _targets._start_early(targets, args, policy)
+    try:
+        specs, ids, opts = _prepare(args)
+        if args.ray:
+            targets = _targets.targets(args)
+            policy = _targets.policy(args, len(targets))
+    except BaseException:
+        _targets._close_early(early)  # a session started early and never asked is killed
+        raise
+    from patcher import engine
+    from patcher.report import (
+        progress_for,
+        render_human,
+        render_json,
+        render_problems,
+        write_report,
+    )
+    from patcher.result import RunResult
+
+    try:
+        with progress_for(len(targets), args.json) as bar:
+            hosts = fleet.run(
+                [t.name for t in targets],
+                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None)),
+                policy,
+                [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
+                bar,
+            )
+    finally:
+        _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
+    if args.command == "rollback" and ids:
+        _unknown_ids(hosts, ids)
+    stats = {
+        "libcst_parses": engine.REWRITE_STATS["parses"],
+        "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
+        **engine.EXCHANGE_STATS,
+    }
+    result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
+    if args.report:
+        write_report(result, args.report)
+    if args.json:
+        render_json(result)
+    elif args.command == "ensure":
+        from patcher.commands import _ensureview
+
+        _ensureview.render_ensure(result)
+    else:
+        render_human(result, show_diff=getattr(args, "diff", False))
+    if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
+        render_problems(result)
+    if engine.UNSUPPORTED:  # errors.Unsupported: no run can succeed there as it is
+        return ExitCode.UNSUPPORTED
+    return ExitCode.OK if result.ok else ExitCode.FAILED
+
+
+def _unknown_ids(hosts: list[HostResult], ids: Sequence[str]) -> None:
+    """`rollback ID` where no target that answered has ID applied: most likely a typo (a
+    spec FILE with nothing to roll back is fine: that is what a second rollback meets). Such
+    an id fails on every target, so the run exits 1 with a hint."""
+    from patcher.result import host_ok
+
+    for sid in ids:
+        found = [p for h in hosts if h.error is None for p in h.patches if p.id == sid]
+        if not found or any(p.outcome != "not_applied" for p in found):
+            continue
+        for p in found:
+            p.outcome = "failed"
+            p.message = f"{sid} is applied on none of the targets: nothing to roll back"
+    for h in hosts:
+        h.ok = host_ok("rollback", h)
+
+
+def _prepare(
+    args: argparse.Namespace,
+) -> tuple[list[PatchSpec], list[str], engine.Options]:
+    """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
+    error here comes before any host is asked anything."""
+    from patcher import catalog, engine, rewrite_cache
+
+    ids: list[str] = []
+    if args.command in ("rollback", "verify"):
+        specs, ids = catalog.load_or_ids(args.specs)
+    else:
+        specs = catalog.load_all(args.specs) if args.specs else []
+    if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
+        _prefetch_rewriters()
+    opts = engine.Options(
+        dry_run=getattr(args, "dry_run", False),
+        force=getattr(args, "force", False),
+        level=getattr(args, "level", "full"),
+        adopt=getattr(args, "adopt", False),
+        **_metrics_values(args),
+    )
+    if args.command == "ensure":
+        from patcher import hooks
+
+        opts = hooks.ensure_options(args.level, args.force)
+    return specs, ids, opts
+
+
+def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
+    """verify's --metrics/--min-acceptance, checked before any host is contacted (exit 2)."""
+    url, rate = getattr(args, "metrics", None), getattr(args, "min_acceptance", None)
+    window = getattr(args, "metrics_window", None)
+    if rate is not None and url is None:
+        raise UsageError("--min-acceptance needs --metrics URL", "add --metrics URL")
+    if window is not None and url is None:
+        raise UsageError("--metrics-window needs --metrics URL", "add --metrics URL")
+    if url is None:
+        return {"metrics_url": None, "min_acceptance": None, "metrics_window": None}
+    from patcher import metrics
+
+    return {
+        "metrics_url": metrics.check_url(url),
+        "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
+        "metrics_window": metrics.parse_window(window) if window is not None else None,
+    }
+
+
+def _dispatch(
+    command: str,
+    specs: list[PatchSpec],
+    transport: Transport,
+    opts: engine.Options,
+    state_dir: str | None,
+    ids: Sequence[str] = (),
+) -> HostResult:
+    from patcher import engine
+
+    if command == "apply":
+        return engine.apply(specs, transport, opts, state_dir, _wheel_text)
+    if command == "verify":
+        return engine.verify(specs, transport, opts, state_dir, ids, _wheel_text)
+    if command == "rollback":
+        return engine.rollback(specs or None, transport, opts, state_dir, ids)
+    if command == "ensure":
+        from patcher import hooks
+
+        return hooks.ensure(specs, transport, opts, state_dir)
+    return engine.status(specs, transport, opts, state_dir)
+
+
+def _wheel_text(package: str, version: str, rel: str) -> str | None:
+    """pip's bytes of a file, from the release's wheel (patcher.handedit): what apply --adopt
+    records as the base, and what verify names a hand edit's lines against."""
+    from patcher import handedit
+
+    return handedit.wheel_text(package, version, rel)
+
+
+def _prefetch_rewriters() -> None:
+    """libcst costs ~0.3 s to import: do it while the hosts connect and inspect (I/O waits),
+    not after, on the critical path. The import lock makes the engine's own import wait.
+    Skipped when earlier runs left rewrites of every spec on disk (patcher.rewrite_cache):
+    then the run most likely needs no libcst at all, and a miss imports it on demand."""
+    import threading
+
+    def load() -> None:
+        from patcher.rewrite import elements, statements, values  # noqa: F401
+
+    threading.Thread(target=load, name="vpatch-prefetch", daemon=True).start()

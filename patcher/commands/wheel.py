@@ -1,0 +1,73 @@
+"""`vpatch wheel`: a patched wheel of a release (patcher.wheelbuild), for images, lock files and
+indexes. Exit 0 with the wheel written; 1 when a spec does not fit the release or no wheel can
+be had; 2 for bad input."""
+
+from __future__ import annotations
+
+import argparse
+
+from patcher.clidocs import SPEC_HELP
+from patcher.commands import _targets
+from patcher.errors import VpatchError
+from patcher.exitcodes import ExitCode
+
+
+def add_options(wp: argparse.ArgumentParser, name: str) -> None:
+    wp.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
+    wp.add_argument(
+        "--package", required=True, metavar="NAME==VERSION", help="the release, e.g. vllm==0.16.0"
+    )
+    wp.add_argument(
+        "-o", "--output-dir", default=".", metavar="DIR", help="write the wheel here (default: .)"
+    )
+    wp.add_argument(
+        "--from-wheel", metavar="FILE", help="patch this wheel file (default: the release's wheel)"
+    )
+    _targets.platform_option(wp)
+    _targets.wheelhouse_option(wp)
+    _targets.json_option(wp)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from patcher import catalog, wheelbuild, wheels
+
+    package, version = wheelbuild.parse_package(args.package)
+    if args.from_wheel:
+        wheels.use_wheelhouses([args.from_wheel])
+    specs = catalog.load_all(args.specs)
+    wheelbuild.check_package(specs, package, version)
+    store = wheels.Store(platforms=args.platform, progress=wheels.progress_for(args.json))
+    if args.from_wheel:
+        store.sources = [Path(args.from_wheel)]
+    try:
+        wheel = store.wheel(package, version)
+    except wheels.CorruptWheel as exc:
+        raise VpatchError(exc.message, "pass pip's wheel of the release") from None
+    baked = wheelbuild.decide(specs, version, wheel)
+    path, sha = wheelbuild.write(wheel, package, version, baked, Path(args.output_dir))
+    store.close()
+    if args.json:
+        from patcher.report import emit
+        from patcher.result import SCHEMA_VERSION
+
+        emit(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "command": "wheel",
+                "ok": True,
+                "wheel": str(path),
+                "sha256": sha,
+                "package": package,
+                "version": str(version),
+                "baked_version": baked.version,
+                "specs": baked.specs,
+            }
+        )
+        return ExitCode.OK
+    for entry in baked.specs:
+        files = ", ".join(f["file"] for f in entry["files"]) or "-"
+        print(f"{entry['id']}: {entry['outcome']} ({files})")
+    print(f"wrote {path}")
+    return ExitCode.OK
