@@ -19,9 +19,9 @@ from packaging.version import InvalidVersion, Version
 from patcher import handedit, matrix, pkgindex, wheels
 from patcher._compat import tomllib
 from patcher.capture import Captured, CaptureError, capture, spec_toml
-from patcher.catalog import ID as _ID
 from patcher.errors import UsageError, VpatchError
 from patcher.inert import clean, line
+from patcher.names import ID as _ID
 from patcher.report import emit
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits

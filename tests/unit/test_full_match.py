@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import catalog, hooks, inventory, transport
+from patcher import catalog, hooks, inventory, names, transport
 from patcher.errors import InputError, SpecError
 from patcher.spec import load_spec
 from tests.support.standin_specs import SPEC_A
@@ -36,7 +36,7 @@ def test_a_spec_field_with_a_trailing_newline_is_refused(
 
 
 def test_ids_names_units_and_targets_are_whole_matches(tmp_path: Path) -> None:
-    assert catalog.ID.fullmatch("servekit-kimi") and not catalog.ID.fullmatch("servekit-kimi\n")
+    assert names.ID.fullmatch("servekit-kimi") and not names.ID.fullmatch("servekit-kimi\n")
     # a journal id for rollback/verify by id: a trailing newline is no id
     with pytest.raises(SpecError):
         catalog.load_or_ids(["no-such-spec\n"])
