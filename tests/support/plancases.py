@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
-from patcher.plan import HostFacts, Options, Plan, dump_edits
+from patcher.hostfacts import HostFacts
+from patcher.plan import Options, Plan, dump_edits
 from patcher.spec import PatchSpec
 
 ROOT = "/env/lib/python3.11/site-packages/"
