@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
@@ -51,20 +51,8 @@ from patcher import pkgindex, wheels
 from patcher import plan as planner
 from patcher.errors import UsageError, VpatchError
 from patcher.result import SCHEMA_VERSION
-from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, Variant
 
-MatrixOutcome = Literal[
-    "would_apply",
-    "satisfied_upstream",
-    "anchor_missing",
-    "ambiguous",
-    "not_covered",
-    "no_file",
-    "failed",  # the release could not be examined (download, corrupt wheel, unparsable file)
-]
-# A release with one of these means the spec does not fit it: `vpatch matrix` exits 1.
-FAILING = frozenset({"anchor_missing", "ambiguous", "not_covered", "failed"})
 DEFAULT_JOBS = 4
 _STYLE = {
     "would_apply": "yellow",
@@ -80,7 +68,7 @@ class Release:
 
     version: str
     variant: int | None
-    outcome: MatrixOutcome
+    outcome: planner.MatrixOutcome
     message: str = ""
 
 
@@ -93,7 +81,7 @@ class Matrix:
 
     @property
     def ok(self) -> bool:
-        return not any(r.outcome in FAILING for r in self.releases)
+        return not any(r.outcome in planner.MATRIX_FAILING for r in self.releases)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -167,48 +155,6 @@ def _rules_fingerprint() -> str:
     for path in [*rules, *sorted((here / "rewrite").glob("*.py"))]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
-
-
-def plan(spec: PatchSpec, version: Version) -> Release | tuple[int, Variant]:
-    """The final answer when no file is needed, else the variant whose files must be read.
-    Variant choice is the planner's (`patcher.plan.choose`), as on a host."""
-    res, index, variant = planner.choose(spec, str(version))
-    if variant is not None:
-        return index, variant
-    if res.outcome == "satisfied_upstream":
-        return Release(str(version), index, "satisfied_upstream", res.message)
-    ranges = "; ".join(v.versions for v in spec.variant)
-    return Release(str(version), None, "not_covered", f"in no variant's range ({ranges})")
-
-
-def judge(
-    version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
-) -> Release:
-    """Run the variant's edits on the release's files, as `vpatch apply --dry-run` would: the
-    planner's mapping of a rewrite's status, the worst file deciding."""
-    out = Release(str(version), index, "failed")
-    verdicts: list[tuple[str, str]] = []
-    for rel, edits in variant.files():
-        data = files.get(rel)
-        adds = any(e.op == "add_file" for e in edits)
-        if data is None and not adds:
-            out.outcome, out.message = "no_file", f"{rel} is not in the wheel"
-            return out
-        try:
-            text = (data or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            out.message = f"{rel} is not UTF-8 text"
-            return out
-        rw = apply_edits(text, edits)
-        verdict = planner.rewrite_outcome(rw.status)
-        if verdict not in ("would_apply", "satisfied_upstream"):
-            out.outcome, out.message = verdict, f"{rel}: {rw.message}"  # type: ignore[assignment]
-            return out
-        verdicts.append((verdict, f"{rel}: {rw.message}"))
-    changed = any(v == "would_apply" for v, _ in verdicts)
-    out.outcome = "would_apply" if changed else "satisfied_upstream"
-    out.message = "; ".join(m for _, m in verdicts)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,7 +274,7 @@ class Cache:
         blob = json.dumps([_RULES, spec.digest, index, hashlib.sha256(data).hexdigest()])
         return self.results / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
 
-    def cached_result(self, key: Path) -> tuple[MatrixOutcome, str] | None:
+    def cached_result(self, key: Path) -> tuple[planner.MatrixOutcome, str] | None:
         try:
             doc = json.loads(key.read_text())
             return doc["outcome"], doc["message"]
@@ -408,12 +354,12 @@ class Runner:
         answers: dict[Version, Release] = {}
         pending: list[tuple[Version, int, Variant]] = []
         for v in versions:
-            first = plan(self.spec, v)
-            if isinstance(first, Release):
-                answers[v] = first
-                self.progress.done(first)
+            got = planner.matrix_choose(self.spec, str(v))
+            if isinstance(got, planner.Verdict):
+                answers[v] = _release(v, got)
+                self.progress.done(answers[v])
             else:
-                pending.append((v, *first))
+                pending.append((v, *got))
         with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
             for v, release in zip(
                 [p[0] for p in pending], pool.map(lambda p: self._one(*p), pending), strict=True
@@ -437,7 +383,7 @@ class Runner:
         self, version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
     ) -> Release:
         if any(d is None for d in files.values()):
-            return judge(version, index, variant, files)
+            return _release(version, planner.judge_release(index, variant, files))
         data = b"".join(
             rel.encode() + b"\0" + hashlib.sha256(d or b"").digest() for rel, d in files.items()
         )
@@ -446,7 +392,7 @@ class Runner:
         if hit is not None:
             self.stats.add("cached_results")
             return Release(str(version), index, hit[0], hit[1])
-        release = judge(version, index, variant, files)
+        release = _release(version, planner.judge_release(index, variant, files))
         self.stats.add("computed")
         if release.outcome != "failed":
             self.cache.save_result(key, release)
@@ -457,6 +403,11 @@ class Runner:
             self.store = wheels.Store(platforms=self.platforms)
         got = Fetcher(self.spec.package, self.cache, self.store, self.progress, self.stats)
         return got.file(version, rel)
+
+
+def _release(version: Version, verdict: planner.Verdict) -> Release:
+    """The matrix's row for the planner's verdict on one release."""
+    return Release(str(version), verdict.variant, verdict.outcome, verdict.message)
 
 
 def build(
@@ -530,7 +481,7 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     for name in ("version", "variant", "outcome", "message"):
         table.add_column(name, no_wrap=name != "message")
     for r in matrix.releases:
-        style = "red" if r.outcome in FAILING else _STYLE.get(r.outcome, "")
+        style = "red" if r.outcome in planner.MATRIX_FAILING else _STYLE.get(r.outcome, "")
         variant = "-" if r.variant is None else str(r.variant)
         # Text, not str: a message quoting code (`[...]`, `[bold]`) is not rich markup.
         table.add_row(Text(r.version), Text(variant), Text(r.outcome, style), Text(r.message))
@@ -542,7 +493,7 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     if matrix.ok:
         console.print(Text(f"matrix: ok [{tally}]", "bold green"))
     else:
-        bad = [r.version for r in matrix.releases if r.outcome in FAILING]
+        bad = [r.version for r in matrix.releases if r.outcome in planner.MATRIX_FAILING]
         console.print(Text(f"matrix: spec does not fit {', '.join(bad)} [{tally}]", "bold red"))
     if not tty:
         out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))

@@ -31,13 +31,13 @@ import difflib
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from patcher import linemerge
 from patcher.agent import protocol
 from patcher.hostfacts import FileFact, HostFacts, JournalFile
-from patcher.result import FileChange, Outcome, PatchResult, ProbeResult
+from patcher.result import GOOD, FileChange, Outcome, PatchResult, ProbeResult
 from patcher.rewrite import RewriteResult, Status, apply_edits
 from patcher.spec import Edit, PatchSpec, Variant
 
@@ -1376,3 +1376,93 @@ def _diff(st: JournalFile, w: Write) -> str:
         return ""
     after = w.text if w.text is not None else (st.base_text if w.restore else "")
     return unified_diff(w.rel, st.current_text, after or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# ensure: apply, then (`--level`) a verify of what was already in place
+
+IN_PLACE: tuple[Outcome, ...] = ("already_applied", "satisfied_upstream")
+
+
+def recheck_specs(specs: Sequence[PatchSpec], applied: Sequence[PatchResult]) -> list[PatchSpec]:
+    """The specs ensure's `--level` verifies again: those apply found in place without a
+    write (what apply wrote, apply's own checks already judged)."""
+    in_place = {r.id for r in applied if r.outcome in IN_PLACE}
+    return [s for s in specs if s.id in in_place]
+
+
+def recheck(applied: Sequence[PatchResult], verified: Sequence[PatchResult]) -> list[PatchResult]:
+    """The results ensure reports: apply's, each re-checked spec with verify's probes, and
+    verify's outcome where it is not good or a probe failed (the check decides, not apply)."""
+    by_id = {v.id: v for v in verified}
+    out: list[PatchResult] = []
+    for res in applied:
+        v = by_id.get(res.id)
+        if v is None:
+            out.append(res)
+        elif v.outcome not in GOOD["verify"] or not all(p.ok for p in v.probes):
+            out.append(replace(res, outcome=v.outcome, message=v.message, probes=v.probes))
+        else:
+            out.append(replace(res, probes=v.probes))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix: one release of a package, with no host (the file as the release's wheel ships it)
+
+MatrixOutcome = Literal[
+    "would_apply",
+    "satisfied_upstream",
+    "anchor_missing",
+    "ambiguous",
+    "not_covered",
+    "no_file",
+    "failed",  # the release could not be examined (download, corrupt wheel, unparsable file)
+]
+# A release with one of these means the spec does not fit it: `vpatch matrix` exits 1.
+MATRIX_FAILING: frozenset[MatrixOutcome] = frozenset(
+    {"anchor_missing", "ambiguous", "not_covered", "failed"}
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A release's answer in `vpatch matrix`: the `[[variant]]` chosen (None: none covers
+    it), the outcome and why."""
+
+    variant: int | None
+    outcome: MatrixOutcome
+    message: str
+
+
+def matrix_choose(spec: PatchSpec, version: str) -> tuple[int, Variant] | Verdict:
+    """(index, variant) whose files must be read, or the final verdict when no file is
+    needed. Variant choice is `choose`'s, as on a host."""
+    res, index, variant = choose(spec, version)
+    if variant is not None:
+        return index, variant
+    if res.outcome == "satisfied_upstream":
+        return Verdict(index, "satisfied_upstream", res.message)
+    ranges = "; ".join(v.versions for v in spec.variant)
+    return Verdict(None, "not_covered", f"in no variant's range ({ranges})")
+
+
+def judge_release(index: int, variant: Variant, files: dict[str, bytes | None]) -> Verdict:
+    """The verdict of the variant's edits on the release's files (None: not in the wheel), as
+    `vpatch apply --dry-run` would say it: `rewrite_outcome`, the worst file deciding."""
+    verdicts: list[tuple[Outcome, str]] = []
+    for rel, edits in variant.files():
+        data = files.get(rel)
+        if data is None and not _adds(edits):
+            return Verdict(index, "no_file", f"{rel} is not in the wheel")
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return Verdict(index, "failed", f"{rel} is not UTF-8 text")
+        rw = apply_edits(text, edits)
+        if rw.status not in ("changed", "unchanged"):
+            return Verdict(index, rewrite_problem(rw.status), f"{rel}: {rw.message}")
+        verdicts.append((rewrite_outcome(rw.status), f"{rel}: {rw.message}"))
+    changed = any(v == "would_apply" for v, _ in verdicts)
+    message = "; ".join(m for _, m in verdicts)
+    return Verdict(index, "would_apply" if changed else "satisfied_upstream", message)
