@@ -16,7 +16,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from patcher import handedit, matrix, pkgindex, wheels
+from patcher import handedit, matrix
 from patcher._compat import tomllib
 from patcher.capture import Captured, CaptureError, capture, spec_toml
 from patcher.errors import UsageError, VpatchError
@@ -26,6 +26,9 @@ from patcher.report import emit
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, Variant
+from patcher.wheels import index
+from patcher.wheels.cache import Cache, default_cache
+from patcher.wheels.store import default_store
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -122,7 +125,7 @@ def neighbours(
     spec: PatchSpec,
     version: str,
     n: int,
-    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+    list_versions: Callable[..., list[Version]] = index.list_versions,
 ) -> list[Version]:
     """Up to n releases before and n after `version` (and it), as pip lists them."""
     here = Version(version)
@@ -147,8 +150,8 @@ def fits(
     )
     runner = matrix.Runner(
         wide,
-        matrix.Cache(cache_root or matrix.default_cache(), spec.package),
-        store=wheels.default_store(),
+        Cache(cache_root or default_cache(), spec.package),
+        store=default_store(),
     )
     releases = runner.run(versions)
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
@@ -295,7 +298,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = wheels.default_store()  # the release's wheel is opened once, for every file
+    store = default_store()  # the release's wheel is opened once, for every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:
