@@ -224,6 +224,7 @@ class Runner:
         return [answers[v] for v in sorted(answers)]
 
     def _one(self, version: Version, index: int, variant: Variant) -> Release:
+        """The release's row; one that could not be examined is `failed`, with why."""
         try:
             files = {rel: self._file(version, rel) for rel, _ in variant.files()}
             release = self._decide(version, index, variant, files)
@@ -238,6 +239,8 @@ class Runner:
     def _decide(
         self, version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
     ) -> Release:
+        """The release's row from the planner's verdict, reused from `Decisions` when the
+        same files were judged before (a verdict on a file the wheel lacks is not kept)."""
         if any(d is None for d in files.values()):
             return _release(version, planner.judge_release(index, variant, files))
         data = b"".join(
@@ -256,6 +259,7 @@ class Runner:
         return release
 
     def _file(self, version: Version, rel: str) -> bytes | None:
+        """The file's bytes in the release's wheel (None: not in it), through the cache."""
         if self.store is None:
             self.store = Store(platforms=self.platforms)
         got = Fetcher(self.spec.package, self.cache, self.store, self.progress, self.stats)
@@ -277,7 +281,8 @@ def build(
     progress: Progress | None = None,
     list_versions: Callable[..., list[Version]] = index.list_versions,
 ) -> tuple[Matrix, Stats]:
-    """List releases through pip, pick the range, decide every release."""
+    """(matrix, stats): releases listed through pip (else the wheelhouses), the range
+    picked, every release decided."""
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
     try:
         available = list_versions(spec.package, pre=pre, platforms=platforms)

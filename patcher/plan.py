@@ -313,6 +313,7 @@ class _Apply:
         self.backups: list[dict[str, str]] = []  # new bases (hand edits kept) to store
 
     def plan(self, specs: Sequence[PatchSpec]) -> Plan:
+        """The apply plan: each spec's outcome from its files' parts, the worst deciding."""
         out = Plan([])
         for spec in specs:
             version = self.facts.versions.get(spec.package)
@@ -374,6 +375,8 @@ class _Apply:
     def _part(
         self, spec: PatchSpec, index: int, rel: str, edits: Sequence[Edit], res: PatchResult
     ) -> _Part:
+        """What one file of the spec comes to: a step of its work (with the text before and
+        after) or a problem, which is the spec's outcome."""
         fact = self.facts.file(spec.package, rel)
         got = _file_problem(fact, edits, res)
         if got is not None:
@@ -1013,7 +1016,8 @@ def judge_probes(res: PatchResult, dry: bool = False) -> bool:
 def verify_spec(
     spec: PatchSpec, facts: HostFacts, rewrite: Rewriter = pure_rewriter
 ) -> tuple[PatchResult, Variant | None]:
-    """Is the spec in place on this host, by the journal and by the code itself?"""
+    """(result, variant): is the spec in place on this host, by the journal and by the code
+    itself? The variant is the one whose checks verify runs (None: no variant applies)."""
     res, index, variant = choose(spec, facts.versions.get(spec.package))
     if variant is None:
         return res, None
@@ -1160,8 +1164,8 @@ def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
 
 
 def status_journal(facts: HostFacts) -> list[PatchResult]:
-    """Everything the journal says vpatch applied, and whether each file still holds it: one
-    result per spec with all its files (a 4-file spec is one spec, not four), each file shown
+    """One result per spec the journal says vpatch applied, and whether each file still holds
+    it: all its files in one result (a 4-file spec is one spec, not four), each file shown
     as the journal's base -> what vpatch last wrote there (after a partial rollback, the bytes
     the rollback wrote, not the hash of the spec's own apply)."""
     out: dict[str, PatchResult] = {}
@@ -1215,8 +1219,9 @@ _STATUS_WORST: tuple[Outcome, ...] = ("drifted", "superseded")
 def plan_rollback(
     wanted: set[str] | None, facts: HostFacts, opts: Options, specs: Sequence[PatchSpec] = ()
 ) -> Plan:
-    """Take specs out (all vpatch did when `wanted` is None): per file, base + the remaining
-    specs' recorded edits; the remaining specs' recorded checks run afterwards (`checks`)."""
+    """The rollback plan: specs taken out (all vpatch did when `wanted` is None), per file
+    base + the remaining specs' recorded edits; the remaining specs' recorded checks run
+    afterwards (`checks`)."""
     out = Plan([])
     results: dict[str, PatchResult] = {}
     for path, st in sorted(facts.journal.items()):
