@@ -20,7 +20,6 @@ user's checkout, or anyone in /tmp, never loads a stranger's spec by id).
 from __future__ import annotations
 
 import os
-import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -28,13 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patcher.errors import SpecError
+from patcher.names import ID
 
 if TYPE_CHECKING:
     from patcher.spec import PatchSpec
-
-# What a spec id may be: the one definition (patcher.spec validates `id` with it). Here, not in
-# patcher.spec, so that telling an id from a path (rollback by journal id) needs no pydantic.
-ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")  # also JSON Schema's pattern: use fullmatch
 
 _HERE = Path(__file__).resolve().parent
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any, get_args
 
-from patcher import matrix, result
+from patcher import matrix, plan, result
 from patcher.clidocs import subcommands
 from patcher.spec import PatchSpec
 
@@ -176,8 +176,8 @@ def outcomes() -> str:
 
 def matrix_json() -> str:
     rows = ["| outcome | exit 1? |", "|---|---|"]
-    for name in get_args(matrix.MatrixOutcome):
-        rows.append(f"| `{name}` | {'yes' if name in matrix.FAILING else ''} |")
+    for name in get_args(plan.MatrixOutcome):
+        rows.append(f"| `{name}` | {'yes' if name in plan.MATRIX_FAILING else ''} |")
     return "\n".join(_dataclass_table(matrix.Release) + rows) + "\n"
 
 

@@ -19,8 +19,8 @@ from typing import Any
 from patcher import factcache, rewrite_cache
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
+from patcher.hostfacts import HostFacts
 from patcher.plan import (
-    HostFacts,
     Level,
     Options,
     Plan,

@@ -115,9 +115,9 @@ class Pristine:
         try:
             if self._fetch is not None:
                 return self._fetch(version, rel), ""
-            from patcher import wheels
+            from patcher.wheels.store import pristine
 
-            return wheels.pristine(self.package, Version(version), rel), ""
+            return pristine(self.package, Version(version), rel), ""
         except InvalidVersion:
             return None, f"{version} is not a PEP 440 version"
         except VpatchError as exc:  # no wheel to be had, or a store that is not safe

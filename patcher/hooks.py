@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from patcher import engine
 from patcher.engine import Level, Options
 from patcher.errors import HostError
-from patcher.result import GOOD, HostResult, host_ok
+from patcher.plan import recheck, recheck_specs
+from patcher.result import HostResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transport import LocalTransport, Transport
 
 WRITE_LEVEL: Level = "full"
-# Outcomes that say "in place without a write": the only ones `--level` re-checks.
-_IN_PLACE = ("already_applied", "satisfied_upstream")
 
 
 @dataclass(frozen=True)
@@ -43,45 +42,29 @@ class EnsureOptions(Options):
 
 
 def ensure_options(level: Level | None, force: bool = False) -> EnsureOptions:
+    """The options of `ensure --level LEVEL` (None: checks only what it writes, at full)."""
     return EnsureOptions(force=force, level=level or WRITE_LEVEL, recheck=level)
 
 
 def ensure(
     specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
 ) -> HostResult:
-    """`apply` semantics (it writes only what is missing, and a write is verified and undone if
-    the check fails), plus a re-check of what was already in place when `--level` asks."""
+    """The host's result: `apply` semantics (it writes only what is missing, and a write is
+    verified and undone if the check fails), plus, when `--level` asks, a verify of what was
+    already in place, whose outcomes the planner folds in (`plan.recheck`)."""
     started = time.monotonic()
     host = engine.apply(specs, transport, opts, state_dir)
-    recheck = opts.recheck if isinstance(opts, EnsureOptions) else None
-    if recheck is not None and host.error is None:
-        _recheck(host, specs, transport, recheck, state_dir)
+    level = opts.recheck if isinstance(opts, EnsureOptions) else None
+    todo = recheck_specs(specs, host.patches) if host.error is None else []
+    if level is not None and todo:
+        checked = engine.verify(todo, transport, Options(level=level), state_dir)
+        if checked.error is not None:
+            host.error = checked.error
+        else:
+            host.patches = recheck(host.patches, checked.patches)
     host.ok = host_ok("ensure", host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
-
-
-def _recheck(
-    host: HostResult,
-    specs: list[PatchSpec],
-    transport: Transport,
-    level: Level,
-    state_dir: str | None,
-) -> None:
-    """Verify specs that were in place without a write; a failed check replaces the outcome."""
-    by_id = {p.id: p for p in host.patches}
-    todo = [s for s in specs if s.id in by_id and by_id[s.id].outcome in _IN_PLACE]
-    if not todo:
-        return
-    checked = engine.verify(todo, transport, Options(level=level), state_dir)
-    if checked.error is not None:
-        host.error = checked.error
-        return
-    for v in checked.patches:
-        mine = by_id[v.id]
-        mine.probes = v.probes
-        if v.outcome not in GOOD["verify"] or not all(p.ok for p in v.probes):
-            mine.outcome, mine.message = v.outcome, v.message
 
 
 def ensure_local(

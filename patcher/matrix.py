@@ -1,19 +1,15 @@
 """`vpatch matrix`: which releases of a package does a spec fit, and which are fixed upstream?
 
-For every release in range the decision is the engine's, made statically (no host): the variant
-is `PatchSpec.choose_variant`, an `upstream` variant is `satisfied_upstream`, and otherwise the
-variant's edits run (`patcher.rewrite.apply_edits`) on the file as the release's wheel ships it.
+This module selects the releases and runs the matrix; every verdict is the planner's
+(`patcher.plan.matrix_choose`, `judge_release`), made as on a host but with no host: the
+variant `choose` picks, `satisfied_upstream` for an `upstream` variant, otherwise the variant's
+edits run on the file as the release's wheel ships it.
 
-Only what a decision needs is fetched. Releases with no variant or an `upstream` variant cost
-nothing; for the others the wheel comes from the wheel store (`patcher.wheels`: wheelhouses,
-wheels on disk, the store, else pip), the target files and the wheel's RECORD are extracted
-into a cache, and a wheel pip had to download for this is dropped at once (vLLM wheels are
-300-500 MB; their target file is ~40 KB). RECORD lists every file of the wheel, so a file
-another spec asks for later that the wheel does not have is known to be missing without a
-second download. Decisions are cached too, keyed by the file's hash, the spec's digest and a
-hash of the rewrite code, so a rewrite fix can never serve a stale answer. Every cached file
-is checked on read: the cache's directories and files must be the user's own and not
-group/other-writable, and a file must have the sha256 the release's RECORD lists.
+Only what a verdict needs is fetched. Releases with no variant or an `upstream` variant cost
+nothing; for the others the files come from the wheels room (`patcher.wheels.cache`: the
+release's target files and RECORD, extracted once from the wheel store's wheel). Verdicts are
+cached too (`Decisions`), keyed by the files' hashes, the spec's digest and a hash of the rules
+(spec, plan, rewrite), so a rewrite fix can never serve a stale answer.
 
 Cache: $VPATCH_MATRIX_CACHE, else $XDG_CACHE_HOME/vpatch/matrix, else ~/.cache/vpatch/matrix.
 Wheels already on disk are reused (never deleted) from `--wheelhouse`, $VPATCH_WHEELHOUSE and
@@ -22,42 +18,27 @@ the directories in $VPATCH_MATRIX_WHEELS (os.pathsep-separated), e.g. a test sui
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from patcher import pkgindex, wheels
 from patcher import plan as planner
 from patcher.errors import UsageError, VpatchError
 from patcher.result import SCHEMA_VERSION
-from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, Variant
+from patcher.wheels import index, wheelhouse
+from patcher.wheels.cache import Cache, Fetcher, FetchStats, default_cache
+from patcher.wheels.store import Store
 
-MatrixOutcome = Literal[
-    "would_apply",
-    "satisfied_upstream",
-    "anchor_missing",
-    "ambiguous",
-    "not_covered",
-    "no_file",
-    "failed",  # the release could not be examined (download, corrupt wheel, unparsable file)
-]
-# A release with one of these means the spec does not fit it: `vpatch matrix` exits 1.
-FAILING = frozenset({"anchor_missing", "ambiguous", "not_covered", "failed"})
 DEFAULT_JOBS = 4
 
 
@@ -68,7 +49,7 @@ class Release:
 
     version: str
     variant: int | None
-    outcome: MatrixOutcome
+    outcome: planner.MatrixOutcome
     message: str = ""
 
 
@@ -81,7 +62,7 @@ class Matrix:
 
     @property
     def ok(self) -> bool:
-        return not any(r.outcome in FAILING for r in self.releases)
+        return not any(r.outcome in planner.MATRIX_FAILING for r in self.releases)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -95,12 +76,9 @@ class Matrix:
 
 
 @dataclass
-class Stats(wheels.Counters):
+class Stats(FetchStats):
     """Where the answers came from: proof that a second run downloads nothing."""
 
-    downloaded: int = 0
-    reused_wheels: int = 0
-    cached_files: int = 0
     cached_results: int = 0
     computed: int = 0
 
@@ -144,193 +122,49 @@ def select(
 
 
 # ---------------------------------------------------------------------------------------------
-# The decision for one release
+# The decisions already made
 
 
 def _rules_fingerprint() -> str:
     """Hash of the code a decision depends on: cached decisions die with any change to it."""
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    rules = [here / "spec.py", here / "matrix.py", here / "plan.py"]
+    rules = [here / "spec.py", here / "plan.py"]
     for path in [*rules, *sorted((here / "rewrite").glob("*.py"))]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def plan(spec: PatchSpec, version: Version) -> Release | tuple[int, Variant]:
-    """The final answer when no file is needed, else the variant whose files must be read.
-    Variant choice is the planner's (`patcher.plan.choose`), as on a host."""
-    res, index, variant = planner.choose(spec, str(version))
-    if variant is not None:
-        return index, variant
-    if res.outcome == "satisfied_upstream":
-        return Release(str(version), index, "satisfied_upstream", res.message)
-    ranges = "; ".join(v.versions for v in spec.variant)
-    return Release(str(version), None, "not_covered", f"in no variant's range ({ranges})")
+_RULES = _rules_fingerprint()
 
 
-def judge(
-    version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
-) -> Release:
-    """Run the variant's edits on the release's files, as `vpatch apply --dry-run` would: the
-    planner's mapping of a rewrite's status, the worst file deciding."""
-    out = Release(str(version), index, "failed")
-    verdicts: list[tuple[str, str]] = []
-    for rel, edits in variant.files():
-        data = files.get(rel)
-        adds = any(e.op == "add_file" for e in edits)
-        if data is None and not adds:
-            out.outcome, out.message = "no_file", f"{rel} is not in the wheel"
-            return out
-        try:
-            text = (data or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            out.message = f"{rel} is not UTF-8 text"
-            return out
-        rw = apply_edits(text, edits)
-        verdict = planner.rewrite_outcome(rw.status)
-        if verdict not in ("would_apply", "satisfied_upstream"):
-            out.outcome, out.message = verdict, f"{rel}: {rw.message}"  # type: ignore[assignment]
-            return out
-        verdicts.append((verdict, f"{rel}: {rw.message}"))
-    changed = any(v == "would_apply" for v, _ in verdicts)
-    out.outcome = "would_apply" if changed else "satisfied_upstream"
-    out.message = "; ".join(m for _, m in verdicts)
-    return out
+class Decisions:
+    """`<cache root>/results/`: a release's verdict, keyed by the files' hashes, the spec's
+    digest and a hash of the rules (spec, plan, rewrite), so a rewrite fix never serves a
+    stale answer."""
 
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "results"
 
-# ---------------------------------------------------------------------------------------------
-# The cache of extracted files and decisions
-
-
-def default_cache() -> Path:
-    return wheels.cache_dir("VPATCH_MATRIX_CACHE", "matrix")
-
-
-wheel_dirs = wheels.wheel_dirs
-record_files = wheels.record_files
-CorruptWheel = wheels.CorruptWheel
-
-
-@dataclass
-class Extracted:
-    """What the cache keeps of one release: target files (None = not in the wheel) + RECORD."""
-
-    wheel: str
-    record: str
-    files: dict[str, bytes | None]
-
-
-def _read(path: Path) -> bytes:
-    """A cache file, opened without following links; it and its directory must be the user's
-    own and not group/other-writable (wheels.UnsafeStore otherwise)."""
-    wheels._check_stat(os.lstat(path.parent), path.parent, "dir")
-    fh, _st = wheels._open_checked(path)
-    with fh:
-        return fh.read()
-
-
-class Cache:
-    """`<root>/<package>/<version>/{manifest.json,RECORD,files/<rel>}` and `<root>/results/`."""
-
-    def __init__(self, root: Path, package: str) -> None:
-        self.root = root
-        self.dir = root / canonicalize_name(package)
-        self.results = root / "results"
-
-    def release_dir(self, version: Version) -> Path:
-        return self.dir / str(version)
-
-    def lookup(self, version: Version, rel: str) -> tuple[bool, bytes | None]:
-        """(known, bytes): known is False when only the wheel can tell. A file is checked
-        against the release's RECORD (not only the manifest beside it) on every read; one that
-        fails a check is not known (the wheel is read again)."""
-        d = self.release_dir(version)
-        try:
-            manifest = json.loads(_read(d / "manifest.json"))
-            listed = record_files(_read(d / "RECORD").decode("utf-8"))
-        except (OSError, ValueError, wheels.UnsafeStore):
-            return False, None
-        files: dict[str, str | None] = manifest.get("files", {})
-        if rel in files:
-            if files[rel] is None:
-                return rel not in listed, None
-            try:
-                data = _read(d / "files" / rel)
-            except (OSError, wheels.UnsafeStore):
-                return False, None
-            want = listed.get(rel)
-            if want is None or hashlib.sha256(data).hexdigest() != want:
-                return False, None
-            return True, data
-        if listed and rel not in listed:
-            return True, None  # RECORD lists every file of the wheel: no need to fetch it
-        return False, None
-
-    def known_rels(self, version: Version) -> list[str]:
-        try:
-            manifest = json.loads((self.release_dir(version) / "manifest.json").read_text())
-        except (OSError, ValueError):
-            return []
-        return list(manifest.get("files", {}))
-
-    def store(self, version: Version, got: Extracted) -> None:
-        """Write the release's entry in a temp dir, then swap it in (readers never see half)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=self.dir))
-        tmp.chmod(0o755)  # mkdtemp makes it 0700; a shared cache must stay readable
-        for rel, data in got.files.items():
-            if data is not None:
-                path = tmp / "files" / rel
-                path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-                path.write_bytes(data)
-                path.chmod(0o644)  # whatever the umask: a group-writable entry is refused
-        (tmp / "RECORD").write_text(got.record)
-        (tmp / "RECORD").chmod(0o644)
-        hashes = {
-            rel: None if d is None else hashlib.sha256(d).hexdigest()
-            for rel, d in got.files.items()
-        }
-        manifest = {"wheel": got.wheel, "files": hashes}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-        (tmp / "manifest.json").chmod(0o644)
-        final = self.release_dir(version)
-        old = None
-        if final.exists():
-            old = self.dir / f".old-{version}-{os.getpid()}-{threading.get_ident()}"
-            final.rename(old)
-        tmp.rename(final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-
-    @contextmanager
-    def locked(self, version: Version) -> Iterator[None]:
-        """One fetch per release across processes (two matrix runs must not download twice)."""
-        locks = self.dir / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{version}.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            yield
-
-    def result_key(self, spec: PatchSpec, index: int, data: bytes) -> Path:
+    def key(self, spec: PatchSpec, index: int, data: bytes) -> Path:
+        """The file that holds the verdict of variant `index` on files hashing to `data`."""
         blob = json.dumps([_RULES, spec.digest, index, hashlib.sha256(data).hexdigest()])
-        return self.results / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
+        return self.dir / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
 
-    def cached_result(self, key: Path) -> tuple[MatrixOutcome, str] | None:
+    def get(self, key: Path) -> tuple[planner.MatrixOutcome, str] | None:
+        """(outcome, message) decided before; None when there is none (or it is unreadable)."""
         try:
             doc = json.loads(key.read_text())
             return doc["outcome"], doc["message"]
         except (OSError, ValueError, KeyError):
             return None
 
-    def save_result(self, key: Path, release: Release) -> None:
-        self.results.mkdir(parents=True, exist_ok=True)
+    def put(self, key: Path, release: Release) -> None:
+        """Keep the release's verdict (written whole, then renamed into place)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = key.with_name(f".{key.name}.{os.getpid()}.{threading.get_ident()}")
         tmp.write_text(json.dumps({"outcome": release.outcome, "message": release.message}))
         tmp.replace(key)
-
-
-_RULES = _rules_fingerprint()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,48 +181,16 @@ class Progress:
 
 
 @dataclass
-class Fetcher:
-    """The matrix's files of a release as its wheel ships them: from the cache, else from the
-    wheel store (`patcher.wheels`), then cached."""
-
-    package: str
-    cache: Cache
-    store: wheels.Store
-    progress: Progress = field(default_factory=Progress)
-    stats: Stats = field(default_factory=Stats)
-
-    def file(self, version: Version, rel: str) -> bytes | None:
-        known, data = self.cache.lookup(version, rel)
-        if known:
-            self.stats.add("cached_files")
-            return data
-        with self.cache.locked(version):
-            known, data = self.cache.lookup(version, rel)  # another process fetched it meanwhile
-            if known:
-                self.stats.add("cached_files")
-                return data
-            rels = sorted({*self.cache.known_rels(version), rel})
-            got = self.fetch(version, rels)
-            self.cache.store(version, got)
-            return got.files[rel]
-
-    def fetch(self, version: Version, rels: Sequence[str]) -> Extracted:
-        """The files and RECORD from the store's wheel (a download pip makes is dropped)."""
-        self.progress.fetching(version)
-        origin, record, files = self.store.read(self.package, version, rels)
-        self.stats.add("downloaded" if origin == "pip" else "reused_wheels")
-        return Extracted(f"{self.package}-{version}", record, files)
-
-
-@dataclass
 class Runner:
+    """Every release's verdict: the planner decides, the cache and the store bring the files."""
+
     spec: PatchSpec
     cache: Cache
     jobs: int = DEFAULT_JOBS
     platforms: Sequence[str] = ()
     progress: Progress = field(default_factory=Progress)
     stats: Stats = field(default_factory=Stats)
-    store: wheels.Store | None = None
+    store: Store | None = None
 
     def run(self, versions: Sequence[Version]) -> list[Release]:
         """Every release's answer, in version order; downloads run `jobs` at a time."""
@@ -396,12 +198,12 @@ class Runner:
         answers: dict[Version, Release] = {}
         pending: list[tuple[Version, int, Variant]] = []
         for v in versions:
-            first = plan(self.spec, v)
-            if isinstance(first, Release):
-                answers[v] = first
-                self.progress.done(first)
+            got = planner.matrix_choose(self.spec, str(v))
+            if isinstance(got, planner.Verdict):
+                answers[v] = _release(v, got)
+                self.progress.done(answers[v])
             else:
-                pending.append((v, *first))
+                pending.append((v, *got))
         with ThreadPoolExecutor(max_workers=max(1, self.jobs)) as pool:
             for v, release in zip(
                 [p[0] for p in pending], pool.map(lambda p: self._one(*p), pending), strict=True
@@ -410,6 +212,7 @@ class Runner:
         return [answers[v] for v in sorted(answers)]
 
     def _one(self, version: Version, index: int, variant: Variant) -> Release:
+        """The release's row; one that could not be examined is `failed`, with why."""
         try:
             files = {rel: self._file(version, rel) for rel, _ in variant.files()}
             release = self._decide(version, index, variant, files)
@@ -424,27 +227,36 @@ class Runner:
     def _decide(
         self, version: Version, index: int, variant: Variant, files: dict[str, bytes | None]
     ) -> Release:
+        """The release's row from the planner's verdict, reused from `Decisions` when the
+        same files were judged before (a verdict on a file the wheel lacks is not kept)."""
         if any(d is None for d in files.values()):
-            return judge(version, index, variant, files)
+            return _release(version, planner.judge_release(index, variant, files))
         data = b"".join(
             rel.encode() + b"\0" + hashlib.sha256(d or b"").digest() for rel, d in files.items()
         )
-        key = self.cache.result_key(self.spec, index, data)
-        hit = self.cache.cached_result(key)
+        decisions = Decisions(self.cache.root)
+        key = decisions.key(self.spec, index, data)
+        hit = decisions.get(key)
         if hit is not None:
             self.stats.add("cached_results")
             return Release(str(version), index, hit[0], hit[1])
-        release = judge(version, index, variant, files)
+        release = _release(version, planner.judge_release(index, variant, files))
         self.stats.add("computed")
         if release.outcome != "failed":
-            self.cache.save_result(key, release)
+            decisions.put(key, release)
         return release
 
     def _file(self, version: Version, rel: str) -> bytes | None:
+        """The file's bytes in the release's wheel (None: not in it), through the cache."""
         if self.store is None:
-            self.store = wheels.Store(platforms=self.platforms)
+            self.store = Store(platforms=self.platforms)
         got = Fetcher(self.spec.package, self.cache, self.store, self.progress, self.stats)
         return got.file(version, rel)
+
+
+def _release(version: Version, verdict: planner.Verdict) -> Release:
+    """The matrix's row for the planner's verdict on one release."""
+    return Release(str(version), verdict.variant, verdict.outcome, verdict.message)
 
 
 def build(
@@ -455,20 +267,23 @@ def build(
     platforms: Sequence[str] = (),
     cache_root: Path | None = None,
     progress: Progress | None = None,
-    list_versions: Callable[..., list[Version]] = pkgindex.list_versions,
+    list_versions: Callable[..., list[Version]] = index.list_versions,
 ) -> tuple[Matrix, Stats]:
-    """List releases through pip, pick the range, decide every release."""
+    """(matrix, stats): releases listed through pip (else the wheelhouses), the range
+    picked, every release decided."""
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
     try:
         available = list_versions(spec.package, pre=pre, platforms=platforms)
-    except pkgindex.PipError:
-        if not wheels.listed_versions(spec.package):
+    except index.PipError:
+        if not wheelhouse.listed_versions(spec.package):
             raise
         available = []
     if not available:  # air-gapped: the releases the wheelhouses hold
-        available = [v for v in wheels.listed_versions(spec.package) if pre or not v.is_prerelease]
+        available = [
+            v for v in wheelhouse.listed_versions(spec.package) if pre or not v.is_prerelease
+        ]
     if not available:  # pip says the same for a typo, an unreachable index and no wheels
-        raise pkgindex.PipError(
+        raise index.PipError(
             f"pip lists no release of {spec.package}",
             f"check the spec's package name and that `python -m pip index versions "
             f"{spec.package}` works here (pip.conf, network, proxy)",

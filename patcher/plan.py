@@ -31,13 +31,14 @@ import difflib
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from patcher import linemerge
 from patcher.agent import protocol
-from patcher.result import FileChange, Outcome, PatchResult, ProbeResult
-from patcher.rewrite import RewriteResult, apply_edits
+from patcher.hostfacts import FileFact, HostFacts, JournalFile
+from patcher.result import GOOD, FileChange, Outcome, PatchResult, ProbeResult
+from patcher.rewrite import RewriteResult, Status, apply_edits
 from patcher.spec import Edit, PatchSpec, Variant
 
 Level = Literal["static", "import", "full"]
@@ -85,134 +86,6 @@ def load_edits(raw: Any) -> list[Edit]:
     from pydantic import TypeAdapter
 
     return TypeAdapter(list[Edit]).validate_python(raw)
-
-
-# ---------------------------------------------------------------------------------------------
-# Facts: the inspect answer, typed
-
-
-@dataclass(frozen=True)
-class FileFact:
-    rel: str
-    path: str
-    exists: bool
-    sha256: str | None
-    record_sha256: str | None
-    text: str | None
-    error: str | None = None
-    writable: bool | None = None
-    why_unwritable: str | None = None
-    free: int | None = None
-    in_record: bool = True  # False: not pip's file of the package (a module add_file created)
-    record_text: str | None = None  # pip's bytes of the file (from the wheel), for --adopt
-
-
-@dataclass(frozen=True)
-class JournalFile:
-    """One journaled file, as the agent folded the journal (see module docstring)."""
-
-    path: str
-    applied: dict[str, dict[str, Any]]  # spec id -> its last apply entry, in apply order
-    expected: str | None
-    base: str | None
-    base_text: str | None
-    current: str | None
-    current_text: str | None = None
-    created: bool = False  # vpatch created the file: no spec left means no file
-    package_version: str | None = None  # installed version of the entries' package now
-    record_sha256: str | None = None  # pip's RECORD hash of the file now
-    base_error: str | None = None  # why the backup could not be read (corrupt, unreadable)
-
-    @property
-    def in_sync(self) -> bool:
-        return bool(self.applied) and self.current == self.expected
-
-    @property
-    def reinstalled(self) -> bool:
-        """pip's bytes again (reinstall or upgrade): the journal's entries no longer hold."""
-        return (
-            bool(self.applied)
-            and self.current != self.expected
-            and self.current is not None
-            and self.current == self.record_sha256
-        )
-
-    @property
-    def other_version(self) -> bool:
-        """The entries were made against a release other than the one installed now."""
-        return any(e.get("version") != self.package_version for e in self.applied.values())
-
-
-@dataclass(frozen=True)
-class HostFacts:
-    python: str
-    versions: dict[str, str | None]
-    files: dict[str, dict[str, FileFact]]  # package -> rel -> fact
-    journal: dict[str, JournalFile]
-    state: dict[str, Any] = field(default_factory=dict)
-    restart_required: list[dict[str, Any]] = field(default_factory=list)
-    incomplete: list[dict[str, Any]] = field(default_factory=list)
-    # what the agent skipped in the host's state (ill-formed journal lines, journaled paths
-    # outside site-packages): said in the report, never fatal
-    warnings: list[str] = field(default_factory=list)
-    # journaled files gone with their package (pip uninstall): path -> spec ids applied there
-    orphaned: dict[str, list[str]] = field(default_factory=dict)
-
-    @classmethod
-    def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
-        py = raw.get("python", {})
-        versions: dict[str, str | None] = {}
-        files: dict[str, dict[str, FileFact]] = {}
-        for name, pkg in (raw.get("packages") or {}).items():
-            versions[name] = pkg.get("version")
-            files[name] = {
-                rel: FileFact(
-                    rel,
-                    str(info.get("path", rel)),
-                    bool(info.get("exists")),
-                    info.get("sha256"),
-                    info.get("record_sha256"),
-                    info.get("text"),
-                    info.get("error"),
-                    info.get("writable"),
-                    info.get("why_unwritable"),
-                    info.get("free"),
-                    info.get("in_record", True) is not False,
-                    info.get("record_text"),
-                )
-                for rel, info in (pkg.get("files") or {}).items()
-            }
-        journal = {
-            path: JournalFile(
-                path,
-                dict(st.get("applied") or {}),
-                st.get("expected"),
-                st.get("base"),
-                st.get("base_text"),
-                st.get("current"),
-                st.get("current_text"),
-                bool(st.get("created")),
-                st.get("package_version"),
-                st.get("record_sha256"),
-                st.get("base_error"),
-            )
-            for path, st in (raw.get("journal") or {}).items()
-        }
-        return cls(
-            f"{py.get('executable', '?')} ({py.get('version', '?')})",
-            versions,
-            files,
-            journal,
-            dict(raw.get("state") or {}),
-            list(raw.get("restart_required") or []),
-            list(raw.get("incomplete") or []),
-            [str(w) for w in raw.get("warnings") or []],
-            {str(p): [str(x) for x in ids] for p, ids in (raw.get("orphaned") or {}).items()},
-        )
-
-    def file(self, package: str, rel: str) -> FileFact:
-        got = self.files.get(package, {}).get(rel)
-        return got or FileFact(rel, rel, False, None, None, None, "was not inspected")
 
 
 def wanted_files(specs: Sequence[PatchSpec]) -> dict[str, list[str]]:
@@ -300,9 +173,9 @@ def recorded_checks(entry: dict[str, Any], level: Level) -> list[dict[str, Any]]
     """The checks an apply entry recorded (level full), cut to `level` and to the level the
     spec was verified at when applied (its entry's `level`; older entries: full): a check that
     never ran where the spec was applied proves nothing about another spec taken out."""
-    was = entry.get("level")
-    if isinstance(was, str) and _DEPTH.get(was, 2) < _DEPTH[level]:
-        level = cast(Level, was)
+    match entry.get("level"):
+        case "static" | "import" | "full" as was if _DEPTH[was] < _DEPTH[level]:
+            level = was
     if level == "static":
         return []
     got = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
@@ -340,14 +213,25 @@ def choose(spec: PatchSpec, version: str | None) -> tuple[PatchResult, int, Vari
     return res, index, variant
 
 
-def rewrite_outcome(status: str) -> Outcome:
-    """A rewrite's status as apply reports it (matrix maps the same way)."""
-    return {
-        "changed": "would_apply",
-        "unchanged": "satisfied_upstream",
-        "anchor_missing": "anchor_missing",
-        "ambiguous": "ambiguous",
-    }.get(status, "failed")  # type: ignore[return-value]
+def rewrite_outcome(status: Status) -> Outcome:
+    """The outcome a rewrite's status gives a spec, as apply reports it (matrix, wheel)."""
+    if status == "changed":
+        return "would_apply"
+    if status == "unchanged":
+        return "satisfied_upstream"
+    return rewrite_problem(status)
+
+
+RewriteProblem = Literal["anchor_missing", "ambiguous", "failed"]
+
+
+def rewrite_problem(status: Status) -> RewriteProblem:
+    """The outcome of a rewrite that did not run (anchor_missing, ambiguous, else failed)."""
+    match status:
+        case "anchor_missing" | "ambiguous":
+            return status
+        case _:
+            return "failed"
 
 
 def baked(version: str | None, fact: FileFact) -> str | None:
@@ -381,13 +265,15 @@ def drift_state(current: str | None, record: str | None, base: str | None) -> st
     return f"unknown content (sha256 {current[:12]}, edited by hand or another tool?)"
 
 
-def _file_problem(fact: FileFact, edits: Sequence[Edit], res: PatchResult) -> str | None:
+def _file_problem(
+    fact: FileFact, edits: Sequence[Edit], res: PatchResult
+) -> tuple[Literal["failed", "anchor_missing"], str] | None:
+    """(outcome, why) when the file cannot take the edits at all (inspect failed on it, or
+    it is missing and nothing adds it); None when it can."""
     if fact.error and not (_adds(edits) and not fact.in_record):
-        res.outcome = "failed"
-        return f"{fact.rel} {fact.error}"
+        return "failed", f"{fact.rel} {fact.error}"
     if not fact.exists and not _adds(edits):
-        res.outcome = "anchor_missing"
-        return f"{fact.rel} does not exist in {res.package} {res.version}"
+        return "anchor_missing", f"{fact.rel} does not exist in {res.package} {res.version}"
     return None
 
 
@@ -427,6 +313,7 @@ class _Apply:
         self.backups: list[dict[str, str]] = []  # new bases (hand edits kept) to store
 
     def plan(self, specs: Sequence[PatchSpec]) -> Plan:
+        """The apply plan: each spec's outcome from its files' parts, the worst deciding."""
         out = Plan([])
         for spec in specs:
             version = self.facts.versions.get(spec.package)
@@ -436,9 +323,9 @@ class _Apply:
                 self._retire_for(spec, res)
                 continue
             parts = [self._part(spec, index, rel, edits, res) for rel, edits in variant.files()]
-            problem = next((p for p in parts if p.outcome not in _PART_OK), None)
-            if problem is not None:
-                res.outcome, res.message = cast(Outcome, problem.outcome), problem.message
+            problem = next((p for p in parts if p.problem is not None), None)
+            if problem is not None and problem.problem is not None:
+                res.outcome, res.message = problem.problem, problem.message
                 continue
             changed = [p for p in parts if p.outcome in ("changed", "adopt", "rely")]
             if not changed:
@@ -488,10 +375,12 @@ class _Apply:
     def _part(
         self, spec: PatchSpec, index: int, rel: str, edits: Sequence[Edit], res: PatchResult
     ) -> _Part:
+        """What one file of the spec comes to: a step of its work (with the text before and
+        after) or a problem, which is the spec's outcome."""
         fact = self.facts.file(spec.package, rel)
-        why = _file_problem(fact, edits, res)
-        if why:
-            return _Part(fact, res.outcome, why)
+        got = _file_problem(fact, edits, res)
+        if got is not None:
+            return _Part(fact, *got)
         st = self.facts.journal.get(fact.path)
         if st is not None and st.applied and not st.in_sync and fact.path not in self.texts:
             if fact.record_sha256 is not None and st.current == fact.record_sha256:
@@ -730,7 +619,7 @@ class _Apply:
         if text is not None and not mine:
             rw = self.rewrite(text, spec, index, rel, edits)
             if rw.status not in ("changed", "unchanged"):
-                return _Part(fact, rewrite_outcome(rw.status), f"{rel}: {rw.message}")
+                return _Part(fact, rewrite_problem(rw.status), f"{rel}: {rw.message}")
             text = rw.source
         if text is None:
             return _Part(fact, "failed", f"{rel}: {why}")
@@ -907,19 +796,31 @@ class _Apply:
         )
 
 
-_PART_OK = frozenset({"changed", "unchanged", "already_applied", "adopt", "rely"})
+# What one file of a spec comes to in apply's plan: a step of the spec's work (written,
+# already there, adopted, relying on another spec), or a problem, which is the spec's outcome.
+Step = Literal["changed", "unchanged", "already_applied", "adopt", "rely"]
+Problem = Literal["failed", "anchor_missing", "ambiguous", "drifted", "modified"]
 
 
 @dataclass
 class _Part:
     fact: FileFact
-    outcome: str
+    outcome: Step | Problem
     message: str
     before: str | None = None
     after: str | None = None
     relies: list[str] = field(default_factory=list)  # "rely": the specs holding its code
     base: str | None = None  # the file's new base (vpatch's edits out, hand edits in)
     created: bool = False  # --adopt of a module added by hand: journaled as created
+
+    @property
+    def problem(self) -> Problem | None:
+        """The spec's outcome when this file stops it; None for a step of its work."""
+        match self.outcome:
+            case "failed" | "anchor_missing" | "ambiguous" | "drifted" | "modified":
+                return self.outcome
+            case _:
+                return None
 
 
 def hand_lines(fact: FileFact) -> str:
@@ -1115,16 +1016,17 @@ def judge_probes(res: PatchResult, dry: bool = False) -> bool:
 def verify_spec(
     spec: PatchSpec, facts: HostFacts, rewrite: Rewriter = pure_rewriter
 ) -> tuple[PatchResult, Variant | None]:
-    """Is the spec in place on this host, by the journal and by the code itself?"""
+    """(result, variant): is the spec in place on this host, by the journal and by the code
+    itself? The variant is the one whose checks verify runs (None: no variant applies)."""
     res, index, variant = choose(spec, facts.versions.get(spec.package))
     if variant is None:
         return res, None
     states: list[tuple[str, str]] = []
     for rel, edits in variant.files():
         fact = facts.file(spec.package, rel)
-        why = _file_problem(fact, edits, res) if fact.exists or not _adds(edits) else None
-        if why:
-            res.message = why
+        got = _file_problem(fact, edits, res) if fact.exists or not _adds(edits) else None
+        if got is not None:
+            res.outcome, res.message = got
             return res, variant
         st = facts.journal.get(fact.path)
         mine = st is not None and spec.id in st.applied
@@ -1262,18 +1164,19 @@ def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
 
 
 def status_journal(facts: HostFacts) -> list[PatchResult]:
-    """Everything the journal says vpatch applied, and whether each file still holds it: one
-    result per spec with all its files (a 4-file spec is one spec, not four), each file shown
+    """One result per spec the journal says vpatch applied, and whether each file still holds
+    it: all its files in one result (a 4-file spec is one spec, not four), each file shown
     as the journal's base -> what vpatch last wrote there (after a partial rollback, the bytes
     the rollback wrote, not the hash of the spec's own apply)."""
     out: dict[str, PatchResult] = {}
-    words: dict[str, list[tuple[str, str]]] = {}
+    words: dict[str, list[tuple[Outcome, str]]] = {}
     for path, st in sorted(facts.journal.items()):
         for sid, e in st.applied.items():
             res = out.setdefault(
                 sid, PatchResult(sid, str(e.get("package", "?")), e.get("version"), "applied")
             )
             rel = str(e.get("file"))
+            outcome: Outcome
             if st.in_sync:
                 outcome, message = "applied", f"{rel}: has the journal's hash"
             elif st.reinstalled and st.other_version and _still_fits(st, e):
@@ -1297,8 +1200,8 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
             res.files.append(FileChange(path, str(before), str(st.expected or "")))
     for sid, res in out.items():
         said = words[sid]
-        worst = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")
-        res.outcome = worst  # type: ignore[assignment]
+        worst: Outcome = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")
+        res.outcome = worst
         if worst == "applied" and len(said) > 1:
             res.message = f"all {len(said)} files have the journal's hash"
         else:
@@ -1306,7 +1209,7 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
     return list(out.values())
 
 
-_STATUS_WORST = ("drifted", "superseded")
+_STATUS_WORST: tuple[Outcome, ...] = ("drifted", "superseded")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1316,8 +1219,9 @@ _STATUS_WORST = ("drifted", "superseded")
 def plan_rollback(
     wanted: set[str] | None, facts: HostFacts, opts: Options, specs: Sequence[PatchSpec] = ()
 ) -> Plan:
-    """Take specs out (all vpatch did when `wanted` is None): per file, base + the remaining
-    specs' recorded edits; the remaining specs' recorded checks run afterwards (`checks`)."""
+    """The rollback plan: specs taken out (all vpatch did when `wanted` is None), per file
+    base + the remaining specs' recorded edits; the remaining specs' recorded checks run
+    afterwards (`checks`)."""
     out = Plan([])
     results: dict[str, PatchResult] = {}
     for path, st in sorted(facts.journal.items()):
@@ -1334,7 +1238,7 @@ def plan_rollback(
             if res.outcome not in _ROLLING:
                 continue  # an earlier file of this spec already failed
             if outcome != "rolled_back":
-                res.outcome, res.message = outcome, message  # type: ignore[assignment]
+                res.outcome, res.message = outcome, message
             elif opts.dry_run:
                 res.outcome, res.message = "would_roll_back", _would(message)
             else:
@@ -1415,9 +1319,12 @@ def _would(message: str) -> str:
     return message
 
 
+RollbackOutcome = Literal["rolled_back", "superseded", "drifted", "failed"]
+
+
 def _rollback_file(
     st: JournalFile, drop: list[str], keep: dict[str, dict[str, Any]], opts: Options
-) -> tuple[str, str, Write | None]:
+) -> tuple[RollbackOutcome, str, Write | None]:
     """(outcome, message, write) for taking `drop` out of one file."""
     rel = str(st.applied[drop[0]].get("file") or st.path)
     if st.reinstalled:
@@ -1474,3 +1381,93 @@ def _diff(st: JournalFile, w: Write) -> str:
         return ""
     after = w.text if w.text is not None else (st.base_text if w.restore else "")
     return unified_diff(w.rel, st.current_text, after or "")
+
+
+# ---------------------------------------------------------------------------------------------
+# ensure: apply, then (`--level`) a verify of what was already in place
+
+IN_PLACE: tuple[Outcome, ...] = ("already_applied", "satisfied_upstream")
+
+
+def recheck_specs(specs: Sequence[PatchSpec], applied: Sequence[PatchResult]) -> list[PatchSpec]:
+    """The specs ensure's `--level` verifies again: those apply found in place without a
+    write (what apply wrote, apply's own checks already judged)."""
+    in_place = {r.id for r in applied if r.outcome in IN_PLACE}
+    return [s for s in specs if s.id in in_place]
+
+
+def recheck(applied: Sequence[PatchResult], verified: Sequence[PatchResult]) -> list[PatchResult]:
+    """The results ensure reports: apply's, each re-checked spec with verify's probes, and
+    verify's outcome where it is not good or a probe failed (the check decides, not apply)."""
+    by_id = {v.id: v for v in verified}
+    out: list[PatchResult] = []
+    for res in applied:
+        v = by_id.get(res.id)
+        if v is None:
+            out.append(res)
+        elif v.outcome not in GOOD["verify"] or not all(p.ok for p in v.probes):
+            out.append(replace(res, outcome=v.outcome, message=v.message, probes=v.probes))
+        else:
+            out.append(replace(res, probes=v.probes))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix: one release of a package, with no host (the file as the release's wheel ships it)
+
+MatrixOutcome = Literal[
+    "would_apply",
+    "satisfied_upstream",
+    "anchor_missing",
+    "ambiguous",
+    "not_covered",
+    "no_file",
+    "failed",  # the release could not be examined (download, corrupt wheel, unparsable file)
+]
+# A release with one of these means the spec does not fit it: `vpatch matrix` exits 1.
+MATRIX_FAILING: frozenset[MatrixOutcome] = frozenset(
+    {"anchor_missing", "ambiguous", "not_covered", "failed"}
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A release's answer in `vpatch matrix`: the `[[variant]]` chosen (None: none covers
+    it), the outcome and why."""
+
+    variant: int | None
+    outcome: MatrixOutcome
+    message: str
+
+
+def matrix_choose(spec: PatchSpec, version: str) -> tuple[int, Variant] | Verdict:
+    """(index, variant) whose files must be read, or the final verdict when no file is
+    needed. Variant choice is `choose`'s, as on a host."""
+    res, index, variant = choose(spec, version)
+    if variant is not None:
+        return index, variant
+    if res.outcome == "satisfied_upstream":
+        return Verdict(index, "satisfied_upstream", res.message)
+    ranges = "; ".join(v.versions for v in spec.variant)
+    return Verdict(None, "not_covered", f"in no variant's range ({ranges})")
+
+
+def judge_release(index: int, variant: Variant, files: dict[str, bytes | None]) -> Verdict:
+    """The verdict of the variant's edits on the release's files (None: not in the wheel), as
+    `vpatch apply --dry-run` would say it: `rewrite_outcome`, the worst file deciding."""
+    verdicts: list[tuple[Outcome, str]] = []
+    for rel, edits in variant.files():
+        data = files.get(rel)
+        if data is None and not _adds(edits):
+            return Verdict(index, "no_file", f"{rel} is not in the wheel")
+        try:
+            text = (data or b"").decode("utf-8")
+        except UnicodeDecodeError:
+            return Verdict(index, "failed", f"{rel} is not UTF-8 text")
+        rw = apply_edits(text, edits)
+        if rw.status not in ("changed", "unchanged"):
+            return Verdict(index, rewrite_problem(rw.status), f"{rel}: {rw.message}")
+        verdicts.append((rewrite_outcome(rw.status), f"{rel}: {rw.message}"))
+    changed = any(v == "would_apply" for v, _ in verdicts)
+    message = "; ".join(m for _, m in verdicts)
+    return Verdict(index, "would_apply" if changed else "satisfied_upstream", message)

@@ -23,7 +23,7 @@ import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from patcher import __version__, result
-from patcher.catalog import ID as _ID
+from patcher.names import ID as _ID
 from patcher.spec import PatchSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"

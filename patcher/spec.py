@@ -29,8 +29,8 @@ from pydantic import (
 )
 
 from patcher._compat import tomllib
-from patcher.catalog import ID as _ID
 from patcher.errors import SpecError
+from patcher.names import ID as _ID
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")

@@ -39,7 +39,7 @@ from patcher.errors import UsageError, VpatchError
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec
-from patcher.wheels import CorruptWheel, Wheel
+from patcher.wheels.wheel import CorruptWheel, Wheel
 
 BAKED_LABEL = "vpatch"  # the local version segment that marks a baked wheel
 

@@ -152,7 +152,7 @@ def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     args = parse(argv)
     args.exec_argv = None if command is None else list(command)
     if getattr(args, "wheelhouse", None):
-        from patcher import wheels
+        from patcher.wheels import wheelhouse
 
-        wheels.use_wheelhouses(args.wheelhouse)
+        wheelhouse.use_wheelhouses(args.wheelhouse)
     return load(args.command).run(args)

@@ -143,7 +143,7 @@ def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    from patcher.catalog import ID as _ID
+    from patcher.names import ID as _ID
 
     if not _ID.fullmatch(args.id):
         raise UsageError(
@@ -249,9 +249,9 @@ def neighbours(
     """Up to n releases before and n after `version` (and it), as pip lists them."""
     from packaging.version import Version
 
-    from patcher import pkgindex
+    from patcher.wheels import index
 
-    list_versions = list_versions or pkgindex.list_versions
+    list_versions = list_versions or index.list_versions
     here = Version(version)
     listed = sorted(set(list_versions(spec.package)) | {here})
     i = listed.index(here)
@@ -264,8 +264,10 @@ def fits(
     cache_root: Path | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
-    from patcher import matrix, wheels
+    from patcher import matrix
     from patcher.spec import Variant
+    from patcher.wheels.cache import Cache, default_cache
+    from patcher.wheels.store import default_store
 
     wide = spec.model_copy(
         update={
@@ -277,8 +279,8 @@ def fits(
     )
     runner = matrix.Runner(
         wide,
-        matrix.Cache(cache_root or matrix.default_cache(), spec.package),
-        store=wheels.default_store(),
+        Cache(cache_root or default_cache(), spec.package),
+        store=default_store(),
     )
     releases = runner.run(versions)
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
@@ -417,8 +419,9 @@ def backport(args: argparse.Namespace) -> int:
     """A unified diff made against release V -> V's pristine files patched -> captured."""
     from packaging.version import InvalidVersion, Version
 
-    from patcher import udiff, wheels
+    from patcher import udiff
     from patcher.capture import CaptureError, capture
+    from patcher.wheels.store import default_store
 
     validate(args)
     try:
@@ -435,7 +438,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = wheels.default_store()  # the release's wheel is opened once, for every file
+    store = default_store()  # the release's wheel is opened once, for every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:

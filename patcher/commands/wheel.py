@@ -31,19 +31,22 @@ def add_options(wp: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from patcher import catalog, wheelbuild, wheels
+    from patcher import catalog, wheelbuild
+    from patcher.wheels import wheelhouse
+    from patcher.wheels.store import Store, progress_for
+    from patcher.wheels.wheel import CorruptWheel
 
     package, version = wheelbuild.parse_package(args.package)
     if args.from_wheel:
-        wheels.use_wheelhouses([args.from_wheel])
+        wheelhouse.use_wheelhouses([args.from_wheel])
     specs = catalog.load_all(args.specs)
     wheelbuild.check_package(specs, package, version)
-    store = wheels.Store(platforms=args.platform, progress=wheels.progress_for(args.json))
+    store = Store(platforms=args.platform, progress=progress_for(args.json))
     if args.from_wheel:
         store.sources = [Path(args.from_wheel)]
     try:
         wheel = store.wheel(package, version)
-    except wheels.CorruptWheel as exc:
+    except CorruptWheel as exc:
         raise VpatchError(exc.message, "pass pip's wheel of the release") from None
     baked = wheelbuild.decide(specs, version, wheel)
     path, sha = wheelbuild.write(wheel, package, version, baked, Path(args.output_dir))

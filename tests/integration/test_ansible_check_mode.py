@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from patcher import engine
-from patcher.plan import HostFacts, Options, plan_apply
+from patcher.hostfacts import HostFacts
+from patcher.plan import Options, plan_apply
 from patcher.spec import load_spec
 from patcher.transport import BOOT, LocalTransport, agent_bundle
 from tests.conftest import Env, fingerprint

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import matrix, pkgindex
+from patcher import matrix
 from patcher.spec import PatchSpec
+from patcher.wheels.index import list_versions, versions_from_download_error
+from patcher.wheels.wheel import record_files
 from tests.conftest import vpatch
 
 PKG = "vpatch-fake"
@@ -150,9 +152,9 @@ def _spec(path: Path) -> PatchSpec:
 
 
 def test_listing_drops_yanked_and_prereleases(pip_env: dict[str, str]) -> None:
-    final = [str(v) for v in pkgindex.list_versions(PKG)]
+    final = [str(v) for v in list_versions(PKG)]
     assert final == ["0.9", "1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.0", "2.6"]
-    assert "3.0rc1" in [str(v) for v in pkgindex.list_versions(PKG, pre=True)]
+    assert "3.0rc1" in [str(v) for v in list_versions(PKG, pre=True)]
 
 
 def test_listing_falls_back_to_pip_download_error(
@@ -167,7 +169,7 @@ def test_listing_falls_back_to_pip_download_error(
     )
     wrapper.chmod(0o755)
     monkeypatch.setenv("VPATCH_PIP", str(wrapper))
-    final = [str(v) for v in pkgindex.list_versions(PKG)]
+    final = [str(v) for v in list_versions(PKG)]
     assert final == ["0.9", "1.0", "1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "2.0", "2.6"]
 
 
@@ -177,10 +179,10 @@ def test_download_error_parsing() -> None:
         "ERROR: Could not find a version that satisfies the requirement x===y "
         "(from versions: 0.9, 1.0, 1.10, 2.0rc1, not-a-version)\n"
     )
-    got = pkgindex.versions_from_download_error(err)
+    got = versions_from_download_error(err)
     assert got == [Version("0.9"), Version("1.0"), Version("1.10"), Version("2.0rc1")]
-    assert pkgindex.versions_from_download_error("(from versions: none)") == []
-    assert pkgindex.versions_from_download_error("ERROR: no route to host") is None
+    assert versions_from_download_error("(from versions: none)") == []
+    assert versions_from_download_error("ERROR: no route to host") is None
 
 
 def test_matrix_table_every_outcome_and_cache(pip_env: dict[str, str], spec_file: Path) -> None:
@@ -291,7 +293,7 @@ def test_record_mapping_and_json_shape() -> None:
         "pkg-1.data/scripts/tool,,\n"
         "pkg-1.dist-info/RECORD,,\n"
     )
-    files = matrix.record_files(record)
+    files = record_files(record)
     assert files["pkg/a.py"] == hashlib.sha256(b"").hexdigest()
     assert "pkg/b.py" in files and "tool" not in files and "pkg-1.data/scripts/tool" not in files
     m = matrix.Matrix("s", "p", [matrix.Release("1.0", None, "not_covered", "x")], ">=1")

@@ -1,4 +1,4 @@
-"""The wheel store (patcher.wheels) and `vpatch wheel` (patcher.wheelbuild), on real wheels.
+"""The wheel store (patcher.wheels.store) and `vpatch wheel` (patcher.wheelbuild), on real wheels.
 
 click 8.1.7 comes from the package index through pip's own configuration (cached in the test
 cache by tests/support/realpkgs.py); vLLM 0.16.0 is the suite's cached wheel (tests/envs.py).
@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import matrix, wheels
 from patcher.rewrite import apply_edits
 from patcher.spec import load_spec
+from patcher.wheels.cache import Cache, Extracted
+from patcher.wheels.store import Store
 from tests import envs
 from tests.conftest import fingerprint, vpatch
 from tests.support import handedits, realpkgs, wheellab
@@ -183,11 +184,11 @@ def test_tampered_store_entry_is_refused(lab: dict[str, str], tmp_path: Path) ->
 def test_matrix_cache_entry_is_checked_against_record(tmp_path: Path) -> None:
     """The matrix's extracted files: one poisoned (its manifest hash updated to match) is
     not served; the release's RECORD decides."""
-    cache = matrix.Cache(tmp_path / "m", "click")
-    wheel = wheels.Store(tmp_path / "s", sources=[realpkgs.wheel("click", CLICK_VERSION)])
+    cache = Cache(tmp_path / "m", "click")
+    wheel = Store(tmp_path / "s", sources=[realpkgs.wheel("click", CLICK_VERSION)])
     origin, record, files = wheel.read("click", Version(CLICK_VERSION), [CLICK_TYPES])
     assert origin == "wheelhouse" and files[CLICK_TYPES]
-    cache.store(Version(CLICK_VERSION), matrix.Extracted("click", record, files))
+    cache.store(Version(CLICK_VERSION), Extracted("click", record, files))
     assert cache.lookup(Version(CLICK_VERSION), CLICK_TYPES) == (True, files[CLICK_TYPES])
     d = cache.release_dir(Version(CLICK_VERSION))
     poison = b"name = 'bool'\n"

@@ -5,7 +5,7 @@ the folded journal), and what the plan must say (outcomes, message words, writes
 journal actions). Hashes are never written by hand: every `sha256` is derived from a named text,
 so a case reads like the situation it pins.
 
-    {"about": "...", "command": "apply|verify|rollback|status", "options": {...},
+    {"about": "...", "command": "apply|verify|rollback|status|ensure|matrix", "options": {...},
      "rollback": ["id"] | null,
      "texts": {"pristine": "...", "patched": "..."},
      "specs": [<spec as TOML would give it>], "old_specs": [<specs whose edits a journal holds>],
@@ -20,6 +20,12 @@ so a case reads like the situation it pins.
                 "preflight": "words" | null,
                 "backups": ["text name"]}}
 A file's "record_text" names the text the controller fetched as pip's bytes (apply --adopt).
+
+`ensure`: apply's plan, then (`"recheck": LEVEL`, null for none) verify of the specs in place
+on the host as the commit left it, with `"probes": {"spec id": [{"name", "ok", "detail"}]}` as
+the host's answer to their checks; `expect.probes` names the probes each result carries.
+`matrix`: no host; `"release": {"version": "1.0", "files": {"rel": "text name" | null |
+{"hex": "..."}}}` is the release's wheel (null: not in it); `expect.variants` the index chosen.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
-from patcher.plan import HostFacts, Options, Plan, dump_edits
+from patcher.hostfacts import HostFacts
+from patcher.plan import Options, Plan, dump_edits
 from patcher.spec import PatchSpec
 
 ROOT = "/env/lib/python3.11/site-packages/"
@@ -72,6 +79,19 @@ def load(path: Path) -> PlanCase:
     answer = host_answer(raw.get("host", {}), texts, {s.id: s for s in specs}, old)
     opts = Options(**raw.get("options", {}))
     return PlanCase(path.stem, raw, texts, specs, old, HostFacts.from_answer(answer), answer, opts)
+
+
+def release_files(case: PlanCase) -> dict[str, bytes | None]:
+    """A matrix case's files as the release's wheel ships them (None: not in the wheel)."""
+    out: dict[str, bytes | None] = {}
+    for rel, f in case.raw["release"]["files"].items():
+        if f is None:
+            out[rel] = None
+        elif isinstance(f, dict):
+            out[rel] = bytes.fromhex(f["hex"])
+        else:
+            out[rel] = case.texts[f].encode("utf-8")
+    return out
 
 
 def _edits_of(spec: PatchSpec, rel: str) -> list[Any]:

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
-from patcher.plan import HostFacts, Plan
+from patcher.hostfacts import HostFacts
+from patcher.plan import Plan
 from patcher.spec import PatchSpec
 from tests.support.cases import CASES, load_case
 

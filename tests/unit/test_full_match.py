@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher import catalog, inventory, transport
+from patcher import catalog, inventory, names, transport
 from patcher.commands import hooks
 from patcher.errors import InputError, SpecError
 from patcher.spec import load_spec
@@ -37,7 +37,7 @@ def test_a_spec_field_with_a_trailing_newline_is_refused(
 
 
 def test_ids_names_units_and_targets_are_whole_matches(tmp_path: Path) -> None:
-    assert catalog.ID.fullmatch("servekit-kimi") and not catalog.ID.fullmatch("servekit-kimi\n")
+    assert names.ID.fullmatch("servekit-kimi") and not names.ID.fullmatch("servekit-kimi\n")
     # a journal id for rollback/verify by id: a trailing newline is no id
     with pytest.raises(SpecError):
         catalog.load_or_ids(["no-such-spec\n"])

@@ -9,22 +9,66 @@ verify must call every spec apply applied `applied` there (one decision for both
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
 
 import pytest
 
 from patcher import plan as planner
-from patcher.result import Outcome, PatchResult
+from patcher.result import Outcome, PatchResult, ProbeResult
 from tests.support import plancases
 from tests.support.plancases import ROOT, PlanCase
 
 
-def _run(case: PlanCase) -> tuple[list[PatchResult], planner.Plan | None]:
+@dataclass
+class _Row:
+    """A matrix verdict, read like a spec's result."""
+
+    id: str
+    outcome: str
+    message: str
+    variant: int | None
+    probes: list[ProbeResult] = field(default_factory=list)
+
+
+def _ensure(case: PlanCase) -> tuple[list[PatchResult], planner.Plan]:
+    """ensure's decisions: apply's plan, then verify of the specs in place on the host as
+    the commit left it (its checks answered by the case's probes), folded in by the planner."""
+    p = planner.plan_apply(case.specs, case.facts, case.opts)
+    level = case.raw["recheck"]
+    todo = planner.recheck_specs(case.specs, p.results) if level is not None else []
+    after = plancases.after_commit(case, p) if p.needs_commit() else case.facts
+    verified = []
+    for spec in todo:
+        res, _variant = planner.verify_spec(spec, after)
+        if planner.wants_probes(res):
+            res.probes = [ProbeResult(**x) for x in case.raw.get("probes", {}).get(spec.id, [])]
+        planner.judge_probes(res)
+        verified.append(res)
+    return planner.recheck(p.results, verified), p
+
+
+def _matrix(case: PlanCase) -> list[_Row]:
+    """Each spec's verdict on the case's release: its files read only when a variant needs them."""
+    rows = []
+    for spec in case.specs:
+        got = planner.matrix_choose(spec, case.raw["release"]["version"])
+        if not isinstance(got, planner.Verdict):
+            got = planner.judge_release(*got, plancases.release_files(case))
+        rows.append(_Row(spec.id, got.outcome, got.message, got.variant))
+    return rows
+
+
+def _run(case: PlanCase) -> tuple[list[PatchResult] | list[_Row], planner.Plan | None]:
     cmd = case.raw["command"]
     if cmd == "apply":
         p = planner.plan_apply(case.specs, case.facts, case.opts)
         return p.results, p
+    if cmd == "ensure":
+        return _ensure(case)
+    if cmd == "matrix":
+        return _matrix(case), None
     if cmd == "verify":
         return [planner.verify_spec(s, case.facts)[0] for s in case.specs], None
     if cmd == "rollback":
@@ -65,6 +109,10 @@ def test_plan_case(path: Path) -> None:
         got = next(r.message for r in results if r.id == sid)
         assert words in got, (sid, got)
     assert all(r.message for r in results), "every outcome explains itself"
+    for sid, names in expect.get("probes", {}).items():
+        assert [p.name for p in next(r.probes for r in results if r.id == sid)] == names
+    for sid, index in expect.get("variants", {}).items():
+        assert next(r for r in results if isinstance(r, _Row) and r.id == sid).variant == index
     if plan is None:
         return
     assert _write_names(case, plan) == expect.get("writes", {})
@@ -85,7 +133,7 @@ def test_plan_case(path: Path) -> None:
         got = planner.preflight(case.facts, plan)
         want = expect["preflight"]
         assert (got is None) if want is None else (got is not None and want in got[0]), got
-    if case.raw["command"] == "apply" and plan.needs_commit() and not case.opts.dry_run:
+    if case.raw["command"] in ("apply", "ensure") and plan.needs_commit() and not case.opts.dry_run:
         after = plancases.after_commit(case, plan)
         again = planner.plan_apply(case.specs, after, case.opts)
         assert again.writes == [], [(r.id, r.outcome, r.message) for r in again.results]
@@ -104,9 +152,18 @@ def test_plan_case(path: Path) -> None:
 
 
 def test_enough_cases_for_every_outcome() -> None:
-    """At least 40 cases, and every outcome a planner can reach is pinned by one."""
+    """At least 40 cases, and every outcome a planner can reach is pinned by one: a host's,
+    ensure's re-check (in place, and failed by a check) and every matrix verdict."""
     cases = [plancases.load(p) for p in plancases.case_paths()]
     assert len(cases) >= 40
-    seen = {o for c in cases for o in c.raw["expect"]["outcomes"].values()}
+    host = [c for c in cases if c.raw["command"] != "matrix"]
+    seen = {o for c in host for o in c.raw["expect"]["outcomes"].values()}
     reachable = set(get_args(Outcome)) - {"skipped"}  # skipped: the fleet's, not a plan's
     assert reachable <= seen, sorted(reachable - seen)
+    matrix = [c for c in cases if c.raw["command"] == "matrix"]
+    verdicts = {o for c in matrix for o in c.raw["expect"]["outcomes"].values()}
+    missing = set(get_args(planner.MatrixOutcome)) - verdicts
+    assert not missing, sorted(missing)
+    ensure = [c for c in cases if c.raw["command"] == "ensure"]
+    kept = {o for c in ensure for o in c.raw["expect"]["outcomes"].values()}
+    assert set(planner.IN_PLACE) | {"failed"} <= kept, sorted(kept)

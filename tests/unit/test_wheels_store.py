@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import wheelbuild, wheels
+from patcher import wheelbuild
 from patcher.errors import UsageError
+from patcher.wheels.store import StderrProgress, Store
+from patcher.wheels.trust import UnsafeStore
+from patcher.wheels.wheel import CorruptWheel
 from tests.support import wheellab
 
 MOD = b"X = 1\n"
@@ -25,7 +28,7 @@ def _house(tmp_path: Path) -> Path:
 
 
 def test_wheelhouse_file_read_and_checked(tmp_path: Path) -> None:
-    store = wheels.Store(tmp_path / "store", sources=[_house(tmp_path)])
+    store = Store(tmp_path / "store", sources=[_house(tmp_path)])
     wheel = store.wheel("demo", Version("1.0"))
     assert wheel.read("demo/__init__.py") == MOD and wheel.read("demo/absent.py") is None
     assert store.stats.wheelhouse == 1 and not (tmp_path / "store").exists()
@@ -35,8 +38,8 @@ def test_member_not_matching_record_is_refused(tmp_path: Path) -> None:
     house = _house(tmp_path)
     [path] = house.glob("*.whl")
     wheellab.rewrite_wheel(path, "demo/__init__.py", b"X = 2\n", fix_record=False)
-    wheel = wheels.Store(tmp_path / "store", sources=[house]).wheel("demo", Version("1.0"))
-    with pytest.raises(wheels.CorruptWheel, match="RECORD"):
+    wheel = Store(tmp_path / "store", sources=[house]).wheel("demo", Version("1.0"))
+    with pytest.raises(CorruptWheel, match="RECORD"):
         wheel.read("demo/__init__.py")
 
 
@@ -44,12 +47,12 @@ def test_writable_or_fifo_wheelhouse_entry_is_an_error_not_a_hang(tmp_path: Path
     house = _house(tmp_path)
     [path] = house.glob("*.whl")
     path.chmod(0o666)
-    with pytest.raises(wheels.UnsafeStore, match="writable by group or others"):
-        wheels.Store(tmp_path / "s", sources=[house]).wheel("demo", Version("1.0"))
+    with pytest.raises(UnsafeStore, match="writable by group or others"):
+        Store(tmp_path / "s", sources=[house]).wheel("demo", Version("1.0"))
     path.unlink()
     os.mkfifo(path)
-    with pytest.raises(wheels.UnsafeStore, match="not a regular file"):
-        wheels.Store(tmp_path / "s", sources=[house]).wheel("demo", Version("1.0"))
+    with pytest.raises(UnsafeStore, match="not a regular file"):
+        Store(tmp_path / "s", sources=[house]).wheel("demo", Version("1.0"))
 
 
 def test_group_writable_store_is_refused(tmp_path: Path) -> None:
@@ -57,8 +60,8 @@ def test_group_writable_store_is_refused(tmp_path: Path) -> None:
     (root / "releases" / "demo").mkdir(parents=True)
     (root / "blobs").mkdir()
     root.chmod(0o777)
-    with pytest.raises(wheels.UnsafeStore, match="writable by group or others"):
-        wheels.Store(root, sources=[]).wheel("demo", Version("1.0"))
+    with pytest.raises(UnsafeStore, match="writable by group or others"):
+        Store(root, sources=[]).wheel("demo", Version("1.0"))
 
 
 def test_a_pointer_that_is_not_a_hash_is_dropped(tmp_path: Path) -> None:
@@ -70,7 +73,7 @@ def test_a_pointer_that_is_not_a_hash_is_dropped(tmp_path: Path) -> None:
     pointer = root / "releases" / "demo" / "1.0.json"
     pointer.write_text('{"sha256": "../../etc/passwd"}')
     pointer.chmod(0o600)
-    store = wheels.Store(root, sources=[])
+    store = Store(root, sources=[])
     assert store._stored("demo", Version("1.0")) is None
     assert not pointer.exists() and store.stats.refused == 1
 
@@ -102,7 +105,7 @@ def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
             ],
         }
     )
-    wheel = wheels.Store(tmp_path / "s", sources=[_house(tmp_path)]).wheel("demo", Version("1.0"))
+    wheel = Store(tmp_path / "s", sources=[_house(tmp_path)]).wheel("demo", Version("1.0"))
     baked = wheelbuild.decide([spec], Version("1.0"), wheel)
     path, _sha = wheelbuild.write(wheel, "demo", Version("1.0"), baked, tmp_path / "out")
     assert path.name == f"demo-{baked.version}-py3-none-any.whl"
@@ -133,11 +136,11 @@ def test_download_goes_into_the_store_once_with_progress(
     fake.chmod(0o755)
     monkeypatch.setenv("VPATCH_PIP", str(fake))
     root = tmp_path / "store"
-    store = wheels.Store(root, sources=[], progress=wheels.StderrProgress())
+    store = Store(root, sources=[], progress=StderrProgress())
     assert store.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
     [blob] = (root / "blobs").glob("*.whl")
     assert blob.stem == hashlib.sha256(made.read_bytes()).hexdigest()
     assert "vpatch: downloading demo 2.0 (10 MB) through pip" in capsys.readouterr().err
-    again = wheels.Store(root, sources=[])
+    again = Store(root, sources=[])
     assert again.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
     assert again.stats.stored == 1 and calls.read_text().count("x") == 1

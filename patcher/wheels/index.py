@@ -12,7 +12,7 @@ where releases come from, exactly as for `pip install`. Two pip commands are use
   an sdist would make pip build metadata, i.e. run the package's setup code, just to read
   files. pip's own cache is used (a wheel pip already has is not fetched again), `--retries 0`
   makes an unreachable index fail at once (not after pip's retry loop), and `--progress-bar
-  raw` lets vpatch show a download's progress (`patcher.wheels`).
+  raw` lets vpatch show a download's progress (`patcher.wheels.store`).
 
 `VPATCH_PIP` overrides the pip command (default: this interpreter's `python -m pip`).
 """
@@ -29,10 +29,10 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import VpatchError
+from patcher.wheels import wheelhouse
 
 DOWNLOAD_TIMEOUT = 1800.0
 LIST_TIMEOUT = 300.0
@@ -130,22 +130,6 @@ def _keep(versions: list[Version], pre: bool) -> list[Version]:
     return versions if pre else [v for v in versions if not v.is_prerelease]
 
 
-def find_wheel(dirs: Sequence[Path], package: str, version: Version) -> Path | None:
-    """A wheel of package==version already on disk (any platform: the .py files are the same)."""
-    want = canonicalize_name(package)
-    for d in dirs:
-        if not d.is_dir():
-            continue
-        for path in sorted(d.glob("*.whl")):
-            try:
-                name, ver, _build, _tags = parse_wheel_filename(path.name)
-            except ValueError:
-                continue
-            if name == want and ver == version:
-                return path
-    return None
-
-
 def download_wheel(
     package: str,
     version: Version,
@@ -158,7 +142,7 @@ def download_wheel(
     res = _download(package, version, dest, platforms, progress, "raw")
     if res.returncode != 0 and "invalid choice: 'raw'" in res.stderr:
         res = _download(package, version, dest, platforms, None, "off")
-    found = find_wheel([dest], package, version)
+    found = next(iter(wheelhouse.find([dest], package, version)), None)
     if res.returncode != 0 or found is None:
         raise PipError(
             f"no wheel for {package}=={version} in the wheelhouse or index",

@@ -1,0 +1,348 @@
+"""The wheel store: pip's wheel of a release, fetched at most once per machine, read with checks.
+
+`vpatch diff`, `capture`, `backport`, `apply --adopt`, `wheel` and `matrix` need the bytes pip
+installed for a file of one release. They all get them here, from the first source that has
+the release's wheel:
+
+1. wheelhouses (`patcher.wheels.wheelhouse`): `--wheelhouse DIR|FILE` (repeatable) and
+   `$VPATCH_WHEELHOUSE` (os.pathsep separated): for air-gapped fleets; a release found there
+   costs no network at all;
+2. `$VPATCH_MATRIX_WHEELS` directories (e.g. a test suite's wheel cache), used in place;
+3. the store itself: `<root>/blobs/<sha256>.whl`, named by its content, and
+   `<root>/releases/<name>/<version>.json` pointing at it;
+4. pip (`patcher.wheels.index.download_wheel`: the user's pip configuration and cache, no retry
+   loop), once, under a per-release lock, so concurrent commands share one download; the
+   wheel is then moved into the store (or, for the matrix, which walks many releases of
+   300-500 MB wheels, read and dropped: `keep=False`).
+
+Nothing is used unchecked (issue 24: a poisoned pristine side would hide a host's edit): the
+store's directories and files must be the user's own and not writable by group or others
+(`patcher.wheels.trust`; else the store is refused, with a hint), a stored wheel must hash to
+its name (re-hashed whenever its inode, size, mtime or ctime differ from when it was last
+checked), and every file read from any wheel must have the sha256 its RECORD lists
+(`patcher.wheels.wheel`). A wheel that fails a check is dropped from the store and fetched
+again.
+
+Root: `$VPATCH_WHEEL_STORE`, else `$XDG_CACHE_HOME/vpatch/wheels`, else `~/.cache/vpatch/wheels`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from patcher.errors import VpatchError
+from patcher.wheels import index, trust, wheelhouse
+from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
+from patcher.wheels.wheel import CorruptWheel, Wheel
+
+
+def default_root() -> Path:
+    """The store's root: $VPATCH_WHEEL_STORE, else the user's cache dir's vpatch/wheels."""
+    return trust.cache_dir("VPATCH_WHEEL_STORE", "wheels")
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+
+
+class Progress:
+    """Silent by default; StderrProgress is the CLI's (rich on a terminal, else one line)."""
+
+    def fetching(self, what: str) -> None: ...
+    def advance(self, what: str, done: int, total: int) -> None: ...
+    def fetched(self, what: str) -> None: ...
+
+
+class StderrProgress(Progress):
+    """A rich bar on a terminal; on a pipe, one line when a download outlasts a second."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.bars: dict[str, Any] = {}
+        self.started: dict[str, float] = {}
+        self.said: set[str] = set()
+        self.live: Any = None
+
+    def fetching(self, what: str) -> None:
+        with self.lock:
+            self.started[what] = time.monotonic()
+
+    def advance(self, what: str, done: int, total: int) -> None:
+        with self.lock:
+            if time.monotonic() - self.started.get(what, 0.0) < 1.0:
+                return
+            if not sys.stderr.isatty():
+                if what not in self.said:
+                    self.said.add(what)
+                    size = f" ({total / 1e6:.0f} MB)" if total else ""
+                    print(f"vpatch: downloading {what}{size} through pip", file=sys.stderr)
+                return
+            if self.live is None:
+                from rich.console import Console
+                from rich.progress import DownloadColumn, Progress, TransferSpeedColumn
+
+                self.live = Progress(
+                    *Progress.get_default_columns(),
+                    DownloadColumn(),
+                    TransferSpeedColumn(),
+                    console=Console(file=sys.stderr),
+                    transient=True,
+                )
+                self.live.start()
+            if what not in self.bars:
+                self.bars[what] = self.live.add_task(f"downloading {what}", total=total or None)
+            self.live.update(self.bars[what], completed=done, total=total or None)
+
+    def fetched(self, what: str) -> None:
+        with self.lock:
+            task = self.bars.pop(what, None)
+            if task is not None and self.live is not None:
+                self.live.remove_task(task)
+            if not self.bars and self.live is not None:
+                self.live.stop()
+                self.live = None
+
+
+def progress_for(quiet: bool) -> Progress:
+    """A silent progress under --json, else StderrProgress."""
+    return Progress() if quiet else StderrProgress()
+
+
+# ---------------------------------------------------------------------------------------------
+# The store
+
+
+@dataclass
+class Counters:
+    """Counts kept by several threads at once (`add` is atomic)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, name: str) -> None:
+        """Nothing; counter `name` is one higher."""
+        with self.lock:
+            setattr(self, name, getattr(self, name) + 1)
+
+
+@dataclass
+class Stats(Counters):
+    """Where wheels came from: proof that a release is downloaded at most once."""
+
+    downloaded: int = 0
+    wheelhouse: int = 0
+    stored: int = 0
+    refused: int = 0
+
+
+@dataclass
+class Store:
+    root: Path = field(default_factory=default_root)
+    platforms: Sequence[str] = ()
+    progress: Progress = field(default_factory=Progress)
+    stats: Stats = field(default_factory=Stats)
+    sources: Sequence[Path] | None = None  # default: wheelhouses() + wheel_dirs()
+    _open: dict[tuple[str, str], Wheel] = field(default_factory=dict, repr=False)
+    _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
+    _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
+    _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def wheel(self, package: str, version: Version) -> Wheel:
+        """The release's wheel, open and checked; fetched into the store at most once."""
+        key = (canonicalize_name(package), str(version))
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            got = self._open.get(key)
+            if got is None:
+                failed = self._failed.get(key)
+                if failed is not None:
+                    raise failed  # asked again for another file: pip is not asked twice
+                try:
+                    got = self._open[key] = self._get(package, version, keep=True)
+                except VpatchError as exc:
+                    self._failed[key] = exc
+                    raise
+            return got
+
+    def read(
+        self, package: str, version: Version, rels: Sequence[str]
+    ) -> tuple[str, str, dict[str, bytes | None]]:
+        """(origin, RECORD, files) of one release for a caller that keeps no wheel (the
+        matrix): a wheel in a source or the store is read in place; pip's is read, dropped."""
+        key = (canonicalize_name(package), str(version))
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            wheel = self._open.get(key) or self._get(package, version, keep=False)
+            try:
+                return wheel.origin, wheel.record, {rel: wheel.read(rel) for rel in rels}
+            finally:
+                if key not in self._open:
+                    wheel.close()
+                    if wheel.origin == "pip":
+                        shutil.rmtree(wheel.path.parent, ignore_errors=True)
+
+    def close(self) -> None:
+        for w in self._open.values():
+            w.close()
+        self._open.clear()
+
+    # -- internals
+
+    def _get(self, package: str, version: Version, keep: bool) -> Wheel:
+        for path in wheelhouse.find(self._sources(), package, version):
+            try:
+                fh, _st = trust.open_source(path)  # UnsafeStore: said, never skipped in silence
+                wheel = Wheel(path, fh, "wheelhouse")
+            except (CorruptWheel, OSError):
+                continue  # e.g. still being written by someone else: the next source
+            self.stats.add("wheelhouse")
+            return wheel
+        with self._release_lock(package, version):
+            stored = self._stored(package, version)
+            if stored is not None:
+                self.stats.add("stored")
+                return stored
+            return self._download(package, version, keep)
+
+    def _sources(self) -> list[Path]:
+        return list(self.sources) if self.sources is not None else wheelhouse.everywhere()
+
+    def _pointer(self, package: str, version: Version) -> Path:
+        return self.root / "releases" / canonicalize_name(package) / f"{version}.json"
+
+    @contextmanager
+    def _release_lock(self, package: str, version: Version) -> Iterator[None]:
+        """One download per release across processes: a second command waits, then reads."""
+        locks = safe_dir(safe_dir(self.root, create=True) / ".locks", create=True)
+        name = f"{canonicalize_name(package)}-{version}.lock"
+        fd = os.open(locks / name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _stored(self, package: str, version: Version) -> Wheel | None:
+        """The store's wheel of the release, or None (none, or refused and dropped)."""
+        pointer = self._pointer(package, version)
+        try:
+            safe_dir(self.root)
+            for d in (self.root / "releases", pointer.parent, self.root / "blobs"):
+                safe_dir(d)
+            fh, _st = open_checked(pointer)
+            with fh:
+                doc = json.loads(fh.read(65536))
+            sha = str(doc["sha256"])
+            if len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha):
+                raise CorruptWheel(f"{pointer}: not a sha256")
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError, CorruptWheel):
+            self.stats.add("refused")
+            pointer.unlink(missing_ok=True)
+            return None
+        blob = self.root / "blobs" / f"{sha}.whl"
+        try:
+            fh, st = open_checked(blob)
+        except FileNotFoundError:
+            pointer.unlink(missing_ok=True)
+            return None
+        try:
+            if not self._stamp_ok(blob, st) and trust.hash_file(fh) != sha:
+                raise CorruptWheel(f"{blob}: does not hash to its name")
+            self._write_stamp(blob, st)
+            return Wheel(blob, fh, "store", sha, str(doc.get("file") or blob.name))
+        except CorruptWheel:
+            fh.close()
+            self.stats.add("refused")
+            blob.unlink(missing_ok=True)
+            pointer.unlink(missing_ok=True)
+            return None
+
+    def _stamp_ok(self, blob: Path, st: os.stat_result) -> bool:
+        """The blob was hashed before and has not changed since (any write changes its ctime)."""
+        try:
+            fh, _ = open_checked(blob.with_suffix(".ok"))
+            with fh:
+                return bool(json.loads(fh.read(4096)) == trust.stamp(st))
+        except (OSError, ValueError, UnsafeStore):
+            return False
+
+    def _write_stamp(self, blob: Path, st: os.stat_result) -> None:
+        atomic_write(blob.with_suffix(".ok"), json.dumps(trust.stamp(st)).encode())
+
+    def _download(self, package: str, version: Version, keep: bool) -> Wheel:
+        tmp_root = safe_dir(self.root / ".tmp", create=True)
+        for stale in tmp_root.glob(f"{canonicalize_name(package)}-{version}-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # we hold the lock: a killed run's leftovers
+        prefix = f"{canonicalize_name(package)}-{version}-"
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=tmp_root))
+        what = f"{package} {version}"
+        self.progress.fetching(what)
+        try:
+            path = index.download_wheel(
+                package,
+                version,
+                tmp,
+                self.platforms,
+                lambda done, total: self.progress.advance(what, done, total),
+            )
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        finally:
+            self.progress.fetched(what)
+        self.stats.add("downloaded")
+        if not keep:
+            fh, _st = open_checked(path)
+            return Wheel(path, fh, "pip")
+        try:
+            fh, _st = open_checked(path)
+            sha = trust.hash_file(fh)
+            fh.close()
+            blobs = safe_dir(self.root / "blobs", create=True)
+            blob = blobs / f"{sha}.whl"
+            os.replace(path, blob)
+            pointer = self._pointer(package, version)
+            safe_dir(self.root / "releases", create=True)
+            safe_dir(pointer.parent, create=True)
+            atomic_write(pointer, json.dumps({"file": path.name, "sha256": sha}).encode())
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        fh, st = open_checked(blob)
+        self._write_stamp(blob, st)
+        return Wheel(blob, fh, "store", sha, path.name)
+
+
+_DEFAULT: Store | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_store() -> Store:
+    """This process's store (one per run: a wheel is opened once however many files need it)."""
+    global _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT.root != default_root():
+            _DEFAULT = Store(progress=StderrProgress())
+        return _DEFAULT
+
+
+def pristine(package: str, version: Version, rel: str) -> bytes | None:
+    """pip's bytes of one installed file (diff, capture, backport, --adopt)."""
+    return default_store().wheel(package, version).read(rel)

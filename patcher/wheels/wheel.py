@@ -1,0 +1,158 @@
+"""One wheel file, opened once and read with checks: every member must have RECORD's sha256.
+
+RECORD is the wheel's own list of its files and their hashes; pip installs a member at the
+site-packages path RECORD names (`.data/purelib|platlib/` mapped to where pip puts it). A
+reader of pristine bytes (diff, capture, --adopt, matrix, wheel) gets a file here or not at
+all: a member that does not match RECORD is `CorruptWheel`, never a guess.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import struct
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from patcher.errors import VpatchError
+from patcher.wheels.trust import CHUNK
+
+
+class CorruptWheel(VpatchError):
+    """A wheel (or a file in it) is not what its name or its RECORD says."""
+
+
+def record_sha256(digest: str) -> str | None:
+    """RECORD's `sha256=<urlsafe b64>` as hex (None for other algorithms or no hash)."""
+    import base64
+
+    algo, _, value = digest.partition("=")
+    if algo != "sha256" or not value:
+        return None
+    return base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+
+
+def record_files(record: str) -> dict[str, str | None]:
+    """site-packages path -> sha256 for every file RECORD lists (`.data/purelib|platlib/` mapped
+    to where pip installs it; scripts, headers and data files are not in site-packages)."""
+    out: dict[str, str | None] = {}
+    for row in csv.reader(io.StringIO(record)):
+        if not row:
+            continue
+        parts = PurePosixPath(row[0]).parts
+        if len(parts) > 2 and parts[0].endswith(".data"):
+            if parts[1] not in ("purelib", "platlib"):
+                continue
+            parts = parts[2:]
+        out["/".join(parts)] = record_sha256(row[1]) if len(row) > 1 else None
+    return out
+
+
+class Wheel:
+    """A wheel file opened once (by descriptor); every member read is checked against RECORD."""
+
+    def __init__(
+        self,
+        path: Path,
+        fh: IO[bytes],
+        origin: str,
+        sha256: str | None = None,
+        name: str | None = None,
+    ):
+        self.path, self.origin, self.sha256 = path, origin, sha256
+        self.name = name or path.name  # the wheel's file name (a stored blob's is its hash)
+        self._fh = fh
+        self._lock = threading.Lock()
+        try:
+            self.zip = zipfile.ZipFile(fh)
+            names = self.zip.namelist()
+            records = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/RECORD")]
+            if len(records) != 1:
+                raise CorruptWheel(f"{self.name}: expected one .dist-info/RECORD")
+            self.record_name = records[0]
+            self.record = self.zip.read(records[0]).decode("utf-8")
+        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, EOFError) as exc:
+            raise CorruptWheel(f"{self.name}: not a readable wheel ({exc})") from None
+        self.listed = record_files(self.record)
+        self.hashes: dict[str, str | None] = {}  # archive member -> RECORD's sha256
+        for row in csv.reader(io.StringIO(self.record)):
+            if row:
+                self.hashes[row[0]] = record_sha256(row[1]) if len(row) > 1 else None
+        self.members: dict[str, str] = {}  # site-packages path -> archive member
+        for name in names:
+            parts = PurePosixPath(name).parts
+            if len(parts) > 2 and parts[0].endswith(".data"):
+                if parts[1] in ("purelib", "platlib"):
+                    self.members.setdefault("/".join(parts[2:]), name)
+            elif not name.endswith("/"):
+                self.members.setdefault(name, name)
+
+    @property
+    def dist_info(self) -> str:
+        return self.record_name.split("/", 1)[0]
+
+    def read(self, rel: str) -> bytes | None:
+        """The file pip installs at site-packages/`rel`, or None when the wheel has none.
+        CorruptWheel when its bytes are not RECORD's (or RECORD does not list it)."""
+        member = self.members.get(rel)
+        if member is None:
+            return None
+        return self.read_member(member)
+
+    def read_member(self, member: str) -> bytes:
+        """An archive member's bytes, checked against RECORD's sha256 (RECORD itself aside)."""
+        with self._lock:
+            try:
+                data = self.zip.read(member)
+            except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
+                raise CorruptWheel(f"{self.name}: {member}: unreadable ({exc})") from None
+        if member == self.record_name:
+            return data
+        want = self.hashes.get(member)
+        if want is None or hashlib.sha256(data).hexdigest() != want:
+            raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
+        return data
+
+    def check_member(self, member: str) -> zipfile.ZipInfo:
+        """Stream a member through sha256 (no matter its size) against RECORD; its ZipInfo."""
+        want = self.hashes.get(member)
+        h = hashlib.sha256()
+        with self._lock:
+            try:
+                info = self.zip.getinfo(member)
+                with self.zip.open(info) as fh:
+                    while chunk := fh.read(CHUNK):
+                        h.update(chunk)
+            except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
+                raise CorruptWheel(f"{self.name}: {member}: unreadable ({exc})") from None
+        if want is None or h.hexdigest() != want:
+            raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
+        return info
+
+    def raw(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
+        """A member's stored (compressed) bytes as they are in the archive, in chunks."""
+        with self._lock:
+            self._fh.seek(info.header_offset)
+            head = self._fh.read(30)
+            if len(head) != 30 or head[:4] != b"PK\x03\x04":
+                raise CorruptWheel(f"{self.name}: {info.filename}: bad local header")
+            name_len, extra_len = struct.unpack("<HH", head[26:30])
+            offset = info.header_offset + 30 + name_len + extra_len
+        left = info.compress_size
+        while left:
+            with self._lock:
+                self._fh.seek(offset)
+                chunk = self._fh.read(min(CHUNK, left))
+            if not chunk:
+                raise CorruptWheel(f"{self.name}: {info.filename}: truncated")
+            offset += len(chunk)
+            left -= len(chunk)
+            yield chunk
+
+    def close(self) -> None:
+        self.zip.close()
+        self._fh.close()
