@@ -48,10 +48,11 @@ def is_sha256(name: str) -> bool:
     return len(name) == 64 and not name.strip("0123456789abcdef")
 
 
-class StateError(Exception):
+class StateError(protocol.Refused):
     """The state dir cannot be used safely; the message names the path."""
 
-    kind = KIND_STATE
+    def __init__(self, message: str) -> None:
+        super().__init__(message, KIND_STATE)
 
 
 def owners() -> set[int]:
