@@ -49,7 +49,8 @@ def _adopt_state(state: statedir.State) -> None:
 
 
 def _backup(state: statedir.State, data: bytes, sha: str) -> None:
-    state.write_backup(data, sha)
+    """Store the backup; backups/ is fsync'ed once for the transaction (_write_planned)."""
+    state.write_backup(data, sha, sync=False)
 
 
 def _backup_bytes(state: statedir.State, sha: str) -> bytes:
@@ -96,8 +97,6 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     Each target's directory is reached once, by a descriptor walk (confine.reach), and held
     until the end: its old bytes are read, the temp file made, the rename and the bytecode
     done in that very directory, so nothing is checked by name and then used by name."""
-    from . import procs
-
     started = time.time()
     sdir = facts.state_dir(req)
     state = _ensure_state_dir(sdir)
@@ -126,13 +125,32 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
         _adopt_state(state)
         state.close()
     faults.point("commit.unlocked")
-    restart = procs.scan(written_at) if planned else []
+    restart: list[dict[str, Any]] = []
+    if written_at >= 0:
+        from . import procs
+
+        restart = procs.scan(written_at)
     return {
         "txn": txn,
         "written": [w[0] for w in planned],
         "notes": notes,
         "restart_required": restart,
     }
+
+
+# What a running process may have loaded from site-packages: modules (source, bytecode,
+# extensions) and the .pth files `site` runs at start. Other files (data, metadata) are read,
+# not run: a process that read one runs no old code because it changed.
+LOADED_SUFFIXES = (".py", ".pyc", ".pyw", ".so", ".pyd", ".pth")
+
+
+def scan_wanted(changes: list[tuple[str, bool]]) -> bool:
+    """Whether a commit's writes call for the restart scan (/proc, procs.scan): True when a
+    file a process may have imported changed, i.e. one that existed before the write (`True`
+    in (path, existed)) and is code a process loads (LOADED_SUFFIXES). A module the commit
+    creates cannot have been imported by any process running now, so a commit that only
+    creates modules, or only rewrites data, leaves every process as current as it was."""
+    return any(existed and path.endswith(LOADED_SUFFIXES) for path, existed in changes)
 
 
 def _swept(stale: list[str]) -> list[str]:
@@ -203,6 +221,7 @@ def _write_planned(
         for _path, old, *_rest in planned:
             if old is not None:
                 _backup(state, old, fsops.sha256_bytes(old))
+        state.sync_backups()  # one directory fsync for them all, before the journal names them
         txn = req.get("txn") or "%x-%d" % (int(time.time() * 1e6), os.getpid())
         meta = {
             "ts": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -212,16 +231,22 @@ def _write_planned(
         }
         entries = [dict(e, **meta) for e in req.get("journal") or []]
         _append(state, entries)
-        from . import procs
+        written_at = -1.0  # no scan: no process can have imported what this commit changes
+        if scan_wanted([(w[0], w[1] is not None) for w in planned]):
+            from . import procs
 
-        written_at = procs.now()  # processes started before this run the old bytes
+            written_at = procs.now()  # processes started before this run the old bytes
         for path, _old, new, where, name, _st in planned:
             if new is None:
-                _remove(where, name, path)
+                _unlink(where, name)
+            else:
+                staged[path].publish(sync=False)
+        _sync_dirs([w[3] for w in planned])
+        for path, _old, new, where, _name, _st in planned:
+            if new is None:
+                fsops.drop_bytecode(where, path)
                 continue
-            item = staged[path]
-            item.publish()
-            note = fsops.refresh_bytecode(where, item)
+            note = fsops.refresh_bytecode(where, staged[path])
             faults.point("commit.bytecode")
             if note:
                 notes.append(note)
@@ -235,12 +260,33 @@ def _write_planned(
     return txn, written_at
 
 
-def _remove(where: fdwalk.Dir, name: str, path: str) -> None:
-    """Unlink a file vpatch created (`name` in the held `where`), with its bytecode; a
-    rename's fault points mark the step. A link there is removed, never followed."""
+def _unlink(where: fdwalk.Dir, name: str) -> None:
+    """Unlink a file vpatch created (`name` in the held `where`), a rename's fault points
+    marking the step; the directory is fsync'ed by the caller (_sync_dirs). A link there is
+    removed, never followed."""
     faults.point("write.before_rename")
     where.unlink(name)
     faults.point("write.renamed")
+
+
+def _sync_dirs(dirs: list[fdwalk.Dir]) -> None:
+    """fsync each directory of a transaction's renames once, however many of its files it
+    holds: after every rename, before the commit marker (a marker must never be durable
+    while a rename it covers is not; a crash before this leaves an unmarked transaction,
+    which repair settles from the files' bytes)."""
+    done = set()
+    for where in dirs:
+        key = (where.st.st_dev, where.st.st_ino)
+        if key not in done:
+            done.add(key)
+            where.fsync()
+    if done:
+        faults.point("write.dir_synced")
+
+
+def _remove(where: fdwalk.Dir, name: str, path: str) -> None:
+    """_unlink, made durable at once, and the file's bytecode dropped (a put-back)."""
+    _unlink(where, name)
     where.fsync()
     faults.point("write.dir_synced")
     fsops.drop_bytecode(where, path)

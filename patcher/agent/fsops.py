@@ -104,16 +104,18 @@ class Staged:
     def path(self) -> str:
         return self.where.join(self.name)
 
-    def publish(self, tag: str = "write") -> None:
-        """Rename over the target within the held directory, then make the rename durable."""
+    def publish(self, tag: str = "write", sync: bool = True) -> None:
+        """Rename over the target within the held directory, then make the rename durable
+        (`sync` False: the caller fsyncs the directory once for all its renames)."""
         faults.point(tag + ".before_rename")
         self.ours()
         self.where.replace(self.tmp, self.name)
         self.tmp = ""
         self.close()
         faults.point(tag + ".renamed")
-        self.where.fsync()
-        faults.point(tag + ".dir_synced")
+        if sync:
+            self.where.fsync()
+            faults.point(tag + ".dir_synced")
 
     def ours(self) -> None:
         """Unsafe unless the temp file's name still holds the file we wrote: the directory's
