@@ -39,6 +39,7 @@ except ImportError:
         from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # 3.9-3.11
     except ImportError:
         from hashlib import sha256 as _sha256
+SHA256: Any = _sha256  # the constructor, for hashed.py (many files, one digest each)
 
 TEMP_PREFIX, TEMP_SUFFIX = fdwalk.TEMP_PREFIX, fdwalk.TEMP_SUFFIX
 MAX_FILE_BYTES = 8 << 20  # a target file or a backup: ~40x vLLM's largest module
