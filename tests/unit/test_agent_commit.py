@@ -5,13 +5,12 @@ before its commit marker (a real commit in a venv's own interpreter, os.fsync co
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from patcher.agent import commit, fsops
-from patcher.transport import agent_bundle
 from tests import standin
 
 SITE = "/srv/env/lib/python3.11/site-packages/"
@@ -34,10 +33,10 @@ def test_scan_wanted(changes: list[tuple[str, bool]], want: bool) -> None:
     assert commit.scan_wanted(changes) is want
 
 
-# BOOT reading the bundle from a file, with os.fsync recording what it syncs (a directory or
-# not, its inode) and the fault points reached so far at each call.
+# Run before the agent loads: os.fsync records what it syncs (a directory or not, its
+# inode) and how many fault points were reached by then; the list is written at exit.
 _COUNTING = (
-    "import os, stat\n"
+    "import atexit, json, os, stat\n"
     "SYNCS = []\n"
     "_fsync = os.fsync\n"
     "def _counted(fd):\n"
@@ -46,24 +45,17 @@ _COUNTING = (
     "    SYNCS.append([stat.S_ISDIR(st.st_mode), st.st_ino, len(faults.REACHED)])\n"
     "    _fsync(fd)\n"
     "os.fsync = _counted\n"
+    "atexit.register(lambda: open(%r, 'w').write(json.dumps(SYNCS)))\n"
 )
 
 
-def _commit_counted(python: Path, request: dict[str, object], tmp: Path) -> tuple[dict, list]:
-    bundle = tmp / "bundle.json"
-    bundle.write_bytes(agent_bundle())
-    boot = _COUNTING + standin.REACHED_BOOT.replace(
-        "print(wire.dumps([res, faults.REACHED]))",
-        "print(wire.dumps([res, faults.REACHED, SYNCS]))",
-    )
-    proc = subprocess.run(
-        [str(python), "-I", "-c", boot, str(bundle)],
-        input=json.dumps(request).encode(),
-        capture_output=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr.decode()
-    res, reached, syncs = json.loads(proc.stdout)
+def _commit_counted(
+    python: Path, request: dict[str, object], tmp: Path
+) -> tuple[dict[str, Any], list[tuple[bool, int, str]]]:
+    """The answer, and per fsync: (a directory?, its inode, the fault point reached last)."""
+    out = tmp / "syncs.json"
+    res, reached = standin.handle_in(python, request, tmp, _COUNTING % str(out))
+    syncs = json.loads(out.read_text())
     return res, [(is_dir, ino, reached[at - 1] if at else "") for is_dir, ino, at in syncs]
 
 
