@@ -287,9 +287,9 @@ def _scan(before: float, where: tuple[str, str, list[str]] | None) -> list[dict[
             if started >= before:
                 continue
             argv = _argv(pid)
-            if _agent_or_child(pid, argv):
-                continue
             if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
+                continue  # (first: most processes of the same binary are other envs')
+            if _agent_or_child(pid, argv):
                 continue
         except (OSError, ValueError, IndexError):
             continue  # gone, a zombie, or another user's (no permission)
