@@ -137,6 +137,8 @@ def _read_dist_info(root: str, info: str) -> Dist | bool | None:
         record = _parse_record(raw.decode("utf-8")) if raw is not None else None
     except UnicodeDecodeError:
         return None
+    except ValueError:  # a digest that is not base64 (binascii.Error): not pip's RECORD
+        return _REFUSED
     return Dist(meta["name"], meta["version"], os.path.realpath(root), record)
 
 
