@@ -155,15 +155,32 @@ def checks_for(spec: PatchSpec, variant: Variant | None, level: Level) -> list[d
     if level == "static":
         return []
     probes = spec.probe if level == "full" else []
-    covered = {p.module for p in probes}
+    covered = imported_by([p.module for p in probes])
     mods = [m for m in (variant.modules if variant is not None else []) if m not in covered]
     out: list[dict[str, Any]] = []
     if mods:
-        code = "".join(f"import {m}\n" for m in mods[1:])
-        out.append({"name": "import " + ", ".join(mods), "module": mods[0], "code": code})
+        out.append(import_check(mods))
     for p in probes:
         out.append({"name": p.name, "module": p.module, "code": p.code, "timeout": p.timeout})
     return out
+
+
+def imported_by(modules: list[str]) -> set[str]:
+    """Every module importing `modules` imports: each and its parent packages (`a.b.c`
+    imports `a.b` and `a` first), so a changed package whose submodule a probe imports needs
+    no interpreter of its own."""
+    out: set[str] = set()
+    for m in modules:
+        parts = m.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return out
+
+
+def import_check(modules: list[str]) -> dict[str, Any]:
+    """One check importing every module in one fresh interpreter (the first as the check's
+    module, the others in its code)."""
+    code = "".join(f"import {m}\n" for m in modules[1:])
+    return {"name": "import " + ", ".join(modules), "module": modules[0], "code": code}
 
 
 _DEPTH: dict[str, int] = {"static": 0, "import": 1, "full": 2}
@@ -181,16 +198,16 @@ def recorded_checks(entry: dict[str, Any], level: Level) -> list[dict[str, Any]]
     got = [c for c in entry.get("checks") or [] if isinstance(c, dict)]
     if level == "full":
         return got
-    # import: the recorded import check, and the modules only a probe imported (at full a
-    # probe stands in for its module's import, checks_for), each imported on its own
-    out = [c for c in got if str(c.get("name")).startswith("import")]
-    have = {str(c.get("module")) for c in out}
+    # import: the modules of the recorded import check, and those only a probe imported (at
+    # full a probe stands in for its module's import, checks_for), in one interpreter
+    mods: list[str] = []
     for c in got:
-        mod = str(c.get("module"))
-        if c not in out and c.get("module") and mod not in have:
-            have.add(mod)
-            out.append({"name": f"import {mod}", "module": mod, "code": ""})
-    return out
+        named = [str(c.get("module"))] if c.get("module") else []
+        if str(c.get("name")).startswith("import"):
+            lines = str(c.get("code") or "").splitlines()
+            named += [ln[len("import ") :] for ln in lines if ln.startswith("import ")]
+        mods += [m for m in named if m not in mods]
+    return [import_check(mods)] if mods else []
 
 
 def choose(spec: PatchSpec, version: str | None) -> tuple[PatchResult, int, Variant | None]:

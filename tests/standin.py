@@ -133,15 +133,16 @@ REACHED_BOOT = _reached_boot()
 
 
 def handle_in(
-    python: Path, request: dict[str, object], tmp: Path
+    python: Path, request: dict[str, object], tmp: Path, prelude: str = ""
 ) -> tuple[dict[str, Any], list[str]]:
-    """(answer, fault points reached) of one request handled by `python`'s own agent."""
+    """(answer, fault points reached) of one request handled by `python`'s own agent
+    (`prelude`: code run before the agent loads, a test's instrumentation)."""
     from patcher.transport import agent_bundle
 
     bundle = tmp / "bundle.json"
     bundle.write_bytes(agent_bundle())
     proc = subprocess.run(
-        [str(python), "-I", "-c", REACHED_BOOT, str(bundle)],
+        [str(python), "-I", "-c", prelude + REACHED_BOOT, str(bundle)],
         input=json.dumps(request).encode(),
         capture_output=True,
         timeout=120,

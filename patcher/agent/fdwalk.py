@@ -141,6 +141,10 @@ class Dir:
 
     def open_file(self, name: str, flags: int = 0) -> int:
         """A descriptor of the regular file `name`, checked on the descriptor (`check`)."""
+        return self.open_checked(name, flags)[0]
+
+    def open_checked(self, name: str, flags: int = 0) -> tuple[int, os.stat_result]:
+        """open_file, and the stat it checked (a reader needs no second fstat)."""
         try:
             fd = os.open(name, READ_FLAGS | flags, dir_fd=self.fd)
         except OSError as exc:
@@ -148,11 +152,12 @@ class Dir:
                 raise Unsafe("is a symlink", self.join(name)) from None
             raise OSError(exc.errno, exc.strerror, self.join(name)) from None
         try:
-            self.check(os.fstat(fd), name)
+            st = os.fstat(fd)
+            self.check(st, name)
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, st
 
     def check(self, st: os.stat_result, name: str) -> None:
         """Unsafe unless `st` is a regular file that is not a hard link from elsewhere: one
@@ -168,9 +173,9 @@ class Dir:
 
     def read(self, name: str, limit: int) -> tuple[bytes, os.stat_result]:
         """The regular file's bytes (at most `limit`: TooBig beyond) and its stat."""
-        fd = self.open_file(name)
+        fd, st = self.open_checked(name)
         try:
-            return read_fd(fd, limit, self.join(name)), os.fstat(fd)
+            return read_fd(fd, limit, self.join(name), st), st
         finally:
             os.close(fd)
 
@@ -201,23 +206,29 @@ class Dir:
         os.fsync(self.fd)
 
 
-def read_fd(fd: int, limit: int, path: str) -> bytes:
-    """At most `limit` bytes of an open regular file, read in chunks; TooBig beyond that."""
-    st = os.fstat(fd)
+def read_fd(fd: int, limit: int, path: str, st: os.stat_result | None = None) -> bytes:
+    """At most `limit` bytes of an open regular file (`st`: its fstat, when the caller has
+    it); TooBig beyond that. One read asks for one byte more than the file's size: getting
+    exactly the size is the whole file (a regular file reads short only at its end), so the
+    common case is one system call; a file that grew or read short is read on to its end."""
+    if st is None:
+        st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise OSError(0, "not a regular file", path)
     if st.st_size > limit:
         raise TooBig(0, "larger than %d bytes (%d)" % (limit, st.st_size), path)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
+    first = os.read(fd, st.st_size + 1)
+    if len(first) == st.st_size:
+        return first
+    chunks = [first]
+    size = len(first)
+    while first:
         if size > limit:
             raise TooBig(0, "larger than %d bytes" % limit, path)
+        first = os.read(fd, min(1 << 20, limit + 1 - size))
+        chunks.append(first)
+        size += len(first)
+    return b"".join(chunks)
 
 
 def open_root(real: str) -> Dir:

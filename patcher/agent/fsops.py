@@ -39,6 +39,7 @@ except ImportError:
         from _sha256 import sha256 as _sha256  # type: ignore[import-not-found]  # 3.9-3.11
     except ImportError:
         from hashlib import sha256 as _sha256
+SHA256: Any = _sha256  # the constructor, for hashed.py (many files, one digest each)
 
 TEMP_PREFIX, TEMP_SUFFIX = fdwalk.TEMP_PREFIX, fdwalk.TEMP_SUFFIX
 MAX_FILE_BYTES = 8 << 20  # a target file or a backup: ~40x vLLM's largest module
@@ -104,16 +105,18 @@ class Staged:
     def path(self) -> str:
         return self.where.join(self.name)
 
-    def publish(self, tag: str = "write") -> None:
-        """Rename over the target within the held directory, then make the rename durable."""
+    def publish(self, tag: str = "write", sync: bool = True) -> None:
+        """Rename over the target within the held directory, then make the rename durable
+        (`sync` False: the caller fsyncs the directory once for all its renames)."""
         faults.point(tag + ".before_rename")
         self.ours()
         self.where.replace(self.tmp, self.name)
         self.tmp = ""
         self.close()
         faults.point(tag + ".renamed")
-        self.where.fsync()
-        faults.point(tag + ".dir_synced")
+        if sync:
+            self.where.fsync()
+            faults.point(tag + ".dir_synced")
 
     def ours(self) -> None:
         """Unsafe unless the temp file's name still holds the file we wrote: the directory's

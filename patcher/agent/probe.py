@@ -14,7 +14,10 @@ import stat
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .protocol import Check
 
 # Runs in the child: import the module, then the probe code with `module` bound. The code comes
 # on stdin and the module name in argv, so nothing from a spec is ever parsed by a shell. A
@@ -167,7 +170,7 @@ def run_one(module: str, code: str, timeout: float, python: str | None = None) -
     return {"ok": False, "detail": err or "exit status %d" % proc.returncode, "seconds": seconds}
 
 
-def run(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run(checks: list[Check]) -> list[dict[str, Any]]:
     """Run each {name, module, code, timeout} check; results in the same order."""
     out = []
     for c in checks:

@@ -169,16 +169,26 @@ def _in_bin_dir(pid: int, argv: list[str], bin_dir: str, view: str = "") -> bool
 
 
 def _maps_site(pid: int, sites: list[str], view: str = "") -> bool:
+    """Does the process map a file under one of `sites` (/proc/PID/maps)? The bytes are
+    searched for " SITE" (a path column follows the padding; the other columns hold no "/"),
+    and only a line with a hit is split to check it: a torch process maps thousands of
+    files, and splitting every line cost most of the scan's CPU."""
     try:
-        raw = _read("/proc/%d/maps" % pid).decode("utf-8", "replace")
+        raw = _read("/proc/%d/maps" % pid)
     except OSError:
         return False
-    for line in raw.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) == 6 and parts[5].startswith("/"):
-            for s in sites:
-                if parts[5].startswith(s) and (not view or _same_file(view + s, s)):
+    for s in sites:
+        want = os.fsencode(s)
+        i = raw.find(b" " + want)
+        while i >= 0:
+            end = raw.find(b"\n", i)
+            end = len(raw) if end < 0 else end
+            parts = raw[raw.rfind(b"\n", 0, i) + 1 : end].split(None, 5)
+            if len(parts) == 6 and parts[5].startswith(want):
+                if not view or _same_file(view + s, s):
                     return True
+                break  # not that directory in the process's view: the next site
+            i = raw.find(b" " + want, end)
     return False
 
 
@@ -277,9 +287,9 @@ def _scan(before: float, where: tuple[str, str, list[str]] | None) -> list[dict[
             if started >= before:
                 continue
             argv = _argv(pid)
-            if _agent_or_child(pid, argv):
-                continue
             if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
+                continue  # (first: most processes of the same binary are other envs')
+            if _agent_or_child(pid, argv):
                 continue
         except (OSError, ValueError, IndexError):
             continue  # gone, a zombie, or another user's (no permission)

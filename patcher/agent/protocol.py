@@ -50,6 +50,17 @@ STATE = "state"  # the state dir, journal, lock or backups/ is a link or not our
 CONFINED = "confined"  # a path to write is not a regular file in site-packages (confine.py)
 KINDS = (CONFLICT, LOCKED, OS_ERROR, SYNTAX, BACKUP, INPUT, PROTOCOL_ERROR, STATE, CONFINED)
 
+
+class Refused(Exception):
+    """A request the agent refuses, answered as `error(kind, message)`: the one way an op
+    says no (statedir.StateError is one, kind `state`). Raised anywhere below an op; `handle`
+    (agent/__init__.py) turns it into the answer, so no op builds an error answer itself."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 # What the controller tells the user to try next, per kind (the agent never words hints).
 HINTS: Dict[str, str] = {
     CONFLICT: "the file changed while vpatch was working; run the command again",
@@ -96,7 +107,47 @@ ABORT = "abort"  # marker: `txn` was undone by a repair; its entries never took 
 ACTIONS = (APPLY, ROLLBACK, RESET, SUPERSEDE, COMMIT, ABORT)
 
 if TYPE_CHECKING:
+    from typing import TypedDict
+
     Entry = Dict[str, Any]
+
+    # Wire shapes, for the type checker only: at run time the agent handles plain dicts
+    # (no `typing` import on a host), and these classes are never created.
+
+    class _WriteBase(TypedDict):
+        path: str
+        expect_sha256: Optional[str]  # None: the file must not exist yet (created)
+
+    class Write(_WriteBase, total=False):
+        """One file of a commit: exactly one of `text`, `restore_sha256` or `delete`."""
+
+        text: str
+        restore_sha256: str
+        delete: bool
+
+    class BackupSeed(TypedDict):
+        """Bytes the controller has (pip's), stored as a backup before the entries."""
+
+        sha256: str
+        text: str
+
+    class _CheckBase(TypedDict):
+        name: str
+        module: str
+
+    class Check(_CheckBase, total=False):
+        """One import check or probe: `module` imported, then `code` run, in `python -I`."""
+
+        code: str
+        timeout: float
+
+    class CommitAnswer(TypedDict):
+        """What a commit did (before "ok", "protocol", "pid" are added)."""
+
+        txn: str
+        written: List[str]
+        notes: List[str]
+        restart_required: List[Dict[str, Any]]
 
 
 def error(kind: str, message: str) -> Dict[str, Any]:
@@ -215,6 +266,15 @@ def fingerprint(answer: Dict[str, Any]) -> str:
     byte before it journals anything, so a full disk still fails cleanly), warnings and the
     restart scan (the report takes them from the real answer), and the host's name (no plan
     reads it, and a fleet's alike hosts then share one fingerprint)."""
+    from . import fsops, wire  # the agent's own JSON and sha256: no json/hashlib import there
+
+    return fsops.sha256_bytes(wire.dumps(stable(answer), sort_keys=True).encode("ascii"))
+
+
+def stable(answer: Dict[str, Any]) -> Dict[str, Any]:
+    """The part of an inspect answer that `fingerprint` hashes: the answer without what moves
+    on its own (the volatility lists above). Two answers of one unchanged host are equal here,
+    whatever their free bytes, pids or warnings."""
     view = {k: v for k, v in answer.items() if k not in _ANSWER_VOLATILE}
     view["packages"] = {
         name: dict(
@@ -230,9 +290,7 @@ def fingerprint(answer: Dict[str, Any]) -> str:
         p: _without(st, _JOURNAL_VOLATILE) for p, st in (answer.get("journal") or {}).items()
     }
     view["state"] = _without(answer.get("state") or {}, _STATE_VOLATILE)
-    from . import fsops, wire  # the agent's own JSON and sha256: no json/hashlib import there
-
-    return fsops.sha256_bytes(wire.dumps(view, sort_keys=True).encode("ascii"))
+    return view
 
 
 def _without(d: Dict[str, Any], keys: Any) -> Dict[str, Any]:

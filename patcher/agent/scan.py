@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 import stat
 
-from . import fdwalk, fsops, journal, locate, statedir
+from . import fdwalk, fsops, hashed, journal, locate, statedir
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,18 +139,19 @@ def _scan(req: dict[str, Any], sdir: str, dist: locate.Dist, top: fdwalk.Dir) ->
             }
         )
 
-    for rel in sorted(record):
-        want = record[rel]
-        if want is None or rel.startswith("../") or (wanted and rel not in wanted):
-            continue  # RECORD's own line and .pyc files carry no hash
-        try:
-            data = _read(top, rel, max_bytes)
-        except _Skip:
+    todo = [
+        rel
+        for rel in sorted(record)  # RECORD's own line and .pyc files carry no hash
+        if record[rel] is not None and not rel.startswith("../") and (not wanted or rel in wanted)
+    ]
+    checked = hashed.check(top, [(rel, str(record[rel])) for rel in todo], max_bytes)
+    for rel in todo:
+        state, data = checked[rel]
+        if state == hashed.SKIPPED:
             skipped.append(rel)
-            continue
-        if data is None:
+        elif state == hashed.MISSING:
             add(rel, "missing", None)
-        elif fsops.sha256_bytes(data) != want:
+        elif state == hashed.MODIFIED:
             add(rel, "modified", data)
     if dist.record is not None:
         for rel in _added(top, record, wanted):

@@ -48,10 +48,11 @@ def is_sha256(name: str) -> bool:
     return len(name) == 64 and not name.strip("0123456789abcdef")
 
 
-class StateError(Exception):
+class StateError(protocol.Refused):
     """The state dir cannot be used safely; the message names the path."""
 
-    kind = KIND_STATE
+    def __init__(self, message: str) -> None:
+        super().__init__(message, KIND_STATE)
 
 
 def owners() -> set[int]:
@@ -201,6 +202,7 @@ class State:
     def __init__(self, path: str, fd: int, created: bool) -> None:
         self.path, self.fd = path, fd
         self._backups = -1
+        self._unsynced = False  # a backup renamed into backups/ that no fsync covers yet
         self.made: list[tuple[str, ...]] = [()] if created else []  # relative names we created
 
     def close(self) -> None:
@@ -267,9 +269,11 @@ class State:
             raise ValueError("backup %s is corrupt (its bytes no longer hash to its name)" % sha)
         return data
 
-    def write_backup(self, data: bytes, sha: str) -> None:
+    def write_backup(self, data: bytes, sha: str, sync: bool = True) -> None:
         """Content-addressed, written once, durable (file and directory fsync'ed) before the
-        journal that refers to it is written. A corrupt backup of that name is replaced."""
+        journal that refers to it is written. A corrupt backup of that name is replaced.
+        `sync` False: the caller makes the renames durable with one `sync_backups` for all
+        the backups of a transaction, before its journal entries."""
         dfd = self.backups(create=True)
         try:
             if self.read_backup(sha) is not None:
@@ -294,8 +298,16 @@ class State:
                 pass
             raise
         self.made.append((BACKUPS, sha))
-        os.fsync(dfd)
+        self._unsynced = True
+        if sync:
+            self.sync_backups()
         faults.point("backup.written")
+
+    def sync_backups(self) -> None:
+        """fsync backups/ once if a backup was renamed into it since the last sync."""
+        if self._unsynced:
+            os.fsync(self.backups())
+            self._unsynced = False
 
     def adopt(self) -> None:
         """Give what THIS run created the environment's owner (only root can, and only root

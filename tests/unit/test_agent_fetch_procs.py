@@ -232,3 +232,36 @@ def test_scan_is_empty_without_a_clock() -> None:
 
 def test_from_wall_matches_now() -> None:
     assert abs(procs.from_wall(time.time()) - procs.now()) < 0.05
+
+
+def test_maps_site_matches_the_path_column_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A mapped file under a site dir counts; the site dir's name inside another path, in a
+    file name with a space, or only as a prefix of a sibling directory's name does not."""
+    site = "/srv/env/lib/python3.11/site-packages/"
+    lines = {
+        "hit": f"7f00-7f01 r-xp 00000000 08:01 42    {site}torch/_C.so\n",
+        "inside": f"7f00-7f01 r-xp 00000000 08:01 42    /other{site}x.so\n",
+        "spaced": f"7f00-7f01 r-xp 00000000 08:01 42    /tmp/a {site}x.so\n",
+        "sibling": f"7f00-7f01 r-xp 00000000 08:01 42    {site.rstrip('/')}-old/x.so\n",
+        "anon": "7f00-7f01 rw-p 00000000 00:00 0 \n",
+    }
+    for name, want in (("hit", True), ("inside", False), ("spaced", False), ("sibling", False)):
+        body = lines["anon"] + lines[name] + lines["anon"]
+        monkeypatch.setattr(procs, "_read", lambda path, body=body: body.encode())
+        assert procs._maps_site(1, ["/elsewhere/", site]) is want, name
+    last = (lines["anon"] * 3 + lines["hit"]).rstrip("\n")  # the last line has no newline
+    monkeypatch.setattr(procs, "_read", lambda path: last.encode())
+    assert procs._maps_site(1, [site])
+
+
+def test_scan_finds_another_envs_process_that_maps_this_envs_extension(
+    children: list[_Child],
+) -> None:
+    """The base interpreter (another env by argv[0]) that loaded an extension module from
+    this env's site-packages runs this env's code: found through /proc/PID/maps."""
+    site = next(d for d in procs.site_dirs() if list(Path(d).glob("pydantic_core/*.so")))
+    code = f"import sys; sys.path.insert(0, {site!r}); import pydantic_core._pydantic_core; "
+    mapped = _Child([os.path.realpath(sys.executable), "-c", code + _IDLE])
+    children.append(mapped)
+    time.sleep(0.05)
+    assert mapped.pid in _pids(procs.scan(procs.now()))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from patcher import agent
 from patcher.agent import locate
 
 
@@ -138,3 +139,20 @@ def test_agent_call_imports_neither_importlib_metadata_nor_the_op_modules_it_doe
         check=True,
     )
     assert res.stdout.strip() == "[]", res.stdout + res.stderr
+
+
+def test_a_record_digest_that_is_not_base64_refuses_the_dist_info(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RECORD line whose digest does not decode (the env's owner wrote it) made the agent's
+    inspect raise past every handler (the agent died); now the dist-info is refused like a
+    hostile one: the package reads as not installed, and inspect answers."""
+    site = tmp_path / "site"
+    bad = "demo/__init__.py,sha256=*" + "A" * 42 + ",0\n"
+    _dist(site, "demo-1.0.dist-info", "Name: demo\nVersion: 1.0\n", bad)
+    monkeypatch.setattr(sys, "path", [str(site)])
+    assert locate.distribution("demo") is None
+    res = agent.handle(
+        {"op": "inspect", "packages": {"demo": ["demo/__init__.py"]}, "state_dir": None}
+    )
+    assert res["ok"] and res["packages"]["demo"]["version"] is None, res

@@ -90,3 +90,58 @@ def test_namespace_directory_of_another_dist_is_not_added(site: Path) -> None:
     (site / "other_dist/x.py").write_bytes(b"")
     res = agent.handle({"op": "scan", "package": "toy"})
     assert res["files"] == []
+
+
+def test_threaded_scan_answers_as_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hashed.check in threads (forced here: threshold 2 files, 4 cores) gives what one thread
+    gives, entry for entry, on a tree with every kind of file: same, edited, gone, a gone
+    directory, a link, a FIFO, a file over the bound, a link as a directory, a RECORD `..`."""
+    from patcher.agent import fdwalk, fsops, hashed
+
+    root = tmp_path / "dist"
+    items = []
+    for d in range(6):
+        for f in range(5):
+            p = root / f"pkg/d{d}" / f"m{f}.py"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(b"x = %d\n" % (d * 10 + f))
+            items.append((f"pkg/d{d}/m{f}.py", fsops.sha256_bytes(p.read_bytes())))
+    (root / "pkg/d0/m1.py").write_bytes(b"edited\n")
+    (root / "pkg/d0/m2.py").unlink()
+    (root / "pkg/d1/m0.py").unlink()
+    (root / "pkg/d1/m0.py").symlink_to(root / "pkg/d1/m1.py")
+    (root / "pkg/d1/m2.py").unlink()
+    os.mkfifo(root / "pkg/d1/m2.py")
+    (root / "pkg/d2/m0.py").write_bytes(b"#" * 100)
+    for f in range(5):
+        (root / "pkg/d3" / f"m{f}.py").unlink()
+    (root / "pkg/d3").rmdir()
+    (root / "pkg/d4").rename(root / "pkg/real4")
+    (root / "pkg/d4").symlink_to(root / "pkg/real4")
+    items.append(("pkg/../../etc/passwd", "0" * 64))
+    with fdwalk.open_root(os.path.realpath(root)) as top:
+        one = hashed.check(top, items, 64)
+        monkeypatch.setattr(hashed, "PARALLEL_FILES", 2)
+        monkeypatch.setattr(hashed, "_cpus", lambda: 4)
+        assert hashed.threads_for(len(items), hashed._cpus()) == 4
+        many = hashed.check(top, items, 64)
+    assert many == one
+    states = {rel: state for rel, (state, _data) in one.items()}
+    assert states["pkg/d0/m0.py"] == hashed.SAME and one["pkg/d0/m0.py"][1] is None
+    assert one["pkg/d0/m1.py"] == (hashed.MODIFIED, b"edited\n")
+    assert states["pkg/d0/m2.py"] == states["pkg/d3/m4.py"] == hashed.MISSING
+    for rel in ("pkg/d1/m0.py", "pkg/d1/m2.py", "pkg/d2/m0.py", "pkg/d4/m0.py"):
+        assert states[rel] == hashed.SKIPPED, rel
+    assert states["pkg/../../etc/passwd"] == hashed.SKIPPED
+    assert len(one) == len(items)
+
+
+def test_one_thread_below_the_threshold_or_on_one_core() -> None:
+    from patcher.agent import hashed
+
+    assert hashed.threads_for(hashed.PARALLEL_FILES - 1, 64) == 1
+    assert hashed.threads_for(100_000, 1) == 1
+    assert hashed.threads_for(hashed.PARALLEL_FILES, 3) == 3
+    assert hashed.threads_for(100_000, 200) == hashed.MAX_THREADS

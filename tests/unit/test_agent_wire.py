@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patcher.agent import fsops, locate
-from patcher.agent.protocol import fingerprint
+from patcher.agent.protocol import stable
 from patcher.transport import BOOT, _code, agent_bundle, request_line
 from tests import pythons, standin
 
@@ -231,15 +231,16 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     source = {k: v for k, v in mods.items() if not k.startswith("#")}
     assert len(code) == len(source) and all(k.split(":")[1] in source for k in code)
     broken = {**{k: "raise SystemExit(3)" for k in source}, **code}
-    _session(sys.executable, json.dumps(broken).encode() + b"\n", tmp_path / "a")
+    state = tmp_path / "state"  # one state dir (inspect writes none): the answers may be equal
+    _session(sys.executable, json.dumps(broken).encode() + b"\n", state)
     # Another magic's code, with the source intact: compiled from source.
     other = {**source, **{"#00000000:" + k.split(":")[1]: v for k, v in code.items()}}
-    plain = _session(sys.executable, json.dumps(other).encode() + b"\n", tmp_path / "b")
-    same = _session(sys.executable, agent_bundle(), tmp_path / "c")
-    # Compared through the protocol's own volatility list: free disk bytes move between runs.
-    assert fingerprint({"packages": plain["packages"]}) == fingerprint(
-        {"packages": same["packages"]}
-    )
+    plain = _session(sys.executable, json.dumps(other).encode() + b"\n", state)
+    same = _session(sys.executable, agent_bundle(), state)
+    # Whole answers, through the protocol's own volatility list (free disk bytes and pids move
+    # between two runs on a busy machine); and the list leaves the facts in.
+    assert stable(plain) == stable(same)
+    assert stable(plain)["packages"]["pip"]["files"]["pip/__init__.py"]["sha256"]
     bare = json.loads(agent_bundle(code=False))
     assert {k: v for k, v in bare.items() if not k.startswith("#")} == source
     assert set(bare) - set(source) == {"#n", "#child"}  # its length, the worker's loader
@@ -263,8 +264,7 @@ def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path)
         )
         assert res.returncode == 0, res.stderr.decode()
         answers.append(json.loads(res.stdout))
-    first, second = ({"packages": a["packages"]} for a in answers)
-    assert answers[0]["ok"] and fingerprint(first) == fingerprint(second)
+    assert answers[0]["ok"] and stable(answers[0]) == stable(answers[1])
 
 
 def _module(tmp_path: Path, text: str) -> Path:
@@ -294,3 +294,37 @@ def test_bundle_code_comes_from_a_current_pyc_only(tmp_path: Path) -> None:
     ro = _module(tmp_path / "ro", "Y = 5\n")
     (ro.parent / "__pycache__").write_text("not a directory")
     assert marshal.loads(_code(ro, "vpatch_agent.mod")).co_consts[0] == 5
+
+
+def test_record_digests_decoded_at_once_as_one_by_one() -> None:
+    """_parse_record's one decode of every usual digest gives each row's own decode, in the
+    rows' order; rows it cannot take so (a path twice, a character outside the alphabet, a
+    digest of another length or kind) leave the whole RECORD to the row-by-row loop."""
+    import hashlib as h
+
+    from patcher.agent.fsops import sha256_bytes
+
+    def b64(data: bytes) -> str:
+        import base64
+
+        return base64.urlsafe_b64encode(h.sha256(data).digest()).rstrip(b"=").decode()
+
+    rows = [f"pkg/m{i}.py,sha256={b64(bytes([i]))},{i}" for i in range(200)]
+    odd = ["pkg/a.py,,", "pkg/b.py,md5=abc,1", "pkg/c.py,sha256=" + b64(b"c")[:-1] + ",1"]
+    text = "\n".join(rows[:50] + odd + rows[50:]) + "\n"
+    got = locate._parse_record(text)
+    assert list(got) == [r.split(",")[0] for r in rows[:50] + odd + rows[50:]]
+    assert got["pkg/m7.py"] == sha256_bytes(bytes([7])) and got["pkg/a.py"] is None
+    want = {r.split(",")[0]: locate._hex(r.split(",")[1]) for r in rows[:50] + odd + rows[50:]}
+    assert got == want
+    again = [*rows, rows[3].split(",")[0] + ",,"]  # the same path again: the last row counts
+    once = locate._parse_record("\n".join(again))
+    by_row = {r.split(",")[0]: locate._hex(r.split(",")[1]) for r in again}
+    assert once == by_row and list(once) == list(by_row) and once["pkg/m3.py"] is None
+    # 43 characters, one outside the alphabet: refused as the row-by-row decode refuses it
+    bad = "pkg/bad.py,sha256=*" + b64(b"x")[1:] + ",1"
+    assert len(bad.split(",")[1]) == 50
+    with pytest.raises(ValueError):
+        locate._hex(bad.split(",")[1])
+    with pytest.raises(ValueError):
+        locate._parse_record("\n".join([*rows, bad]))
