@@ -61,6 +61,7 @@ from typing import Any
 from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
+from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.pyinfra import Pyinfra
@@ -149,6 +150,7 @@ class Bench:
         import_lab: harness.SshLab,
         import_kind: str,
         sizes: Sequence[int],
+        default_kex: bool = False,
     ) -> None:
         self.work = work
         self.sizes = tuple(sizes)
@@ -164,7 +166,9 @@ class Bench:
         self.expected = expected_text(self.pristine)
         if self.expected == self.pristine:
             raise BenchError('the stand-in\'s config.py has no `"qwen",` line to edit')
-        self.ansible = Ansible(work / "ansible", standin.lab, standin.remote_target)
+        self.ansible = Ansible(
+            work / "ansible", standin.lab, standin.remote_target, default_kex=default_kex
+        )
         script = pyinfra_executable()
         self.pyinfra = (
             Pyinfra(work / "pyinfra", standin.lab, standin.remote_target, script)
@@ -691,6 +695,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"reinstall + ensure cycles of the journal row (default {JOURNAL_CYCLES} on vLLM, "
         f"--quick {QUICK_JOURNAL_CYCLES} on the stand-in; 0: skip it)",
     )
+    p.add_argument(
+        "--kex",
+        choices=["lab", "default"],
+        default="lab",
+        help="lab: curve25519-sha256 as the lab's ssh_config forces (default); default: "
+        "OpenSSH's own choice (post-quantum sntrup761x25519/mlkem768x25519, as real fleets "
+        "negotiate) for the floor, ansible and vpatch (pyinfra's paramiko has no such kex)",
+    )
+    p.add_argument(
+        "--wheel-reps",
+        type=int,
+        help="repetitions of the capture cold/warm and `vpatch wheel` rows (bench/wheels.py; "
+        "default 1: vLLM's wheel is 485 MiB, --quick: the stand-in; 0: skip them)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
     p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
     return p.parse_args(argv)
@@ -724,6 +742,16 @@ def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
     return doc
 
 
+def wheels_row(reps: int, standin: bool) -> dict[str, Any]:
+    """bench/wheels.py in a child process: capture cold/warm and `vpatch wheel` (issue 28)."""
+    argv = [sys.executable, "-m", "bench.wheels", "--reps", str(reps), "--json"]
+    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=3600)
+    if t.code != 0:
+        raise _fail("capture/wheel rows", t, "bench.wheels failed")
+    doc: dict[str, Any] = json.loads(t.out)
+    return doc
+
+
 def size_reps(n: int, reps: int, explicit: bool) -> int:
     """Repetitions at n hosts: --reps as given, else the default, capped above BIG_HOSTS."""
     return reps if explicit or n <= BIG_HOSTS else min(reps, BIG_REPS)
@@ -753,8 +781,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"starting {max(sizes)} stand-in hosts + 1 {kind} import host in {work}")
         standin_lab = labs.start_standin(max(sizes), work)
         import_lab = labs.start_import_host(work, kind)
+        if args.kex == "default":
+            labs.default_kex(standin_lab.lab)
+            log("key exchange: OpenSSH's default (the lab's KexAlgorithms line taken out)")
         log("ansible-core venv (installed once, reused)")
-        bench = Bench(work, standin_lab, import_lab, kind, sizes)
+        bench = Bench(work, standin_lab, import_lab, kind, sizes, args.kex == "default")
         if bench.pyinfra is None:
             log("pyinfra is not installed (pip install -e '.[bench]'): no pyinfra rows")
         for n in sizes:
@@ -778,6 +809,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cycles:
             log(f"journal: {cycles} reinstall + ensure cycles (bench/journal.py)")
             kept = journal_row(cycles, standin=args.quick)
+        wheel_reps = 1 if args.wheel_reps is None else args.wheel_reps
+        authoring = None
+        if wheel_reps:
+            log(f"authoring: capture cold/warm, vpatch wheel x{wheel_reps} (bench/wheels.py)")
+            authoring = wheels_row(wheel_reps, standin=args.quick)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
@@ -807,7 +843,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "floor": f"xargs -P N ssh -F lab.ssh_config hN -- sed -i '{SED}' FILE",
                 "vpatch": "apply SPEC --inventory --ssh-config --python --level static "
                 "--parallel N --json; rollback SPEC likewise",
-                "ssh_client": "OpenSSH, BatchMode, curve25519-sha256, no ControlMaster",
+                "ssh_client": "OpenSSH, BatchMode, "
+                + ("OpenSSH's default kex" if args.kex == "default" else "curve25519-sha256")
+                + ", no ControlMaster",
+                "kex": args.kex,
                 "ansible": bench.ansible.settings(),
                 "pyinfra": bench.pyinfra.settings()
                 if bench.pyinfra
@@ -820,6 +859,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "targets": tgts,
             "controller_only": sim,
             "journal": kept,
+            "authoring": authoring,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -828,8 +868,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + simulate.text(sim))
         if kept is not None:
             print("\n" + bench_journal.text(kept))
+        if authoring is not None:
+            print("\n" + bench_wheels.text(authoring))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
+        default = default and args.kex == "lab"
         default = default and kind == "vllm" and sim_targets == SIM_TARGETS
         written = publish.write(doc, args.out.with_suffix(".md"), docs=default)
         print(f"\nwrote {args.out}, {', '.join(map(str, written))} in {elapsed:.0f} s")
