@@ -85,6 +85,7 @@ SIM_TARGETS = 10_000  # the controller-only row (bench/simulate.py)
 QUICK_SIM_TARGETS = 1_000
 JOURNAL_CYCLES = bench_journal.CYCLES  # the journal row (bench/journal.py): ~25 min on vLLM
 QUICK_JOURNAL_CYCLES = 100
+CHILD_TIMEOUT = 3 * 3600  # the controller-only, journal and authoring rows' child processes
 
 # The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
 SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
@@ -718,7 +719,7 @@ def simulate_row(n: int, traced: bool) -> dict[str, Any]:
     """bench/simulate.py in a child process: its memory figures are then its own, not this
     process's (which holds the lab and every row)."""
     argv = [sys.executable, "-m", "bench.simulate", "--targets", str(n), "--json"]
-    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO))
+    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
     if t.code != 0:
         raise _fail("controller-only simulation", t, "bench.simulate failed")
     doc: dict[str, Any] = json.loads(t.out)
@@ -735,7 +736,8 @@ def _count(given: int | None, default: int, quick_default: int, quick: bool) -> 
 def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
     """bench/journal.py in a child process (its agent and caches its own)."""
     argv = [sys.executable, "-m", "bench.journal", "--cycles", str(cycles), "--json"]
-    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO))
+    # 2,000 cycles on vLLM take ~25 min: timed()'s 300 s default killed the row (exit -9)
+    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
     if t.code not in (0, 1):  # 1: a goal missed, which the row itself reports
         raise _fail("journal cycles", t, "bench.journal failed")
     doc: dict[str, Any] = json.loads(t.out)
@@ -745,7 +747,7 @@ def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
 def wheels_row(reps: int, standin: bool) -> dict[str, Any]:
     """bench/wheels.py in a child process: capture cold/warm and `vpatch wheel` (issue 28)."""
     argv = [sys.executable, "-m", "bench.wheels", "--reps", str(reps), "--json"]
-    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=3600)
+    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
     if t.code != 0:
         raise _fail("capture/wheel rows", t, "bench.wheels failed")
     doc: dict[str, Any] = json.loads(t.out)
