@@ -715,14 +715,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _child_row(module: str, args: list[str], what: str, ok: tuple[int, ...] = (0,)) -> Any:
+    """`python -m MODULE ARGS --json` in a child process (its memory, agent and caches its
+    own), its JSON document. Up to CHILD_TIMEOUT: 2,000 journal cycles on vLLM take ~25 min,
+    and timed()'s 300 s default once killed that row (exit -9)."""
+    t = timed([sys.executable, "-m", module, *args, "--json"], cwd=str(REPO), timeout=CHILD_TIMEOUT)
+    if t.code not in ok:
+        raise _fail(what, t, f"{module} failed")
+    return json.loads(t.out)
+
+
 def simulate_row(n: int, traced: bool) -> dict[str, Any]:
-    """bench/simulate.py in a child process: its memory figures are then its own, not this
-    process's (which holds the lab and every row)."""
-    argv = [sys.executable, "-m", "bench.simulate", "--targets", str(n), "--json"]
-    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
-    if t.code != 0:
-        raise _fail("controller-only simulation", t, "bench.simulate failed")
-    doc: dict[str, Any] = json.loads(t.out)
+    """bench/simulate.py: its memory figures are then its own, not this process's (which
+    holds the lab and every row)."""
+    args = ["--targets", str(n), *(["--tracemalloc"] if traced else [])]
+    doc: dict[str, Any] = _child_row("bench.simulate", args, "controller-only simulation")
     return doc
 
 
@@ -734,23 +741,16 @@ def _count(given: int | None, default: int, quick_default: int, quick: bool) -> 
 
 
 def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
-    """bench/journal.py in a child process (its agent and caches its own)."""
-    argv = [sys.executable, "-m", "bench.journal", "--cycles", str(cycles), "--json"]
-    # 2,000 cycles on vLLM take ~25 min: timed()'s 300 s default killed the row (exit -9)
-    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
-    if t.code not in (0, 1):  # 1: a goal missed, which the row itself reports
-        raise _fail("journal cycles", t, "bench.journal failed")
-    doc: dict[str, Any] = json.loads(t.out)
+    """bench/journal.py; exit 1 is a goal missed, which the row itself reports."""
+    args = ["--cycles", str(cycles), *(["--standin"] if standin else [])]
+    doc: dict[str, Any] = _child_row("bench.journal", args, "journal cycles", ok=(0, 1))
     return doc
 
 
 def wheels_row(reps: int, standin: bool) -> dict[str, Any]:
-    """bench/wheels.py in a child process: capture cold/warm and `vpatch wheel` (issue 28)."""
-    argv = [sys.executable, "-m", "bench.wheels", "--reps", str(reps), "--json"]
-    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO), timeout=CHILD_TIMEOUT)
-    if t.code != 0:
-        raise _fail("capture/wheel rows", t, "bench.wheels failed")
-    doc: dict[str, Any] = json.loads(t.out)
+    """bench/wheels.py: capture cold/warm and `vpatch wheel` (issue 28)."""
+    args = ["--reps", str(reps), *(["--standin"] if standin else [])]
+    doc: dict[str, Any] = _child_row("bench.wheels", args, "capture/wheel rows")
     return doc
 
 
