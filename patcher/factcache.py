@@ -141,7 +141,7 @@ def _without_texts(texts: Path, answer: Answer) -> Answer:
     for holder, k in _text_fields(out):
         text = holder.get(k)
         if isinstance(text, str):
-            sha = hashlib.sha256(text.encode()).hexdigest()
+            sha = _sha_of(text)
             where = (str(texts), sha)  # str: a Path's hash is costlier than its text's
             if where not in _written and not os.path.exists(os.path.join(texts, sha)):
                 _write(texts, sha, text.encode())
@@ -200,7 +200,25 @@ def _read_json(path: Path) -> Any:
 
 
 def _has(text: Any, sha: Any) -> bool:
-    return isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == sha
+    return isinstance(text, str) and _sha_of(text) == sha
+
+
+# A fleet's answers carry the same few text objects (the run's content cache hands one str to
+# every host): each is hashed once, not at every check. Keyed by identity, the text held so its
+# id stays its own; a str is immutable, so its sha256 cannot change. Texts up to 1 MiB.
+_SHAS: dict[int, tuple[str, str]] = {}
+
+
+def _sha_of(text: str) -> str:
+    hit = _SHAS.get(id(text))
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if len(text) <= 1 << 20:
+        if len(_SHAS) >= 64:
+            _SHAS.clear()
+        _SHAS[id(text)] = (text, sha)
+    return sha
 
 
 def _write(d: Path, name: str, data: bytes) -> None:
