@@ -82,6 +82,16 @@ def start_import_host(root: Path, kind: str) -> harness.SshLab:
     return harness.start_lab(1, root / f"import-{kind}", factory)
 
 
+def default_kex(lab: harness.SshLab) -> None:
+    """Let OpenSSH clients that read the lab's ssh_config negotiate their own default key
+    exchange (post-quantum hybrid on OpenSSH 9.x) instead of the curve25519 the lab forces."""
+    lines = lab.ssh_config.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if not line.strip().startswith("KexAlgorithms")]
+    if len(kept) == len(lines):
+        raise RuntimeError(f"{lab.ssh_config}: no KexAlgorithms line to take out")
+    lab.ssh_config.write_text("".join(kept))
+
+
 def write_inventory(path: Path, hosts: Sequence[harness.SshHost]) -> Path:
     """vpatch's hosts.toml for these hosts (names are the lab's ssh_config aliases)."""
     lines = [f"[defaults]\npython = '{PYTHON}'\n"]

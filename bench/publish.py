@@ -235,6 +235,24 @@ def markdown(doc: dict[str, Any], heading: str = "#") -> str:
             ],
             align="l",
         )
+    authoring = doc.get("authoring")
+    if authoring:
+        out += [
+            "",
+            f"{h2} Authoring: capture and `vpatch wheel` on {authoring['env']}",
+            "",
+            f"`{authoring['file']}` with one hand edit; the {authoring['wheel_mib']} MiB wheel "
+            "from a wheelhouse (no network); cold: an empty wheel store; warm: the store the "
+            f"cold run left (bench/wheels.py, median of {authoring['reps']}).",
+            "",
+        ]
+        out += _table(
+            ["row", "wall s", "CPU s"],
+            [
+                [name, f"{r['wall_s']:.3f}", f"{r['cpu_s']:.3f}"]
+                for name, r in authoring["rows"].items()
+            ],
+        )
     single = [
         [label, f"{_median(rows.get((name, 1))):.3f}", str(rows[(name, 1)]["runs"])]
         for name, label in SINGLE.items()

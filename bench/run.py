@@ -61,6 +61,7 @@ from typing import Any
 from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
+from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.pyinfra import Pyinfra
@@ -84,6 +85,7 @@ SIM_TARGETS = 10_000  # the controller-only row (bench/simulate.py)
 QUICK_SIM_TARGETS = 1_000
 JOURNAL_CYCLES = bench_journal.CYCLES  # the journal row (bench/journal.py): ~25 min on vLLM
 QUICK_JOURNAL_CYCLES = 100
+CHILD_TIMEOUT = 3 * 3600  # the controller-only, journal and authoring rows' child processes
 
 # The edit every contender makes: add "kimi_k2", after "qwen", keeping the indentation.
 SED = r's/^\( *\)"qwen",$/&\n\1"kimi_k2",/'
@@ -149,6 +151,7 @@ class Bench:
         import_lab: harness.SshLab,
         import_kind: str,
         sizes: Sequence[int],
+        default_kex: bool = False,
     ) -> None:
         self.work = work
         self.sizes = tuple(sizes)
@@ -164,7 +167,9 @@ class Bench:
         self.expected = expected_text(self.pristine)
         if self.expected == self.pristine:
             raise BenchError('the stand-in\'s config.py has no `"qwen",` line to edit')
-        self.ansible = Ansible(work / "ansible", standin.lab, standin.remote_target)
+        self.ansible = Ansible(
+            work / "ansible", standin.lab, standin.remote_target, default_kex=default_kex
+        )
         script = pyinfra_executable()
         self.pyinfra = (
             Pyinfra(work / "pyinfra", standin.lab, standin.remote_target, script)
@@ -691,19 +696,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"reinstall + ensure cycles of the journal row (default {JOURNAL_CYCLES} on vLLM, "
         f"--quick {QUICK_JOURNAL_CYCLES} on the stand-in; 0: skip it)",
     )
+    p.add_argument(
+        "--kex",
+        choices=["lab", "default"],
+        default="lab",
+        help="lab: curve25519-sha256 as the lab's ssh_config forces (default); default: "
+        "OpenSSH's own choice (post-quantum sntrup761x25519/mlkem768x25519, as real fleets "
+        "negotiate) for the floor, ansible and vpatch (pyinfra's paramiko has no such kex)",
+    )
+    p.add_argument(
+        "--wheel-reps",
+        type=int,
+        help="repetitions of the capture cold/warm and `vpatch wheel` rows (bench/wheels.py; "
+        "default 1: vLLM's wheel is 485 MiB, --quick: the stand-in; 0: skip them)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="results JSON (bench/results.json)")
     p.add_argument("--keep", action="store_true", help="keep the lab dir (logs) afterwards")
     return p.parse_args(argv)
 
 
+def _child_row(module: str, args: list[str], what: str, ok: tuple[int, ...] = (0,)) -> Any:
+    """`python -m MODULE ARGS --json` in a child process (its memory, agent and caches its
+    own), its JSON document. Up to CHILD_TIMEOUT: 2,000 journal cycles on vLLM take ~25 min,
+    and timed()'s 300 s default once killed that row (exit -9)."""
+    t = timed([sys.executable, "-m", module, *args, "--json"], cwd=str(REPO), timeout=CHILD_TIMEOUT)
+    if t.code not in ok:
+        raise _fail(what, t, f"{module} failed")
+    return json.loads(t.out)
+
+
 def simulate_row(n: int, traced: bool) -> dict[str, Any]:
-    """bench/simulate.py in a child process: its memory figures are then its own, not this
-    process's (which holds the lab and every row)."""
-    argv = [sys.executable, "-m", "bench.simulate", "--targets", str(n), "--json"]
-    t = timed([*argv, "--tracemalloc"] if traced else argv, cwd=str(REPO))
-    if t.code != 0:
-        raise _fail("controller-only simulation", t, "bench.simulate failed")
-    doc: dict[str, Any] = json.loads(t.out)
+    """bench/simulate.py: its memory figures are then its own, not this process's (which
+    holds the lab and every row)."""
+    args = ["--targets", str(n), *(["--tracemalloc"] if traced else [])]
+    doc: dict[str, Any] = _child_row("bench.simulate", args, "controller-only simulation")
     return doc
 
 
@@ -715,12 +741,16 @@ def _count(given: int | None, default: int, quick_default: int, quick: bool) -> 
 
 
 def journal_row(cycles: int, standin: bool) -> dict[str, Any]:
-    """bench/journal.py in a child process (its agent and caches its own)."""
-    argv = [sys.executable, "-m", "bench.journal", "--cycles", str(cycles), "--json"]
-    t = timed([*argv, "--standin"] if standin else argv, cwd=str(REPO))
-    if t.code not in (0, 1):  # 1: a goal missed, which the row itself reports
-        raise _fail("journal cycles", t, "bench.journal failed")
-    doc: dict[str, Any] = json.loads(t.out)
+    """bench/journal.py; exit 1 is a goal missed, which the row itself reports."""
+    args = ["--cycles", str(cycles), *(["--standin"] if standin else [])]
+    doc: dict[str, Any] = _child_row("bench.journal", args, "journal cycles", ok=(0, 1))
+    return doc
+
+
+def wheels_row(reps: int, standin: bool) -> dict[str, Any]:
+    """bench/wheels.py: capture cold/warm and `vpatch wheel` (issue 28)."""
+    args = ["--reps", str(reps), *(["--standin"] if standin else [])]
+    doc: dict[str, Any] = _child_row("bench.wheels", args, "capture/wheel rows")
     return doc
 
 
@@ -753,8 +783,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"starting {max(sizes)} stand-in hosts + 1 {kind} import host in {work}")
         standin_lab = labs.start_standin(max(sizes), work)
         import_lab = labs.start_import_host(work, kind)
+        if args.kex == "default":
+            labs.default_kex(standin_lab.lab)
+            log("key exchange: OpenSSH's default (the lab's KexAlgorithms line taken out)")
         log("ansible-core venv (installed once, reused)")
-        bench = Bench(work, standin_lab, import_lab, kind, sizes)
+        bench = Bench(work, standin_lab, import_lab, kind, sizes, args.kex == "default")
         if bench.pyinfra is None:
             log("pyinfra is not installed (pip install -e '.[bench]'): no pyinfra rows")
         for n in sizes:
@@ -778,6 +811,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cycles:
             log(f"journal: {cycles} reinstall + ensure cycles (bench/journal.py)")
             kept = journal_row(cycles, standin=args.quick)
+        wheel_reps = 1 if args.wheel_reps is None else args.wheel_reps
+        authoring = None
+        if wheel_reps:
+            log(f"authoring: capture cold/warm, vpatch wheel x{wheel_reps} (bench/wheels.py)")
+            authoring = wheels_row(wheel_reps, standin=args.quick)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
@@ -807,7 +845,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "floor": f"xargs -P N ssh -F lab.ssh_config hN -- sed -i '{SED}' FILE",
                 "vpatch": "apply SPEC --inventory --ssh-config --python --level static "
                 "--parallel N --json; rollback SPEC likewise",
-                "ssh_client": "OpenSSH, BatchMode, curve25519-sha256, no ControlMaster",
+                "ssh_client": "OpenSSH, BatchMode, "
+                + ("OpenSSH's default kex" if args.kex == "default" else "curve25519-sha256")
+                + ", no ControlMaster",
+                "kex": args.kex,
                 "ansible": bench.ansible.settings(),
                 "pyinfra": bench.pyinfra.settings()
                 if bench.pyinfra
@@ -820,6 +861,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "targets": tgts,
             "controller_only": sim,
             "journal": kept,
+            "authoring": authoring,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -828,8 +870,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + simulate.text(sim))
         if kept is not None:
             print("\n" + bench_journal.text(kept))
+        if authoring is not None:
+            print("\n" + bench_wheels.text(authoring))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
+        default = default and args.kex == "lab"
         default = default and kind == "vllm" and sim_targets == SIM_TARGETS
         written = publish.write(doc, args.out.with_suffix(".md"), docs=default)
         print(f"\nwrote {args.out}, {', '.join(map(str, written))} in {elapsed:.0f} s")

@@ -19,9 +19,10 @@ entry is only a miss.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,10 @@ def key(target: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
-def load(name: str) -> list[tuple[str, Answer]]:
+def load(name: str, d: Path | None = None) -> list[tuple[str, Answer]]:
     """(fingerprint, answer) of the stored answers, texts put back, that are usable (the rest
-    are dropped)."""
-    d = rewrite_cache.directory(sub="hosts")
+    are dropped); from `d` when the caller has just checked it (else it is looked up)."""
+    d = d if d is not None else rewrite_cache.directory(sub="hosts")
     if d is None:
         return []
     doc = _read_json(d / f"{name}.json")
@@ -93,21 +94,26 @@ def remember(name: str, answers: list[Answer]) -> None:
     fails a run: a cache that cannot be written misses next time."""
     keep: list[Answer] = []
     seen: set[str] = set()
+    d = rewrite_cache.directory(sub="hosts")  # one check for the read and the write
     for batch in (answers, None):
         # the older ones only when room is left
-        got = load(name) if batch is None else [(usable(a), a) for a in batch]
+        got = load(name, d) if batch is None else [(usable(a), a) for a in batch]
         for fp, a in got:
             if len(keep) < KEEP_PER_HOST and fp is not None and fp not in seen:
                 seen.add(fp)
                 keep.append(a)
         if len(keep) == KEEP_PER_HOST:
             break
-    d = rewrite_cache.directory(create=True, sub="hosts") if keep else None
-    if d is None:
+    if keep and d is None:
+        d = rewrite_cache.directory(create=True, sub="hosts")
+    if not keep or d is None:
         return
     try:
         texts = d / "texts"
-        texts.mkdir(mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(texts, mode=0o700)
+        except FileExistsError:
+            pass
         stored = [_without_texts(texts, a) for a in keep]
         _write(d, f"{name}.json", json.dumps({"answers": stored}).encode())
         _prune_once(d, texts)
@@ -131,16 +137,35 @@ def _text_fields(answer: Answer) -> list[tuple[dict[str, Any], str]]:
 
 
 def _without_texts(texts: Path, answer: Answer) -> Answer:
-    out: Answer = json.loads(json.dumps(_stored(answer)))
+    out = _copied(_stored(answer))
     for holder, k in _text_fields(out):
         text = holder.get(k)
         if isinstance(text, str):
-            sha = hashlib.sha256(text.encode()).hexdigest()
-            if (texts, sha) not in _written and not (texts / sha).exists():
+            sha = _sha_of(text)
+            where = (str(texts), sha)  # str: a Path's hash is costlier than its text's
+            if where not in _written and not os.path.exists(os.path.join(texts, sha)):
                 _write(texts, sha, text.encode())
-            _written.add((texts, sha))
+            _written.add(where)
             holder[k] = "@" + sha
         holder.pop("cached", None)
+    return out
+
+
+def _copied(answer: Answer) -> Answer:
+    """A copy of `answer` whose dicts that hold texts (file infos, journal states) are new:
+    what _without_texts changes, and nothing it does not (the rest is written as it is)."""
+    out = dict(answer)
+    pkgs = out.get("packages")
+    if isinstance(pkgs, dict):
+        out["packages"] = {
+            n: dict(p, files={r: dict(i) for r, i in p["files"].items()})
+            if isinstance(p, dict) and isinstance(p.get("files"), dict)
+            else p
+            for n, p in pkgs.items()
+        }
+    journal = out.get("journal")
+    if isinstance(journal, dict):
+        out["journal"] = {p: dict(st) for p, st in journal.items()}
     return out
 
 
@@ -156,7 +181,7 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
         name = d / "texts" / ref[1:].lower()
         data = rewrite_cache.read_owned(name, MAX_BYTES)  # owner, mode, type: on the descriptor
         if data is None or hashlib.sha256(data).hexdigest() != name.name:
-            _written.discard((d / "texts", name.name))
+            _written.discard((str(d / "texts"), name.name))
             try:
                 os.unlink(name)  # not what its name says, or not ours: gone, stored again next run
             except OSError:
@@ -175,16 +200,40 @@ def _read_json(path: Path) -> Any:
 
 
 def _has(text: Any, sha: Any) -> bool:
-    return isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == sha
+    return isinstance(text, str) and _sha_of(text) == sha
+
+
+# A fleet's answers carry the same few text objects (the run's content cache hands one str to
+# every host): each is hashed once, not at every check. Keyed by identity, the text held so its
+# id stays its own; a str is immutable, so its sha256 cannot change. Texts up to 1 MiB.
+_SHAS: dict[int, tuple[str, str]] = {}
+
+
+def _sha_of(text: str) -> str:
+    hit = _SHAS.get(id(text))
+    if hit is not None and hit[0] is text:
+        return hit[1]
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if len(text) <= 1 << 20:
+        if len(_SHAS) >= 64:
+            _SHAS.clear()
+        _SHAS[id(text)] = (text, sha)
+    return sha
 
 
 def _write(d: Path, name: str, data: bytes) -> None:
-    """Atomic (temp file in the same directory, then rename); no fsync: this is a cache."""
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    """Atomic (a temp file of this process and thread in the same directory, created
+    exclusively, then rename); no fsync: this is a cache."""
+    tmp = os.path.join(d, f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_serial)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, d / name)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, os.path.join(d, name))
     except BaseException:
         try:
             os.unlink(tmp)
@@ -194,7 +243,8 @@ def _write(d: Path, name: str, data: bytes) -> None:
 
 
 _pruned: set[Path] = set()
-_written: set[tuple[Path, str]] = set()  # texts this process stored or saw stored
+_written: set[tuple[str, str]] = set()  # texts this process stored or saw stored
+_serial = itertools.count()
 
 
 def _prune_once(d: Path, texts: Path) -> None:

@@ -49,6 +49,11 @@ _CONNECT = (  # ssh's own words for "never got as far as running the command"
     "no argument after keyword",
 )
 
+# ...for the connection sharing an ssh_config asks for (ControlMaster/ControlPath), when it
+# fails before any session opened (a mux client that loses its master mid-call is a lost
+# connection, below, not this)
+_MUX = ("ControlPath too long", "unix_listener: ")
+
 _LOST = (  # ...and for a connection that went away under a running command
     "Connection to ",
     "client_loop",
@@ -147,6 +152,8 @@ class OpenSshTransport(PipeTransport):
         if "Host key verification failed." in lines or _REVOKED.search(text):
             return self._host_key_error(text)
         for line in lines:
+            if line.startswith(_MUX):
+                continue  # a control socket's error: below, if nothing else failed
             if "Permission denied" in line or "Too many authentication failures" in line:
                 return HostError(
                     f"{t}: authentication failed ({line})",
@@ -164,6 +171,13 @@ class OpenSshTransport(PipeTransport):
                 return HostError(
                     f"{t}: cannot connect ({why[:300]})",
                     "is sshd running there and the address right?",
+                )
+        for line in lines:  # only the connection sharing failed: nothing ran
+            if line.startswith(_MUX):
+                return HostError(
+                    f"{t}: ssh's connection sharing failed ({line[:300]})",
+                    "check ControlMaster/ControlPath in the ssh_config: a ControlPath must be "
+                    "shorter than 108 bytes, in a directory only you can write",
                 )
         # The connection was up and the command running: cut mid-call, or the agent died of a
         # signal (ssh then has no exit status to pass on, and says nothing). Only ssh's own

@@ -28,6 +28,7 @@ version and RECORD hash it applied against; the **base** (bytes before the first
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Sequence
@@ -68,6 +69,18 @@ def sha256_text(text: str) -> str:
 
 
 def unified_diff(rel: str, before: str, after: str) -> str:
+    """The file's diff for the report. A fleet's hosts have the same few (before, after)
+    pairs, and difflib is the planner's costliest step per host: the last pairs' diffs are
+    remembered (a pure function's results; texts up to 1 MiB, so the memo stays small)."""
+    if len(before) + len(after) > _DIFF_MEMO_CHARS:
+        return _unified_diff(rel, before, after)
+    return _memo_diff(rel, before, after)
+
+
+_DIFF_MEMO_CHARS = 1 << 20
+
+
+def _unified_diff(rel: str, before: str, after: str) -> str:
     return "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True),
@@ -76,6 +89,9 @@ def unified_diff(rel: str, before: str, after: str) -> str:
             tofile=f"b/{rel}",
         )
     )
+
+
+_memo_diff = functools.lru_cache(maxsize=16)(_unified_diff)
 
 
 def dump_edits(edits: Sequence[Edit]) -> list[Any]:

@@ -3,13 +3,13 @@ only then), and the `error:`/`hint:` summary of a failed run."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
+from patcher import jsontext
 from patcher.inert import clean
 from patcher.result import GOOD, SCHEMA_VERSION, RunResult
 
@@ -18,9 +18,8 @@ if TYPE_CHECKING:
 
 
 def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
-    """One JSON document (every `--json` output goes through here)."""
-    json.dump(doc, out, indent=2)
-    out.write("\n")
+    """One JSON document (every `--json` output goes through here), in one write."""
+    out.write(jsontext.dumps(doc) + "\n")
 
 
 def error_document(message: str, hint: str, **more: Any) -> dict[str, Any]:

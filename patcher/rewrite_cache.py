@@ -49,31 +49,41 @@ _STORED = ("changed", "unchanged")
 def directory(create: bool = False, sub: str = "rewrites") -> Path | None:
     """The cache directory `sub` (rewrites/, or hosts/ for patcher.factcache), or None when
     off, missing (unless `create`: then made 0700) or not safe to use. Only a write creates
-    it: reading never leaves anything behind."""
+    it: reading never leaves anything behind. Checked on every call (a fleet's run calls it a
+    few times a host: plain os.stat, no pathlib until the answer)."""
     if os.environ.get("VPATCH_NO_CACHE"):
         return None
     base = os.environ.get("VPATCH_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vpatch"
     )
-    d = Path(base) / sub
+    d = os.path.join(base, sub)
     try:
-        if not d.is_dir():
+        try:
+            st = os.stat(d)
+        except FileNotFoundError:
+            st = None
+        if st is None or not stat.S_ISDIR(st.st_mode):
             if not create:
                 return None
-            d.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            d.mkdir(mode=0o700, exist_ok=True)
-        st = d.stat()
+            os.makedirs(base, mode=0o700, exist_ok=True)
+            try:
+                os.mkdir(d, mode=0o700)
+            except FileExistsError:
+                pass  # made meanwhile by another run: checked below like any other
+            st = os.stat(d)
     except OSError:
         return None
-    if st.st_uid != os.geteuid() or st.st_mode & 0o022 or not _safe_parent(d.parent):
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         return None
-    return d
+    if not _safe_parent(base):
+        return None
+    return Path(d)
 
 
-def _safe_parent(d: Path) -> bool:
+def _safe_parent(d: str | Path) -> bool:
     """The directory holding the cache: whoever else could write it could swap the cache."""
     try:
-        st = d.stat()
+        st = os.stat(d)
     except OSError:
         return False
     return st.st_uid in (os.geteuid(), 0) and not st.st_mode & 0o022

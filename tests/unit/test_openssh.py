@@ -50,6 +50,9 @@ CASES = [
     ("Connection to 10.0.0.5 closed by remote host.", "connection lost mid-call (Connection"),
     ("client_loop: send disconnect: Broken pipe", "connection lost mid-call (client_loop"),
     ("", "connection lost mid-call; outcome unknown"),  # the agent died of a signal
+    # an ssh_config's ControlMaster/ControlPath: never "lost mid-call" (nothing ran)
+    ("ControlPath too long ('/tmp/x/%C' >= 108 bytes)", "connection sharing failed (ControlP"),
+    ("unix_listener: cannot bind to path /run/x/cm.sock: Permission denied", "sharing failed"),
 ]
 
 
