@@ -60,6 +60,7 @@ def _journal_state(
     known: frozenset[str] = frozenset(),
     warnings: list[str] | None = None,
     orphans: dict[str, list[str]] | None = None,
+    steps: list[journal.Entry] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -74,7 +75,8 @@ def _journal_state(
     Journaled files whose package is gone go to `orphans` (path -> spec ids; _confined)."""
     warnings = [] if warnings is None else warnings
     orphaned: dict[str, list[str]] = {}
-    entries = _confined(journal.parse(_read_journal(sdir), warnings), warnings, orphaned)
+    raw = _read_journal(sdir)
+    entries = _confined(journal.parse(raw, warnings, steps), warnings, orphaned)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     dirs = confine.roots()
@@ -247,7 +249,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     sdir = state_dir(req)
     warnings: list[str] = []
     orphans: dict[str, list[str]] = {}
-    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans)
+    steps: list[journal.Entry] = []  # `vpatch rollout`'s step entries (journal.last_run)
+    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans, steps)
     out = {
         "python": {
             "executable": sys.executable,
@@ -265,6 +268,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     }
     if orphans:  # absent when none: the answer (and its fingerprint) as it always was
         out["orphaned"] = orphans
+    if steps:  # absent when none; never in the fingerprint (no plan reads it)
+        out["rollout"] = journal.last_run(steps)
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = req["procs_for"]  # None (a bare status): every spec in the journal
         paths = [
@@ -758,7 +763,7 @@ def op_restart(req: dict[str, Any]) -> dict[str, Any]:
     from . import restart  # `vpatch rollout`: restart the server, wait for health (restart.py)
 
     try:
-        return restart.run(req) if req.get("op") == protocol.RESTART else restart.health(req)
+        return restart.OPS[str(req.get("op"))](req)
     except ValueError as exc:  # fetch.BadURL too
         raise _Refused(str(exc), protocol.INPUT) from None
 
@@ -784,6 +789,7 @@ OPS = {
     "fetch": op_fetch,
     protocol.RESTART: op_restart,
     protocol.HEALTH: op_restart,
+    protocol.STEP: op_restart,
 }
 
 
