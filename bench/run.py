@@ -61,6 +61,7 @@ from typing import Any
 from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
+from bench import rollout as bench_rollout
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.pyinfra import Pyinfra
@@ -778,6 +779,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if cycles:
             log(f"journal: {cycles} reinstall + ensure cycles (bench/journal.py)")
             kept = journal_row(cycles, standin=args.quick)
+        log("rollout: its cost beyond restart + health, 1 and 8 hosts (bench/rollout.py)")
+        ro_sizes = [n for n in (1, 8) if n <= max(sizes)] or [1]
+        rolled = bench_rollout.run(ro_sizes, reps, 1.0 if args.quick else bench_rollout.RESTART_S)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
@@ -820,6 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "targets": tgts,
             "controller_only": sim,
             "journal": kept,
+            "rollout": rolled,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -828,6 +833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + simulate.text(sim))
         if kept is not None:
             print("\n" + bench_journal.text(kept))
+        print("\n" + bench_rollout.text(rolled))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
         default = default and kind == "vllm" and sim_targets == SIM_TARGETS

@@ -466,19 +466,6 @@ def finish(h: _Host, note: str = "") -> HostResult:
     return host
 
 
-def one_host(
-    target: Target,
-    transport: Transport,
-    specs: list[PatchSpec],
-    opts: Options,
-    state_dir: str | None,
-    cfg: Settings,
-    run: str = "",
-) -> HostResult:
-    """One host's whole rollout, from the start."""
-    return walk(_host(target, transport, specs, opts, state_dir, cfg, run or new_run()))
-
-
 def new_run() -> str:
     import os
 
