@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING
 
-from patcher import fleet, rollout
+from patcher import fleet, rollout, rolloutresume
 from patcher.agent import protocol
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
@@ -472,25 +472,25 @@ def new_run() -> str:
     return os.urandom(6).hex()
 
 
-def resume_host(h: _Host, reported: list[tuple[str, bool]] | None) -> rollout.Resume:
-    """Read the host's journal steps and decide (rollout.resume); on `continue`, `h` then
+def resume_host(h: _Host, reported: list[tuple[str, bool]] | None) -> rolloutresume.Resume:
+    """Read the host's journal steps and decide (rolloutresume.resume); on `continue`, `h` then
     holds the steps and measures its journal recorded, to walk on from."""
     ans = h.transport.call({"op": "inspect", "packages": {}, "state_dir": h.state_dir})
     if not ans.get("ok", True) and ans.get("error"):
         raise _StepFailed(f"cannot read the host's journal: {ans.get('error')}")
-    steps, problems = rollout.read_steps(ans.get("rollout"))
+    steps, problems = rolloutresume.read_steps(ans.get("rollout"))
     h.result.warnings += problems
-    decision = rollout.resume(h.plan, h.run, reported, steps, [s.id for s in h.specs])
+    decision = rolloutresume.resume(h.plan, h.run, reported, steps, [s.id for s in h.specs])
     mine = [s for s in steps if s.run == h.run]
     h.done = list(decision.done)
     h.phases = [s.phase() for s in mine]
     for s in mine:
-        m = rollout.measures_of(s.measures)
+        m = rolloutresume.measures_of(s.measures)
         if s.step == rollout.BASELINE:
             h.before = m
         elif s.step == rollout.WINDOW:
             h.after = m
-    if decision.action == rollout.RESUME_DONE and h.after is not None:
+    if decision.action == rolloutresume.RESUME_DONE and h.after is not None:
         h.judged = rollout.judge(h.before, h.after, h.gates)
     return decision
 
@@ -508,46 +508,6 @@ _HINTS = {
 
 # ---------------------------------------------------------------------------------------------
 # The fleet
-
-
-class BatchLines(fleet.Progress):
-    """One line on stderr per finished batch (the canary counts as one)."""
-
-    def __init__(self, targets: Sequence[str], policy: fleet.Policy, out: TextIO) -> None:
-        self.out = out
-        self.phase_of: dict[str, int] = {}
-        self.names: list[list[str]] = []
-        order = list(targets)
-        groups = [order[: policy.canary]] if policy.canary else []
-        rest = order[policy.canary :]
-        size = policy.batch or max(1, len(rest))
-        groups += [rest[i : i + size] for i in range(0, len(rest), size)]
-        for i, names in enumerate(groups):
-            self.names.append(names)
-            for n in names:
-                self.phase_of[n] = i
-        self.canary = bool(policy.canary)
-        self.done: dict[int, list[HostResult]] = {}
-
-    def advance(self, result: HostResult) -> None:
-        i = self.phase_of.get(result.target)
-        if i is None:
-            return
-        got = self.done.setdefault(i, [])
-        got.append(result)
-        if len(got) < len(self.names[i]):
-            return
-        label = "canary" if self.canary and i == 0 else f"batch {i + (0 if self.canary else 1)}"
-        counts: dict[str, int] = {}
-        for r in got:
-            v = (r.rollout or {}).get("verdict", "failed")
-            counts[v] = counts.get(v, 0) + 1
-        tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        bad = [f"{r.target}: {r.error}" for r in got if not r.ok]
-        line = f"rollout {label} ({len(got)} host(s)): {tally}"
-        from patcher.inert import clean
-
-        print(clean(line + "".join(f"\n  {b}" for b in bad)), file=self.out, flush=True)
 
 
 def command(
@@ -584,14 +544,16 @@ def command(
                 try:
                     decision = resume_host(h, reported.steps.get(t.name))
                 except (VpatchError, _StepFailed) as exc:
-                    decision = rollout.Resume(rollout.RESUME_REFUSE, (), str(exc))
-                if decision.action != rollout.RESUME_CONTINUE:
+                    decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
+                if decision.action != rolloutresume.RESUME_CONTINUE:
                     finished[i] = finish(h, decision.why)
                     return finished[i]
             finished[i] = walk(h, ctrl_c)
             return finished[i]
         finally:
             transport.close()
+
+    from patcher.rolloutview import BatchLines, render_problems, render_table
 
     lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
     ids = [(s.id, s.package) for s in specs]
@@ -646,7 +608,7 @@ class Reported:
 def load_report(path: str, names: Sequence[str]) -> Reported:
     """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
     contacted. What it says of each host is only the controller's word: every host's journal
-    is asked too (rollout.resume)."""
+    is asked too (rolloutresume.resume)."""
     import json
 
     hint = "give the --report file (or the one an interrupted rollout named) of this rollout"
@@ -660,7 +622,7 @@ def load_report(path: str, names: Sequence[str]) -> Reported:
     if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
         raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
     try:
-        parsed = rollout.reported_steps(hosts)
+        parsed = rolloutresume.reported_steps(hosts)
     except ValueError as exc:
         raise UsageError(f"--resume {path}: {exc}", hint) from None
     steps, runs = parsed
@@ -672,77 +634,3 @@ def load_report(path: str, names: Sequence[str]) -> Reported:
     if len(runs) > 1:
         raise UsageError(f"--resume {path}: the report names more than one run", hint)
     return Reported(next(iter(runs), None), steps)
-
-
-def _pair(before: Any, after: Any, show: Callable[[float], str]) -> str:
-    b = show(before) if before is not None else "-"
-    a = show(after) if after is not None else "-"
-    return f"{b} -> {a}"
-
-
-def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
-    """host, step reached, acceptance before -> after, tokens/s before -> after, verdict."""
-    rows = []
-    for h in result.hosts:
-        r = h.rollout
-        if r is None:  # never started (the policy stopped first), or could not connect
-            skipped = any(p.outcome == "skipped" for p in h.patches) or "skipped" in (h.error or "")
-            rows.append((h.target, "-", "-", "-", "skipped" if skipped else "failed"))
-            continue
-        before, after = r["before"] or {}, r["after"] or {}
-        rows.append(
-            (
-                h.target,
-                r["reached"],
-                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), rollout.pct),
-                _pair(before.get("tokens_per_s"), after.get("tokens_per_s"), lambda x: f"{x:.1f}"),
-                r["verdict"],
-            )
-        )
-    return rows
-
-
-def render_table(result: RunResult, out: TextIO) -> None:
-    from patcher.inert import clean
-
-    head = ("host", "step reached", "acceptance", "tokens/s", "verdict")
-    rows = [head, *table_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for r in rows:
-        line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
-        print(clean(line.rstrip()), file=out)
-    kept = [h.target for h in result.hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
-    started = [h for h in result.hosts if h.rollout is not None]
-    if result.ok:
-        print(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", file=out)
-    else:
-        print(
-            f"rollout: not ok: {len(kept)} of {len(result.hosts)} host(s) patched"
-            + (f" and staying patched ({', '.join(kept)})" if kept else "")
-            + f"; {len(result.hosts) - len(started)} not started",
-            file=out,
-        )
-
-
-def render_problems(result: RunResult, err: TextIO) -> None:
-    """`error:` per host that did not keep the patch, then the first one's `hint:`."""
-    from patcher.inert import clean
-
-    found: list[tuple[str, str]] = []
-    for h in result.hosts:
-        if h.ok:
-            continue
-        if h.error:
-            found.append((f"{h.target}: {h.error}", h.hint or "run `vpatch status` on it"))
-        elif h.patches:
-            p = h.patches[0]
-            found.append(
-                (
-                    f"{h.target}: {p.outcome}: {p.message}",
-                    "an earlier host failed and the fleet policy stopped; fix it, run again",
-                )
-            )
-    for msg, _hint in found:
-        print(f"error: {clean(msg.splitlines()[0])}", file=err)
-    if found:
-        print(f"hint: {clean(found[0][1])}", file=err)

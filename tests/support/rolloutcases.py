@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patcher import rollout
+from patcher import rollout, rolloutresume
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
 
@@ -62,15 +62,15 @@ def run_gates(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_resume(case: dict[str, Any]) -> dict[str, Any]:
-    """rollout.resume on the case's report steps and journal entries (checked as the
-    controller checks what a host sends: rollout.read_steps)."""
+    """rolloutresume.resume on the case's report steps and journal entries (checked as the
+    controller checks what a host sends: rolloutresume.read_steps)."""
     plan = rollout.Plan(**case["plan"])
-    steps, problems = rollout.read_steps(case["journal"])
+    steps, problems = rolloutresume.read_steps(case["journal"])
     assert not problems, problems
     reported = case["reported"]
     said = None if reported is None else [(s, ok) for s, ok in reported]
-    got = rollout.resume(plan, case["run"], said, steps, case["specs"])
-    going = got.action == rollout.RESUME_CONTINUE
+    got = rolloutresume.resume(plan, case["run"], said, steps, case["specs"])
+    going = got.action == rolloutresume.RESUME_CONTINUE
     out: dict[str, Any] = {
         "action": got.action,
         "done": [[s, ok] for s, ok in got.done],

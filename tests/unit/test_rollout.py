@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from patcher import fleet, rollout, rolloutrun
+from patcher import fleet, rollout, rolloutresume, rolloutview
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.spec import MetricsThresholds
@@ -102,23 +102,23 @@ def test_table_and_batch_lines() -> None:
         fleet.skipped("h2", [("s", "vllm")], "a canary host failed"),
     ]
     result = RunResult("rollout", False, hosts)
-    assert rolloutrun.table_rows(result) == [
+    assert rolloutview.table_rows(result) == [
         ("h1", "gates", "- -> 15 %", "200.0 -> 132.0", "rolled_back"),
         ("h2", "-", "-", "-", "skipped"),
     ]
     out, err = io.StringIO(), io.StringIO()
-    rolloutrun.render_table(result, out)
+    rolloutview.render_table(result, out)
     assert (
         out.getvalue().splitlines()[-1] == "rollout: not ok: 0 of 2 host(s) patched; 1 not started"
     )
-    rolloutrun.render_problems(result, err)
+    rolloutview.render_problems(result, err)
     assert err.getvalue().splitlines() == [
         "error: h1: gates failed: serves worse",
         "error: h2: skipped: a canary host failed",
         "hint: run `vpatch status` on it",
     ]
     lines = io.StringIO()
-    bars = rolloutrun.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
+    bars = rolloutview.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
     bars.advance(_host("h1", rollout.KEPT, 200.0, 280.0))
     bars.advance(_host("h3", rollout.KEPT, 200.0, 280.0))
     bars.advance(_host("h2", rollout.KEPT, 200.0, 280.0))
@@ -137,7 +137,8 @@ def test_resume(path: Path) -> None:
 
 def test_there_are_resume_cases_of_every_action() -> None:
     seen = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
-    assert seen == {rollout.RESUME_CONTINUE, rollout.RESUME_DONE, rollout.RESUME_REFUSE}
+    r = rolloutresume
+    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE}
 
 
 def _entry(**over: object) -> dict[str, object]:
@@ -168,7 +169,7 @@ def test_a_forged_step_entry_is_refused_by_both_sides(bad: dict[str, object]) ->
     from patcher import agent
 
     entry = _entry(**bad)
-    steps, problems = rollout.read_steps([entry])
+    steps, problems = rolloutresume.read_steps([entry])
     assert steps == [] and len(problems) == 1 and "ignored" in problems[0]
     answer = agent.handle({"op": "rollout_step", "entry": entry, "state_dir": "/nonexistent/x"})
     assert answer["ok"] is False and answer["kind"] == "input"
@@ -177,21 +178,22 @@ def test_a_forged_step_entry_is_refused_by_both_sides(bad: dict[str, object]) ->
 def test_status_reads_the_newest_well_formed_step() -> None:
     kept = _entry(verdict="kept", ts="2026-12-01T12:00:00Z")
     raw: list[Any] = [_entry(step="baseline"), kept, "j"]
-    step, problems = rollout.last_step(raw)
+    step, problems = rolloutresume.last_step(raw)
     assert step is not None
     assert (step.step, step.verdict, step.at) == ("apply", "kept", raw[1]["ts"])
     assert problems == ["rollout step 3 from the host's journal ignored: not a rollout step entry"]
-    assert rollout.last_step(None) == (None, [])
-    assert rollout.last_step({"x": 1})[1] == ["the host's rollout steps are not a list; ignored"]
+    assert rolloutresume.last_step(None) == (None, [])
+    not_a_list = ["the host's rollout steps are not a list; ignored"]
+    assert rolloutresume.last_step({"x": 1})[1] == not_a_list
 
 
 def test_measures_read_back_only_when_every_number_is_one() -> None:
     m = rollout.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
-    assert rollout.measures_of(m.to_json()) == rollout.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
-    assert rollout.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
-    assert rollout.measures_of(dict(m.to_json(), seconds=None)) is None
-    assert rollout.measures_of(dict(m.to_json(), why={"a": 1})) is None
-    assert rollout.measures_of("x") is None
+    assert rolloutresume.measures_of(m.to_json()) == m
+    assert rolloutresume.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
+    assert rolloutresume.measures_of(dict(m.to_json(), seconds=None)) is None
+    assert rolloutresume.measures_of(dict(m.to_json(), why={"a": 1})) is None
+    assert rolloutresume.measures_of("x") is None
 
 
 def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path: Path) -> None:
