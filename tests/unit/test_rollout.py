@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from patcher import fleet, rollout, rolloutresume, rolloutview
+from patcher import fleet, rollout, rolloutresume, rolloutrun, rolloutview
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.spec import MetricsThresholds
@@ -266,3 +266,41 @@ def test_a_second_ctrl_c_does_not_wait_for_the_hosts_in_flight() -> None:
     finally:
         release.set()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _report(tmp_path: Path, doc: object) -> str:
+    import json
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return str(path)
+
+
+def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: Path) -> None:
+    phases = [{"step": "baseline", "ok": True}, {"step": "apply", "ok": True}]
+    host = {"target": "h1", "rollout": {"run": "abc1", "phases": phases}}
+    good = {"command": "rollout", "hosts": [host, {"target": "h2", "rollout": None}]}
+    got = rolloutrun.load_report(_report(tmp_path, good), ["h2", "h1"])
+    assert got.run == "abc1"
+    assert got.steps == {"h1": [("baseline", True), ("apply", True)], "h2": None}
+    bad = [
+        ("{", ["h1", "h2"], "not JSON"),
+        (dict(good, command="apply"), ["h1", "h2"], "not the report of a `vpatch rollout`"),
+        (good, ["h1", "h3"], "other hosts than the targets given"),
+        (
+            dict(good, hosts=[{"target": "h1", "rollout": {"phases": [{"step": "reboot"}]}}]),
+            ["h1"],
+            "its phases are not rollout steps",
+        ),
+        (
+            dict(good, hosts=[{"target": "h1", "rollout": {"run": "../x", "phases": []}}]),
+            ["h1"],
+            "its run is not an id",
+        ),
+    ]
+    for doc, names, words in bad:
+        with pytest.raises(UsageError) as err:
+            rolloutrun.load_report(_report(tmp_path, doc), names)
+        assert words in err.value.message
+    with pytest.raises(UsageError):
+        rolloutrun.load_report(str(tmp_path / "missing.json"), ["h1"])
