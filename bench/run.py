@@ -61,6 +61,7 @@ from typing import Any
 from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
+from bench import rollout as bench_rollout
 from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
@@ -816,6 +817,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if wheel_reps:
             log(f"authoring: capture cold/warm, vpatch wheel x{wheel_reps} (bench/wheels.py)")
             authoring = wheels_row(wheel_reps, standin=args.quick)
+        log("rollout: its cost beyond restart + health, 1 and 8 hosts (bench/rollout.py)")
+        ro_sizes = [n for n in (1, 8) if n <= max(sizes)] or [1]
+        rolled = bench_rollout.run(ro_sizes, reps, 1.0 if args.quick else bench_rollout.RESTART_S)
         tgts = targets(bench)
         elapsed = time.monotonic() - began
         doc = {
@@ -862,6 +866,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "controller_only": sim,
             "journal": kept,
             "authoring": authoring,
+            "rollout": rolled,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -872,6 +877,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + bench_journal.text(kept))
         if authoring is not None:
             print("\n" + bench_wheels.text(authoring))
+        print("\n" + bench_rollout.text(rolled))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
         default = default and args.kex == "lab"

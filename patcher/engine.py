@@ -734,6 +734,10 @@ def status(
         _remember(transport, request, [got.answer])
         host.patches = status_journal(got.facts)
         host.restart_required = got.facts.restart_required
+        from patcher import rolloutresume  # where the last `vpatch rollout` got to on this host
+
+        host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
+        host.warnings += bad
 
     return _host_run("status", transport, body)
 

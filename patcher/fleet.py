@@ -86,8 +86,10 @@ def run(
     policy: Policy,
     spec_ids: Sequence[tuple[str, str]],
     progress: Progress | None = None,
+    interrupted: threading.Event | None = None,
 ) -> list[HostResult]:
-    """Run `work(i)` for each target index under `policy`; results in target order."""
+    """Run `work(i)` for each target index under `policy`; results in target order.
+    `interrupted` is set on the first Ctrl-C (a host's work may stop at its next safe point)."""
     # Here, not at the top: cli reads the policy (first_wave) before the first host
     # connects, and concurrent.futures brings logging along.
     from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -103,7 +105,8 @@ def run(
         """Run a group of hosts; False when scheduling must stop."""
         pending = list(indices)
         running: dict[Future[HostResult], int] = {}
-        with ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices)))) as pool:
+        pool = ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices))))
+        try:
             while pending or running:
                 while pending and len(running) < policy.parallel and not stop.is_set():
                     i = pending.pop(0)
@@ -121,9 +124,13 @@ def run(
                         if policy.max_fail and failures[0] >= policy.max_fail and not stop.is_set():
                             why[0] = f"max-fail reached ({failures[0]} failed)"
                             stop.set()
+        except BaseException:  # the second Ctrl-C: no waiting for the hosts in flight
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         return not stop.is_set()
 
-    with _ctrl_c_stops(stop, why):
+    with _ctrl_c_stops(stop, why, interrupted):
         _phases(policy, phase, results, stop, why)
     progress.stop()
     return [
@@ -133,7 +140,9 @@ def run(
 
 
 @contextmanager
-def _ctrl_c_stops(stop: threading.Event, why: list[str]) -> Iterator[None]:
+def _ctrl_c_stops(
+    stop: threading.Event, why: list[str], interrupted: threading.Event | None = None
+) -> Iterator[None]:
     """First Ctrl-C: stop scheduling, let in-flight hosts finish their atomic step, report.
     Second Ctrl-C: the default (KeyboardInterrupt). A handler that only sets an event cannot
     interrupt the scheduler between submitting a host and recording it, as an exception could."""
@@ -144,6 +153,8 @@ def _ctrl_c_stops(stop: threading.Event, why: list[str]) -> Iterator[None]:
     def on_sigint(signum: int, frame: object) -> None:
         why[0] = "interrupted (Ctrl-C): in-flight hosts finished, no new host started"
         stop.set()
+        if interrupted is not None:
+            interrupted.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
     previous = signal.signal(signal.SIGINT, on_sigint)

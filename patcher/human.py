@@ -19,7 +19,7 @@ from rich.text import Text
 
 from patcher import fleet
 from patcher.inert import clean, line
-from patcher.result import GOOD, HostResult, PatchResult, RunResult
+from patcher.result import GOOD, HostResult, PatchResult, RolloutStep, RunResult
 
 _STYLE = {
     "applied": "green",
@@ -69,6 +69,9 @@ def summary_table(result: RunResult) -> Table:
     table.add_column("version")
     for sid in ids:
         table.add_column(line(sid))  # a journal's id: the environment's owner wrote it
+    steps = any(h.rollout_step is not None for h in result.hosts)
+    if steps:  # status: where each host's last `vpatch rollout` got to
+        table.add_column("last rollout step")
     table.add_column("time", justify="right")
     for h in result.hosts:
         by_id = {p.id: p for p in h.patches}
@@ -79,9 +82,22 @@ def summary_table(result: RunResult) -> Table:
             found = by_id.get(sid)
             missing = Text("error" if h.error else "-", "red")
             cells.append(_cell(result.command, found) if found else missing)
+        if steps:
+            cells.append(_step_cell(h.rollout_step))
         cells.append(f"{h.seconds:.2f}s")
         table.add_row(*cells)
     return table
+
+
+def _step_cell(st: RolloutStep | None) -> Text:
+    if st is None:
+        return Text("-", "dim")
+    how = st.verdict or "stopped after it"
+    return Text(line(f"{st.step} {'ok' if st.ok else 'failed'}, {how}"), _step_style(st))
+
+
+def _step_style(st: RolloutStep) -> str:
+    return "green" if st.verdict == "kept" else "yellow" if st.verdict != "attention" else "red"
 
 
 def _cell(command: str, p: PatchResult) -> Text:
@@ -140,6 +156,12 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         console.print(Text("  nothing recorded", "dim"))
     for p in host.patches:
         _patch(console, command, p, show_diff)
+    if host.rollout_step is not None:
+        st = host.rollout_step
+        how = f"verdict {st.verdict}" if st.verdict else "stopped after it (--resume continues)"
+        say = f"  last rollout step: {st.step} {'ok' if st.ok else 'failed'}, {how} "
+        say += f"(run {st.run}, {st.at}): {st.detail}"
+        console.print(Text(line(say), _step_style(st)))
     for proc in host.restart_required:
         # Started before the write: it still runs the code it imported then.
         since = f" (started {proc['started']})" if proc.get("started") else ""

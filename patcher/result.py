@@ -73,6 +73,21 @@ class PatchResult:
 
 
 @dataclass
+class RolloutStep:
+    """The newest step of a `vpatch rollout` that the host's journal records (`vpatch status`):
+    the host's own record, shape-checked (patcher.rollout.last_step). `verdict` is set on the
+    step that ended the host's rollout; without one the rollout stopped after this step."""
+
+    run: str
+    step: str
+    ok: bool
+    verdict: str | None
+    detail: str
+    at: str  # UTC, the host's clock when it recorded the step
+    specs: list[str] = field(default_factory=list)
+
+
+@dataclass
 class HostResult:
     target: str
     ok: bool = False
@@ -89,6 +104,8 @@ class HostResult:
     # `vpatch rollout`: verdict, step reached, every phase with its times, the measures before
     # and after the restart and each gate (patcher/rolloutrun.py); None for other commands.
     rollout: dict[str, Any] | None = None
+    # `vpatch status`: where the host's last rollout got to, from its journal (None: none).
+    rollout_step: RolloutStep | None = None
     # Who did the work on the host: the agent's effective uid, and root's uid when the agent
     # started as root and dropped to the environment's owner (agent/privsep.py).
     uid: int | None = None

@@ -5,7 +5,7 @@ A patch can load and still serve worse: the EAGLE-3 whitelist patch loaded, vLLM
 ~15 % of the drafts and served 0.66x the tokens/s. So a rollout does, per host,
 
     baseline (scrape, window, scrape) -> apply (+ verify) -> restart -> health
-        -> window (scrape, wait, scrape) -> gates -> kept
+        -> window (scrape, wait, scrape) -> gates (still healthy, not restarted since) -> kept
     any failure after apply -> rollback -> restart -> health -> rolled_back
 
 and judges the gates from counter DELTAS of two scrapes, never from one scrape's lifetime
@@ -13,7 +13,8 @@ totals: the server restarted, and what it did before the restart is the baseline
 patch. A measure that cannot be computed (no drafts, no baseline tokens) is a FAILED gate
 with that reason unless `--allow-no-traffic`: "no evidence" must never read as "good".
 
-Everything here is data in, data out (golden cases in tests/cases/rollout/); the executor
+Everything here is data in, data out (golden cases in tests/cases/rollout/; resuming from a
+report and the hosts' journals: patcher/rolloutresume.py); the executor
 (patcher/rolloutrun.py) scrapes, restarts and polls, and asks these functions what follows.
 """
 
@@ -24,19 +25,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from patcher.agent import protocol
 from patcher.errors import UsageError
 
-# Steps, in the order a host takes them; the last three only after a failure.
-BASELINE = "baseline"
-APPLY = "apply"
-RESTART = "restart"
-HEALTH = "health"
-WINDOW = "window"
-GATES = "gates"
-ROLLBACK = "rollback"
-ROLLBACK_RESTART = "rollback_restart"
-ROLLBACK_HEALTH = "rollback_health"
-STEPS = (
+# Steps, in the order a host takes them; the last three only after a failure. The names are
+# the journal's (protocol.ROLLOUT_STEPS): the agent checks a step entry by them.
+STEPS = protocol.ROLLOUT_STEPS
+(
     BASELINE,
     APPLY,
     RESTART,
@@ -46,15 +41,18 @@ STEPS = (
     ROLLBACK,
     ROLLBACK_RESTART,
     ROLLBACK_HEALTH,
-)
+) = STEPS
 
-# Verdicts: what a host ended as.
-KEPT = "kept"  # patched, restarted, healthy, gates passed
-ROLLED_BACK = "rolled_back"  # a step failed; the patch is out again, restarted and healthy
-NOT_APPLIED = "not_applied"  # apply failed (its transaction left the files as they were)
-UNTOUCHED = "untouched"  # the baseline failed: nothing was written, nothing restarted
-ATTENTION = "attention"  # a step failed and so did the way back: a person must look
-VERDICTS = (KEPT, ROLLED_BACK, NOT_APPLIED, UNTOUCHED, ATTENTION)
+# Verdicts: what a host ended as (protocol.ROLLOUT_VERDICTS, the same order).
+VERDICTS = protocol.ROLLOUT_VERDICTS
+(
+    KEPT,  # patched, restarted, healthy, gates passed
+    ROLLED_BACK,  # a step failed; the patch is out again, restarted and healthy
+    NOT_APPLIED,  # apply failed (its transaction left the files as they were)
+    UNTOUCHED,  # the baseline failed: nothing was written, nothing restarted
+    ATTENTION,  # a step failed and so did the way back, or the records disagree: a person
+    INTERRUPTED,  # stopped between two steps (Ctrl-C): `vpatch rollout --resume` continues
+) = VERDICTS
 
 # vLLM's counter names (vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py).
 DRAFTS = "vllm:spec_decode_num_drafts_total"
@@ -144,6 +142,19 @@ def verdict(done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
     if failed[0] == APPLY:
         return reached, NOT_APPLIED
     return reached, ATTENTION
+
+
+def outcome(plan: Plan, done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
+    """(step reached, verdict) of a host that may have stopped early: a walk the machine
+    would still continue is INTERRUPTED at its last step (nothing is assumed of the next)."""
+    if done and next_step(plan, done) is not None:
+        return done[-1][0], INTERRUPTED
+    return verdict(done)
+
+
+def is_walk(plan: Plan, done: Sequence[tuple[str, bool]]) -> bool:
+    """Whether `done` is a walk this plan's machine could have taken, step by step."""
+    return all(next_step(plan, done[:i]) == step for i, (step, _ok) in enumerate(done))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,6 +278,12 @@ def measure(start: Counters, end: Counters, seconds: float) -> Measures:
     else:
         err = d.errors / d.finished
     return Measures(seconds, d.drafts, rate, length, tps, err, why)
+
+
+def restarted_since(end: Counters, now: Counters) -> bool:
+    """Whether a later scrape shows the server restarted after `end` (a counter went down):
+    the process the window measured is gone (it crashed, or something restarted it)."""
+    return any(n < e for n, e in zip(now.values(), end.values(), strict=True))
 
 
 def window_done(start: Counters, now: Counters, elapsed: float, window: float, drafts: int) -> bool:

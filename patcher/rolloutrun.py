@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING
 
-from patcher import fleet, rollout
+from patcher import fleet, rollout, rolloutresume
 from patcher.agent import protocol
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
@@ -83,6 +84,13 @@ def add_options(p: argparse.ArgumentParser) -> None:
         metavar="R",
         help="gate: generation tokens/s after / before (e.g. 0.95); overrides the spec's "
         "[metrics] min_tokens_per_s_ratio",
+    )
+    g.add_argument(
+        "--resume",
+        metavar="REPORT",
+        help="continue the rollout a REPORT (--report, or the file an interrupted rollout "
+        "names) stopped: each host goes on from the last step its journal records; give the "
+        "same specs, targets and options",
     )
     g.add_argument(
         "--allow-no-traffic",
@@ -163,7 +171,7 @@ def _now() -> str:
 
 @dataclass
 class _Host:
-    """What one host's rollout has learnt so far."""
+    """What one host's rollout has learnt so far (read by a second Ctrl-C's report too)."""
 
     target: Target
     transport: Transport
@@ -173,9 +181,21 @@ class _Host:
     state_dir: str | None
     gates: rollout.Gates
     result: HostResult
+    run: str = ""
     before: rollout.Measures | None = None
     after: rollout.Measures | None = None
     judged: list[rollout.Gate] = field(default_factory=list)
+    phases: list[rollout.Phase] = field(default_factory=list)
+    done: list[tuple[str, bool]] = field(default_factory=list)
+    current: str | None = None  # the step running now
+    window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def plan(self) -> rollout.Plan:
+        return rollout.Plan(
+            metrics=bool(self.metrics), restart=bool(self.restart), health=bool(self.health)
+        )
 
     @property
     def restart(self) -> str | None:
@@ -221,6 +241,7 @@ def _measure(h: _Host, sleep: Callable[[float], None] = time.sleep) -> rollout.M
     while not rollout.window_done(start, end, t1 - t0, h.cfg.window, h.cfg.min_drafts):
         sleep(min(poll, max(0.0, h.cfg.window - (time.monotonic() - t0))) or poll)
         end, t1 = _scrape(h)
+    h.window_end = end
     return rollout.measure(start, end, t1 - t0)
 
 
@@ -245,7 +266,18 @@ def _step_window(h: _Host) -> str:
 
 
 def _step_gates(h: _Host) -> str:
+    """The gates, once the server measured is known to be still there: healthy (one try) and
+    not restarted since the window closed (a crash right after its last scrape)."""
     assert h.after is not None
+    if h.health:
+        res = h.transport.call(protocol.health_request(h.health, 0.0), timeout=60)
+        if not res.get("healthy"):
+            why = res.get("error") or f"HTTP {res.get('status')}"
+            raise _StepFailed(f"the server is not healthy after the window: {h.health}: {why}")
+    if h.window_end is not None:
+        now, _at = _scrape(h)
+        if rollout.restarted_since(h.window_end, now):
+            raise _StepFailed("the server restarted after the window (its counters went down)")
     h.judged = rollout.judge(h.before, h.after, h.gates)
     ok, detail = rollout.gates_detail(h.judged)
     if not ok:
@@ -324,24 +356,30 @@ _STEPS: dict[str, Callable[[_Host], str]] = {
 }
 
 
-def one_host(
+def _host(
     target: Target,
     transport: Transport,
     specs: list[PatchSpec],
     opts: Options,
     state_dir: str | None,
     cfg: Settings,
-) -> HostResult:
-    """Walk the step machine on one host; every phase recorded with its times."""
-    started = time.monotonic()
-    host = HostResult(target=target.name)
+    run: str,
+) -> _Host:
     tables = [s.metrics for s in specs]
     gates = rollout.Gates.of(tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic)
-    h = _Host(target, transport, cfg, specs, opts, state_dir, gates, host)
-    plan = rollout.Plan(metrics=bool(h.metrics), restart=bool(h.restart), health=bool(h.health))
-    phases: list[rollout.Phase] = []
-    done: list[tuple[str, bool]] = []
-    while (step := rollout.next_step(plan, done)) is not None:
+    host = HostResult(target=target.name)
+    return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run)
+
+
+def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
+    """Walk the step machine on one host from where `h` is; every phase recorded with its
+    times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)
+    the host stops once its current step is done and recorded."""
+    plan = h.plan
+    while (step := rollout.next_step(plan, h.done)) is not None:
+        if ctrl_c is not None and ctrl_c.is_set():
+            break
+        h.current = step
         at, t0 = _now(), time.monotonic()
         try:
             ok, detail = True, _STEPS[step](h)
@@ -349,87 +387,127 @@ def one_host(
             ok, detail = False, str(exc)
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
-        phases.append(rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3)))
-        done.append((step, ok))
-    reached, verdict = rollout.verdict(done)
+        phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
+        h.phases.append(phase)
+        h.done.append((step, ok))
+        h.current = None
+        _record(h, phase, plan)
+    return finish(h)
+
+
+def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
+    """The step into the host's journal (protocol.step_entry). A host whose journal cannot
+    take it goes on (the step itself ran); the warning says --resume cannot rely on it."""
+    ended = rollout.next_step(plan, h.done) is None
+    measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
+    entry = protocol.step_entry(
+        h.run,
+        phase.step,
+        phase.ok,
+        [s.id for s in h.specs],
+        phase.detail,
+        phase.started,
+        phase.seconds,
+        rollout.verdict(h.done)[1] if ended else None,
+        measures.to_json() if measures is not None and phase.ok else None,
+    )
+    why = ""
+    try:
+        res = h.transport.call(protocol.step_request(entry, h.state_dir), timeout=120)
+        if not res.get("ok"):
+            why = str(res.get("error"))
+    except VpatchError as exc:
+        why = exc.message
+    if why:
+        h.result.warnings.append(
+            f"the {phase.step} step is not in the host's journal ({why}): --resume redoes it"
+        )
+
+
+def finish(h: _Host, note: str = "") -> HostResult:
+    """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused)."""
+    host = h.result
+    reached, verdict = rollout.outcome(h.plan, h.done)
+    if note:
+        verdict = rollout.ATTENTION
     host.ok = verdict == rollout.KEPT
-    if not host.ok:
-        failed = [p for p in phases if not p.ok]
+    if note:
+        host.error = f"not resumed: {note}"
+    elif verdict == rollout.INTERRUPTED:
+        where = f"in the {h.current} step" if h.current else f"after the {reached} step"
+        host.error = f"interrupted (Ctrl-C) {where}"
+    elif not host.ok:
+        failed = [p for p in h.phases if not p.ok]
         host.error = f"{failed[0].step} failed: {failed[0].detail}"
         if len(failed) > 1:  # the way back failed too: what the host is left with
             host.error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
+    if not host.ok:
         host.hint = _HINTS[verdict]
         if verdict == rollout.ROLLED_BACK:
             host.notes.append("rolled back, restarted and healthy again: the host serves as before")
     host.rollout = {
+        "run": h.run,
         "verdict": verdict,
         "reached": reached,
+        "stopped_in": h.current,
         "patched": verdict == rollout.KEPT,
         "restart": h.restart,
         "health": h.health,
         "metrics": h.metrics,
-        "window": cfg.window,
-        "min_drafts": cfg.min_drafts,
-        "thresholds": gates.to_json(),
+        "window": h.cfg.window,
+        "min_drafts": h.cfg.min_drafts,
+        "thresholds": h.gates.to_json(),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         "gates": [g.to_json() for g in h.judged],
-        "phases": [asdict(p) for p in phases],
+        "phases": [asdict(p) for p in h.phases],
     }
-    host.seconds = round(time.monotonic() - started, 3)
+    host.seconds = round(time.monotonic() - h.started, 3)
     return host
 
 
+def new_run() -> str:
+    import os
+
+    return os.urandom(6).hex()
+
+
+def resume_host(h: _Host, reported: list[tuple[str, bool]] | None) -> rolloutresume.Resume:
+    """Read the host's journal steps and decide (rolloutresume.resume); on `continue`, `h` then
+    holds the steps and measures its journal recorded, to walk on from."""
+    ans = h.transport.call({"op": "inspect", "packages": {}, "state_dir": h.state_dir})
+    if not ans.get("ok", True) and ans.get("error"):
+        raise _StepFailed(f"cannot read the host's journal: {ans.get('error')}")
+    steps, problems = rolloutresume.read_steps(ans.get("rollout"))
+    h.result.warnings += problems
+    decision = rolloutresume.resume(h.plan, h.run, reported, steps, [s.id for s in h.specs])
+    mine = [s for s in steps if s.run == h.run]
+    h.done = list(decision.done)
+    h.phases = [s.phase() for s in mine]
+    for s in mine:
+        m = rolloutresume.measures_of(s.measures)
+        if s.step == rollout.BASELINE:
+            h.before = m
+        elif s.step == rollout.WINDOW:
+            h.after = m
+    if decision.action == rolloutresume.RESUME_DONE and h.after is not None:
+        h.judged = rollout.judge(h.before, h.after, h.gates)
+    return decision
+
+
 _HINTS = {
+    rollout.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
+    "continues from the step the host's journal records",
     rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
     rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
     rollout.UNTOUCHED: "nothing was changed: check the metrics endpoint (--metrics)",
-    rollout.ATTENTION: "the way back failed too: check the host (`vpatch status`, the service)",
+    rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
+    "host (`vpatch status`, the service)",
 }
 
 
 # ---------------------------------------------------------------------------------------------
 # The fleet
-
-
-class BatchLines(fleet.Progress):
-    """One line on stderr per finished batch (the canary counts as one)."""
-
-    def __init__(self, targets: Sequence[str], policy: fleet.Policy, out: TextIO) -> None:
-        self.out = out
-        self.phase_of: dict[str, int] = {}
-        self.names: list[list[str]] = []
-        order = list(targets)
-        groups = [order[: policy.canary]] if policy.canary else []
-        rest = order[policy.canary :]
-        size = policy.batch or max(1, len(rest))
-        groups += [rest[i : i + size] for i in range(0, len(rest), size)]
-        for i, names in enumerate(groups):
-            self.names.append(names)
-            for n in names:
-                self.phase_of[n] = i
-        self.canary = bool(policy.canary)
-        self.done: dict[int, list[HostResult]] = {}
-
-    def advance(self, result: HostResult) -> None:
-        i = self.phase_of.get(result.target)
-        if i is None:
-            return
-        got = self.done.setdefault(i, [])
-        got.append(result)
-        if len(got) < len(self.names[i]):
-            return
-        label = "canary" if self.canary and i == 0 else f"batch {i + (0 if self.canary else 1)}"
-        counts: dict[str, int] = {}
-        for r in got:
-            v = (r.rollout or {}).get("verdict", "failed")
-            counts[v] = counts.get(v, 0) + 1
-        tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-        bad = [f"{r.target}: {r.error}" for r in got if not r.ok]
-        line = f"rollout {label} ({len(got)} host(s)): {tally}"
-        from patcher.inert import clean
-
-        print(clean(line + "".join(f"\n  {b}" for b in bad)), file=self.out, flush=True)
 
 
 def command(
@@ -438,13 +516,20 @@ def command(
     policy: fleet.Policy,
     open_transport: Callable[[Target], Transport],
 ) -> int:
-    """`vpatch rollout`: exit 0 when every host kept the patch, 1 otherwise (as apply)."""
+    """`vpatch rollout`: exit 0 when every host kept the patch, 1 otherwise (as apply); 130
+    after a second Ctrl-C, whose report has every host as far as it got."""
     from patcher import catalog, engine
 
     cfg = settings(args)
     _check_targets(targets)
+    names = [t.name for t in targets]
+    reported = load_report(args.resume, names) if args.resume else None
+    run = (reported.run if reported else None) or new_run()
     specs = catalog.load_all(args.specs)
     opts = engine.Options(level=args.level, force=args.force)
+    ctrl_c = threading.Event()
+    finished: dict[int, HostResult] = {}
+    live: dict[int, _Host] = {}
 
     def work(i: int) -> HostResult:
         t = targets[i]
@@ -453,96 +538,99 @@ def command(
         except HostError as exc:
             return engine.connect_error(t.name, exc)
         try:
-            return one_host(t, transport, specs, opts, args.state_dir, cfg)
+            h = _host(t, transport, specs, opts, args.state_dir, cfg, run)
+            live[i] = h
+            if reported is not None:
+                try:
+                    decision = resume_host(h, reported.steps.get(t.name))
+                except (VpatchError, _StepFailed) as exc:
+                    decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
+                if decision.action != rolloutresume.RESUME_CONTINUE:
+                    finished[i] = finish(h, decision.why)
+                    return finished[i]
+            finished[i] = walk(h, ctrl_c)
+            return finished[i]
         finally:
             transport.close()
 
-    names = [t.name for t in targets]
+    from patcher.rolloutview import BatchLines, render_problems, render_table
+
     lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
-    hosts = fleet.run(names, work, policy, [(s.id, s.package) for s in specs], lines)
+    ids = [(s.id, s.package) for s in specs]
+    code = None
+    try:
+        hosts = fleet.run(names, work, policy, ids, lines, interrupted=ctrl_c)
+    except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
+        code = 130
+        why = "interrupted (Ctrl-C twice): not started"
+        hosts = [
+            finished.get(i) or (finish(live[i]) if i in live else fleet.skipped(n, ids, why))
+            for i, n in enumerate(names)
+        ]
+    if threading.current_thread() is threading.main_thread():
+        import signal  # a Ctrl-C from here on must not cost the report
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     from patcher.report import emit, write_report
 
-    if args.report:
-        write_report(result, args.report)
+    path = args.report
+    stopped = ctrl_c.is_set() or code is not None
+    if path is None and stopped:  # --resume needs one: never leave an interruption unwritten
+        path = f"vpatch-rollout-{run}.json"
+    if path:
+        write_report(result, path)
     if args.json:
         emit(result.to_json())
     else:
         render_table(result, sys.stdout)
     if not result.ok:
         render_problems(result, sys.stderr)
+    if stopped:
+        print(
+            f"note: rollout {run} stopped by Ctrl-C; report: {path}; the same command with "
+            f"--resume {path} continues it",
+            file=sys.stderr,
+        )
+    if code is not None:
+        return code
     return 0 if result.ok else 1
 
 
-def _pair(before: Any, after: Any, show: Callable[[float], str]) -> str:
-    b = show(before) if before is not None else "-"
-    a = show(after) if after is not None else "-"
-    return f"{b} -> {a}"
+@dataclass(frozen=True)
+class Reported:
+    """What a report says of a rollout: its run id and, per host, the steps it ran."""
+
+    run: str | None
+    steps: dict[str, list[tuple[str, bool]] | None]
 
 
-def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
-    """host, step reached, acceptance before -> after, tokens/s before -> after, verdict."""
-    rows = []
-    for h in result.hosts:
-        r = h.rollout
-        if r is None:  # never started (the policy stopped first), or could not connect
-            skipped = any(p.outcome == "skipped" for p in h.patches) or "skipped" in (h.error or "")
-            rows.append((h.target, "-", "-", "-", "skipped" if skipped else "failed"))
-            continue
-        before, after = r["before"] or {}, r["after"] or {}
-        rows.append(
-            (
-                h.target,
-                r["reached"],
-                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), rollout.pct),
-                _pair(before.get("tokens_per_s"), after.get("tokens_per_s"), lambda x: f"{x:.1f}"),
-                r["verdict"],
-            )
+def load_report(path: str, names: Sequence[str]) -> Reported:
+    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
+    contacted. What it says of each host is only the controller's word: every host's journal
+    is asked too (rolloutresume.resume)."""
+    import json
+
+    hint = "give the --report file (or the one an interrupted rollout named) of this rollout"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not JSON"
+        raise UsageError(f"--resume {path}: {why}", hint) from None
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
+        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
+    try:
+        parsed = rolloutresume.reported_steps(hosts)
+    except ValueError as exc:
+        raise UsageError(f"--resume {path}: {exc}", hint) from None
+    steps, runs = parsed
+    if sorted(steps) != sorted(names):
+        raise UsageError(
+            f"--resume {path}: the report is of other hosts than the targets given",
+            "give the same --inventory/--group/--host as the rollout that wrote it",
         )
-    return rows
-
-
-def render_table(result: RunResult, out: TextIO) -> None:
-    from patcher.inert import clean
-
-    head = ("host", "step reached", "acceptance", "tokens/s", "verdict")
-    rows = [head, *table_rows(result)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    for r in rows:
-        line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
-        print(clean(line.rstrip()), file=out)
-    kept = [h.target for h in result.hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
-    started = [h for h in result.hosts if h.rollout is not None]
-    if result.ok:
-        print(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", file=out)
-    else:
-        print(
-            f"rollout: not ok: {len(kept)} of {len(result.hosts)} host(s) patched"
-            + (f" and staying patched ({', '.join(kept)})" if kept else "")
-            + f"; {len(result.hosts) - len(started)} not started",
-            file=out,
-        )
-
-
-def render_problems(result: RunResult, err: TextIO) -> None:
-    """`error:` per host that did not keep the patch, then the first one's `hint:`."""
-    from patcher.inert import clean
-
-    found: list[tuple[str, str]] = []
-    for h in result.hosts:
-        if h.ok:
-            continue
-        if h.error:
-            found.append((f"{h.target}: {h.error}", h.hint or "run `vpatch status` on it"))
-        elif h.patches:
-            p = h.patches[0]
-            found.append(
-                (
-                    f"{h.target}: {p.outcome}: {p.message}",
-                    "an earlier host failed and the fleet policy stopped; fix it, run again",
-                )
-            )
-    for msg, _hint in found:
-        print(f"error: {clean(msg.splitlines()[0])}", file=err)
-    if found:
-        print(f"hint: {clean(found[0][1])}", file=err)
+    if len(runs) > 1:
+        raise UsageError(f"--resume {path}: the report names more than one run", hint)
+    return Reported(next(iter(runs), None), steps)

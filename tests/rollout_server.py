@@ -21,6 +21,10 @@ prometheus_client, as tests/vllm_metrics_server.py does, on 127.0.0.1:PORT:
     GET /health   200 once loaded; 503 while loading, and for good when EAGLE-3 is admitted
                   while the file LAB/hang-health exists (a drafter that never loads)
     GET /metrics  Prometheus text
+    with EAGLE-3 admitted and LAB/crash-after-window holding N: once a /metrics answer showed
+    >= N drafts more than this process's first one did (the scrape that closes a rollout's
+    window at --min-drafts N), the next request of any kind finds the process gone (exit 1,
+    before it answers): a crash after the window
     POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}
 """
 
@@ -45,6 +49,7 @@ GOOD = [3] * 50 + [2] * 30 + [0] * 20  # 70 % of drafted tokens accepted
 BAD = [1] * 35 + [2] * 5 + [0] * 60  # 15 %
 FINISH_REASONS = ("stop", "length", "abort", "error")
 HANG = Path(os.environ.get("LAB_DIR", "/root/lab")) / "hang-health"
+CRASH = Path(os.environ.get("LAB_DIR", "/root/lab")) / "crash-after-window"
 
 
 def eagle3_admitted() -> str | None:
@@ -116,12 +121,18 @@ class Engine:
             self.prom = Prom(NS(num_speculative_tokens=K), labels, {0: ["lab-model", "0"]})
         self.lock = threading.Lock()
         self.next = 0
+        self.observed = 0
         mode = (
             "plain"
             if self.pattern is None
             else "eagle3 %s" % ("70" if self.pattern is GOOD else "15")
         )
         print(f"READY pid={os.getpid()} mode={mode}", flush=True)
+
+    def drafts(self) -> int:
+        """Drafts the counters show (observed), not the steps still in flight."""
+        with self.lock:
+            return self.observed
 
     def generate(self, n: int) -> int:
         done = 0
@@ -139,6 +150,7 @@ class Engine:
             stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
             with self.lock:
                 self.prom.observe(stats, engine_idx=0)
+                self.observed += 1
             done += 1 + accepted
             self.gen.inc(1 + accepted)
         self.finished["length"].inc()
@@ -148,6 +160,14 @@ class Engine:
 def main() -> None:
     port = int(sys.argv[1])
     engine: list[Engine] = []
+    crash_at = int(CRASH.read_text()) if CRASH.exists() else None
+    window_closed = threading.Event()
+    first_scrape: list[int] = []  # drafts at this process's first /metrics (a window's start)
+
+    def crash_now() -> None:
+        if window_closed.is_set():
+            print("crashed after the window", flush=True)
+            os._exit(1)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def _send(self, code: int, body: bytes, ctype: str = "text/plain") -> None:
@@ -158,18 +178,26 @@ def main() -> None:
             self.wfile.write(body)
 
         def do_GET(self) -> None:
+            crash_now()
             if self.path == "/health":
                 ready = bool(engine) and not (HANG.exists() and engine[0].pattern is not None)
                 self._send(200 if ready else 503, b"ok\n" if ready else b"loading\n")
             elif self.path == "/metrics" and engine:
                 import prometheus_client
 
+                seen = engine[0].drafts()  # at most what the body below shows
                 body = prometheus_client.generate_latest(engine[0].registry)
+                if not first_scrape:
+                    first_scrape.append(engine[0].drafts())  # at least what the body shows
+                elif crash_at is not None and engine[0].prom is not None:
+                    if seen - first_scrape[0] >= crash_at:  # this scrape closes the window
+                        window_closed.set()
                 self._send(200, body, prometheus_client.CONTENT_TYPE_LATEST)
             else:
                 self._send(404 if engine else 503, b"")
 
         def do_POST(self) -> None:
+            crash_now()
             size = int(self.headers.get("Content-Length", "0"))
             req = json.loads(self.rfile.read(size) or b"{}")
             if not engine or self.path != "/v1/completions":

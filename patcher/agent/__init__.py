@@ -90,7 +90,7 @@ def op_restart(req: dict[str, Any]) -> dict[str, Any]:
     from . import restart  # `vpatch rollout`: restart the server, wait for health (restart.py)
 
     try:
-        return restart.run(req) if req.get("op") == protocol.RESTART else restart.health(req)
+        return restart.OPS[str(req.get("op"))](req)
     except ValueError as exc:  # fetch.BadURL too
         raise protocol.Refused(str(exc), protocol.INPUT) from None
 
@@ -116,6 +116,7 @@ OPS = {
     "fetch": op_fetch,
     protocol.RESTART: op_restart,
     protocol.HEALTH: op_restart,
+    protocol.STEP: op_restart,
 }
 
 

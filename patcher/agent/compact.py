@@ -68,6 +68,7 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
     this cannot be decided now: a transaction without a marker (a crash; the repair decides
     it first), or a fold of the kept lines that would differ from the whole journal's."""
     lines: list[tuple[bytes, dict[str, Any]]] = []
+    steps: list[bytes] = []
     for line in raw.splitlines():
         if not line.strip():
             continue
@@ -77,6 +78,9 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
             continue  # a torn line: the fold skips it too
         if journal._shape_error(obj):
             continue  # ill-formed: the fold skips it (and warned about it on every read)
+        if journal.is_step(obj):
+            steps.append(line)  # a rollout step: the newest are kept (journal.STEPS_KEPT)
+            continue
         lines.append((line, obj))
     marks = {e["txn"]: e["action"] for _, e in lines if e["action"] in _MARKERS}
     if any(e.get("txn") not in marks for _, e in lines if e["action"] not in _MARKERS):
@@ -121,7 +125,7 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
     names: set[str] = set()
     for _, e in kept:
         _hashes(e, names)
-    return [line for line, _ in kept], names
+    return [line for line, _ in kept] + steps[-journal.STEPS_KEPT :], names
 
 
 _KNOWN = (protocol.APPLY, protocol.ROLLBACK, protocol.RESET, protocol.SUPERSEDE)

@@ -41,6 +41,7 @@ def _journal_state(
     known: frozenset[str] = frozenset(),
     warnings: list[str] | None = None,
     orphans: dict[str, list[str]] | None = None,
+    steps: list[journal.Entry] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -55,7 +56,8 @@ def _journal_state(
     Journaled files whose package is gone go to `orphans` (path -> spec ids; confined)."""
     warnings = [] if warnings is None else warnings
     orphaned: dict[str, list[str]] = {}
-    entries = confined(journal.parse(_read_journal(sdir), warnings), warnings, orphaned)
+    raw = _read_journal(sdir)
+    entries = confined(journal.parse(raw, warnings, steps), warnings, orphaned)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     dirs = confine.roots()
@@ -228,7 +230,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     sdir = state_dir(req)
     warnings: list[str] = []
     orphans: dict[str, list[str]] = {}
-    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans)
+    steps: list[journal.Entry] = []  # `vpatch rollout`'s step entries (journal.last_run)
+    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans, steps)
     out = {
         "python": {
             "executable": sys.executable,
@@ -246,6 +249,8 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     }
     if orphans:  # absent when none: the answer (and its fingerprint) as it always was
         out["orphaned"] = orphans
+    if steps:  # absent when none; never in the fingerprint (no plan reads it)
+        out["rollout"] = journal.last_run(steps)
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = req["procs_for"]  # None (a bare status): every spec in the journal
         paths = [

@@ -31,6 +31,8 @@ def _shape_error(e: Any) -> str:
     if not isinstance(e, dict):
         return "not a JSON object"
     action = e.get("action")
+    if action == protocol.ROLLOUT:
+        return _step_error(e)
     if action in (protocol.COMMIT, protocol.ABORT):
         return "" if isinstance(e.get("txn"), str) else "marker without a txn"
     if action not in _ACTIONS:
@@ -63,10 +65,55 @@ def _shape_error(e: Any) -> str:
     return ""
 
 
-def parse(raw: bytes, warnings: list[str] | None = None) -> list[Entry]:
-    """All well-formed entries. A torn line (crash mid-append) or an ill-formed one is
-    skipped; ill-formed ones are named in `warnings` by line number (a torn LAST line is a
-    crash, not news, and is skipped silently)."""
+def is_step(e: Any) -> bool:
+    """A `vpatch rollout` step entry (protocol.step_entry): no file, no transaction."""
+    return isinstance(e, dict) and e.get("action") == protocol.ROLLOUT
+
+
+def _step_error(e: Any) -> str:
+    """Why a rollout step entry is ill-formed ("" when it is not). Checked by the agent before
+    it appends one and by the controller on every one it reads back (the host may lie)."""
+    run = e.get("run")
+    if not isinstance(run, str) or not 0 < len(run) <= 64 or not run.isalnum():
+        return "run is not an id"
+    if e.get("step") not in protocol.ROLLOUT_STEPS:
+        return "unknown rollout step %r" % (e.get("step"),)
+    if not isinstance(e.get("ok"), bool):
+        return "ok is not a boolean"
+    if e.get("verdict", None) not in (None, *protocol.ROLLOUT_VERDICTS):
+        return "unknown rollout verdict"
+    specs = e.get("specs")
+    if not isinstance(specs, list) or not all(isinstance(x, str) for x in specs):
+        return "specs is not a list of spec ids"
+    for key in ("detail", "started", "ts"):
+        if not isinstance(e.get(key, ""), str) or len(e.get(key, "")) > 1000:
+            return "%s is not a short string" % key
+    seconds = e.get("seconds", 0)
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        return "seconds is not a number"
+    if not isinstance(e.get("measures", {}), dict):
+        return "measures is not an object"
+    return ""
+
+
+STEPS_KEPT = 64  # rollout step entries a compaction keeps (the newest), and inspect returns
+
+
+def last_run(steps: list[Entry]) -> list[Entry]:
+    """The step entries of the newest rollout run the journal records, oldest first."""
+    if not steps:
+        return []
+    run = steps[-1]["run"]
+    return [e for e in steps if e["run"] == run][-STEPS_KEPT:]
+
+
+def parse(
+    raw: bytes, warnings: list[str] | None = None, steps: list[Entry] | None = None
+) -> list[Entry]:
+    """All well-formed file entries and markers. A torn line (crash mid-append) or an
+    ill-formed one is skipped; ill-formed ones are named in `warnings` by line number (a torn
+    LAST line is a crash, not news, and is skipped silently). Rollout step entries are never
+    among them (no fold, repair or compaction of files reads them): they go to `steps`."""
     out: list[Entry] = []
     lines = raw.splitlines()
     for number, line in enumerate(lines, 1):
@@ -82,6 +129,10 @@ def parse(raw: bytes, warnings: list[str] | None = None) -> list[Entry]:
         if why:
             if warnings is not None:
                 warnings.append("journal line %d ignored: %s" % (number, why))
+            continue
+        if is_step(obj):
+            if steps is not None:
+                steps.append(obj)
             continue
         out.append(obj)
     return out

@@ -18,6 +18,9 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
     restart  {"command", "timeout"}: `sh -c command` on the host (agent/restart.py)
     health   {"url", "wait", "interval", "request_timeout"}: GET until 200 or `wait` s passed
+    rollout_step  {"entry": step_entry(...), "state_dir"}: append one rollout step to the
+             journal, under the lock (agent/restart.py); inspect answers the last run's steps
+             in "rollout" (absent when the journal has none)
 An inspect may carry "then_if": {fingerprint: [request...]}: when `fingerprint(answer)` is a key,
 those requests (commit, verify, inspect; no nested then_if) run right after it in the same
 exchange, each only if the one before it succeeded, and their answers come back in "then"; the
@@ -95,6 +98,62 @@ def health_request(
         "interval": interval,
         "request_timeout": request_timeout,
     }
+
+
+# `vpatch rollout`'s journal: one entry per step a host finished (no file, no txn), so a
+# stopped rollout can be resumed and `vpatch status` can say where a host got to. The step
+# and verdict names are defined here, once, for the agent's shape check and patcher.rollout.
+STEP = "rollout_step"
+ROLLOUT = "rollout"  # the journal action of a step entry
+ROLLOUT_STEPS = (
+    "baseline",
+    "apply",
+    "restart",
+    "health",
+    "window",
+    "gates",
+    "rollback",
+    "rollback_restart",
+    "rollback_health",
+)
+ROLLOUT_VERDICTS = ("kept", "rolled_back", "not_applied", "untouched", "attention", "interrupted")
+STEP_DETAIL_MAX = 400  # characters of a step's detail the journal keeps
+
+
+def step_entry(
+    run: str,
+    step: str,
+    ok: bool,
+    specs: List[str],
+    detail: str = "",
+    started: str = "",
+    seconds: float = 0.0,
+    verdict: Optional[str] = None,
+    measures: Optional[Dict[str, Any]] = None,
+) -> Entry:
+    """One finished rollout step on this host. `verdict`: set on the step that ended the
+    host's rollout; `measures`: a baseline's or window's numbers (a resumed rollout gates on
+    the baseline the host recorded). The agent adds `ts` (its clock) when it appends."""
+    out: Dict[str, Any] = {
+        "action": ROLLOUT,
+        "run": run,
+        "step": step,
+        "ok": ok,
+        "specs": list(specs),
+        "detail": detail[:STEP_DETAIL_MAX],
+        "started": started,
+        "seconds": seconds,
+    }
+    if verdict is not None:
+        out["verdict"] = verdict
+    if measures is not None:
+        out["measures"] = measures
+    return out
+
+
+def step_request(entry: Entry, state_dir: Optional[str]) -> Dict[str, Any]:
+    """Answer: {"ok": true} once the entry is in the journal (fsync'ed)."""
+    return {"op": STEP, "entry": entry, "state_dir": state_dir}
 
 
 # Journal actions.
@@ -249,6 +308,7 @@ _ANSWER_VOLATILE = (
     "fingerprint",
     "warnings",
     "restart_required",
+    "rollout",
 )
 _FILE_VOLATILE = ("text", "cached", "free", "record_text")
 _JOURNAL_VOLATILE = ("current_text", "base_text")

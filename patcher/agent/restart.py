@@ -11,6 +11,10 @@ restart  `sh -c COMMAND` as the agent's user (root under --sudo: the agent itsel
 health   GET the URL until it answers 200 or `wait` seconds passed, `interval` apart. Each
          call waits a bounded time; the controller calls again until its own deadline, so a
          model that loads for 15 minutes never meets the per-call timeout.
+rollout_step  append one step entry (protocol.step_entry) to the environment's journal, under
+         its lock, stamped with the host's clock: where this host's rollout got to, for
+         `vpatch rollout --resume` and `vpatch status`. Its shape is checked here first
+         (journal._step_error), as it is again when the controller reads it back.
 """
 
 from __future__ import annotations
@@ -100,3 +104,29 @@ def health(req: dict[str, Any]) -> dict[str, Any]:
         "tries": tries,
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def record(req: dict[str, Any]) -> dict[str, Any]:
+    """{} once the step entry is in the journal (appended and fsync'ed under the lock)."""
+    from . import journal, lock, statedir
+    from .commit import _adopt_state, _append, _ensure_state_dir
+    from .facts import state_dir
+
+    entry = req.get("entry")
+    why = journal._step_error(entry) if journal.is_step(entry) else "not a rollout step entry"
+    if why:
+        raise ValueError("rollout_step: %s" % why)
+    assert isinstance(entry, dict)
+    entry = dict(entry, ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    state = _ensure_state_dir(state_dir(req))
+    try:
+        opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
+        with lock.Locked(state.sub(statedir.LOCK), 60.0, opener):
+            _append(state, [entry])
+    finally:
+        _adopt_state(state)
+        state.close()
+    return {}
+
+
+OPS = {"restart": run, "health": health, "rollout_step": record}

@@ -4,6 +4,9 @@ vLLM 0.16.0 files, real supervisord, servers whose acceptance follows the code t
 The seed's story: the whitelist spec lets EAGLE-3 load and it accepts 15 % (0.66x tokens/s):
 the canary is rolled back, restarted, healthy again, and no other host is touched. The
 back-port then rolls out to every host (new server pids, acceptance >= 0.4).
+
+One 8-host lab serves the module (its start is the cost): each test runs on the part of it
+that it needs (RolloutLab.part), in file order; the last one over all 8.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from subprocess import PIPE
+from subprocess import PIPE, Popen
 from typing import Any
 
 import pytest
@@ -48,17 +51,28 @@ def by_host(run: Run) -> dict[str, dict[str, Any]]:
     return {h["target"]: h for h in run.doc["hosts"]}
 
 
-def _lab(factory: pytest.TempPathFactory, n: int) -> Iterator[rolloutlab.RolloutLab]:
-    lab = rolloutlab.start(n, factory.mktemp(f"rolloutlab{n}"))
+@pytest.fixture(scope="module")
+def lab8(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
+    lab = rolloutlab.start(8, tmp_path_factory.mktemp("rolloutlab8"))
     try:
         yield lab
     finally:
         lab.close()
 
 
-@pytest.fixture(scope="module")
-def lab4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
-    yield from _lab(tmp_path_factory, 4)
+@pytest.fixture
+def lab4(lab8: rolloutlab.RolloutLab) -> rolloutlab.RolloutLab:
+    return lab8.part(0, 4)  # h1..h4
+
+
+@pytest.fixture
+def lab3(lab8: rolloutlab.RolloutLab) -> rolloutlab.RolloutLab:
+    return lab8.part(4, 3)  # h5..h7
+
+
+@pytest.fixture
+def lab1(lab8: rolloutlab.RolloutLab) -> rolloutlab.RolloutLab:
+    return lab8.part(7, 1)  # h8
 
 
 def test_whitelist_stops_at_the_canary_then_the_backport_rolls_out(
@@ -117,16 +131,11 @@ def test_whitelist_stops_at_the_canary_then_the_backport_rolls_out(
         assert lab4.files(i) != lab4.pristine
 
 
-@pytest.fixture(scope="module")
-def lab3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
-    yield from _lab(tmp_path_factory, 3)
-
-
 def test_failing_restart_health_timeout_and_missing_metrics(
     lab3: rolloutlab.RolloutLab, tmp_path: Path
 ) -> None:
-    """h1: the restart command fails once (the way back's restart works); h2: the patched
-    server never gets healthy (its drafter never loads); h3: the metrics URL is wrong."""
+    """h5: the restart command fails once (the way back's restart works); h6: the patched
+    server never gets healthy (its drafter never loads); h7: the metrics URL is wrong."""
     once = (
         "test -e /root/lab/failed-once || { touch /root/lab/failed-once; "
         "echo 'vllm: ERROR (spawn error)' >&2; exit 7; }; /root/lab/ctl restart vllm"
@@ -134,15 +143,15 @@ def test_failing_restart_health_timeout_and_missing_metrics(
     (lab3.hosts[1].lab / "hang-health").write_text("")
     inv = lab3.inventory(
         tmp_path / "hosts.toml",
-        h1={"restart": once},
-        h3={"metrics": f"{lab3.hosts[2].base}/no-such-metrics"},
+        h5={"restart": once},
+        h7={"metrics": f"{lab3.hosts[2].base}/no-such-metrics"},
     )
     pids = [lab3.pid(i) for i in range(3)]
     res = rollout(lab3, inv, BACKPORT, "--health-timeout", "45", "--json")
     assert res.code == 1, res.out + res.err
     hosts = by_host(res)
 
-    h1 = hosts["h1"]["rollout"]
+    h1 = hosts["h5"]["rollout"]
     assert (h1["verdict"], h1["reached"]) == ("rolled_back", "restart")
     restart = next(p for p in h1["phases"] if p["step"] == "restart")
     assert "exited 7" in restart["detail"] and "spawn error" in restart["detail"]
@@ -152,48 +161,184 @@ def test_failing_restart_health_timeout_and_missing_metrics(
         "rollback_health",
     ]
 
-    h2 = hosts["h2"]["rollout"]
+    h2 = hosts["h6"]["rollout"]
     assert (h2["verdict"], h2["reached"]) == ("rolled_back", "health")
     health = next(p for p in h2["phases"] if p["step"] == "health")
     assert not health["ok"] and "not healthy after" in health["detail"] and health["seconds"] >= 45
     assert "HTTP 503" in health["detail"]
 
-    h3 = hosts["h3"]["rollout"]
+    h3 = hosts["h7"]["rollout"]
     assert (h3["verdict"], h3["reached"]) == ("untouched", "baseline")
     assert "HTTP 404" in h3["phases"][0]["detail"] and len(h3["phases"]) == 1
     assert lab3.pid(2) == pids[2]  # never restarted
 
     for i in range(3):
-        assert lab3.files(i) == lab3.pristine, f"h{i + 1} not as pip installed it"
+        assert lab3.files(i) == lab3.pristine, f"{lab3.name(i)} not as pip installed it"
         assert lab3.healthy(i)
     assert lab3.pid(0) != pids[0] and lab3.pid(1) != pids[1]
 
 
-def test_ctrl_c_lets_the_host_in_flight_finish_and_starts_no_other(
+def _start(lab: rolloutlab.RolloutLab, inv: Path, report: Path, *more: str) -> Popen[str]:
+    argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab.ssh.ssh_config]
+    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report, *more]
+    return subprocess.Popen(list(map(str, argv)), cwd=REPO, stdout=PIPE, stderr=PIPE, text=True)
+
+
+def _until(what: Any, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "the rollout never got there"
+        time.sleep(0.1)
+
+
+def test_ctrl_c_stops_after_the_step_then_resume_goes_on_from_the_journal(
     lab3: rolloutlab.RolloutLab, tmp_path: Path
 ) -> None:
-    """SIGINT while h1 measures its baseline: h1 still goes through every step (kept: patched,
-    restarted, gated), h2 and h3 are never started, and the report says so."""
+    """SIGINT while h5 is in its apply step: h5 stops once apply is done and recorded (patched,
+    not restarted: the report and its journal say so, and `vpatch status` shows the step); h6
+    and h7 never start. `--resume` then continues h5 from its journal's step (restart, health,
+    window, gates) and rolls out to h6 and h7."""
     (lab3.hosts[1].lab / "hang-health").unlink(missing_ok=True)
     inv = lab3.inventory(tmp_path / "hosts.toml")
     pids = [lab3.pid(i) for i in range(3)]
     files = [lab3.files(i) for i in range(3)]
     report = tmp_path / "r.json"
-    argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab3.ssh.ssh_config]
-    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report]
-    proc = subprocess.Popen(list(map(str, argv)), cwd=REPO, stdout=PIPE, stderr=PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while lab3.files(0) == files[0] and time.monotonic() < deadline:  # h1 reached apply
-        time.sleep(0.2)
+    proc = _start(lab3, inv, report)
+    _until(lambda: lab3.files(0) != files[0])  # h5's apply wrote its files
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 1, out + err
+    assert f"--resume {report}" in err
     doc = jsondoc.check(json.loads(report.read_text()))
     hosts = {h["target"]: h for h in doc["hosts"]}
-    h1 = hosts["h1"]["rollout"]
-    assert h1["verdict"] == "kept" and [p["step"] for p in h1["phases"]][-1] == "gates", h1
-    assert lab3.pid(0) != pids[0] and lab3.healthy(0) and lab3.files(0) != files[0]
-    for i, name in ((1, "h2"), (2, "h3")):
+    h5 = hosts["h5"]["rollout"]
+    assert (h5["verdict"], h5["reached"]) == ("interrupted", "apply"), h5
+    assert [p["step"] for p in h5["phases"]] == ["baseline", "apply"]
+    assert "interrupted (Ctrl-C) after the apply step" in hosts["h5"]["error"]
+    assert lab3.pid(0) == pids[0] and lab3.files(0) != files[0]  # patched, not restarted
+    for i, name in ((1, "h6"), (2, "h7")):
         assert hosts[name]["rollout"] is None
         assert "interrupted (Ctrl-C)" in hosts[name]["patches"][0]["message"]
         assert lab3.files(i) == files[i] and lab3.pid(i) == pids[i]
+
+    status = vpatch("status", "--inventory", inv, "--ssh-config", lab3.ssh.ssh_config, "--json")
+    last = {h["target"]: h["rollout_step"] for h in status.doc["hosts"]}
+    assert last["h5"]["run"] == h5["run"] and (last["h5"]["step"], last["h5"]["ok"]) == (
+        "apply",
+        True,
+    )
+    assert last["h5"]["verdict"] is None and last["h5"]["at"].endswith("Z")
+    # h6's last rollout was the previous test's: rolled back after its health timed out.
+    assert (last["h6"]["step"], last["h6"]["verdict"]) == ("rollback_health", "rolled_back")
+    human = vpatch("status", "--inventory", inv, "--ssh-config", lab3.ssh.ssh_config)
+    assert "last rollout step" in human.out.splitlines()[0]
+    row = next(ln for ln in human.out.splitlines() if ln.startswith("h5 "))
+    assert "apply ok, stopped after it" in row
+
+    resumed = rollout(lab3, inv, BACKPORT, "--parallel", "1", "--resume", report, "--json")
+    assert resumed.code == 0, resumed.out + resumed.err
+    hosts = by_host(resumed)
+    h5 = hosts["h5"]["rollout"]
+    assert h5["run"] == doc["hosts"][0]["rollout"]["run"] and h5["verdict"] == "kept"
+    steps = ["baseline", "apply", "restart", "health", "window", "gates"]
+    assert [p["step"] for p in h5["phases"]] == steps
+    # baseline and apply are the journal's record of the first run (the same start times).
+    assert h5["phases"][:2] == doc["hosts"][0]["rollout"]["phases"]
+    assert h5["before"] == doc["hosts"][0]["rollout"]["before"]  # gated on that baseline
+    for i, name in enumerate(("h5", "h6", "h7")):
+        assert hosts[name]["rollout"]["verdict"] == "kept"
+        assert lab3.pid(i) != pids[i] and lab3.healthy(i) and lab3.files(i) != files[i]
+
+    # The first report again, now stale: every journal says its host is through. Nothing
+    # runs (no apply, no restart): each host is told from its journal's steps.
+    pids = [lab3.pid(i) for i in range(3)]
+    again = rollout(lab3, inv, BACKPORT, "--resume", report, "--json")
+    assert again.code == 0, again.out + again.err
+    for i, name in enumerate(("h5", "h6", "h7")):
+        h = by_host(again)[name]
+        assert h["rollout"]["verdict"] == "kept" and h["patches"] == [] and h["ok"]
+        assert [p["step"] for p in h["rollout"]["phases"]] == steps
+        assert h["rollout"]["phases"] == hosts[name]["rollout"]["phases"]
+        assert lab3.pid(i) == pids[i]
+
+
+def test_a_crash_after_the_window_is_rolled_back(
+    lab1: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """h8's patched server passes its window and dies right after its last scrape
+    (supervisord restarts it): the gates find the server gone or restarted, roll back."""
+    crash = lab1.hosts[0].lab / "crash-after-window"
+    crash.write_text("200")  # = --min-drafts: the scrape that closes the window
+    try:
+        inv = lab1.inventory(tmp_path / "hosts.toml")
+        res = rollout(lab1, inv, BACKPORT, "--json")
+    finally:
+        crash.unlink()
+    assert res.code == 1, res.out + res.err
+    h8 = by_host(res)["h8"]["rollout"]
+    assert (h8["verdict"], h8["reached"]) == ("rolled_back", "gates"), h8
+    window = next(p for p in h8["phases"] if p["step"] == "window")
+    gates = next(p for p in h8["phases"] if p["step"] == "gates")
+    assert window["ok"] and h8["after"]["acceptance_rate"] == pytest.approx(0.7, abs=0.05)
+    assert "after the window" in gates["detail"], gates
+    assert "crashed after the window" in (lab1.hosts[0].lab / "vllm.log").read_text()
+    assert lab1.files(0) == lab1.pristine and lab1.healthy(0)
+
+
+def test_a_second_ctrl_c_still_leaves_the_report(
+    lab1: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """Two SIGINTs while h8 restarts (a restart that takes 5 s): exit 130 at once, and the
+    report has h8 as far as it got (apply done, stopped in the restart); --resume runs the
+    restart again and on."""
+    slow = {"restart": "sleep 5; /root/lab/ctl restart vllm"}
+    inv = lab1.inventory(tmp_path / "hosts.toml", h8=slow)
+    report = tmp_path / "r.json"
+    pid, files = lab1.pid(0), lab1.files(0)
+    proc = _start(lab1, inv, report)
+    _until(lambda: lab1.files(0) != files)
+    time.sleep(2)  # apply's last checks are done: the restart's sleep has begun
+    started = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out + err
+    assert time.monotonic() - started < 5  # did not wait for the restart to end
+    doc = jsondoc.check(json.loads(report.read_text()))
+    h8 = doc["hosts"][0]["rollout"]
+    assert (h8["verdict"], h8["stopped_in"]) == ("interrupted", "restart"), h8
+    assert [p["step"] for p in h8["phases"]] == ["baseline", "apply"]
+    assert "in the restart step" in doc["hosts"][0]["error"]
+    # The restart the lost controller started runs on, in its own session: let it end.
+    deadline = time.monotonic() + 30
+    while lab1.pid(0) == pid and time.monotonic() < deadline:
+        time.sleep(0.5)
+    lab1.wait_healthy(0)
+    resumed = rollout(lab1, inv, BACKPORT, "--resume", report, "--json")
+    assert resumed.code == 0, resumed.out + resumed.err
+    h8 = by_host(resumed)["h8"]["rollout"]
+    assert h8["verdict"] == "kept" and [p["step"] for p in h8["phases"]][-1] == "gates"
+    assert lab1.pid(0) != pid and lab1.files(0) != files
+
+
+def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
+    lab8: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """8 hosts, h1 and h3 bad (their metrics endpoint is wrong: the baseline fails, nothing is
+    touched there): --max-fail 25% (2 hosts) stops the rollout once h3 failed; h2 rolls out,
+    h4..h8 are never touched."""
+    wrong = {i: {"metrics": f"{lab8.hosts[i].base}/no-such-metrics"} for i in (0, 2)}
+    inv = lab8.inventory(tmp_path / "hosts.toml", h1=wrong[0], h3=wrong[2])
+    pids = [lab8.pid(i) for i in range(8)]
+    files = [lab8.files(i) for i in range(8)]
+    res = rollout(lab8, inv, BACKPORT, "--max-fail", "25%", "--parallel", "1", "--json")
+    assert res.code == 1, res.out + res.err
+    hosts = by_host(res)
+    verdicts = [(hosts[f"h{i}"]["rollout"] or {}).get("verdict") for i in range(1, 9)]
+    assert verdicts == ["untouched", "kept", "untouched", None, None, None, None, None]
+    assert lab8.pid(1) != pids[1] and lab8.files(1) != lab8.pristine
+    for i in (0, 2, *range(3, 8)):
+        assert lab8.pid(i) == pids[i] and lab8.files(i) == files[i]
+    for i in range(3, 8):
+        assert "max-fail reached (2 failed)" in hosts[f"h{i + 1}"]["patches"][0]["message"]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patcher import rollout
+from patcher import rollout, rolloutresume
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
 
@@ -19,20 +19,28 @@ def gate_cases() -> list[Path]:
     return sorted((CASES / "gates").glob("*.json"))
 
 
+def resume_cases() -> list[Path]:
+    return sorted((CASES / "resume").glob("*.json"))
+
+
 def load(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(path.read_text())
     return doc
 
 
 def run_steps(case: dict[str, Any]) -> dict[str, Any]:
-    """Drive the step machine as the executor does, each step failing iff the case says so."""
+    """Drive the step machine as the executor does, each step failing iff the case says so,
+    and a Ctrl-C (`stop_after`) stopping it once that many steps ran."""
     plan = rollout.Plan(**case["plan"])
     fails = set(case["fails"])
+    stop = case.get("stop_after")
     done: list[tuple[str, bool]] = []
     while (step := rollout.next_step(plan, done)) is not None:
         assert len(done) < len(rollout.STEPS), f"the machine loops: {done}"
+        if stop is not None and len(done) >= stop:
+            break
         done.append((step, step not in fails))
-    reached, verdict = rollout.verdict(done)
+    reached, verdict = rollout.outcome(plan, done)
     return {"steps": [s for s, _ in done], "reached": reached, "verdict": verdict}
 
 
@@ -51,3 +59,23 @@ def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     measures = after.to_json()
     keep = ("acceptance_rate", "mean_acceptance_length", "tokens_per_s", "error_rate")
     return {"ok": ok, "detail": detail, "after": {k: measures[k] for k in keep}}
+
+
+def run_resume(case: dict[str, Any]) -> dict[str, Any]:
+    """rolloutresume.resume on the case's report steps and journal entries (checked as the
+    controller checks what a host sends: rolloutresume.read_steps)."""
+    plan = rollout.Plan(**case["plan"])
+    steps, problems = rolloutresume.read_steps(case["journal"])
+    assert not problems, problems
+    reported = case["reported"]
+    said = None if reported is None else [(s, ok) for s, ok in reported]
+    got = rolloutresume.resume(plan, case["run"], said, steps, case["specs"])
+    going = got.action == rolloutresume.RESUME_CONTINUE
+    out: dict[str, Any] = {
+        "action": got.action,
+        "done": [[s, ok] for s, ok in got.done],
+        "next": rollout.next_step(plan, got.done) if going else None,
+    }
+    if got.why:
+        out["why"] = got.why
+    return out

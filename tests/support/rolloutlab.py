@@ -138,9 +138,19 @@ class RolloutLab:
     hosts: list[LabHost]
     supervisor: Path
     pristine: dict[str, bytes] = field(default_factory=dict)
+    offset: int = 0  # the first host's index in `ssh` (a part of a larger lab: `part`)
+
+    def part(self, first: int, n: int) -> RolloutLab:
+        """Hosts first..first+n-1 as a lab of their own (indices from 0, the same servers):
+        one lab serves every test of a module, each on the hosts it needs."""
+        hosts = self.hosts[first : first + n]
+        return RolloutLab(self.ssh, hosts, self.supervisor, self.pristine, self.offset + first)
+
+    def name(self, i: int) -> str:
+        return self.hosts[i].ssh.name
 
     def ctl(self, i: int, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.ssh.ssh(i, "/root/lab/ctl " + shlex.join(args), timeout=120)
+        return self.ssh.ssh(self.offset + i, "/root/lab/ctl " + shlex.join(args), timeout=120)
 
     def pid(self, i: int) -> int:
         got = self.ctl(i, "pid", "vllm")

@@ -92,6 +92,7 @@ def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
         "PatchResult",
         "FileChange",
         "ProbeResult",
+        "RolloutStep",
         "CatalogDocument",
         "CheckDocument",
         "Problem",

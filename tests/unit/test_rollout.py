@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from patcher import fleet, rollout, rolloutrun
+from patcher import fleet, rollout, rolloutresume, rolloutrun, rolloutview
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.spec import MetricsThresholds
@@ -101,23 +102,23 @@ def test_table_and_batch_lines() -> None:
         fleet.skipped("h2", [("s", "vllm")], "a canary host failed"),
     ]
     result = RunResult("rollout", False, hosts)
-    assert rolloutrun.table_rows(result) == [
+    assert rolloutview.table_rows(result) == [
         ("h1", "gates", "- -> 15 %", "200.0 -> 132.0", "rolled_back"),
         ("h2", "-", "-", "-", "skipped"),
     ]
     out, err = io.StringIO(), io.StringIO()
-    rolloutrun.render_table(result, out)
+    rolloutview.render_table(result, out)
     assert (
         out.getvalue().splitlines()[-1] == "rollout: not ok: 0 of 2 host(s) patched; 1 not started"
     )
-    rolloutrun.render_problems(result, err)
+    rolloutview.render_problems(result, err)
     assert err.getvalue().splitlines() == [
         "error: h1: gates failed: serves worse",
         "error: h2: skipped: a canary host failed",
         "hint: run `vpatch status` on it",
     ]
     lines = io.StringIO()
-    bars = rolloutrun.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
+    bars = rolloutview.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
     bars.advance(_host("h1", rollout.KEPT, 200.0, 280.0))
     bars.advance(_host("h3", rollout.KEPT, 200.0, 280.0))
     bars.advance(_host("h2", rollout.KEPT, 200.0, 280.0))
@@ -126,3 +127,180 @@ def test_table_and_batch_lines() -> None:
         "rollout batch 2 (1 host(s)): 1 kept",
         "rollout batch 1 (1 host(s)): 1 kept",
     ]
+
+
+@pytest.mark.parametrize("path", rolloutcases.resume_cases(), ids=lambda p: p.stem)
+def test_resume(path: Path) -> None:
+    case = rolloutcases.load(path)
+    assert rolloutcases.run_resume(case) == case["expect"]
+
+
+def test_there_are_resume_cases_of_every_action() -> None:
+    seen = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
+    r = rolloutresume
+    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE}
+
+
+def _entry(**over: object) -> dict[str, object]:
+    from patcher.agent import protocol
+
+    return dict(protocol.step_entry("r1", "apply", True, ["s"], "ok", "t", 1.0), **over)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"run": "../x"},
+        {"run": ""},
+        {"step": "reboot"},
+        {"ok": "yes"},
+        {"verdict": "fine"},
+        {"specs": "s"},
+        {"specs": [1]},
+        {"detail": ["x"]},
+        {"detail": "x" * 1001},
+        {"seconds": True},
+        {"seconds": "1"},
+        {"measures": []},
+    ],
+)
+def test_a_forged_step_entry_is_refused_by_both_sides(bad: dict[str, object]) -> None:
+    """The agent refuses to append it, and the controller ignores it read back: one check."""
+    from patcher import agent
+
+    entry = _entry(**bad)
+    steps, problems = rolloutresume.read_steps([entry])
+    assert steps == [] and len(problems) == 1 and "ignored" in problems[0]
+    answer = agent.handle({"op": "rollout_step", "entry": entry, "state_dir": "/nonexistent/x"})
+    assert answer["ok"] is False and answer["kind"] == "input"
+
+
+def test_status_reads_the_newest_well_formed_step() -> None:
+    kept = _entry(verdict="kept", ts="2026-12-01T12:00:00Z")
+    raw: list[Any] = [_entry(step="baseline"), kept, "j"]
+    step, problems = rolloutresume.last_step(raw)
+    assert step is not None
+    assert (step.step, step.verdict, step.at) == ("apply", "kept", raw[1]["ts"])
+    assert problems == ["rollout step 3 from the host's journal ignored: not a rollout step entry"]
+    assert rolloutresume.last_step(None) == (None, [])
+    not_a_list = ["the host's rollout steps are not a list; ignored"]
+    assert rolloutresume.last_step({"x": 1})[1] == not_a_list
+
+
+def test_measures_read_back_only_when_every_number_is_one() -> None:
+    m = rollout.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
+    assert rolloutresume.measures_of(m.to_json()) == m
+    assert rolloutresume.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
+    assert rolloutresume.measures_of(dict(m.to_json(), seconds=None)) is None
+    assert rolloutresume.measures_of(dict(m.to_json(), why={"a": 1})) is None
+    assert rolloutresume.measures_of("x") is None
+
+
+def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path: Path) -> None:
+    """Recorded through the real agent op into a real state dir: inspect answers the newest
+    run's steps (outside the fingerprint: no plan reads them), the file fold never sees them,
+    and a compaction keeps the newest STEPS_KEPT of them verbatim after the file lines."""
+    from patcher import agent
+    from patcher.agent import compact, journal, protocol, wire
+
+    sdir = str(tmp_path / "state")
+    before = agent.handle({"op": "inspect", "packages": {}, "state_dir": sdir})
+    for run, step in (("old1", "baseline"), ("new2", "baseline"), ("new2", "apply")):
+        entry = protocol.step_entry(run, step, True, ["s"], f"{step} done")
+        assert agent.handle(protocol.step_request(entry, sdir)) == {"ok": True, "protocol": 2}
+    got = agent.handle({"op": "inspect", "packages": {}, "state_dir": sdir})
+    runs = [(e["run"], e["step"]) for e in got["rollout"]]
+    assert runs == [("new2", "baseline"), ("new2", "apply")]
+    assert all(e["ts"].endswith("Z") for e in got["rollout"])
+    assert got["journal"] == {} and got["warnings"] == []
+    assert protocol.fingerprint(got) == protocol.fingerprint(before)
+
+    raw = (tmp_path / "state" / "journal.jsonl").read_bytes()
+    steps: list[dict[str, object]] = []
+    assert journal.parse(raw, [], steps) == [] and len(steps) == 3
+    apply = protocol.apply_entry("x", "h", "pkg", "1", "f.py", "/p/f.py", "a" * 64, "b" * 64, [])
+    lines = [wire.dumps(dict(apply, txn="t1")), wire.dumps(protocol.marker("t1"))]
+    many = [
+        wire.dumps(protocol.step_entry("r9", "baseline", True, ["x"], str(i)))
+        for i in range(journal.STEPS_KEPT + 5)
+    ]
+    live = compact.live("\n".join([lines[0], *many, lines[1]]).encode())
+    assert live is not None
+    kept, _names = live
+    assert kept[:2] == [line.encode() for line in lines]
+    assert kept[2:] == [line.encode() for line in many[-journal.STEPS_KEPT :]]
+
+
+def test_a_restart_after_the_window_shows_in_the_counters() -> None:
+    end = rollout.Counters(100, 300, 200, 1000, 50, 0, True)
+    assert not rollout.restarted_since(end, end)
+    assert not rollout.restarted_since(end, rollout.Counters(120, 360, 240, 1100, 55, 0, True))
+    assert rollout.restarted_since(end, rollout.Counters(3, 9, 6, 30, 1, 0, True))
+
+
+def test_a_second_ctrl_c_does_not_wait_for_the_hosts_in_flight() -> None:
+    """The first SIGINT sets `interrupted` (a rollout's hosts then stop after their step); the
+    second raises at once, with the host still busy (rolloutrun then writes the report)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from patcher.result import HostResult
+
+    release = threading.Event()
+    interrupted = threading.Event()
+
+    def work(i: int) -> HostResult:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert interrupted.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+        release.wait(30)
+        return HostResult(target="h1", ok=True)
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fleet.run(["h1", "h2"], work, fleet.Policy(parallel=1), [], interrupted=interrupted)
+        assert time.monotonic() - started < 10
+    finally:
+        release.set()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _report(tmp_path: Path, doc: object) -> str:
+    import json
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
+    return str(path)
+
+
+def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: Path) -> None:
+    phases = [{"step": "baseline", "ok": True}, {"step": "apply", "ok": True}]
+    host = {"target": "h1", "rollout": {"run": "abc1", "phases": phases}}
+    good = {"command": "rollout", "hosts": [host, {"target": "h2", "rollout": None}]}
+    got = rolloutrun.load_report(_report(tmp_path, good), ["h2", "h1"])
+    assert got.run == "abc1"
+    assert got.steps == {"h1": [("baseline", True), ("apply", True)], "h2": None}
+    bad = [
+        ("{", ["h1", "h2"], "not JSON"),
+        (dict(good, command="apply"), ["h1", "h2"], "not the report of a `vpatch rollout`"),
+        (good, ["h1", "h3"], "other hosts than the targets given"),
+        (
+            dict(good, hosts=[{"target": "h1", "rollout": {"phases": [{"step": "reboot"}]}}]),
+            ["h1"],
+            "its phases are not rollout steps",
+        ),
+        (
+            dict(good, hosts=[{"target": "h1", "rollout": {"run": "../x", "phases": []}}]),
+            ["h1"],
+            "its run is not an id",
+        ),
+    ]
+    for doc, names, words in bad:
+        with pytest.raises(UsageError) as err:
+            rolloutrun.load_report(_report(tmp_path, doc), names)
+        assert words in err.value.message
+    with pytest.raises(UsageError):
+        rolloutrun.load_report(str(tmp_path / "missing.json"), ["h1"])
