@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from patcher.inventory import Target
     from patcher.result import HostResult
     from patcher.spec import PatchSpec
-    from patcher.transport import Transport
+    from patcher.transports.pipe import Transport
 
 
 class _Parser(argparse.ArgumentParser):
@@ -278,7 +278,7 @@ def _subcommand(parser: argparse.ArgumentParser, name: str | None) -> _Parser | 
 
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
     from patcher.inventory import Target
-    from patcher.transport import parse_target
+    from patcher.transports.pipe import parse_target
 
     def make(spec: str) -> Target:
         if spec == "local":
@@ -318,7 +318,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
         inv = load_inventory(args.inventory, flags)
     targets = select(inv, args.host, args.group, _flag_target(args))
-    from patcher import sshnames
+    from patcher.transports import sshnames
 
     problem = None if all(t.local for t in targets) else sshnames.client_problem(args.ssh_client)
     if problem:
@@ -327,7 +327,7 @@ def _targets(args: argparse.Namespace) -> list[Target]:
 
 
 def _ray_targets(args: argparse.Namespace) -> list[Target]:
-    """--ray: every alive node of the cluster (patcher.ray_transport, the only module that
+    """--ray: every alive node of the cluster (patcher.transports.ray, the only module that
     imports ray). Conflicting target flags are refused before the cluster is contacted."""
     if not args.ray:
         raise UsageError("--ray-python-map needs --ray ADDRESS", "e.g. --ray auto")
@@ -346,8 +346,8 @@ def _ray_targets(args: argparse.Namespace) -> list[Target]:
             "--ray runs on every alive node of the cluster; --python or --ray-python-map "
             "picks each node's interpreter",
         )
-    from patcher import ray_transport
     from patcher.inventory import Target
+    from patcher.transports import ray as ray_transport
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
     nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
@@ -356,10 +356,10 @@ def _ray_targets(args: argparse.Namespace) -> list[Target]:
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
     if args.ray:
-        from patcher import ray_transport
+        from patcher.transports import ray as ray_transport
 
         return ray_transport.transport_for(target.name, args.timeout)
-    from patcher.transport import LocalTransport, SshOptions, SshTransport
+    from patcher.transports.pipe import LocalTransport, SshOptions, SshTransport
 
     if target.local:
         return LocalTransport(
@@ -380,11 +380,13 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
         call_timeout=args.timeout,
         trusted_python=args.trusted_python,
     )
-    from patcher import sshnames
+    from patcher.transports import sshnames
 
     if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshnames.openssh()):
         return SshTransport(target.name, target.address, target.user, target.port, opts)
-    from patcher.openssh import OpenSshTransport  # imports no paramiko: runs start faster
+    from patcher.transports.openssh import (
+        OpenSshTransport,  # imports no paramiko: runs start faster
+    )
 
     return OpenSshTransport(target.name, target.address, target.user, target.port, opts)
 
@@ -532,7 +534,7 @@ def _start_early(
     SSH handshakes and remote interpreters run while this process loads the specs. A host
     that cannot even be opened keeps its error for its turn."""
     from patcher import fleet
-    from patcher.transport import PipeTransport
+    from patcher.transports.pipe import PipeTransport
 
     out: dict[int, Transport | HostError] = {}
     for i in fleet.first_wave(policy, len(targets)):

@@ -35,7 +35,7 @@ from patcher.inert import clean, line
 from patcher.report import problems
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
-from patcher.transport import LocalTransport, Transport
+from patcher.transports.pipe import LocalTransport, Transport
 
 WRITE_LEVEL: Level = "full"
 # Outcomes that say "in place without a write": the only ones `--level` re-checks.

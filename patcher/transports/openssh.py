@@ -1,6 +1,6 @@
 """The agent over the OpenSSH client: `ssh ... -- HOST REMOTE_COMMAND` as a child process.
 
-The same agent session as every other transport (patcher.transport.PipeTransport: bundle and
+The same agent session as every other transport (patcher.transports.pipe.PipeTransport: bundle and
 first request in one write, one answer line per request, a timeout kills the child and the
 next call starts a fresh one); only the child differs: an `ssh` client whose stdin/stdout are
 the agent's. The handshake runs in C, the user's ssh_config is read by the program that
@@ -21,10 +21,10 @@ import re
 import subprocess
 from typing import Any
 
-from patcher import session as session_words
-from patcher import sshnames
 from patcher.errors import HostError
-from patcher.transport import (
+from patcher.transports import session as session_words
+from patcher.transports import sshnames
+from patcher.transports.pipe import (
     PipeTransport,
     SshOptions,
     decode_answer,
@@ -201,7 +201,7 @@ class OpenSshTransport(PipeTransport):
             "check the fingerprint, then rerun with --accept-new-host-key or add it with "
             f"`ssh-keyscan` to {first}"
         )
-        from patcher import sshconfig  # error paths only: `ssh -G`, known_hosts
+        from patcher.transports import sshconfig  # error paths only: `ssh -G`, known_hosts
 
         authority = sshconfig.cert_authority_for(user_files + system_files, name)
         if authority:
@@ -242,7 +242,7 @@ class OpenSshTransport(PipeTransport):
         else what `ssh -G` says."""
         if self.opts.known_hosts:
             return [self.opts.known_hosts], []
-        from patcher import sshconfig
+        from patcher.transports import sshconfig
 
         try:
             resolved = sshconfig.resolve(

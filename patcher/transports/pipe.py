@@ -1,5 +1,5 @@
 """How the agent reaches a target: a local subprocess, or one SSH connection (fabric; the
-OpenSSH client's transport, patcher.openssh, shares the subprocess machinery here).
+OpenSSH client's transport, patcher.transports.openssh, shares the subprocess machinery here).
 
 Only this module knows fabric. Both transports run the same thing: the target's interpreter as
 `python -I -c BOOT`, with the agent's source as the first stdin line (a JSON map of module name to
@@ -37,12 +37,12 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, Protocol
 if TYPE_CHECKING:
     import paramiko
 
-    from patcher import sshconfig
+    from patcher.transports import sshconfig
 
-from patcher import session as session_words
-from patcher import sshnames
-from patcher.answers import ANSWERS
 from patcher.errors import AgentError, HostError, UsageError
+from patcher.transports import session as session_words
+from patcher.transports import sshnames
+from patcher.transports.answers import ANSWERS
 
 # The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
 # so it imports nothing it can do without: the bundle line (a JSON object of strings, ASCII as
@@ -135,7 +135,7 @@ def agent_bundle(code: bool = True) -> bytes:
     import base64
     from importlib.util import MAGIC_NUMBER
 
-    root = Path(__file__).parent / "agent"
+    root = Path(__file__).parent.parent / "agent"
     mods, codes = {}, {}
     for f in sorted(root.glob("*.py")):
         name = "vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"
@@ -252,7 +252,7 @@ class PipeTransport:
     """One agent session in a local child process reached through pipes, started by the first
     call and ended by `close()` (or when the transport is garbage-collected, or at interpreter
     exit). The child is the agent itself (LocalTransport) or an `ssh` client running it on a
-    host (patcher.openssh): subclasses say which argv, and what an agent that ended without
+    host (transports.openssh): subclasses say which argv, and what an agent that ended without
     answering means."""
 
     target: str
@@ -446,7 +446,9 @@ class _LocalSession:
                 chunk = os.read(stdout.fileno(), 1 << 20)
                 if not chunk:
                     return None
-                ANSWERS.charge(self.target, len(chunk))  # the fleet's budget (patcher.answers)
+                ANSWERS.charge(
+                    self.target, len(chunk)
+                )  # the fleet's budget (patcher.transports.answers)
                 self.out += chunk
                 if len(self.out) > MAX_ANSWER_BYTES and b"\n" not in self.out[scanned:]:
                     raise _too_big(self.target)
@@ -576,7 +578,7 @@ def parse_target(target: str) -> tuple[str | None, str, int | None]:
         )
     user, host = m["user"], m["host"].strip("[]")
     # Before anything can see them: `ssh -G` runs ssh_config `Match exec` commands with the
-    # host and user substituted in (patcher.sshconfig).
+    # host and user substituted in (patcher.transports.sshconfig).
     problem = sshnames.host_problem(host)
     if problem:
         raise UsageError(f"--host {target!r}: host name {problem}", sshnames.HOST_HINT)
@@ -620,7 +622,7 @@ class _RevokedHostKey(Exception):
 
 class _HostKeyPolicy:
     """Refuse unknown keys (fabric would auto-add them), or record them when the user said so;
-    a revoked key is refused either way (patcher.sshconfig drops it from the known keys, so
+    a revoked key is refused either way (transports.sshconfig drops it from the known keys, so
     paramiko asks here about it).
 
     paramiko only calls `missing_host_key`, so no base class is needed (and importing paramiko
@@ -655,7 +657,7 @@ class SshTransport:
         _quiet_paramiko()
         from fabric import Config, Connection
 
-        from patcher import sshconfig
+        from patcher.transports import sshconfig
 
         self.target = target
         self.opts = opts
@@ -879,7 +881,9 @@ class SshTransport:
         got = False
         while chan.recv_ready():
             chunk = chan.recv(1 << 20)
-            ANSWERS.charge(self.target, len(chunk))  # the fleet's budget (patcher.answers)
+            ANSWERS.charge(
+                self.target, len(chunk)
+            )  # the fleet's budget (patcher.transports.answers)
             self._out += chunk
             got = True
             if len(self._out) > MAX_ANSWER_BYTES and b"\n" not in self._out[-(1 << 20) :]:

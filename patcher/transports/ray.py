@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patcher import session as session_words
 from patcher._compat import tomllib
 from patcher.errors import HostError, SpecError, UsageError
 from patcher.spec import toml_loads
-from patcher.transport import BOOT, agent_bundle, decode_answer
+from patcher.transports import session as session_words
+from patcher.transports.pipe import BOOT, agent_bundle, decode_answer
 
 _HOW = "`vpatch status --ray ...`"
 _SLACK = 30.0  # seconds on top of the agent's own timeout before the driver gives up on a task

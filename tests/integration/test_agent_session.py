@@ -24,9 +24,9 @@ import pytest
 
 from patcher import engine
 from patcher.errors import HostError
-from patcher.openssh import OpenSshTransport
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.pipe import LocalTransport, SshOptions, SshTransport, Transport
 from tests import envs, standin
 from tests import sshd as harness
 from tests.support.standin_specs import REL, SPEC_A
@@ -415,7 +415,7 @@ def test_interrupted_call_never_leaves_an_answer_behind(
 ) -> None:
     """An exception while waiting (e.g. KeyboardInterrupt) ends the session: its late answer
     can never be read as the answer to the next request."""
-    import patcher.transport as transport_mod
+    import patcher.transports.pipe as transport_mod
 
     t = local_host.connect()
     try:

@@ -213,7 +213,7 @@ def test_collection_layout(collections: Path) -> None:
 def test_agent_module_logs_no_request_text(tmp_path: Path) -> None:
     """Ansible logs a module's arguments on the target (syslog/journal, and `invocation` in
     the result): a request holds whole file texts and probe code, so it is no_log."""
-    from patcher.transport import BOOT, agent_bundle
+    from patcher.transports.pipe import BOOT, agent_bundle
 
     secret = "TEXT-OF-A-PATCHED-FILE"
     request = {"op": "inspect", "packages": {}, "note": secret}

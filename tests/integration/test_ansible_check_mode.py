@@ -13,7 +13,7 @@ import pytest
 from patcher import engine
 from patcher.plan import HostFacts, Options, plan_apply
 from patcher.spec import load_spec
-from patcher.transport import BOOT, LocalTransport, agent_bundle
+from patcher.transports.pipe import BOOT, LocalTransport, agent_bundle
 from tests.conftest import Env, fingerprint
 from tests.support.ansible_module import run_agent_module
 from tests.support.standin_specs import REL, SPEC_A, write

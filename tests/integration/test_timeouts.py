@@ -15,8 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from patcher.ray_transport import run_agent
-from patcher.transport import BOOT, agent_bundle
+from patcher.transports.pipe import BOOT, agent_bundle
+from patcher.transports.ray import run_agent
 from tests.conftest import REPO, VPATCH, Env
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -173,7 +173,7 @@ def test_answer_line_is_bounded_on_the_controller(tmp_path: Path) -> None:
     """An "interpreter" that answers 300 MB without a newline (a broken or hostile host): the
     controller kept reading it all into memory; now it stops at MAX_ANSWER_BYTES."""
     from patcher.errors import AgentError
-    from patcher.transport import LocalTransport
+    from patcher.transports.pipe import LocalTransport
 
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nhead -c 300000000 /dev/zero | tr '\\0' x\n")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import catalog, hooks, inventory, transport
+from patcher import catalog, hooks, inventory
 from patcher.errors import InputError, SpecError
 from patcher.spec import load_spec
+from patcher.transports import pipe as transport
 from tests.support.standin_specs import SPEC_A
 
 

@@ -10,7 +10,7 @@ Split, and why:
   connection plugin (ssh, docker, kubectl, SSM, local, ...), `become`, and the inventory's
   interpreter settings work as for any module, and nothing has to be installed on the target.
 
-That is one `Transport` (see patcher.transport) whose `call()` is `_execute_module`.
+That is one `Transport` (see patcher.transports.pipe) whose `call()` is `_execute_module`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ WRITING = frozenset({"applied", "rolled_back", "would_apply", "would_roll_back"}
 def _import_vpatch() -> Any:
     """patcher lives on the controller, in the Python that runs ansible-playbook."""
     try:
-        from patcher import catalog, engine, errors, result, transport
+        from patcher import catalog, engine, errors, result
+        from patcher.transports import pipe as transport
     except ImportError as exc:
         raise AnsibleActionFail(
             f"vpatch.core.patch needs vpatch on the controller ({exc}): "
@@ -43,7 +44,7 @@ def _import_vpatch() -> Any:
 
 
 class _ModuleTransport:
-    """patcher.transport.Transport over Ansible: each agent call is one module execution."""
+    """patcher.transports.pipe.Transport over Ansible: each agent call is one module execution."""
 
     def __init__(
         self, action: ActionModule, task_vars: dict[str, Any], python: str | None, timeout: float
@@ -52,7 +53,7 @@ class _ModuleTransport:
         errors, transport = vp[2], vp[4]
         self._decode = transport.decode_answer
         self._host_error = errors.HostError
-        from patcher import session
+        from patcher.transports import session
 
         self._session = session  # the words every transport uses for an unknown outcome
         self._action = action

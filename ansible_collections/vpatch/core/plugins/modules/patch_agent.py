@@ -2,7 +2,7 @@
 """Runs ONE vpatch agent request on the target; driven by the `vpatch.core.patch` action plugin.
 
 Why the agent travels as an argument instead of living in this file: the controller's vpatch
-sends its own agent (`patcher.transport.agent_bundle()`) and bootstrap (`BOOT`), exactly as the
+sends its own agent (`transports.agent_bundle()`) and bootstrap (`BOOT`), exactly as the
 SSH and local transports do. There is one agent source of truth (patcher/agent/), nothing is
 generated at build time, and a collection older or newer than the controller's vpatch can never
 run a mismatched agent. This file only moves bytes: it starts the requested interpreter as
