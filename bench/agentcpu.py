@@ -33,7 +33,7 @@ from typing import Any
 
 from patcher import cli
 from patcher.transports import pipe as transport
-from patcher.transports.pipe import BOOT, agent_bundle, request_line
+from patcher.transports.bundle import BOOT, agent_bundle, request_line
 from tests import envs, standin
 from tests.support.standin_specs import SPEC_A
 

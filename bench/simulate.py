@@ -47,7 +47,8 @@ from unittest import mock
 
 from patcher import cli
 from patcher.inventory import Target
-from patcher.transports.pipe import LocalTransport, decode_answer, request_line
+from patcher.transports.bundle import decode_answer, request_line
+from patcher.transports.pipe import LocalTransport
 from tests import standin
 from tests.support.standin_specs import SPEC_A
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from patcher.inventory import Target
     from patcher.result import HostResult
     from patcher.spec import PatchSpec
-    from patcher.transports.pipe import Transport
+    from patcher.transports import Transport
 
 
 class _Parser(argparse.ArgumentParser):
@@ -278,7 +278,7 @@ def _subcommand(parser: argparse.ArgumentParser, name: str | None) -> _Parser | 
 
 def _flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
     from patcher.inventory import Target
-    from patcher.transports.pipe import parse_target
+    from patcher.transports.ssh import parse_target
 
     def make(spec: str) -> Target:
         if spec == "local":
@@ -355,40 +355,18 @@ def _ray_targets(args: argparse.Namespace) -> list[Target]:
 
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
-    if args.ray:
-        from patcher.transports import ray as ray_transport
+    from patcher.transports import Settings, open_transport
 
-        return ray_transport.transport_for(target.name, args.timeout)
-    from patcher.transports.pipe import LocalTransport, SshOptions, SshTransport
-
-    if target.local:
-        return LocalTransport(
-            target.python,
-            target=target.name,
-            call_timeout=args.timeout,
-            trusted_python=args.trusted_python,
-        )
-    opts = SshOptions(
-        python=target.python,
+    settings = Settings(
+        kind="ray" if args.ray else args.ssh_client,
         ssh_config=args.ssh_config,
-        identity=target.identity,
         known_hosts=args.known_hosts,
         accept_new_host_key=args.accept_new_host_key,
-        sudo=target.sudo,
-        sudo_user=target.sudo_user,
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
         trusted_python=args.trusted_python,
     )
-    from patcher.transports import sshnames
-
-    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshnames.openssh()):
-        return SshTransport(target.name, target.address, target.user, target.port, opts)
-    from patcher.transports.openssh import (
-        OpenSshTransport,  # imports no paramiko: runs start faster
-    )
-
-    return OpenSshTransport(target.name, target.address, target.user, target.port, opts)
+    return open_transport(target, settings)
 
 
 def _one_host(
@@ -530,18 +508,16 @@ def _policy(args: argparse.Namespace, total: int) -> fleet.Policy:
 def _start_early(
     targets: list[Target], args: argparse.Namespace, policy: fleet.Policy
 ) -> dict[int, Transport | HostError]:
-    """Open the first wave's transports and start their sessions (PipeTransport.start): the
+    """Open the first wave's transports and start their sessions (transports.start): the
     SSH handshakes and remote interpreters run while this process loads the specs. A host
     that cannot even be opened keeps its error for its turn."""
-    from patcher import fleet
-    from patcher.transports.pipe import PipeTransport
+    from patcher import fleet, transports
 
     out: dict[int, Transport | HostError] = {}
     for i in fleet.first_wave(policy, len(targets)):
         try:
             transport = out[i] = _open(targets[i], args)
-            if isinstance(transport, PipeTransport):
-                transport.start()
+            transports.start(transport)
         except HostError as exc:
             out[i] = exc
     return out

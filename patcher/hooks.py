@@ -35,7 +35,7 @@ from patcher.inert import clean, line
 from patcher.report import problems
 from patcher.result import GOOD, HostResult, PatchResult, RunResult, host_ok
 from patcher.spec import PatchSpec
-from patcher.transports.pipe import LocalTransport, Transport
+from patcher.transports import Transport, open_transport
 
 WRITE_LEVEL: Level = "full"
 # Outcomes that say "in place without a write": the only ones `--level` re-checks.
@@ -97,8 +97,10 @@ def ensure_local(
     specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None = None
 ) -> HostResult:
     """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
+    from patcher.inventory import Target
+
     try:
-        transport = LocalTransport(python)
+        transport = open_transport(Target("local", "local", python=python, local=True))
     except HostError as exc:
         return engine.connect_error("local", exc)
     try:

@@ -19,18 +19,17 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError
 from patcher.transports import session as session_words
 from patcher.transports import sshnames
-from patcher.transports.pipe import (
-    PipeTransport,
-    SshOptions,
-    decode_answer,
-    exec_error,
-    remote_command,
-)
+from patcher.transports.bundle import decode_answer
+from patcher.transports.pipe import PipeTransport
+from patcher.transports.ssh import SshOptions, exec_error, options, remote_command
+
+if TYPE_CHECKING:
+    from patcher.transports import Settings, Target
 
 _FINGERPRINT = re.compile(r"Server host key: (\S+) (SHA256:\S+)")
 _UNKNOWN = re.compile(r"No (\S+) host key is known for (\S+) and you have requested strict")
@@ -258,3 +257,10 @@ class OpenSshTransport(PipeTransport):
         if resolved is None:
             return [], []
         return resolved.user_known_hosts, resolved.global_known_hosts
+
+
+def make(target: Target, settings: Settings) -> OpenSshTransport:
+    """Kind `openssh`: the `ssh` program as the agent's child process."""
+    return OpenSshTransport(
+        target.name, target.address, target.user, target.port, options(target, settings)
+    )

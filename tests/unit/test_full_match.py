@@ -10,7 +10,7 @@ import pytest
 from patcher import catalog, hooks, inventory
 from patcher.errors import InputError, SpecError
 from patcher.spec import load_spec
-from patcher.transports import pipe as transport
+from patcher.transports import ssh as transport
 from tests.support.standin_specs import SPEC_A
 
 

@@ -9,8 +9,9 @@ import shutil
 import pytest
 
 from patcher.errors import HostError
+from patcher.transports.bundle import BOOT
 from patcher.transports.openssh import OpenSshTransport
-from patcher.transports.pipe import BOOT, SshOptions, remote_command
+from patcher.transports.ssh import SshOptions, remote_command
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs an OpenSSH client")
 

@@ -252,6 +252,8 @@ def test_run_agent_is_self_contained() -> None:
         "PermissionError",
         "TimeoutExpired",
         "encode",
+        "os",
+        "geteuid",
     }
     status, out, _ = ray_transport.run_agent(
         None, "import sys; sys.stdout.write(sys.stdin.read())", b"hello", 10
