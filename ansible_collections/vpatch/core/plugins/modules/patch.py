@@ -44,7 +44,7 @@ options:
   trusted_python:
     description:
       - The root-owned interpreter on the target that starts vpatch's agent when the module
-        runs as root (C(become)), with C(-I -S): it checks who owns the environment and runs
+        runs as root (C(become)), with C(-I -S). It checks who owns the environment and runs
         O(python) as that user, so the owner's code (its C(.pth) files) never runs as root.
         It must be root's, and its directories writable by no one else.
     type: str

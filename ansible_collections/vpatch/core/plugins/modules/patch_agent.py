@@ -88,7 +88,6 @@ EXAMPLES = r"""
 # Below the documentation, as ansible-test's validate-modules wants.
 import json  # noqa: E402
 import os  # noqa: E402
-import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
@@ -125,28 +124,6 @@ def agent_argv(python, root, params):
     if root:
         return [params["trusted_python"], "-I", "-S", "-c", params["boot0"], python]
     return [python, "-I", "-c", params["boot"]]
-
-
-def run(argv, payload, timeout):
-    """The agent's CompletedProcess; on a timeout its whole process group (stage 0, the worker
-    it started, their probes) is killed before TimeoutExpired propagates."""
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(payload, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def main():
@@ -186,7 +163,13 @@ def main():
         payload += b"\n"
     payload += params["request"].encode("utf-8")
     try:
-        proc = run(argv, payload, params["timeout"])
+        proc = subprocess.run(
+            argv,
+            input=payload,
+            capture_output=True,
+            timeout=params["timeout"],
+            check=False,  # the agent's exit status is part of the answer
+        )
     except FileNotFoundError:
         if argv[0] != python:
             module.fail_json(
