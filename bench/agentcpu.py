@@ -31,8 +31,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patcher import cli, transport
-from patcher.transport import BOOT, agent_bundle, request_line
+from patcher import cli
+from patcher.transports import pipe as transport
+from patcher.transports.bundle import BOOT, agent_bundle, request_line
 from tests import envs, standin
 from tests.support.standin_specs import SPEC_A
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from patcher.transport import BOOT, request_line
+from patcher.transports.bundle import BOOT, request_line
 
 # The floor: every file RECORD lists with a hash, up to the scan's bound, read and hashed.
 FLOOR = r"""
@@ -84,11 +84,11 @@ def _write_all(fd: int, data: bytes) -> None:
 def _bundle(agent_from: str) -> bytes:
     """The agent bundle of this checkout, or of the tree at `agent_from` (its patcher/)."""
     if not agent_from:
-        from patcher.transport import agent_bundle
+        from patcher.transports.bundle import agent_bundle
 
         return agent_bundle()
     code = (
-        "import sys; from patcher.transport import agent_bundle;"
+        "import sys; from patcher.transports.bundle import agent_bundle;"
         "sys.stdout.buffer.write(agent_bundle())"
     )
     return subprocess.run(

@@ -49,7 +49,8 @@ from unittest import mock
 from patcher import cli
 from patcher.commands import _targets
 from patcher.inventory import Target
-from patcher.transport import LocalTransport, decode_answer, request_line
+from patcher.transports.bundle import decode_answer, request_line
+from patcher.transports.pipe import LocalTransport
 from tests import standin
 from tests.support.standin_specs import SPEC_A
 
@@ -190,7 +191,7 @@ class Book:
 
 
 class ReplayTransport:
-    """patcher.transport.Transport for one simulated target: answers from the Book. Its calls
+    """patcher.transports.pipe.Transport for one simulated target: answers from the Book. Its calls
     per op are added to `totals` when it is closed (the CLI closes every transport it opens),
     so the measured run holds no reference to a finished target."""
 

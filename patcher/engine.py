@@ -48,7 +48,7 @@ from patcher.plan import (
 )
 from patcher.result import HostResult, ProbeResult, host_ok
 from patcher.spec import PatchSpec
-from patcher.transport import Transport
+from patcher.transports import Transport
 
 __all__ = ["Level", "Options", "drift_state", "sha256_text", "unified_diff"]
 

@@ -25,7 +25,7 @@ from patcher import engine, rewrite_cache
 from patcher.errors import HostError, VpatchError
 from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
-from patcher.transport import Transport
+from patcher.transports import Transport
 
 VPATCH = "vpatch"  # the pristine side is vpatch's own backup (the journal's base)
 WHEEL = "wheel"  # ... the file in the release's wheel

@@ -27,7 +27,7 @@ from patcher.errors import HostError
 from patcher.plan import recheck, recheck_specs
 from patcher.result import HostResult, host_ok
 from patcher.spec import PatchSpec
-from patcher.transport import LocalTransport, Transport
+from patcher.transports import Transport, open_transport
 
 WRITE_LEVEL: Level = "full"
 
@@ -71,8 +71,10 @@ def ensure_local(
     specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None = None
 ) -> HostResult:
     """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
+    from patcher.inventory import Target
+
     try:
-        transport = LocalTransport(python)
+        transport = open_transport(Target("local", "local", python=python, local=True))
     except HostError as exc:
         return engine.connect_error("local", exc)
     try:

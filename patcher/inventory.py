@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from patcher import sshnames
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
+from patcher.transports import sshnames
 
 
 class Target(NamedTuple):
@@ -126,7 +126,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
 
 def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """([defaults], [[host]] tables) checked and normalised: known keys only, each of its
-    type, names unique; ssh-facing strings as patcher.sshnames accepts them. Plain code, not a
+    type, names unique; ssh-facing strings as transports.sshnames accepts them. Plain code, not a
     model: an inventory is read before the first host is contacted, on every run."""
     _only(data, {"defaults", "host"}, ())
     defaults = _table(data.get("defaults", {}), _FIELDS, ("defaults",))

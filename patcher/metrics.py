@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
 from patcher.spec import MetricsThresholds
-from patcher.transport import Transport
+from patcher.transports import Transport
 
 if TYPE_CHECKING:  # prometheus_client is imported only when a metrics URL is scraped
     from prometheus_client.metrics_core import Metric

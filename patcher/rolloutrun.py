@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from patcher.engine import Options
     from patcher.inventory import Target
     from patcher.spec import PatchSpec
-    from patcher.transport import Transport
+    from patcher.transports import Transport
 
 HEALTH_CALL = 60.0  # seconds one health request may wait on the host; the controller repeats
 RESTART_TIMEOUT = 600.0

@@ -118,7 +118,7 @@ def bare_venv(venv: Path) -> tuple[Path, Path]:
 # request went through, in an environment that is not the test runner's.
 def _reached_boot() -> str:
     """The transport's own BOOT loader, reading the bundle from a file instead of stdin."""
-    from patcher.transport import BOOT
+    from patcher.transports.bundle import BOOT
 
     loader = BOOT.replace("sys.stdin.buffer.readline()", "open(sys.argv[1], 'rb').readline()")
     assert loader != BOOT and loader.endswith("vpatch_agent.main()\n")
@@ -137,7 +137,7 @@ def handle_in(
 ) -> tuple[dict[str, Any], list[str]]:
     """(answer, fault points reached) of one request handled by `python`'s own agent
     (`prelude`: code run before the agent loads, a test's instrumentation)."""
-    from patcher.transport import agent_bundle
+    from patcher.transports.bundle import agent_bundle
 
     bundle = tmp / "bundle.json"
     bundle.write_bytes(agent_bundle())

@@ -1,6 +1,6 @@
 """The on-host agent: stdlib only, Python 3.9+, JSON requests on stdin, JSON answers on stdout.
 
-It is shipped as source over the transport (see `patcher.transport.agent_bundle`) and run as
+It is shipped as source over the transport (see `patcher.transports.bundle.agent_bundle`) and run as
 `python -I -c BOOT`, so the host needs nothing installed but Python. After the bundle line, each
 stdin line is one request and gets exactly one answer line; EOF ends the process. A transport
 keeps one such process per host for a whole run (an "agent session"); a one-shot caller (Ray,

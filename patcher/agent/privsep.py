@@ -7,7 +7,7 @@ interpreter ran the owner's code as root; one that confined its writes by path s
 where the owner's symlinks pointed. So when the agent would run as root (through `sudo`, or
 a root login) it starts in two stages, OpenSSH-style:
 
-1. **Stage 0, root, trusted interpreter** (`transport.BOOT0`: the host's own python3, `-I -S`,
+1. **Stage 0, root, trusted interpreter** (`transports.bundle.BOOT0`: the host's python3, `-I -S`,
    so nothing but its own standard library runs). It checks itself (`trusted_problem`: its
    executable, the directories up to it and its standard library are root's and writable by
    no one else), then looks at the environment as data: `lstat` of every component of the
@@ -208,7 +208,7 @@ def drop(uid: int) -> None:
 
 
 def stage0(bundle: str) -> None:
-    """Run by transport.BOOT0 with the bundle it read: decide, fork the worker, serve its
+    """Run by transports.bundle.BOOT0 with the bundle it read: decide, fork the worker, serve its
     restart scans, end as it ended. A refusal answers every request with it."""
     try:
         python = _which(sys.argv[1] if len(sys.argv) > 1 else "")

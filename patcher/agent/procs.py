@@ -98,7 +98,7 @@ def _environ_path(pid: int) -> str:
 
 
 def _is_agent(argv: list[str]) -> bool:
-    """`python -I -c BOOT` (transport.BOOT imports vpatch_agent; no server does)."""
+    """`python -I -c BOOT` (transports.bundle.BOOT imports vpatch_agent; no server does)."""
     for i in range(len(argv) - 1):  # (no itertools.pairwise: the agent runs on 3.9)
         if argv[i] == "-c" and "import vpatch_agent\n" in argv[i + 1]:
             return True

@@ -19,7 +19,7 @@ from patcher.errors import HostError, UsageError
 if TYPE_CHECKING:
     from patcher import fleet
     from patcher.inventory import Target
-    from patcher.transport import Transport
+    from patcher.transports import Transport
 
 
 def json_option(p: argparse.ArgumentParser) -> None:
@@ -161,7 +161,7 @@ def platform_option(p: argparse.ArgumentParser) -> None:
 
 def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
     from patcher.inventory import Target
-    from patcher.transport import parse_target
+    from patcher.transports.ssh import parse_target
 
     def make(spec: str) -> Target:
         if spec == "local":
@@ -201,7 +201,7 @@ def targets(args: argparse.Namespace) -> list[Target]:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
         inv = load_inventory(args.inventory, flags)
     found = select(inv, args.host, args.group, flag_target(args))
-    from patcher import sshnames
+    from patcher.transports import sshnames
 
     problem = None if all(t.local for t in found) else sshnames.client_problem(args.ssh_client)
     if problem:
@@ -229,8 +229,8 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
             "--ray runs on every alive node of the cluster; --python or --ray-python-map "
             "picks each node's interpreter",
         )
-    from patcher import ray_transport
     from patcher.inventory import Target
+    from patcher.transports import ray as ray_transport
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
     nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
@@ -238,38 +238,19 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
 
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
-    if args.ray:
-        from patcher import ray_transport
+    """The target's transport, chosen by `transports.open_transport` from these options."""
+    from patcher.transports import Settings, open_transport
 
-        return ray_transport.transport_for(target.name, args.timeout)
-    from patcher.transport import LocalTransport, SshOptions, SshTransport
-
-    if target.local:
-        return LocalTransport(
-            target.python,
-            target=target.name,
-            call_timeout=args.timeout,
-            trusted_python=args.trusted_python,
-        )
-    opts = SshOptions(
-        python=target.python,
+    settings = Settings(
+        kind="ray" if args.ray else args.ssh_client,
         ssh_config=args.ssh_config,
-        identity=target.identity,
         known_hosts=args.known_hosts,
         accept_new_host_key=args.accept_new_host_key,
-        sudo=target.sudo,
-        sudo_user=target.sudo_user,
         connect_timeout=args.connect_timeout,
         call_timeout=args.timeout,
         trusted_python=args.trusted_python,
     )
-    from patcher import sshnames
-
-    if args.ssh_client == "paramiko" or (args.ssh_client == "auto" and not sshnames.openssh()):
-        return SshTransport(target.name, target.address, target.user, target.port, opts)
-    from patcher.openssh import OpenSshTransport  # imports no paramiko: runs start faster
-
-    return OpenSshTransport(target.name, target.address, target.user, target.port, opts)
+    return open_transport(target, settings)
 
 
 def policy(args: argparse.Namespace, total: int) -> fleet.Policy:
@@ -286,18 +267,16 @@ def policy(args: argparse.Namespace, total: int) -> fleet.Policy:
 def _start_early(
     targets: list[Target], args: argparse.Namespace, policy: fleet.Policy
 ) -> dict[int, Transport | HostError]:
-    """Open the first wave's transports and start their sessions (PipeTransport.start): the
+    """Open the first wave's transports and start their sessions (transports.start): the
     SSH handshakes and remote interpreters run while this process loads the specs. A host
     that cannot even be opened keeps its error for its turn."""
-    from patcher import fleet
-    from patcher.transport import PipeTransport
+    from patcher import fleet, transports
 
     out: dict[int, Transport | HostError] = {}
     for i in fleet.first_wave(policy, len(targets)):
         try:
             transport = out[i] = _open(targets[i], args)
-            if isinstance(transport, PipeTransport):
-                transport.start()
+            transports.start(transport)
         except HostError as exc:
             out[i] = exc
     return out

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from patcher.inventory import Target
     from patcher.result import HostResult
     from patcher.spec import PatchSpec
-    from patcher.transport import Transport
+    from patcher.transports import Transport
 
 _FORCE_HELP = "patch files not pristine per RECORD"
 

@@ -24,9 +24,12 @@ import pytest
 
 from patcher import engine
 from patcher.errors import HostError
-from patcher.openssh import OpenSshTransport
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
+from patcher.transports import Transport
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.paramiko_ssh import SshTransport
+from patcher.transports.pipe import LocalTransport
+from patcher.transports.ssh import SshOptions
 from tests import envs, standin
 from tests import sshd as harness
 from tests.support.standin_specs import REL, SPEC_A
@@ -415,18 +418,20 @@ def test_interrupted_call_never_leaves_an_answer_behind(
 ) -> None:
     """An exception while waiting (e.g. KeyboardInterrupt) ends the session: its late answer
     can never be read as the answer to the next request."""
-    import patcher.transport as transport_mod
+    from patcher.transports import paramiko_ssh, pipe
 
     t = local_host.connect()
     try:
         first = t.call(dict(INSPECT))["pid"]
-        real = transport_mod._wait
+        real = pipe.wait  # the one poll() both session kinds wait in (patcher.transports.base)
 
         def interrupted(*args: Any) -> Any:
-            monkeypatch.setattr(transport_mod, "_wait", real)
+            for mod in (pipe, paramiko_ssh):
+                monkeypatch.setattr(mod, "wait", real)
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(transport_mod, "_wait", interrupted)
+        for mod in (pipe, paramiko_ssh):
+            monkeypatch.setattr(mod, "wait", interrupted)
         with pytest.raises(KeyboardInterrupt):
             t.call(dict(INSPECT))
         assert not _alive(first)

@@ -213,7 +213,7 @@ def test_collection_layout(collections: Path) -> None:
 def test_agent_module_logs_no_request_text(tmp_path: Path) -> None:
     """Ansible logs a module's arguments on the target (syslog/journal, and `invocation` in
     the result): a request holds whole file texts and probe code, so it is no_log."""
-    from patcher.transport import BOOT, agent_bundle
+    from patcher.transports.bundle import BOOT, BOOT0, agent_bundle
 
     secret = "TEXT-OF-A-PATCHED-FILE"
     request = {"op": "inspect", "packages": {}, "note": secret}
@@ -222,6 +222,7 @@ def test_agent_module_logs_no_request_text(tmp_path: Path) -> None:
             "request": json.dumps(request),
             "agent": agent_bundle().decode(),
             "boot": BOOT,
+            "boot0": BOOT0,
             "python": sys.executable,
         },
         tmp_path,

@@ -14,7 +14,8 @@ from patcher import engine
 from patcher.hostfacts import HostFacts
 from patcher.plan import Options, plan_apply
 from patcher.spec import load_spec
-from patcher.transport import BOOT, LocalTransport, agent_bundle
+from patcher.transports.bundle import BOOT, BOOT0, agent_bundle
+from patcher.transports.pipe import LocalTransport
 from tests.conftest import Env, fingerprint
 from tests.support.ansible_module import run_agent_module
 from tests.support.standin_specs import REL, SPEC_A, write
@@ -52,6 +53,7 @@ def test_check_mode_refuses_a_chained_commit(tmp_path: Path, standin_env: Env, h
         "request": json.dumps(request),
         "agent": agent_bundle().decode(),
         "boot": BOOT,
+        "boot0": BOOT0,
         "python": str(standin_env.python),
         "_ansible_check_mode": True,
     }
@@ -74,6 +76,7 @@ def test_check_mode_still_allows_what_only_reads(tmp_path: Path, standin_env: En
             "request": json.dumps(chained),
             "agent": agent_bundle().decode(),
             "boot": BOOT,
+            "boot0": BOOT0,
             "python": str(standin_env.python),
             "_ansible_check_mode": True,
         },

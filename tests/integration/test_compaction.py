@@ -20,7 +20,7 @@ import pytest
 from patcher import engine, hooks
 from patcher.agent import compact, journal
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport
+from patcher.transports.pipe import LocalTransport
 from tests import standin
 from tests.support import cycles
 from tests.support.standin_specs import REL, SPEC_A, SPEC_B

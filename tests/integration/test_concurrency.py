@@ -30,7 +30,8 @@ from patcher import engine
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport, Transport
+from patcher.transports import Transport
+from patcher.transports.pipe import LocalTransport
 from tests.conftest import REPO, Env, vpatch
 from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 

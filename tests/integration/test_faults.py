@@ -37,11 +37,13 @@ import pytest
 from patcher import engine
 from patcher.agent import faults
 from patcher.agent import lock as agent_lock
-from patcher.openssh import OpenSshTransport
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.spec import PatchSpec, load_spec
-from patcher.transport import LocalTransport, SshTransport, Transport
+from patcher.transports import Transport
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.paramiko_ssh import SshTransport
+from patcher.transports.pipe import LocalTransport
 from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import vpatch

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.transport import BOOT, agent_bundle
+from patcher.transports.bundle import BOOT, agent_bundle
 from tests import sshd as harness
 from tests import standin
 from tests.conftest import Run

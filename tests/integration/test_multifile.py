@@ -16,9 +16,12 @@ import pytest
 
 from patcher import engine
 from patcher.agent import faults
-from patcher.openssh import OpenSshTransport
 from patcher.result import HostResult
-from patcher.transport import LocalTransport, SshOptions, SshTransport, Transport
+from patcher.transports import Transport
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.paramiko_ssh import SshTransport
+from patcher.transports.pipe import LocalTransport
+from patcher.transports.ssh import SshOptions
 from tests import sshd as harness
 from tests import standin
 from tests.conftest import vpatch

@@ -1,4 +1,4 @@
-"""The OpenSSH client as vpatch's SSH transport (patcher.openssh), against the real sshd lab.
+"""The OpenSSH client as vpatch's SSH transport (transports.openssh), against the real sshd lab.
 
 What only a child `ssh` process can get wrong: a connection cut under a running call, a call
 timeout (the ssh process is killed, nothing of ours is left), the remote command failing before
@@ -181,7 +181,7 @@ def test_openssh_client_missing(tmp_path: Path) -> None:
 
 def test_openssh_module_imports_no_paramiko() -> None:
     """The point of the client: a run over it never pays paramiko's import."""
-    code = "import sys, patcher.openssh; sys.exit('paramiko' in sys.modules)"
+    code = "import sys, patcher.transports.openssh; sys.exit('paramiko' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 

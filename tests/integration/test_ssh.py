@@ -245,7 +245,8 @@ def test_hostile_values_never_reach_a_shell(
 
 
 def test_big_request_fast_and_timeouts(tmp_path: Path, ssh_lab_factory: harness.LabFactory) -> None:
-    from patcher.transport import SshOptions, SshTransport
+    from patcher.transports.paramiko_ssh import SshTransport
+    from patcher.transports.ssh import SshOptions
 
     lab = ssh_lab_factory(1, harness.standin_env_factory)
     h = lab.hosts[0]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from patcher import engine
 from patcher.plan import Options
 from patcher.result import GOOD
-from patcher.transport import LocalTransport
+from patcher.transports.pipe import LocalTransport
 from tests import envs, standin
 from tests.support.stackprops import (
     PACKAGE,

@@ -15,8 +15,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from patcher.ray_transport import run_agent
-from patcher.transport import BOOT, agent_bundle
+import pytest
+
+from patcher.transports.bundle import BOOT, BOOT0, TRUSTED_PYTHON, agent_bundle
+from patcher.transports.ray import run_agent
 from tests.conftest import REPO, VPATCH, Env
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -85,11 +87,13 @@ def test_local_timeout_ends_the_call_and_its_probe(tmp_path: Path, standin_env: 
     assert none_left(standin_env.python) == []
 
 
-def test_ray_task_timeout_leaves_no_probe(standin_env: Env) -> None:
-    """Ray's node-side function kills the agent (subprocess.run's timeout): its probe used to
-    sleep on, orphaned."""
+@pytest.mark.parametrize("stage0", [False, True], ids=["direct", "stage0"])
+def test_ray_task_timeout_leaves_no_probe(standin_env: Env, stage0: bool) -> None:
+    """Ray's node-side function kills the agent at its timeout: its probe used to sleep on,
+    orphaned. As root the agent is stage 0's worker: the whole group goes."""
     payload = agent_bundle() + verify_request()
-    status, _out, err = run_agent(str(standin_env.python), BOOT, payload, 3)
+    boot0 = (BOOT0, TRUSTED_PYTHON) if stage0 else ()
+    status, _out, err = run_agent(str(standin_env.python), BOOT, payload, 3, *boot0)
     assert status == 124, err
     assert none_left(standin_env.python) == []
 
@@ -173,7 +177,7 @@ def test_answer_line_is_bounded_on_the_controller(tmp_path: Path) -> None:
     """An "interpreter" that answers 300 MB without a newline (a broken or hostile host): the
     controller kept reading it all into memory; now it stops at MAX_ANSWER_BYTES."""
     from patcher.errors import AgentError
-    from patcher.transport import LocalTransport
+    from patcher.transports.pipe import LocalTransport
 
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nhead -c 300000000 /dev/zero | tr '\\0' x\n")
@@ -199,6 +203,7 @@ def test_ansible_module_timeout_leaves_no_probe(tmp_path: Path, standin_env: Env
             "request": verify_request().decode(),
             "agent": agent_bundle().decode(),
             "boot": BOOT,
+            "boot0": BOOT0,
             "python": str(standin_env.python),
             "timeout": 3,
         },

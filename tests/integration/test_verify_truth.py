@@ -24,7 +24,7 @@ from typing import Any
 import prometheus_client
 import pytest
 
-from patcher.transport import LocalTransport
+from patcher.transports.pipe import LocalTransport
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import Env, fingerprint, vpatch

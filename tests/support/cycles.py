@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patcher import hooks
 from patcher.spec import PatchSpec
-from patcher.transport import LocalTransport
+from patcher.transports.pipe import LocalTransport
 
 
 @dataclass

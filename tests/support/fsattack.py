@@ -159,7 +159,7 @@ def agent(
     reaches the controller, before the controller makes anything of it."""
     import json
 
-    from patcher.transport import BOOT, agent_bundle
+    from patcher.transports.bundle import BOOT, agent_bundle
 
     lines = b"".join(json.dumps(r).encode() + b"\n" for r in requests)
     proc = subprocess.run(

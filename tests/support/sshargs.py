@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patcher.transport import SshOptions
+from patcher.transports.ssh import SshOptions
 from tests import envs
 from tests import sshd as harness
 

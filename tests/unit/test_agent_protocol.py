@@ -16,8 +16,8 @@ from pathlib import Path
 
 from patcher import agent
 from patcher.agent import faults
-from patcher.ray_transport import run_agent
-from patcher.transport import BOOT, agent_bundle, decode_answer
+from patcher.transports.bundle import BOOT, agent_bundle, decode_answer
+from patcher.transports.ray import run_agent
 from tests import standin
 
 INSPECT = {"op": "inspect", "packages": {}}
@@ -108,7 +108,7 @@ def test_wait_handles_descriptors_above_1024() -> None:
     select() refuses; transport._wait uses poll()."""
     import resource
 
-    from patcher.transport import _wait
+    from patcher.transports.base import wait as _wait
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2048:

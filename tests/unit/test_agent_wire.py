@@ -16,7 +16,7 @@ import pytest
 
 from patcher.agent import fsops, locate
 from patcher.agent.protocol import stable
-from patcher.transport import BOOT, _code, agent_bundle, request_line
+from patcher.transports.bundle import BOOT, _code, agent_bundle, request_line
 from tests import pythons, standin
 
 AGENT = Path(__file__).resolve().parents[2] / "patcher" / "agent"

@@ -13,7 +13,7 @@ import pytest
 
 from patcher.errors import SpecError
 from patcher.inventory import load_inventory
-from patcher.transport import remote_command
+from patcher.transports.ssh import remote_command
 from tests import scale
 
 TOML = """\

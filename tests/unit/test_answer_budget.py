@@ -1,5 +1,5 @@
 """The fleet's answer memory is bounded, not per answer (issue 24): hosts each sending a line
-just under transport.MAX_ANSWER_BYTES at once made the controller hold all of them. Real agent
+just under base.MAX_ANSWER_BYTES at once made the controller hold all of them. Real agent
 sessions (LocalTransport on fake interpreters), a budget scaled down so the test stays small."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import answers
 from patcher.errors import AgentError
-from patcher.transport import LocalTransport
+from patcher.transports import answers
+from patcher.transports.pipe import LocalTransport
 
 MIB = 1 << 20
 
@@ -44,7 +44,7 @@ def test_the_fleets_answers_in_flight_are_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget = answers.Budget(limit=48 * MIB, small=4 * MIB)
-    monkeypatch.setattr("patcher.transport.ANSWERS", budget)
+    monkeypatch.setattr("patcher.transports.base.ANSWERS", budget)
     go = tmp_path / "go"
     got: dict[str, object] = {}
 

@@ -12,7 +12,7 @@ import pytest
 
 from patcher.agent import protocol
 from patcher.plan import sha256_text
-from patcher.transport import LocalTransport
+from patcher.transports.pipe import LocalTransport
 from tests.conftest import Env
 from tests.support.standin_specs import REL
 

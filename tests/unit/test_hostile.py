@@ -27,7 +27,8 @@ from pydantic import TypeAdapter, ValidationError
 from patcher.errors import HostError, UsageError
 from patcher.rewrite import apply_edit
 from patcher.spec import Edit
-from patcher.transport import LocalTransport, parse_target
+from patcher.transports.pipe import LocalTransport
+from patcher.transports.ssh import parse_target
 from tests import standin
 from tests.conftest import Env, vpatch
 

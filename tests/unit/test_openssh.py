@@ -1,4 +1,4 @@
-"""patcher.openssh without a network: the argv handed to `ssh`, and ssh's failure lines (exit
+"""transports.openssh without a network: the argv handed to `ssh`, and ssh's failure lines (exit
 255) read as the host errors paramiko's client reports. The lab tests (test_openssh.py and the
 host-key tests over both clients) see the same paths against a real sshd."""
 
@@ -9,8 +9,9 @@ import shutil
 import pytest
 
 from patcher.errors import HostError
-from patcher.openssh import OpenSshTransport
-from patcher.transport import BOOT, SshOptions, remote_command
+from patcher.transports.bundle import BOOT
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.ssh import SshOptions, remote_command
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh") is None, reason="needs an OpenSSH client")
 

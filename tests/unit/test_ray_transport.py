@@ -1,4 +1,4 @@
-"""patcher.ray_transport without a cluster: a fake `ray` module that runs each "task" here.
+"""patcher.transports.ray without a cluster: a fake `ray` module that runs each "task" here.
 
 The fake keeps Ray's contract as the transport uses it (init / nodes / remote(...).options(
 scheduling_strategy=...).remote(...) / get / cancel / exceptions / cloudpickle), and runs the
@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from patcher import cli, engine, ray_transport
+from patcher import cli, engine
 from patcher.errors import HostError, SpecError, UsageError
 from patcher.spec import load_spec
+from patcher.transports import ray as ray_transport
 from tests import standin
 from tests.support.standin_specs import SPEC_A
 
@@ -200,7 +201,7 @@ def test_engine_over_ray_tasks_pinned_per_node(
     assert [h.python.split()[0] for h in hosts] == [pythons["n1"], pythons["n2"]]
     # Ray options that matter on a serving cluster: no CPU reserved, never retried.
     assert fake.remote_options == {"num_cpus": 0, "max_retries": 0}
-    assert fake.by_value == ["patcher.ray_transport"]
+    assert fake.by_value == ["patcher.transports.ray"]
     ops = [(n, req["op"]) for n, req in fake.calls]
     assert ops[:2] == [(ID_A, "inspect"), (ID_A, "commit")]
     # the import check and the closing inspect ride in the commit's exchange
@@ -251,6 +252,8 @@ def test_run_agent_is_self_contained() -> None:
         "PermissionError",
         "TimeoutExpired",
         "encode",
+        "os",
+        "geteuid",
     }
     status, out, _ = ray_transport.run_agent(
         None, "import sys; sys.stdout.write(sys.stdin.read())", b"hello", 10

@@ -1,4 +1,4 @@
-"""patcher.sshconfig without a network: OpenSSH's host name rules, known_hosts patterns and
+"""transports.sshconfig without a network: OpenSSH's host name rules, known_hosts patterns and
 markers (the lab tests in tests/integration/test_ssh_config.py connect for real)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from patcher import sshconfig
+from patcher.transports import sshconfig
 
 
 @pytest.mark.parametrize(

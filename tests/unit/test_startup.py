@@ -67,7 +67,7 @@ def test_warm_apply_imports_no_heavy_package(tmp_path: Path, standin_env: Env) -
     found = modules_of(args, env, tmp_path / "modules.json")
     heavy = sorted({m.split(".")[0] for m in found} & set(NEVER))
     assert heavy == [], f"an apply on a local target imported {heavy}"
-    assert "patcher.engine" in found and "patcher.transport" in found  # it did the work
+    assert "patcher.engine" in found and "patcher.transports.pipe" in found  # it did the work
     assert len(found) <= MAX_MODULES, f"{len(found)} modules (bound {MAX_MODULES})"
 
 

@@ -10,7 +10,7 @@ Split, and why:
   connection plugin (ssh, docker, kubectl, SSM, local, ...), `become`, and the inventory's
   interpreter settings work as for any module, and nothing has to be installed on the target.
 
-That is one `Transport` (see patcher.transport) whose `call()` is `_execute_module`.
+That is one `Transport` (see patcher.transports.base) whose `call()` is `_execute_module`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ WRITING = frozenset({"applied", "rolled_back", "would_apply", "would_roll_back"}
 def _import_vpatch() -> Any:
     """patcher lives on the controller, in the Python that runs ansible-playbook."""
     try:
-        from patcher import catalog, engine, errors, result, transport
+        from patcher import catalog, engine, errors, result
+        from patcher.transports import bundle as transport
     except ImportError as exc:
         raise AnsibleActionFail(
             f"vpatch.core.patch needs vpatch on the controller ({exc}): "
@@ -43,16 +44,21 @@ def _import_vpatch() -> Any:
 
 
 class _ModuleTransport:
-    """patcher.transport.Transport over Ansible: each agent call is one module execution."""
+    """patcher.transports.Transport over Ansible: each agent call is one module execution."""
 
     def __init__(
-        self, action: ActionModule, task_vars: dict[str, Any], python: str | None, timeout: float
+        self,
+        action: ActionModule,
+        task_vars: dict[str, Any],
+        python: str | None,
+        timeout: float,
+        trusted_python: str = "/usr/bin/python3",
     ) -> None:
         vp = _import_vpatch()
         errors, transport = vp[2], vp[4]
         self._decode = transport.decode_answer
         self._host_error = errors.HostError
-        from patcher import session
+        from patcher.transports import session
 
         self._session = session  # the words every transport uses for an unknown outcome
         self._action = action
@@ -61,6 +67,8 @@ class _ModuleTransport:
         self._timeout = timeout
         self._agent = transport.agent_bundle().decode("utf-8")
         self._boot = transport.BOOT
+        self._boot0 = transport.BOOT0  # as root the module starts privsep's stage 0
+        self._trusted = trusted_python
         self.target = str(task_vars.get("inventory_hostname", "target"))
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
@@ -68,6 +76,8 @@ class _ModuleTransport:
             "request": json.dumps(request),
             "agent": self._agent,
             "boot": self._boot,
+            "boot0": self._boot0,
+            "trusted_python": self._trusted,
             "timeout": timeout or self._timeout,
         }
         if self._python:
@@ -124,7 +134,9 @@ class ActionModule(ActionBase):
         except errors.VpatchError as exc:
             raise AnsibleActionFail(_error_text(exc)) from None
         opts = engine.Options(dry_run=check, force=args["force"], level=args["level"])
-        transport = _ModuleTransport(self, task_vars, args["python"], args["timeout"])
+        transport = _ModuleTransport(
+            self, task_vars, args["python"], args["timeout"], args["trusted_python"]
+        )
         # The remote tmp dir made by the first module call is reused by the next ones and
         # removed by the task executor's cleanup(), as for any action plugin.
         host = self._dispatch(engine, command, specs, transport, opts, args["state_dir"])

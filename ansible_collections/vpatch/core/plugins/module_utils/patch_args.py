@@ -8,6 +8,7 @@ ARGUMENT_SPEC = {
     "spec": {"type": "list", "elements": "str", "required": True},
     "state": {"type": "str", "default": "present", "choices": ["present", "absent", "verified"]},
     "python": {"type": "str"},
+    "trusted_python": {"type": "str", "default": "/usr/bin/python3"},
     "level": {"type": "str", "default": "full", "choices": ["static", "import", "full"]},
     "state_dir": {"type": "str"},
     "force": {"type": "bool", "default": False},

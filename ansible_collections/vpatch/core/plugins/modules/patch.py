@@ -41,6 +41,14 @@ options:
       - Interpreter of the environment to patch, on the target. Default, the interpreter
         Ansible runs modules with there (C(ansible_python_interpreter)).
     type: str
+  trusted_python:
+    description:
+      - The root-owned interpreter on the target that starts vpatch's agent when the module
+        runs as root (C(become)), with C(-I -S). It checks who owns the environment and runs
+        O(python) as that user, so the owner's code (its C(.pth) files) never runs as root.
+        It must be root's, and its directories writable by no one else.
+    type: str
+    default: /usr/bin/python3
   level:
     description:
       - How deep to verify. C(static) hashes and anchors; C(import) also imports the module in

@@ -2,11 +2,15 @@
 """Runs ONE vpatch agent request on the target; driven by the `vpatch.core.patch` action plugin.
 
 Why the agent travels as an argument instead of living in this file: the controller's vpatch
-sends its own agent (`patcher.transport.agent_bundle()`) and bootstrap (`BOOT`), exactly as the
-SSH and local transports do. There is one agent source of truth (patcher/agent/), nothing is
-generated at build time, and a collection older or newer than the controller's vpatch can never
-run a mismatched agent. This file only moves bytes: it starts the requested interpreter as
-`python -I -c BOOT`, feeds it the bundle and the request on stdin, and hands back stdout.
+sends its own agent (`patcher.transports.bundle.agent_bundle()`) and bootstraps (`BOOT`,
+`BOOT0`), exactly as the SSH and local transports do. There is one agent source of truth
+(patcher/agent/), nothing is generated at build time, and a collection older or newer than the
+controller's vpatch can never run a mismatched agent. This file only moves bytes: it starts the
+agent as every transport starts it (patcher.transports.bundle.agent_argv), feeds it the bundle
+and the request on stdin, and hands back stdout. As root (`become`) that is privsep's stage 0:
+the trusted interpreter runs `-I -S -c BOOT0 PYTHON`, decides who owns the environment and
+starts its interpreter as that user (patcher/agent/privsep.py), so the owner's `.pth` files
+never run as root; else `PYTHON -I -c BOOT`, with the login user's power.
 
 Runs under whatever interpreter Ansible uses on the target (3.8+ syntax here); the agent itself
 needs 3.9+ in the environment it patches.
@@ -20,7 +24,9 @@ short_description: Internal - run one vpatch agent request on the target
 description:
   - Internal transport of M(vpatch.core.patch); use that module in playbooks.
   - Starts O(python) as C(python -I -c BOOT) with the agent sources and the request on stdin,
-    and returns the agent's JSON answer as a string.
+    and returns the agent's JSON answer as a string. As root, O(trusted_python) runs
+    C(-I -S -c BOOT0) first (vpatch's privilege separation), which starts O(python) as the
+    environment's owner.
 version_added: 0.1.0
 options:
   request:
@@ -35,6 +41,16 @@ options:
     description: The bootstrap program given to C(python -I -c).
     type: str
     required: true
+  boot0:
+    description:
+      - The bootstrap of privsep's stage 0, given to C(trusted_python -I -S -c) when the module
+        runs as root. Required then; a root run without it is refused.
+    type: str
+  trusted_python:
+    description:
+      - The root-owned interpreter stage 0 runs under as root (checked by stage 0 itself).
+    type: str
+    default: /usr/bin/python3
   python:
     description: Interpreter of the environment to act on; default the one running this module.
     type: str
@@ -71,6 +87,7 @@ EXAMPLES = r"""
 
 # Below the documentation, as ansible-test's validate-modules wants.
 import json  # noqa: E402
+import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
@@ -100,6 +117,15 @@ def would_write(request, depth=0):
     return bool(chained) and (depth > 2 or any(would_write(r, depth + 1) for r in chained))
 
 
+def agent_argv(python, root, params):
+    """How the agent starts, as patcher.transports.bundle.agent_argv says (written out here:
+    the module runs where vpatch is not installed): as root, privsep's stage 0 under the
+    trusted interpreter; else the environment's interpreter itself."""
+    if root:
+        return [params["trusted_python"], "-I", "-S", "-c", params["boot0"], python]
+    return [python, "-I", "-c", params["boot"]]
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -109,6 +135,8 @@ def main():
             # no_log: 40 kB of source would otherwise go to the target's syslog on every call.
             agent=dict(type="str", required=True, no_log=True),
             boot=dict(type="str", required=True),
+            boot0=dict(type="str"),
+            trusted_python=dict(type="str", default="/usr/bin/python3"),
             python=dict(type="str"),
             timeout=dict(type="float", default=600),
         ),
@@ -124,26 +152,40 @@ def main():
         what = f"op {op!r}" if op not in READ_ONLY_OPS else f"op {op!r} chaining a write"
         module.fail_json(msg=f"refusing agent {what} in check mode", kind="check_mode")
     python = params["python"] or sys.executable
+    if os.geteuid() == 0 and not params["boot0"]:
+        module.fail_json(
+            msg="refusing to run the agent as root without privsep's stage 0 (boot0)",
+            kind="privsep",
+        )
+    argv = agent_argv(python, os.geteuid() == 0, params)
     payload = params["agent"].encode("utf-8")
     if not payload.endswith(b"\n"):
         payload += b"\n"
     payload += params["request"].encode("utf-8")
     try:
         proc = subprocess.run(
-            [python, "-I", "-c", params["boot"]],
+            argv,
             input=payload,
             capture_output=True,
             timeout=params["timeout"],
             check=False,  # the agent's exit status is part of the answer
         )
     except FileNotFoundError:
+        if argv[0] != python:
+            module.fail_json(
+                msg=f"the trusted interpreter {argv[0]!r} (trusted_python) is not on the host",
+                kind="python_missing",
+            )
         module.fail_json(msg=f"python {python!r} not found on the host", kind="python_missing")
     except PermissionError:
-        module.fail_json(msg=f"python {python!r} is not executable here", kind="python_missing")
+        module.fail_json(msg=f"python {argv[0]!r} is not executable here", kind="python_missing")
     except subprocess.TimeoutExpired:
         module.fail_json(
             msg=f"agent timed out after {params['timeout']:g}s; outcome unknown", kind="timeout"
         )
+    if proc.returncode == 127 and not proc.stdout.strip() and argv[0] != python:
+        # stage 0 found no interpreter at `python`: the same words as without it
+        module.fail_json(msg=f"python {python!r} not found on the host", kind="python_missing")
     tail = "\n".join(proc.stderr.decode("utf-8", "replace").strip().splitlines()[-5:])
     module.exit_json(
         changed=False,

@@ -32,38 +32,56 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from patcher import session as session_words
 from patcher._compat import tomllib
 from patcher.errors import HostError, SpecError, UsageError
-from patcher.spec import toml_loads
-from patcher.transport import BOOT, agent_bundle, decode_answer
+from patcher.transports import session as session_words
+from patcher.transports.bundle import BOOT, BOOT0, TRUSTED_PYTHON, agent_bundle, decode_answer
+
+if TYPE_CHECKING:
+    from patcher.transports import Settings, Target
 
 _HOW = "`vpatch status --ray ...`"
 _SLACK = 30.0  # seconds on top of the agent's own timeout before the driver gives up on a task
 
 
 def run_agent(
-    python: str | None, boot: str, payload: bytes, timeout: float
+    python: str | None,
+    boot: str,
+    payload: bytes,
+    timeout: float,
+    boot0: str = "",
+    trusted: str = "",
 ) -> tuple[int, bytes, bytes]:
     """Runs ON the node, inside a Ray worker: (exit status, stdout, stderr) of the agent.
+
+    As root (a Ray worker often is) the agent starts as every transport starts it then:
+    privsep's stage 0 (`boot0`) under the trusted interpreter with `-I -S`, which decides who
+    may run the environment's interpreter and drops to its owner; else `python -I -c BOOT`
+    with the worker's own power (bundle.agent_argv, written out here: this function must not
+    need vpatch on the node).
 
     Stdlib only and self-contained (imports inside): it is shipped by value to nodes that may
     have nothing but Python. Never raises for expected failures, so that a Ray error always
     means the task itself was lost (node or worker died)."""
+    import os
     import subprocess
     import sys
 
     exe = python or sys.executable
+    argv = [exe, "-I", "-c", boot]
+    if boot0 and os.geteuid() == 0:
+        argv = [trusted, "-I", "-S", "-c", boot0, exe]
     try:
-        proc = subprocess.run(
-            [exe, "-I", "-c", boot], input=payload, capture_output=True, timeout=timeout
-        )
+        proc = subprocess.run(argv, input=payload, capture_output=True, timeout=timeout)
     except FileNotFoundError:
+        if argv[0] == trusted:
+            why = f"the trusted interpreter {trusted!r} (--trusted-python) is not on this node"
+            return 127, b"", why.encode()
         return 127, b"", f"python {exe!r} not found on this node".encode()
     except PermissionError:
-        return 126, b"", f"python {exe!r} is not executable on this node".encode()
+        return 126, b"", f"python {argv[0]!r} is not executable on this node".encode()
     except subprocess.TimeoutExpired:
         return 124, b"", f"agent timed out after {timeout:g}s; outcome unknown".encode()
     return proc.returncode, proc.stdout, proc.stderr
@@ -87,13 +105,18 @@ def _ray() -> Any:
 def load_python_map(path: str) -> dict[str, str]:
     """`--ray-python-map FILE`: TOML of `"<node id | node name | address>" = "/path/to/python"`."""
     try:
-        data = toml_loads(Path(path).read_text("utf-8"))
+        data = tomllib.loads(Path(path).read_text("utf-8"))
     except OSError as exc:
         raise UsageError(
             f"--ray-python-map {path}: cannot read ({exc.strerror})", "pass an existing file"
         ) from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    except RecursionError:  # tomllib's parser recurses once per level: `a = [[[[...`
+        raise SpecError(
+            f"{path}: invalid TOML: arrays or inline tables nested too deeply",
+            'one line per node: h1 = "/srv/vllm/bin/python"',
+        ) from None
     bad = sorted(k for k, v in data.items() if not isinstance(v, str) or not v)
     if bad:
         raise SpecError(
@@ -162,7 +185,7 @@ def select_nodes(
 
 
 _REMOTE: list[Any] = []  # the registered remote function, made once per process
-_NODES: dict[str, RayNode] = {}  # target -> node, from the last `nodes()` (for the CLI's _open)
+_NODES: dict[str, RayNode] = {}  # target -> node, from the last `nodes()` (for kind `ray`: make)
 
 
 def _check_reachable(address: str, timeout: float) -> None:
@@ -236,9 +259,16 @@ def nodes(
     return found
 
 
-def transport_for(target: str, call_timeout: float = 600.0) -> RayTransport:
+def transport_for(
+    target: str, call_timeout: float = 600.0, trusted_python: str = ""
+) -> RayTransport:
     """The transport of a node listed by `nodes()`, by its target name."""
-    return RayTransport(_NODES[target], call_timeout)
+    return RayTransport(_NODES[target], call_timeout, trusted_python)
+
+
+def make(target: Target, settings: Settings) -> RayTransport:
+    """Kind `ray`: a node `nodes()` listed (the target is named as it named the node)."""
+    return transport_for(target.name, settings.call_timeout, settings.trusted_python)
 
 
 def _remote() -> Any:
@@ -253,10 +283,13 @@ def _remote() -> Any:
 class RayTransport:
     """Agent calls on one node, each as one Ray task pinned to that node."""
 
-    def __init__(self, node: RayNode, call_timeout: float = 600.0) -> None:
+    def __init__(
+        self, node: RayNode, call_timeout: float = 600.0, trusted_python: str = ""
+    ) -> None:
         self.node = node
         self.target = node.target
         self.call_timeout = call_timeout
+        self.trusted_python = trusted_python or TRUSTED_PYTHON
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -268,7 +301,7 @@ class RayTransport:
         ref = (
             _remote()
             .options(scheduling_strategy=pinned)
-            .remote(self.node.python, BOOT, payload, limit)
+            .remote(self.node.python, BOOT, payload, limit, BOOT0, self.trusted_python)
         )
         try:
             status, out, err = ray.get(ref, timeout=limit + _SLACK)
@@ -279,11 +312,18 @@ class RayTransport:
             what = f"node {self.node.name}"
             raise session_words.lost(self.target, what, type(exc).__name__, _HOW) from None
         if status in (126, 127) and not out.strip():
-            raise HostError(
-                f"{self.target}: {err.decode('utf-8', 'replace')}",
+            # run_agent's own words, or stage 0's (`vpatch agent: PATH: not found`)
+            last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {status}"]
+            why = last[0].removeprefix("vpatch agent: ")
+            hint = (
                 "pass --python or a --ray-python-map entry with the serving environment's "
-                "interpreter on that node",
+                "interpreter on that node"
             )
+            if "--trusted-python" in why:
+                hint = "pass --trusted-python with a root-owned python3 on that node"
+            elif status == 127 and self.node.python and "on this node" not in why:
+                why = f"python {self.node.python!r} not found on this node"
+            raise HostError(f"{self.target}: {why}", hint)
         if status == 124 and not out.strip():
             raise HostError(
                 f"{self.target}: {err.decode('utf-8', 'replace')}",

@@ -9,7 +9,7 @@ is the fallback (fabric's own config loading, as before).
 
 `ssh -G` evaluates `Match exec` lines, which run shell commands with the host name (`%h`) and
 user (`%r`) substituted in. So every host name and user from the command line or an inventory
-is checked first (patcher.sshnames): `--host 'x;touch M'` is an input error, and nothing ever
+is checked first (transports.sshnames): `--host 'x;touch M'` is an input error, and nothing ever
 sees it.
 
 known_hosts: every UserKnownHostsFile (new keys go to the first) and GlobalKnownHostsFile
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patcher.errors import HostError
-from patcher.sshnames import host_problem, openssh, user_problem
+from patcher.transports.sshnames import host_problem, openssh, user_problem
 
 if TYPE_CHECKING:
     import paramiko

@@ -1,6 +1,6 @@
 """Host and user names as OpenSSH would take them, and where its client is: what every target
 is checked against before anything connects (the inventory, --host, each transport), kept
-apart from patcher.sshconfig (`ssh -G`, known_hosts) so that this check costs no more than
+apart from transports.sshconfig (`ssh -G`, known_hosts) so that this check costs no more than
 itself on the way to the first host.
 
 `ssh -G` evaluates `Match exec` lines, which run shell commands with the host name (`%h`) and

@@ -1,6 +1,6 @@
 """The agent over the OpenSSH client: `ssh ... -- HOST REMOTE_COMMAND` as a child process.
 
-The same agent session as every other transport (patcher.transport.PipeTransport: bundle and
+The same agent session as every other transport (patcher.transports.pipe.PipeTransport: bundle and
 first request in one write, one answer line per request, a timeout kills the child and the
 next call starts a fresh one); only the child differs: an `ssh` client whose stdin/stdout are
 the agent's. The handshake runs in C, the user's ssh_config is read by the program that
@@ -19,18 +19,17 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from patcher import session as session_words
-from patcher import sshnames
 from patcher.errors import HostError
-from patcher.transport import (
-    PipeTransport,
-    SshOptions,
-    decode_answer,
-    exec_error,
-    remote_command,
-)
+from patcher.transports import session as session_words
+from patcher.transports import sshnames
+from patcher.transports.bundle import decode_answer
+from patcher.transports.pipe import PipeTransport
+from patcher.transports.ssh import SshOptions, exec_error, options, remote_command
+
+if TYPE_CHECKING:
+    from patcher.transports import Settings, Target
 
 _FINGERPRINT = re.compile(r"Server host key: (\S+) (SHA256:\S+)")
 _UNKNOWN = re.compile(r"No (\S+) host key is known for (\S+) and you have requested strict")
@@ -215,7 +214,7 @@ class OpenSshTransport(PipeTransport):
             "check the fingerprint, then rerun with --accept-new-host-key or add it with "
             f"`ssh-keyscan` to {first}"
         )
-        from patcher import sshconfig  # error paths only: `ssh -G`, known_hosts
+        from patcher.transports import sshconfig  # error paths only: `ssh -G`, known_hosts
 
         authority = sshconfig.cert_authority_for(user_files + system_files, name)
         if authority:
@@ -256,7 +255,7 @@ class OpenSshTransport(PipeTransport):
         else what `ssh -G` says."""
         if self.opts.known_hosts:
             return [self.opts.known_hosts], []
-        from patcher import sshconfig
+        from patcher.transports import sshconfig
 
         try:
             resolved = sshconfig.resolve(
@@ -272,3 +271,10 @@ class OpenSshTransport(PipeTransport):
         if resolved is None:
             return [], []
         return resolved.user_known_hosts, resolved.global_known_hosts
+
+
+def make(target: Target, settings: Settings) -> OpenSshTransport:
+    """Kind `openssh`: the `ssh` program as the agent's child process."""
+    return OpenSshTransport(
+        target.name, target.address, target.user, target.port, options(target, settings)
+    )

@@ -1,0 +1,189 @@
+"""What the host runs and reads: the agent bundle, its loaders, the argv that starts them, and
+the line format of requests and answers. Every transport sends these same bytes.
+
+The target's interpreter runs `python -I -c BOOT` with the agent's source as the first stdin
+line (a JSON map of module name to source, and to code objects for an interpreter like the
+controller's, loaded by a tiny in-memory importer). Nothing has to be installed on the host,
+the host's own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell.
+As root, privsep's stage 0 (BOOT0, under the trusted interpreter) starts first and decides who
+runs the environment's interpreter (patcher/agent/privsep.py). The bundle is exactly
+`patcher/agent/*.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from patcher.errors import AgentError
+
+# The loader the host runs as `python -I -c BOOT`. What it costs is paid by every agent start,
+# so it imports nothing it can do without: the bundle line (a JSON object of strings, ASCII as
+# json.dumps writes it below, read as bytes: the text layer's decoding of it cost ~0.5 ms) is
+# parsed with the C string scanner json itself uses (`json` would import `re` and `enum`),
+# module specs come from the import system's own frozen module (`importlib.util` costs ~4 ms),
+# and a module's code object is taken from the bundle when it carries one for this
+# interpreter's bytecode magic (compiling the agent's source is ~12 ms per start), decoded only
+# when the module is imported.
+BOOT = """\
+import sys
+try:
+    from _json import scanstring as s
+except ImportError:
+    s=None
+l=sys.stdin.buffer.readline().decode('latin-1')
+if s:
+    m={};i=l.find('"')
+    while i>=0:
+        k,i=s(l,i+1);v,i=s(l,l.index('"',i)+1);m[k]=v;i=l.find('"',i)
+else:
+    import json;m=json.loads(l)
+try:
+    import _frozen_importlib as B,_frozen_importlib_external as E
+except ImportError:
+    import importlib.machinery as B,importlib.util as E
+import marshal,binascii
+c='#'+E.MAGIC_NUMBER.hex()+':'
+class F:
+    def find_spec(self,name,path=None,target=None):
+        if name in m:
+            return B.ModuleSpec(name,self,is_package=name=='vpatch_agent')
+    def create_module(self,spec):
+        return None
+    def exec_module(self,mod):
+        n=mod.__name__;x=m.get(c+n)
+        x=marshal.loads(binascii.a2b_base64(x)) if x else compile(m[n],'<'+n+'>','exec')
+        exec(x,mod.__dict__)
+sys.meta_path.insert(0,F())
+import vpatch_agent
+vpatch_agent.main()
+"""
+
+_READLINE = "l=sys.stdin.buffer.readline().decode('latin-1')\n"
+# privsep's stage 0 (patcher/agent/privsep.py), run as root by the trusted interpreter with
+# `-I -S`: it reads the bundle by its length (the fixed-width `#n` that opens it), never a
+# byte further, so the worker it starts reads the requests from the same stdin. It needs
+# only privsep, procs, protocol and wire: the package's own modules are not run. (Its
+# command line names no `import vpatch_agent`: that marks the worker, the one that answers.)
+BOOT0 = BOOT.replace(
+    _READLINE,
+    "import os\n"
+    "def r(n):\n"
+    "    b=b''\n"
+    "    while len(b)<n:\n"
+    "        x=os.read(0,n-len(b))\n"
+    "        if not x:break\n"
+    "        b+=x\n"
+    "    return b\n"
+    "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n",
+).replace(
+    "import vpatch_agent\nvpatch_agent.main()\n",
+    "P=sys.modules['vpatch_agent']=type(sys)('vpatch_agent');P.__path__=[]\n"
+    "__import__('vpatch_agent.privsep');P.privsep.stage0(l)\n",
+)
+# The worker's loader (the environment's interpreter, after the drop): BOOT reading the
+# bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.
+CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+_HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
+
+
+def agent_argv(python: str, root: bool, trusted: str) -> list[str]:
+    """How the agent starts: as root, under the trusted interpreter (privsep's stage 0, which
+    decides who works and starts the environment's interpreter as that user); else the
+    environment's interpreter itself, with the login user's power."""
+    if root:
+        return [trusted, "-I", "-S", "-c", BOOT0, python]
+    return [python, "-I", "-c", BOOT]
+
+
+@cache
+def agent_bundle(code: bool = True) -> bytes:
+    """First stdin line for BOOT: every agent module's source, keyed by its import name, and
+    (`code`) under `#MAGIC:name` its marshalled code object (_code).
+
+    BOOT uses the code objects only on an interpreter whose bytecode magic number is this
+    one's: the number CPython itself checks before trusting a .pyc, and the one that changes
+    whenever the marshal format or the bytecode does. Any other interpreter compiles the
+    source."""
+    import base64
+    from importlib.util import MAGIC_NUMBER
+
+    root = Path(__file__).parent.parent / "agent"
+    mods, codes = {}, {}
+    for f in sorted(root.glob("*.py")):
+        name = "vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"
+        mods[name] = f.read_text()
+        if code:
+            codes[f"#{MAGIC_NUMBER.hex()}:{name}"] = base64.b64encode(_code(f, name)).decode()
+    body = json.dumps({"#child": CHILD_BOOT} | mods | codes)
+    size = len(_HEADER % 0) + len(body)  # the header replaces body's "{", the newline ends it
+    return (_HEADER % size + body[1:]).encode() + b"\n"
+
+
+def _code(path: Path, name: str) -> bytes:
+    """The module's marshalled code object: the body of its `__pycache__` .pyc when that is
+    current by the import system's own test (timestamp-based, this interpreter's magic, the
+    source's mtime and size), else compiled once more and the .pyc rewritten (py_compile,
+    atomic; skipped where the package is read-only). Compiled as BOOT would compile the
+    source: no inherited future flags, asserts kept (the host runs without -O). Reading it
+    back costs ~1 ms where compiling every module costs ~20 ms on every run."""
+    import marshal
+    import py_compile
+    from importlib.util import MAGIC_NUMBER, cache_from_source
+
+    pyc = Path(cache_from_source(str(path), optimization=""))
+    for attempt in range(2):
+        try:
+            st, data = path.stat(), pyc.read_bytes()
+        except OSError:
+            data = b""
+        header = (
+            MAGIC_NUMBER + bytes(4) + _u32(int(st.st_mtime)) + _u32(st.st_size) if data else b""
+        )
+        if data and data[:16] == header:
+            return data[16:]
+        if attempt == 0:
+            try:
+                py_compile.compile(
+                    str(path),
+                    cfile=str(pyc),
+                    dfile=f"<{name}>",
+                    doraise=True,
+                    optimize=0,
+                    invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP,
+                )
+            except (OSError, py_compile.PyCompileError):
+                break
+    obj = compile(path.read_text(), f"<{name}>", "exec", dont_inherit=True, optimize=0)
+    return marshal.dumps(obj)
+
+
+def _u32(n: int) -> bytes:
+    return (n & 0xFFFFFFFF).to_bytes(4, "little")
+
+
+# The interpreter privsep's stage 0 runs under as root (--trusted-python): the host's own,
+# root-owned python3, checked by stage 0 before it looks at anything else.
+TRUSTED_PYTHON = "/usr/bin/python3"
+
+
+def request_line(request: dict[str, Any]) -> bytes:
+    """One request of a session: compact JSON never contains a raw newline."""
+    return json.dumps(request).encode() + b"\n"
+
+
+def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
+    """The agent's JSON answer, or an AgentError that says what went wrong on the host."""
+    try:
+        res = json.loads(stdout.decode("utf-8", "replace"))
+    except ValueError:
+        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {status}"]
+        raise AgentError(
+            f"{target}: agent gave no answer ({tail[0][:300]})",
+            "check that the target's python is 3.9+ and can run `python -I -c pass`",
+        ) from None
+    if not isinstance(res, dict):
+        raise AgentError(f"{target}: agent answer is not an object", "report this as a bug")
+    return res
