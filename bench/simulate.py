@@ -307,9 +307,6 @@ def measure(book: Book, n: int, parallel: int, work: Path, traced: bool) -> Meas
     def open_replay(target: Target, args: argparse.Namespace) -> ReplayTransport:
         return ReplayTransport(target.name, book, totals)
 
-    from patcher import engine
-
-    parses_before = engine.REWRITE_STATS["parses"]
     if traced:
         tracemalloc.start()
     base_rss = _reset_peak()
@@ -337,7 +334,7 @@ def measure(book: Book, n: int, parallel: int, work: Path, traced: bool) -> Meas
         traced_peak_kib=peak_traced,
         calls=sum(ops.values()),
         ops=ops,
-        libcst_parses=engine.REWRITE_STATS["parses"] - parses_before,
+        libcst_parses=doc["stats"]["libcst_parses"],  # this run's (exchange.RunContext)
     )
 
 

@@ -396,6 +396,7 @@ def _one_host(
     opts: engine.Options,
     ids: Sequence[str] = (),
     early: Transport | HostError | None = None,
+    ctx: engine.RunContext | None = None,
 ) -> HostResult:
     """Connect (or take the transport _start_early opened), run the command, close; any
     per-host failure becomes that host's error."""
@@ -408,7 +409,7 @@ def _one_host(
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
-        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids)
+        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids, ctx)
     finally:
         transport.close()
 
@@ -461,11 +462,12 @@ def run(argv: Sequence[str]) -> int:
     )
     from patcher.result import RunResult
 
+    ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
     try:
         with progress_for(len(targets), args.json) as bar:
             hosts = fleet.run(
                 [t.name for t in targets],
-                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None)),
+                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None), ctx),
                 policy,
                 [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
                 bar,
@@ -474,11 +476,7 @@ def run(argv: Sequence[str]) -> int:
         _close_early(early)  # started early, never run (Ctrl-C, max-fail)
     if args.command == "rollback" and ids:
         _unknown_ids(hosts, ids)
-    stats = {
-        "libcst_parses": engine.REWRITE_STATS["parses"],
-        "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
-        **engine.EXCHANGE_STATS,
-    }
+    stats = ctx.stats()
     result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
     if args.report:
         write_report(result, args.report)
@@ -492,7 +490,7 @@ def run(argv: Sequence[str]) -> int:
         render_human(result, show_diff=getattr(args, "diff", False))
     if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
         render_problems(result)
-    if engine.UNSUPPORTED:  # errors.Unsupported: no run can succeed there as it is
+    if ctx.unsupported:  # errors.Unsupported: no run can succeed there as it is
         return 2
     return 0 if result.ok else 1
 
@@ -605,20 +603,19 @@ def _dispatch(
     opts: engine.Options,
     state_dir: str | None,
     ids: Sequence[str] = (),
+    ctx: engine.RunContext | None = None,
 ) -> HostResult:
     from patcher import engine
 
-    if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir, _wheel_text)
-    if command == "verify":
-        return engine.verify(specs, transport, opts, state_dir, ids, _wheel_text)
-    if command == "rollback":
-        return engine.rollback(specs or None, transport, opts, state_dir, ids)
+    ctx = ctx if ctx is not None else engine.RunContext()
     if command == "ensure":
         from patcher import hooks
 
-        return hooks.ensure(specs, transport, opts, state_dir)
-    return engine.status(specs, transport, opts, state_dir)
+        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+    wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
+    return engine.run(
+        command, wanted, transport, opts, ctx, state_dir=state_dir, ids=ids, pristine=_wheel_text
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -781,14 +778,15 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     exe = hooks.resolve_command(command)
     python = hooks.exec_python(exe, args.python)
     opts = hooks.ensure_options(args.level, args.force)
-    host = hooks.ensure_local(specs, python, opts, args.state_dir)
+    from patcher import engine
+
+    ctx = engine.RunContext()
+    host = hooks.ensure_local(specs, python, opts, args.state_dir, ctx=ctx)
     # stdout belongs to the command: the hook's lines go to stderr (the service's log).
     hooks.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)
     if not host.ok:
         print(f"error: not starting {command[0]}: patches not in place", file=sys.stderr)
-        from patcher import engine
-
-        return 2 if engine.UNSUPPORTED else 1
+        return 2 if ctx.unsupported else 1
     hooks.exec_command(exe, command)
 
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,15 @@ MAX_BYTES = 32 * 1024 * 1024  # an entry bigger than this is not read (a cache, 
 Answer = dict[str, Any]
 
 
+@dataclass
+class Memo:
+    """What one run knows of the cache directory so it asks the disk once: the directories it
+    pruned, and the texts it stored or saw stored (part of exchange.RunContext)."""
+
+    pruned: set[Path] = field(default_factory=set)
+    written: set[tuple[Path, str]] = field(default_factory=set)
+
+
 def key(target: str, request: dict[str, Any]) -> str:
     """What an inspect answer depends on besides the host: who asks where, for which files."""
     raw = json.dumps(
@@ -44,9 +54,10 @@ def key(target: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
-def load(name: str) -> list[tuple[str, Answer]]:
+def load(name: str, memo: Memo | None = None) -> list[tuple[str, Answer]]:
     """(fingerprint, answer) of the stored answers, texts put back, that are usable (the rest
-    are dropped)."""
+    are dropped). `memo`: the run's (a fresh one when None)."""
+    memo = memo if memo is not None else Memo()
     d = rewrite_cache.directory(sub="hosts")
     if d is None:
         return []
@@ -57,7 +68,7 @@ def load(name: str) -> list[tuple[str, Answer]]:
     out = []
     for a in answers:
         try:
-            filled = _with_texts(d, a)
+            filled = _with_texts(d, a, memo)
         except (AttributeError, KeyError, TypeError, ValueError):
             continue
         fp = usable(filled) if filled is not None else None
@@ -88,14 +99,15 @@ def usable(answer: Any) -> str | None:
     return fp
 
 
-def remember(name: str, answers: list[Answer]) -> None:
+def remember(name: str, answers: list[Answer], memo: Memo | None = None) -> None:
     """Store `answers` (newest first) ahead of what is stored, one per fingerprint. Never
-    fails a run: a cache that cannot be written misses next time."""
+    fails a run: a cache that cannot be written misses next time. `memo`: the run's."""
+    memo = memo if memo is not None else Memo()
     keep: list[Answer] = []
     seen: set[str] = set()
     for batch in (answers, None):
         # the older ones only when room is left
-        got = load(name) if batch is None else [(usable(a), a) for a in batch]
+        got = load(name, memo) if batch is None else [(usable(a), a) for a in batch]
         for fp, a in got:
             if len(keep) < KEEP_PER_HOST and fp is not None and fp not in seen:
                 seen.add(fp)
@@ -108,9 +120,9 @@ def remember(name: str, answers: list[Answer]) -> None:
     try:
         texts = d / "texts"
         texts.mkdir(mode=0o700, exist_ok=True)
-        stored = [_without_texts(texts, a) for a in keep]
+        stored = [_without_texts(texts, a, memo) for a in keep]
         _write(d, f"{name}.json", json.dumps({"answers": stored}).encode())
-        _prune_once(d, texts)
+        _prune_once(d, texts, memo)
     except OSError:
         pass
 
@@ -130,21 +142,21 @@ def _text_fields(answer: Answer) -> list[tuple[dict[str, Any], str]]:
     return fields
 
 
-def _without_texts(texts: Path, answer: Answer) -> Answer:
+def _without_texts(texts: Path, answer: Answer, memo: Memo) -> Answer:
     out: Answer = json.loads(json.dumps(_stored(answer)))
     for holder, k in _text_fields(out):
         text = holder.get(k)
         if isinstance(text, str):
             sha = hashlib.sha256(text.encode()).hexdigest()
-            if (texts, sha) not in _written and not (texts / sha).exists():
+            if (texts, sha) not in memo.written and not (texts / sha).exists():
                 _write(texts, sha, text.encode())
-            _written.add((texts, sha))
+            memo.written.add((texts, sha))
             holder[k] = "@" + sha
         holder.pop("cached", None)
     return out
 
 
-def _with_texts(d: Path, stored: Answer) -> Answer | None:
+def _with_texts(d: Path, stored: Answer, memo: Memo) -> Answer | None:
     for holder, k in _text_fields(stored):
         ref = holder.get(k)
         if ref is None:
@@ -156,7 +168,7 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
         name = d / "texts" / ref[1:].lower()
         data = rewrite_cache.read_owned(name, MAX_BYTES)  # owner, mode, type: on the descriptor
         if data is None or hashlib.sha256(data).hexdigest() != name.name:
-            _written.discard((d / "texts", name.name))
+            memo.written.discard((d / "texts", name.name))
             try:
                 os.unlink(name)  # not what its name says, or not ours: gone, stored again next run
             except OSError:
@@ -193,15 +205,11 @@ def _write(d: Path, name: str, data: bytes) -> None:
         raise
 
 
-_pruned: set[Path] = set()
-_written: set[tuple[Path, str]] = set()  # texts this process stored or saw stored
-
-
-def _prune_once(d: Path, texts: Path) -> None:
+def _prune_once(d: Path, texts: Path, memo: Memo) -> None:
     """Once a run: at most KEEP_HOSTS answer files and KEEP_TEXTS texts, oldest out first."""
-    if d in _pruned:
+    if d in memo.pruned:
         return
-    _pruned.add(d)
+    memo.pruned.add(d)
     rewrite_cache.prune(d, KEEP_HOSTS)
     rewrite_cache.prune(texts, KEEP_TEXTS)
 

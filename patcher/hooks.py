@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from patcher import catalog, engine
-from patcher.engine import Level, Options
+from patcher.engine import Level, Options, RunContext
 from patcher.errors import HostError, UsageError
 from patcher.inert import clean, line
 from patcher.report import problems
@@ -56,15 +56,22 @@ def ensure_options(level: Level | None, force: bool = False) -> EnsureOptions:
 
 
 def ensure(
-    specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
+    specs: list[PatchSpec],
+    transport: Transport,
+    opts: Options,
+    state_dir: str | None = None,
+    *,
+    ctx: RunContext | None = None,
 ) -> HostResult:
     """`apply` semantics (it writes only what is missing, and a write is verified and undone if
-    the check fails), plus a re-check of what was already in place when `--level` asks."""
+    the check fails), plus a re-check of what was already in place when `--level` asks.
+    Without `ctx` (engine.RunContext), the call is a run of its own."""
     started = time.monotonic()
-    host = engine.apply(specs, transport, opts, state_dir)
+    ctx = ctx if ctx is not None else RunContext()
+    host = engine.apply(specs, transport, opts, state_dir, ctx=ctx)
     recheck = opts.recheck if isinstance(opts, EnsureOptions) else None
     if recheck is not None and host.error is None:
-        _recheck(host, specs, transport, recheck, state_dir)
+        _recheck(host, specs, transport, recheck, state_dir, ctx)
     host.ok = host_ok("ensure", host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
@@ -76,13 +83,14 @@ def _recheck(
     transport: Transport,
     level: Level,
     state_dir: str | None,
+    ctx: RunContext,
 ) -> None:
     """Verify specs that were in place without a write; a failed check replaces the outcome."""
     by_id = {p.id: p for p in host.patches}
     todo = [s for s in specs if s.id in by_id and by_id[s.id].outcome in _IN_PLACE]
     if not todo:
         return
-    checked = engine.verify(todo, transport, Options(level=level), state_dir)
+    checked = engine.verify(todo, transport, Options(level=level), state_dir, ctx=ctx)
     if checked.error is not None:
         host.error = checked.error
         return
@@ -94,7 +102,12 @@ def _recheck(
 
 
 def ensure_local(
-    specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None = None
+    specs: list[PatchSpec],
+    python: str,
+    opts: Options,
+    state_dir: str | None = None,
+    *,
+    ctx: RunContext | None = None,
 ) -> HostResult:
     """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
     try:
@@ -102,7 +115,7 @@ def ensure_local(
     except HostError as exc:
         return engine.connect_error("local", exc)
     try:
-        return ensure(specs, transport, opts, state_dir)
+        return ensure(specs, transport, opts, state_dir, ctx=ctx)
     finally:
         transport.close()
 

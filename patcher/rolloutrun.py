@@ -23,7 +23,7 @@ from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
 
 if TYPE_CHECKING:
-    from patcher.engine import Options
+    from patcher.engine import Options, RunContext
     from patcher.inventory import Target
     from patcher.spec import PatchSpec
     from patcher.transport import Transport
@@ -176,6 +176,7 @@ class _Host:
     before: rollout.Measures | None = None
     after: rollout.Measures | None = None
     judged: list[rollout.Gate] = field(default_factory=list)
+    ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
 
     @property
     def restart(self) -> str | None:
@@ -256,10 +257,8 @@ def _step_gates(h: _Host) -> str:
 def _engine_step(h: _Host, which: str) -> str:
     from patcher import engine
 
-    if which == "apply":
-        res = engine.apply(h.specs, h.transport, h.opts, h.state_dir)
-    else:
-        res = engine.rollback(h.specs, h.transport, h.opts, h.state_dir)
+    ctx = h.ctx if h.ctx is not None else engine.RunContext()
+    res = engine.run(which, h.specs, h.transport, h.opts, ctx, state_dir=h.state_dir)
     h.result.patches = res.patches
     h.result.python = res.python or h.result.python
     h.result.warnings += [w for w in res.warnings if w not in h.result.warnings]
@@ -331,13 +330,14 @@ def one_host(
     opts: Options,
     state_dir: str | None,
     cfg: Settings,
+    ctx: RunContext | None = None,
 ) -> HostResult:
     """Walk the step machine on one host; every phase recorded with its times."""
     started = time.monotonic()
     host = HostResult(target=target.name)
     tables = [s.metrics for s in specs]
     gates = rollout.Gates.of(tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic)
-    h = _Host(target, transport, cfg, specs, opts, state_dir, gates, host)
+    h = _Host(target, transport, cfg, specs, opts, state_dir, gates, host, ctx=ctx)
     plan = rollout.Plan(metrics=bool(h.metrics), restart=bool(h.restart), health=bool(h.health))
     phases: list[rollout.Phase] = []
     done: list[tuple[str, bool]] = []
@@ -445,6 +445,7 @@ def command(
     _check_targets(targets)
     specs = catalog.load_all(args.specs)
     opts = engine.Options(level=args.level, force=args.force)
+    ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
 
     def work(i: int) -> HostResult:
         t = targets[i]
@@ -453,7 +454,7 @@ def command(
         except HostError as exc:
             return engine.connect_error(t.name, exc)
         try:
-            return one_host(t, transport, specs, opts, args.state_dir, cfg)
+            return one_host(t, transport, specs, opts, args.state_dir, cfg, ctx)
         finally:
             transport.close()
 
