@@ -23,6 +23,7 @@ import itertools
 import json
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,15 @@ MAX_BYTES = 32 * 1024 * 1024  # an entry bigger than this is not read (a cache, 
 Answer = dict[str, Any]
 
 
+@dataclass
+class Memo:
+    """What one run knows of the cache directory so it asks the disk once: the directories it
+    pruned, and the texts it stored or saw stored (part of exchange.RunContext)."""
+
+    pruned: set[Path] = field(default_factory=set)
+    written: set[tuple[str, str]] = field(default_factory=set)  # (texts dir, sha256)
+
+
 def key(target: str, request: dict[str, Any]) -> str:
     """What an inspect answer depends on besides the host: who asks where, for which files."""
     raw = json.dumps(
@@ -45,9 +55,11 @@ def key(target: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
-def load(name: str, d: Path | None = None) -> list[tuple[str, Answer]]:
+def load(name: str, memo: Memo | None = None, d: Path | None = None) -> list[tuple[str, Answer]]:
     """(fingerprint, answer) of the stored answers, texts put back, that are usable (the rest
-    are dropped); from `d` when the caller has just checked it (else it is looked up)."""
+    are dropped). `memo`: the run's (a fresh one when None); `d`: the directory when the caller
+    has just checked it (else it is looked up)."""
+    memo = memo if memo is not None else Memo()
     d = d if d is not None else rewrite_cache.directory(sub="hosts")
     if d is None:
         return []
@@ -58,7 +70,7 @@ def load(name: str, d: Path | None = None) -> list[tuple[str, Answer]]:
     out = []
     for a in answers:
         try:
-            filled = _with_texts(d, a)
+            filled = _with_texts(d, a, memo)
         except (AttributeError, KeyError, TypeError, ValueError):
             continue
         fp = usable(filled) if filled is not None else None
@@ -89,15 +101,16 @@ def usable(answer: Any) -> str | None:
     return fp
 
 
-def remember(name: str, answers: list[Answer]) -> None:
+def remember(name: str, answers: list[Answer], memo: Memo | None = None) -> None:
     """Store `answers` (newest first) ahead of what is stored, one per fingerprint. Never
-    fails a run: a cache that cannot be written misses next time."""
+    fails a run: a cache that cannot be written misses next time. `memo`: the run's."""
+    memo = memo if memo is not None else Memo()
     keep: list[Answer] = []
     seen: set[str] = set()
     d = rewrite_cache.directory(sub="hosts")  # one check for the read and the write
     for batch in (answers, None):
         # the older ones only when room is left
-        got = load(name, d) if batch is None else [(usable(a), a) for a in batch]
+        got = load(name, memo, d) if batch is None else [(usable(a), a) for a in batch]
         for fp, a in got:
             if len(keep) < KEEP_PER_HOST and fp is not None and fp not in seen:
                 seen.add(fp)
@@ -114,9 +127,9 @@ def remember(name: str, answers: list[Answer]) -> None:
             os.mkdir(texts, mode=0o700)
         except FileExistsError:
             pass
-        stored = [_without_texts(texts, a) for a in keep]
+        stored = [_without_texts(texts, a, memo) for a in keep]
         _write(d, f"{name}.json", json.dumps({"answers": stored}).encode())
-        _prune_once(d, texts)
+        _prune_once(d, texts, memo)
     except OSError:
         pass
 
@@ -136,16 +149,16 @@ def _text_fields(answer: Answer) -> list[tuple[dict[str, Any], str]]:
     return fields
 
 
-def _without_texts(texts: Path, answer: Answer) -> Answer:
+def _without_texts(texts: Path, answer: Answer, memo: Memo) -> Answer:
     out = _copied(_stored(answer))
     for holder, k in _text_fields(out):
         text = holder.get(k)
         if isinstance(text, str):
             sha = _sha_of(text)
             where = (str(texts), sha)  # str: a Path's hash is costlier than its text's
-            if where not in _written and not os.path.exists(os.path.join(texts, sha)):
+            if where not in memo.written and not os.path.exists(os.path.join(texts, sha)):
                 _write(texts, sha, text.encode())
-            _written.add(where)
+            memo.written.add(where)
             holder[k] = "@" + sha
         holder.pop("cached", None)
     return out
@@ -169,7 +182,7 @@ def _copied(answer: Answer) -> Answer:
     return out
 
 
-def _with_texts(d: Path, stored: Answer) -> Answer | None:
+def _with_texts(d: Path, stored: Answer, memo: Memo) -> Answer | None:
     for holder, k in _text_fields(stored):
         ref = holder.get(k)
         if ref is None:
@@ -181,7 +194,7 @@ def _with_texts(d: Path, stored: Answer) -> Answer | None:
         name = d / "texts" / ref[1:].lower()
         data = rewrite_cache.read_owned(name, MAX_BYTES)  # owner, mode, type: on the descriptor
         if data is None or hashlib.sha256(data).hexdigest() != name.name:
-            _written.discard((str(d / "texts"), name.name))
+            memo.written.discard((str(d / "texts"), name.name))
             try:
                 os.unlink(name)  # not what its name says, or not ours: gone, stored again next run
             except OSError:
@@ -242,16 +255,14 @@ def _write(d: Path, name: str, data: bytes) -> None:
         raise
 
 
-_pruned: set[Path] = set()
-_written: set[tuple[str, str]] = set()  # texts this process stored or saw stored
-_serial = itertools.count()
+_serial = itertools.count()  # temp file names: unique within the process, not run state
 
 
-def _prune_once(d: Path, texts: Path) -> None:
+def _prune_once(d: Path, texts: Path, memo: Memo) -> None:
     """Once a run: at most KEEP_HOSTS answer files and KEEP_TEXTS texts, oldest out first."""
-    if d in _pruned:
+    if d in memo.pruned:
         return
-    _pruned.add(d)
+    memo.pruned.add(d)
     rewrite_cache.prune(d, KEEP_HOSTS)
     rewrite_cache.prune(texts, KEEP_TEXTS)
 

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion, Version
 
-from patcher import engine, rewrite_cache
+from patcher import exchange, rewrite_cache
 from patcher.errors import HostError, VpatchError
 from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
@@ -137,7 +137,7 @@ def scan_host(
 ) -> HostScan:
     """One host: the agent's scan, then the pristine side of every file."""
     out = HostScan(transport.target)
-    res = engine._call(  # the engine's agent call: one error shape for both
+    res = exchange.call(  # the agent call of every command: one error shape for all
         transport,
         {
             "op": "scan",
@@ -212,7 +212,7 @@ def _keep(target: str, texts: dict[str, str], where: str, sha: Any, text: Any) -
     try:
         texts[sha] = text
     except (TypeError, ValueError):
-        raise engine._forged(target, where) from None
+        raise exchange.forged(target, where) from None
 
 
 def group(scans: Sequence[HostScan]) -> list[Group]:

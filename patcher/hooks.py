@@ -22,12 +22,11 @@ import time
 from dataclasses import dataclass
 
 from patcher import engine
-from patcher.engine import Level, Options
-from patcher.errors import HostError
+from patcher.engine import Level, Options, RunContext
 from patcher.plan import recheck, recheck_specs
 from patcher.result import HostResult, host_ok
 from patcher.spec import PatchSpec
-from patcher.transports import Transport, open_transport
+from patcher.transports import Transport
 
 WRITE_LEVEL: Level = "full"
 
@@ -47,17 +46,24 @@ def ensure_options(level: Level | None, force: bool = False) -> EnsureOptions:
 
 
 def ensure(
-    specs: list[PatchSpec], transport: Transport, opts: Options, state_dir: str | None = None
+    specs: list[PatchSpec],
+    transport: Transport,
+    opts: Options,
+    state_dir: str | None = None,
+    *,
+    ctx: RunContext | None = None,
 ) -> HostResult:
     """The host's result: `apply` semantics (it writes only what is missing, and a write is
     verified and undone if the check fails), plus, when `--level` asks, a verify of what was
-    already in place, whose outcomes the planner folds in (`plan.recheck`)."""
+    already in place, whose outcomes the planner folds in (`plan.recheck`). Without `ctx`
+    (engine.RunContext), the call is a run of its own."""
     started = time.monotonic()
-    host = engine.apply(specs, transport, opts, state_dir)
+    ctx = ctx if ctx is not None else RunContext()
+    host = engine.apply(specs, transport, opts, state_dir, ctx=ctx)
     level = opts.recheck if isinstance(opts, EnsureOptions) else None
     todo = recheck_specs(specs, host.patches) if host.error is None else []
     if level is not None and todo:
-        checked = engine.verify(todo, transport, Options(level=level), state_dir)
+        checked = engine.verify(todo, transport, Options(level=level), state_dir, ctx=ctx)
         if checked.error is not None:
             host.error = checked.error
         else:
@@ -65,19 +71,3 @@ def ensure(
     host.ok = host_ok("ensure", host)
     host.seconds = round(time.monotonic() - started, 3)
     return host
-
-
-def ensure_local(
-    specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None = None
-) -> HostResult:
-    """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
-    from patcher.inventory import Target
-
-    try:
-        transport = open_transport(Target("local", "local", python=python, local=True))
-    except HostError as exc:
-        return engine.connect_error("local", exc)
-    try:
-        return ensure(specs, transport, opts, state_dir)
-    finally:
-        transport.close()

@@ -24,7 +24,7 @@ from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
 
 if TYPE_CHECKING:
-    from patcher.engine import Options
+    from patcher.engine import Options, RunContext
     from patcher.inventory import Target
     from patcher.spec import PatchSpec
     from patcher.transports import Transport
@@ -190,6 +190,7 @@ class _Host:
     current: str | None = None  # the step running now
     window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
     started: float = field(default_factory=time.monotonic)
+    ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
 
     @property
     def plan(self) -> rollout.Plan:
@@ -288,10 +289,8 @@ def _step_gates(h: _Host) -> str:
 def _engine_step(h: _Host, which: str) -> str:
     from patcher import engine
 
-    if which == "apply":
-        res = engine.apply(h.specs, h.transport, h.opts, h.state_dir)
-    else:
-        res = engine.rollback(h.specs, h.transport, h.opts, h.state_dir)
+    ctx = h.ctx if h.ctx is not None else engine.RunContext()
+    res = engine.run(which, h.specs, h.transport, h.opts, ctx, state_dir=h.state_dir)
     h.result.patches = res.patches
     h.result.python = res.python or h.result.python
     h.result.warnings += [w for w in res.warnings if w not in h.result.warnings]
@@ -364,11 +363,12 @@ def _host(
     state_dir: str | None,
     cfg: Settings,
     run: str,
+    ctx: RunContext | None = None,
 ) -> _Host:
     tables = [s.metrics for s in specs]
     gates = rollout.Gates.of(tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic)
     host = HostResult(target=target.name)
-    return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run)
+    return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
 
 def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
@@ -530,6 +530,7 @@ def command(
     ctrl_c = threading.Event()
     finished: dict[int, HostResult] = {}
     live: dict[int, _Host] = {}
+    ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
 
     def work(i: int) -> HostResult:
         t = targets[i]
@@ -538,7 +539,7 @@ def command(
         except HostError as exc:
             return engine.connect_error(t.name, exc)
         try:
-            h = _host(t, transport, specs, opts, args.state_dir, cfg, run)
+            h = _host(t, transport, specs, opts, args.state_dir, cfg, run, ctx)
             live[i] = h
             if reported is not None:
                 try:

@@ -14,12 +14,17 @@ import shutil
 import signal
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
 from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
+
+if TYPE_CHECKING:
+    from patcher.engine import Options, RunContext
+    from patcher.result import HostResult
+    from patcher.spec import PatchSpec
 
 _STATE_DIR_HELP = "journal/backup dir (default: <prefix>/.vpatch)"
 
@@ -64,7 +69,7 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     """ensure, then become CMD; CMD never starts unless every spec is in place."""
     if command is None:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
-    from patcher import catalog, hooks
+    from patcher import catalog, engine, hooks
     from patcher.commands import _ensureview
     from patcher.result import RunResult
 
@@ -72,15 +77,32 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     exe = resolve_command(command)
     python = exec_python(exe, args.python)
     opts = hooks.ensure_options(args.level, args.force)
-    host = hooks.ensure_local(specs, python, opts, args.state_dir)
+    ctx = engine.RunContext()
+    host = _ensure_local(specs, python, opts, args.state_dir, ctx)
     # stdout belongs to the command: the hook's lines go to stderr (the service's log).
     _ensureview.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)
     if not host.ok:
         print(f"error: not starting {command[0]}: patches not in place", file=sys.stderr)
-        from patcher import engine
-
-        return ExitCode.UNSUPPORTED if engine.UNSUPPORTED else ExitCode.FAILED
+        return ExitCode.UNSUPPORTED if ctx.unsupported else ExitCode.FAILED
     exec_command(exe, command)
+
+
+def _ensure_local(
+    specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None, ctx: RunContext
+) -> HostResult:
+    """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
+    from patcher import engine, hooks
+    from patcher.inventory import Target
+    from patcher.transports import open_transport
+
+    try:
+        transport = open_transport(Target("local", "local", python=python, local=True))
+    except HostError as exc:
+        return engine.connect_error("local", exc)
+    try:
+        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+    finally:
+        transport.close()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ def _one_host(
     opts: engine.Options,
     ids: Sequence[str] = (),
     early: Transport | HostError | None = None,
+    ctx: engine.RunContext | None = None,
 ) -> HostResult:
     """Connect (or take the transport _start_early opened), run the command, close; any
     per-host failure becomes that host's error."""
@@ -105,7 +106,7 @@ def _one_host(
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
-        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids)
+        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids, ctx)
     finally:
         transport.close()
 
@@ -138,11 +139,12 @@ def run(args: argparse.Namespace) -> int:
     )
     from patcher.result import RunResult
 
+    ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
     try:
         with progress_for(len(targets), args.json) as bar:
             hosts = fleet.run(
                 [t.name for t in targets],
-                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None)),
+                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None), ctx),
                 policy,
                 [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
                 bar,
@@ -151,11 +153,7 @@ def run(args: argparse.Namespace) -> int:
         _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
     if args.command == "rollback" and ids:
         _unknown_ids(hosts, ids)
-    stats = {
-        "libcst_parses": engine.REWRITE_STATS["parses"],
-        "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
-        **engine.EXCHANGE_STATS,
-    }
+    stats = ctx.stats()
     result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
     if args.report:
         write_report(result, args.report)
@@ -169,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         render_human(result, show_diff=getattr(args, "diff", False))
     if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
         render_problems(result)
-    if engine.UNSUPPORTED:  # errors.Unsupported: no run can succeed there as it is
+    if ctx.unsupported:  # errors.Unsupported: no run can succeed there as it is
         return ExitCode.UNSUPPORTED
     return ExitCode.OK if result.ok else ExitCode.FAILED
 
@@ -245,20 +243,20 @@ def _dispatch(
     opts: engine.Options,
     state_dir: str | None,
     ids: Sequence[str] = (),
+    ctx: engine.RunContext | None = None,
 ) -> HostResult:
+    """The host's result of `command` (ensure: patcher.hooks; the rest: engine.run)."""
     from patcher import engine
 
-    if command == "apply":
-        return engine.apply(specs, transport, opts, state_dir, _wheel_text)
-    if command == "verify":
-        return engine.verify(specs, transport, opts, state_dir, ids, _wheel_text)
-    if command == "rollback":
-        return engine.rollback(specs or None, transport, opts, state_dir, ids)
+    ctx = ctx if ctx is not None else engine.RunContext()
     if command == "ensure":
         from patcher import hooks
 
-        return hooks.ensure(specs, transport, opts, state_dir)
-    return engine.status(specs, transport, opts, state_dir)
+        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+    wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
+    return engine.run(
+        command, wanted, transport, opts, ctx, state_dir=state_dir, ids=ids, pristine=_wheel_text
+    )
 
 
 def _wheel_text(package: str, version: str, rel: str) -> str | None:

@@ -192,9 +192,9 @@ def _fresh(h: Host) -> Host:
     """The host as pip left it, and no agent of an earlier test still running there (an agent
     cut off by a timeout over SSH lives on until its probe ends)."""
     h.reset(PRISTINE.setdefault(h.name, h.file.read_bytes()))
-    # No guess from an earlier test's answers (engine._PEERS: one run's hosts offer theirs to
-    # the next): the tests below count one exchange per step, as a run meeting a host cold.
-    engine._PEERS.clear()
+    # No guess from an earlier test's answers: each engine call below is a run of its own
+    # (a fresh exchange.RunContext), and they count one exchange per step, as a run meeting a
+    # host cold.
     assert _wait_gone(h.agents, 15) == []
     return h
 

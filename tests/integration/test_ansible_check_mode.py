@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from patcher import engine
+from patcher import exchange
 from patcher.hostfacts import HostFacts
 from patcher.plan import Options, plan_apply
 from patcher.spec import load_spec
@@ -25,17 +25,17 @@ def commit_for(env: Env, tmp_path: Path) -> tuple[dict[str, Any], dict[str, Any]
     """A real commit of SPEC_A for `env`, planned the way the controller plans it, and the
     inspect it was planned on."""
     spec = load_spec(write(tmp_path, "a.toml", SPEC_A))
-    # known=[]: the texts come back in this answer, whatever earlier tests of this process left
-    # in the run's content cache (the request lists what it holds, and the agent omits those).
-    inspect = dict(engine._inspect_request([spec], None), known=[])
+    # A run of its own: its content cache is empty, so the texts come back in this answer.
+    ctx = exchange.RunContext()
+    inspect = exchange.inspect_request(ctx, [spec], None)
     t = LocalTransport(str(env.python))
     try:
         facts = HostFacts.from_answer(t.call(inspect))
     finally:
         t.close()
-    plan = plan_apply([spec], facts, Options(level="static"), engine.CACHES.rewrite)
+    plan = plan_apply([spec], facts, Options(level="static"), ctx.caches.rewrite)
     assert plan.writes
-    return engine._commit_request(plan, None), inspect
+    return exchange.commit_request(plan, None), inspect
 
 
 @pytest.mark.parametrize("how", ["then-of-verify", "then-of-inspect", "then_if", "deeper"])

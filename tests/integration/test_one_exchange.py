@@ -51,7 +51,8 @@ def test_cached_apply_and_rollback_take_one_exchange_per_host(
     pristine = [_site_file(h).read_bytes() for h in lab.hosts]
 
     # Never seen: inspect, then commit + check + inspect; the second host is planned ahead
-    # from the first one's answer (engine._peers) when that answer came back before it was asked.
+    # from the first one's answer (exchange.RunContext.peers) when that answer came back
+    # before it was asked.
     first = _run("apply", common, env)
     assert _counts(first) in ((4, 0), (3, 1))
     patched = [_site_file(h).read_bytes() for h in lab.hosts]

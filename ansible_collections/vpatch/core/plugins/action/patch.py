@@ -139,29 +139,13 @@ class ActionModule(ActionBase):
         )
         # The remote tmp dir made by the first module call is reused by the next ones and
         # removed by the task executor's cleanup(), as for any action plugin.
-        host = self._dispatch(engine, command, specs, transport, opts, args["state_dir"])
-        stats = {
-            "libcst_parses": engine.REWRITE_STATS["parses"],
-            "rewrite_cache_hits": engine.REWRITE_STATS["hits"],
-        }
+        ctx = engine.RunContext()  # this task on this host is one run
+        host = engine.run(command, specs, transport, opts, ctx, state_dir=args["state_dir"])
+        counts = ctx.stats()
+        stats = {k: counts[k] for k in ("libcst_parses", "rewrite_cache_hits")}
         doc = results.RunResult(command, host.ok, [host], stats).to_json()
         result.update(self._summary(host, command, doc))
         return result
-
-    @staticmethod
-    def _dispatch(
-        engine: Any,
-        command: str,
-        specs: list[Any],
-        transport: _ModuleTransport,
-        opts: Any,
-        state_dir: str | None,
-    ) -> Any:
-        if command == "apply":
-            return engine.apply(specs, transport, opts, state_dir)
-        if command == "verify":
-            return engine.verify(specs, transport, opts, state_dir)
-        return engine.rollback(specs, transport, opts, state_dir)
 
     def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
         """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook
