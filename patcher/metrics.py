@@ -22,17 +22,14 @@ from __future__ import annotations
 import math
 import time
 import urllib.parse
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from patcher import promtext
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
 from patcher.spec import MetricsThresholds
 from patcher.transports import Transport
-
-if TYPE_CHECKING:  # prometheus_client is imported only when a metrics URL is scraped
-    from prometheus_client.metrics_core import Metric
 
 PROBE_NAME = "metrics"
 PREFIX = "vllm:spec_decode_num_"
@@ -104,19 +101,6 @@ class Thresholds:
         return cls(min_acceptance if min_acceptance is not None else rate, length)
 
 
-def _families(text: str) -> Iterable[Metric]:
-    """Prometheus text 0.0.4, or OpenMetrics when the server sent that (it ends in `# EOF`)."""
-    from prometheus_client.openmetrics.parser import (
-        text_string_to_metric_families as openmetrics_families,
-    )
-    from prometheus_client.parser import text_string_to_metric_families
-
-    if text.rstrip().endswith("# EOF"):
-        families: Iterable[Metric] = openmetrics_families(text)  # type: ignore[no-untyped-call]
-        return families
-    return text_string_to_metric_families(text)
-
-
 def parse(text: str) -> SpecDecodeStats | None:
     """The spec-decode counters in a scrape; None when the endpoint has none of them.
 
@@ -125,7 +109,7 @@ def parse(text: str) -> SpecDecodeStats | None:
     totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
     per_pos: dict[int, float] = {}
     seen = False
-    for family in _families(text):
+    for family in promtext.families(text):
         for sample in family.samples:
             name = sample.name
             if name.startswith(_ESCAPED):  # OpenMetrics exposition may escape ':' to '_'

@@ -201,12 +201,12 @@ class Counters:
 def parse(text: str) -> Counters:
     """The counters in a Prometheus scrape (prometheus_client's parser, as `verify --metrics`
     uses). Raises ValueError when the text is not exposition format."""
-    from patcher import metrics
+    from patcher import promtext
 
     sums = dict.fromkeys(_COUNTED, 0.0)
     errors = 0.0
     spec = False
-    for family in metrics._families(text):
+    for family in promtext.families(text):
         for sample in family.samples:
             name = sample.name  # OpenMetrics exposition may escape ':' to '_'
             name = "vllm:" + name[5:] if name.startswith("vllm_") else name

@@ -10,14 +10,79 @@ from patcher.commands import _targets
 
 
 def add_options(op: argparse.ArgumentParser, name: str) -> None:
-    """apply's options, then rollout's own (patcher.rolloutrun.add_options)."""
+    """apply's options, then rollout's own."""
     op.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     _targets.target_options(op)
     _targets.level_option(op)
     op.add_argument("--force", action="store_true", help="patch files not pristine per RECORD")
-    from patcher import rolloutrun
+    _rollout_options(op)
 
-    rolloutrun.add_options(op)
+
+def _rollout_options(p: argparse.ArgumentParser) -> None:
+    """rollout's own options (the target, fleet and apply options are _targets')."""
+    g = p.add_argument_group("rollout")
+    g.add_argument(
+        "--restart",
+        metavar="CMD",
+        help="run on each target after its patch is written and verified, through `sh -c` as "
+        "the agent's user (--sudo: root), e.g. 'systemctl restart vllm'; non-zero exit fails "
+        "the host (an inventory host's `restart` wins)",
+    )
+    g.add_argument(
+        "--restart-timeout", metavar="S", default="600", help="kill the restart after S s (600)"
+    )
+    g.add_argument(
+        "--health",
+        metavar="URL",
+        help="polled ON the target after the restart until it answers 200, e.g. "
+        "http://localhost:8000/health",
+    )
+    g.add_argument(
+        "--health-timeout", metavar="S", default="900", help="give up on health after S s (900)"
+    )
+    g.add_argument(
+        "--metrics",
+        metavar="URL",
+        help="Prometheus endpoint ON the target (vLLM's /metrics): scraped before the patch "
+        "(baseline) and after the restart; the deltas are gated",
+    )
+    g.add_argument(
+        "--window",
+        metavar="S",
+        default="120",
+        help="seconds each measurement lasts, before and after (120); ends early at --min-drafts",
+    )
+    g.add_argument(
+        "--min-drafts",
+        metavar="N",
+        default="100",
+        help="end a measurement once N drafts were seen (100; 0: always the full window)",
+    )
+    g.add_argument(
+        "--min-acceptance",
+        metavar="RATE",
+        help="gate: draft acceptance after the restart (0.4 or 40%%); overrides the spec's "
+        "[metrics] min_acceptance_rate",
+    )
+    g.add_argument(
+        "--min-throughput-ratio",
+        metavar="R",
+        help="gate: generation tokens/s after / before (e.g. 0.95); overrides the spec's "
+        "[metrics] min_tokens_per_s_ratio",
+    )
+    g.add_argument(
+        "--resume",
+        metavar="REPORT",
+        help="continue the rollout a REPORT (--report, or the file an interrupted rollout "
+        "names) stopped: each host goes on from the last step its journal records; give the "
+        "same specs, targets and options",
+    )
+    g.add_argument(
+        "--allow-no-traffic",
+        action="store_true",
+        help="a gate that cannot be computed (no drafts, no tokens in the window) passes "
+        "instead of failing",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
