@@ -33,7 +33,7 @@ from typing import Any
 
 from patcher import cli
 from patcher.transports import pipe as transport
-from patcher.transports.bundle import BOOT, agent_bundle, request_line
+from patcher.transports.bundle import BOOT, TRUSTED_PYTHON, agent_argv, agent_bundle, request_line
 from tests import envs, standin
 from tests.support.standin_specs import SPEC_A
 
@@ -173,12 +173,17 @@ def capture(args: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def session(
-    stand: Stand, boot: str = BOOT, argv: Sequence[str] = ()
+    stand: Stand, boot: str = BOOT, argv: Sequence[str] = (), stage0: bool = False
 ) -> tuple[float, list[dict[str, Any]], str]:
-    """(CPU ms, answers, stderr) of one agent session replaying the recorded requests."""
+    """(CPU ms, answers, stderr) of one agent session replaying the recorded requests;
+    `stage0`: started as root is (privsep's stage 0 under the trusted interpreter; its
+    worker's CPU is in wait4's figure: stage 0 waits for it, or became it)."""
     stand.reset()
+    cmd = [str(stand.python), "-I", "-c", boot, *argv]
+    if stage0:
+        cmd = agent_argv(str(stand.python), True, TRUSTED_PYTHON)
     proc = subprocess.Popen(
-        [str(stand.python), "-I", "-c", boot, *argv],
+        cmd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -316,6 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python -I -c pass": bare(py, ["-I"], args.reps),
             "python -I -S -c pass": bare(py, ["-I", "-S"], args.reps),
             "static apply (inspect + commit)": median(totals),
+            "as root, through stage 0": median(
+                [session(stand, stage0=True)[0] for _ in range(args.reps)]
+            )
+            if os.geteuid() == 0
+            else 0.0,
             "min": min(totals),
             "breakdown": breakdown(stand, args.reps),
         }
@@ -329,6 +339,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{key:<48}{figures[key]:8.1f} ms")
     total = figures["static apply (inspect + commit)"]
     print(f"{'static apply, one session (median)':<48}{total:8.1f} ms  (min {figures['min']:.1f})")
+    if figures["as root, through stage 0"]:
+        root = figures["as root, through stage 0"]
+        print(f"{'the same as root, through stage 0':<48}{root:8.1f} ms")
     print("\nbreakdown (one instrumented session, ms of process CPU):")
     for label, ms in figures["breakdown"]:
         print(f"  {label:<58}{ms:7.2f}")

@@ -24,7 +24,11 @@ a root login) it starts in two stages, OpenSSH-style:
    only the owner's power: a link to root's file is a permission error, not a write.
    Where stage 0 stayed root (a root-owned interpreter), the worker itself checks the
    environment's own site directories and `.pth` files before `site` runs (`settle`), and
-   drops to their owner there if they are someone else's.
+   drops to their owner there if they are someone else's. With no drop to make, stage 0
+   forks nothing: it becomes the worker, in this process when the environment's
+   interpreter is this binary (`_same_interpreter`, `_become_worker`), else by an exec
+   with the bundle in a sealed memfd (`_exec_in_place`); such a worker forks its own root
+   scan helper if `settle` makes it drop (`_scan_helper`).
 3. **What stays privileged**: one thing, read-only and bounded: the `/proc` scan for
    processes that still run old code (`procs.scan`), which must see other users' processes.
    The worker asks stage 0 over a pipe (`scan`): a time and the environment's site dirs,
@@ -48,7 +52,10 @@ if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms p
 # The worker's descriptors, set up by stage 0 before the exec: the bundle (read once), and
 # the two ends of the restart-scan channel to stage 0.
 FD_BUNDLE, FD_ASK, FD_ANSWER = 3, 4, 5
-ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep UID`)
+ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep MARK`)
+# MARK: "1" dropped by stage 0, "0" root still (stage 0 waits), IN_PLACE root still and
+# stage 0 exec'd into the worker (no parent to ask for scans).
+IN_PLACE = "2"
 KIND = "privsep"  # agent error kind: stage 0 or the worker refused to go on
 _LINE_MAX = 1 << 16  # one scan question (a time and a few paths)
 _SITES_MAX = 32
@@ -225,6 +232,11 @@ def stage0(bundle: str) -> None:
         _refuse_forever(str(exc) if isinstance(exc, Refusal) else _oserror(exc))
         return
     boot = _child_boot(bundle)
+    if uid is None and _same_interpreter(python):
+        _become_worker(python)  # root stays, this very interpreter: no second start
+        return
+    if uid is None and hasattr(os, "memfd_create"):
+        _exec_in_place(python, boot, bundle)  # root stays: no second process (never returns)
     bundle_r, bundle_w = os.pipe()
     ask_r, ask_w = os.pipe()
     answer_r, answer_w = os.pipe()
@@ -260,6 +272,98 @@ def stage0(bundle: str) -> None:
     prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
     _serve(ask_r, answer_w, python, prefix)  # (a worker that stays root never asks)
     _exit_as(pid)
+
+
+def _same_interpreter(python: str) -> bool:
+    """Whether `python -I -S` would start as this very interpreter: the same binary (one
+    file), and the same standard library (a venv's `home` is this binary's directory; no
+    venv: the same directory, so the same landmarks). Then the worker needs no second start:
+    `sys.executable` set to `python` gives `site` (run by `settle`, after its checks) the venv
+    exactly as that start would have found it. Read only where `decide` found everything of
+    the environment root's and closed to others (its pyvenv.cfg included)."""
+    try:
+        if not os.path.samestat(os.stat(sys.executable), os.stat(python)):
+            return False
+        here = os.path.realpath(os.path.dirname(sys.executable))
+        prefix = env_prefix(python, _has_cfg)
+        if not _has_cfg(prefix):
+            return os.path.realpath(os.path.dirname(python)) == here
+        with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8", errors="replace") as fh:
+            home = parse_pyvenv(fh.read(1 << 16)).get("home", "")
+    except OSError:
+        return False
+    return bool(home) and os.path.realpath(home) == here
+
+
+def _become_worker(python: str) -> None:
+    """Stage 0 goes on as the worker in this process (`_same_interpreter`): the argv and
+    `sys.executable` the exec would have given, the agent package imported afresh from the
+    bundle's importer (stage 0's own modules forgotten), then the agent's main loop on the
+    same stdin, of which stage 0 read exactly the bundle."""
+    sys.executable = python
+    sys.argv[:] = ["-c", ARG, IN_PLACE]
+    for name in [n for n in sys.modules if n.split(".")[0] == "vpatch_agent"]:
+        del sys.modules[name]
+    __import__("vpatch_agent").main()
+    os._exit(0)  # (main ends the process itself at EOF)
+
+
+def _exec_in_place(python: str, boot: str, bundle: str) -> None:
+    """Become the worker, root still: the bundle in a sealed memfd on FD_BUNDLE, then exec.
+
+    Where no drop is needed there is nothing for a second process to keep apart: stage 0
+    would only wait for the worker and serve scans a root worker never asks. So the process
+    that checked the environment becomes its interpreter (the same checks, the same argv,
+    the same -I -S and `settle` before `site`), and pays neither a fork, nor a pipe the
+    bundle is copied through, nor an idle root parent. The memfd is anonymous memory, sealed
+    against writes before the exec: no path names it and nothing can change it. A worker that
+    `settle` makes drop (someone else's .pth) forks its own root scan helper first (mark
+    IN_PLACE)."""
+    try:
+        fd = os.memfd_create("vpatch-bundle", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        data = bundle.encode("latin-1")
+        while data:
+            data = data[os.write(fd, data) :]
+        import fcntl
+
+        seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+        os.lseek(fd, 0, os.SEEK_SET)
+        if fd != FD_BUNDLE:
+            os.dup2(fd, FD_BUNDLE)  # inheritable
+            os.close(fd)
+        else:
+            os.set_inheritable(fd, True)
+        os.execv(python, [python, "-I", "-S", "-c", boot, ARG, IN_PLACE])
+    except BaseException as exc:
+        err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        os.write(2, ("vpatch agent: cannot run %s as root: %s\n" % (python, err)).encode())
+        os._exit(126)
+
+
+def _scan_helper() -> None:
+    """In a worker stage 0 became (IN_PLACE) that drops in `settle`: fork, before the drop,
+    the root helper stage 0 would have been for the restart scan (`_serve`, the same bounded
+    question), wired to FD_ASK and FD_ANSWER. It runs the root-owned interpreter before
+    `site`, as the worker itself did up to here, and ends when the worker closes its end."""
+    ask_r, ask_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    if os.fork() == 0:
+        try:
+            os.close(ask_w)
+            os.close(answer_r)
+            _quiet_std()
+            python = sys.executable
+            prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
+            _serve(ask_r, answer_w, python, prefix)
+        finally:
+            os._exit(0)
+    os.close(ask_r)
+    os.close(answer_w)
+    for fd, want in ((ask_w, FD_ASK), (answer_r, FD_ANSWER)):
+        if fd != want:
+            os.dup2(fd, want)
+            os.close(fd)
 
 
 def _not_found(why: str) -> None:
@@ -381,12 +485,14 @@ def worker(argv: list[str]) -> None:
             import site
 
             facts: list[tuple[str, int, int, int]] = []
-            for d in site.getsitepackages(_site_prefixes()):
+            for d in _site_dirs(site, _site_prefixes()):
                 if os.path.isdir(d):
                     facts += chain(d)
                     facts += _pth_facts(d)
             uid = decide(0, facts)
             if uid is not None:
+                if argv[1:2] == [IN_PLACE]:
+                    _scan_helper()
                 drop(uid)
                 STATE["dropped_from"] = 0
         import site
@@ -409,6 +515,24 @@ def _site_prefixes() -> list[str]:
             text = fh.read(1 << 16)
         if parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
             out.append(sys.base_prefix)
+    return out
+
+
+def _site_dirs(site: Any, prefixes: list[str]) -> list[str]:
+    """Every directory whose .pth files `site.main()` may run for these prefixes: what
+    `site.getsitepackages` names here, and each prefix's `lib/pythonX.Y/site-packages`
+    besides. Under -S a venv's sys.prefix is still the base's (`site` itself switches it), and
+    Debian's `getsitepackages` then names only `dist-packages` dirs: the venv's own
+    site-packages, whose .pth files `site.main()` runs after the switch, went unchecked (a
+    root-owned venv with another user's .pth ran it as root). Checking a directory too many
+    only ever drops or refuses."""
+    out = list(site.getsitepackages(prefixes))
+    version = "python%d.%d" % sys.version_info[:2]
+    for prefix in prefixes:
+        for lib in dict.fromkeys((getattr(sys, "platlibdir", "lib"), "lib")):
+            d = os.path.join(prefix, lib, version, "site-packages")
+            if d not in out:
+                out.append(d)
     return out
 
 

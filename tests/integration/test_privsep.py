@@ -14,15 +14,20 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
+import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from patcher.transports.bundle import TRUSTED_PYTHON, agent_argv, agent_bundle, request_line
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import Run, vpatch
-from tests.support.owners import OwnedEnv, base_site_dir, evil_apply, owned_env
+from tests.support.owners import HOST_PYTHON, OwnedEnv, base_site_dir, evil_apply, owned_env
 from tests.support.sshargs import ssh_args
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -106,6 +111,51 @@ def test_owner_pth_never_runs_as_root_over_ssh(
     assert owned.ran_as(h.home / "markers") == {owned.uid}
     host = applied.doc["hosts"][0]
     assert (host["uid"], host["dropped_from"]) == (owned.uid, 0), host
+
+
+@pytest.mark.parametrize("copies", [False, True], ids=["same-binary", "copied-binary"])
+def test_root_env_with_an_owners_pth_drops_and_still_sees_roots_processes(
+    owned: OwnedEnv, copies: bool
+) -> None:
+    """A root-owned environment needs no drop, so stage 0 becomes its worker (no second
+    process: in place when the venv's python is the trusted interpreter's binary, by an
+    exec with the bundle in a memfd when it is a copy). Another user's .pth in its
+    site-packages makes that worker drop to the user before `site` runs (on a Debian
+    interpreter the check missed the venv's own site-packages: the .pth ran as root); the
+    restart scan must still see root's processes of the environment (a dropped worker
+    cannot read their /proc/PID/exe): the root helper the worker forks before the drop
+    answers it, as stage 0 does after a fork. Without the helper the scan finds nothing
+    and the root server is never reported as running old code."""
+    root_dir = Path(tempfile.mkdtemp(prefix="vpatch-root-env-"))  # reachable by the owner
+    os.chmod(root_dir, 0o755)
+    venv = root_dir / "venv"
+    subprocess.run(
+        [HOST_PYTHON, "-m", "venv", "--without-pip", *(["--copies"] if copies else []), str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    python, site = venv / "bin" / "python", envs.site_packages(venv)
+    target = site / "served.py"
+    target.write_text("")
+    owned.plant_pth(site)
+    assert (site / "zz_owner_marker.pth").stat().st_uid == owned.uid
+    server = subprocess.Popen([str(python), "-I", "-S", "-c", "import time; time.sleep(120)"])
+    try:
+        time.sleep(0.05)
+        os.utime(target)  # written after the server started
+        argv = agent_argv(str(python), True, TRUSTED_PYTHON)
+        req = {"op": "procs", "paths": [str(target)]}
+        out = subprocess.run(
+            argv, input=agent_bundle() + request_line(req), capture_output=True, timeout=120
+        )
+        answer = json.loads(out.stdout)
+        assert (answer["uid"], answer.get("dropped_from")) == (owned.uid, 0), answer
+        assert server.pid in [p["pid"] for p in answer["restart_required"]], answer
+        assert owned.ran_as() == {owned.uid}
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(root_dir)
 
 
 def test_untrusted_trusted_python_is_refused(owned: OwnedEnv) -> None:
