@@ -76,13 +76,13 @@ options:
   restart:
     description:
       - Makes a O(state=present) task a rollout of this host, as C(vpatch rollout) does it
-        (baseline, apply, restart, health, window, gates): this command runs on the target
+        (baseline, apply, restart, health, window, gates); this command runs on the target
         after the patch is written and verified, through C(sh -c) as the agent's user (root
         with C(become)), e.g. C(systemctl restart vllm). A non-zero exit fails the step.
       - When a step after the apply fails (restart, health, window, gates) the specs are rolled
         back (exact bytes), the command runs again and health is awaited again; the task then
         fails with the step and the numbers (result key C(rollout)). Use the play's C(serial)
-        (and C(max_fail_percentage)) as the fleet policy: a failed canary batch stops the play.
+        (and C(max_fail_percentage)) as the fleet policy; a failed canary batch stops the play.
       - In check mode no rollout runs; the task is the dry run of O(state=present).
     type: str
   restart_timeout:
