@@ -11,6 +11,7 @@ wiring in milliseconds, and run where Ray is not installed.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -367,7 +368,11 @@ def test_rollout_over_ray_restarts_each_node_with_its_own_command(
     report = tmp_path / "r.json"
     argv = ["rollout", str(spec), "--ray", "auto", "--ray-python-map", str(pymap)]
     argv += ["--restart", f"echo flag >> {marks['flag']}", "--report", str(report)]
-    code = cli.main(argv)
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        code = cli.main(argv)
+    finally:  # a rollout ignores Ctrl-C once its hosts are done (the report must be written)
+        signal.signal(signal.SIGINT, before)
     doc = json.loads(report.read_text())
     assert code == 0, doc
     assert marks["n1"].read_text() == "n1\n" and marks["flag"].read_text() == "flag\n"
