@@ -304,6 +304,21 @@ def _host(
     return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
 
+def one_host(
+    target: Target,
+    transport: Transport,
+    specs: list[PatchSpec],
+    opts: Options,
+    state_dir: str | None,
+    cfg: Settings,
+    ctx: RunContext | None = None,
+) -> HostResult:
+    """One host's whole rollout, for a caller that is its own fleet policy: the Ansible
+    collection's `patch` task, one host per task under the play's `serial`. The same steps,
+    journal records and result as one host of `vpatch rollout`."""
+    return walk(_host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx))
+
+
 def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
     """Walk the step machine on one host from where `h` is; every phase recorded with its
     times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)

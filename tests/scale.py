@@ -317,12 +317,13 @@ class AnsibleLab:
         hosts: Sequence[harness.SshHost] | None = None,
         callback: str = "vpatch_json",
         name: str = "play",
+        play_keys: dict[str, Any] | None = None,
     ) -> Played:
+        """`play_keys`: more keys of the play (`serial`, `max_fail_percentage`, ...)."""
         hosts = list(hosts or self.lab.hosts)
         book = self.work / f"{name}.json"  # JSON is YAML: no quoting surprises
-        book.write_text(
-            json.dumps([{"name": name, "hosts": "all", "gather_facts": False, "tasks": tasks}])
-        )
+        play = {"name": name, "hosts": "all", "gather_facts": False, **(play_keys or {})}
+        book.write_text(json.dumps([{**play, "tasks": tasks}]))
         # Short: ssh's control socket paths must fit in 107 bytes (pytest tmp dirs do not).
         control_dir = Path(tempfile.mkdtemp(prefix="vcp-", dir="/tmp"))
         env = child_env(

@@ -96,7 +96,8 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "--ray-python-map",
         metavar="FILE",
         help="TOML: node id, node name or address = interpreter on that node "
-        "(default: --python, else the node's own Python)",
+        "(default: --python, else the node's own Python), or = {python, restart, health, "
+        "metrics} (rollout: that node's own, over the flags)",
     )
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--parallel", type=int, default=16, metavar="N", help="hosts at once (16)")
@@ -234,7 +235,17 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
     nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
-    return [Target(n.target, f"ray:{n.node_id}", python=n.python or "") for n in nodes]
+    return [
+        Target(
+            n.target,
+            f"ray:{n.node_id}",
+            python=n.python or "",
+            restart=n.restart,
+            health=n.health,
+            metrics=n.metrics,
+        )
+        for n in nodes
+    ]
 
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:

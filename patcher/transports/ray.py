@@ -19,6 +19,11 @@ Choices, and why:
 - Which interpreter: a `--ray-python-map` entry for the node (by node id, node name or address),
   else `--python`, else the node's own Python (the Ray worker's `sys.executable`: on a vLLM Ray
   image that is the serving environment).
+- `vpatch rollout --ray`: the same map entry may be a table that also names the node's
+  `restart` command and `health`/`metrics` URLs (`n1 = {python = "...", restart = "..."}`),
+  over `--restart`/`--health`/`--metrics`, as an inventory host's do over SSH. One file, not a
+  second map: a node's environment and the service that serves from it belong together, and
+  the key rules (id, name or address; a key matching no alive node is refused) stay one.
 
 This is the only module that imports `ray` (the optional extra `vpatch[ray]`); the driver's Ray
 and Python versions must match the cluster's, as for any Ray driver.
@@ -30,7 +35,8 @@ import json
 import logging
 import socket
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +108,23 @@ def _ray() -> Any:
 # Which interpreter on which node
 
 
-def load_python_map(path: str) -> dict[str, str]:
-    """`--ray-python-map FILE`: TOML of `"<node id | node name | address>" = "/path/to/python"`."""
+NODE_KEYS = ("python", "restart", "health", "metrics")
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    """A `--ray-python-map` table entry: the node's interpreter and its rollout settings (None:
+    the flag's)."""
+
+    python: str | None = None
+    restart: str | None = None
+    health: str | None = None
+    metrics: str | None = None
+
+
+def load_python_map(path: str) -> dict[str, str | NodeEntry]:
+    """`--ray-python-map FILE`: TOML of `"<node id | node name | address>" = "/path/to/python"`
+    or `= {python = "...", restart = "...", health = "URL", metrics = "URL"}` (any of them)."""
     try:
         data = tomllib.loads(Path(path).read_text("utf-8"))
     except OSError as exc:
@@ -117,23 +138,53 @@ def load_python_map(path: str) -> dict[str, str]:
             f"{path}: invalid TOML: arrays or inline tables nested too deeply",
             'one line per node: h1 = "/srv/vllm/bin/python"',
         ) from None
-    bad = sorted(k for k, v in data.items() if not isinstance(v, str) or not v)
+    out: dict[str, str | NodeEntry] = {}
+    bad: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, str) and value:
+            out[str(key)] = value
+        elif isinstance(value, dict):
+            out[str(key)] = _entry(path, str(key), value)
+        else:
+            bad.append(str(key))
     if bad:
         raise SpecError(
-            f"{path}: {', '.join(map(repr, bad))} must map to an interpreter path (a string)",
-            'one line per node: h1 = "/srv/vllm/bin/python" (node name, node id or address)',
+            f"{path}: {', '.join(map(repr, sorted(bad)))} must map to an interpreter path "
+            "(a string) or a table",
+            'one line per node: h1 = "/srv/vllm/bin/python" or h1 = {python = "...", '
+            'restart = "systemctl restart vllm"} (node name, node id or address)',
         )
-    return {str(k): str(v) for k, v in data.items()}
+    return out
+
+
+def _entry(path: str, key: str, table: dict[str, Any]) -> NodeEntry:
+    unknown = sorted(set(table) - set(NODE_KEYS))
+    if unknown:
+        raise SpecError(
+            f"{path}: {key!r}: unknown key(s) {', '.join(map(repr, unknown))}",
+            f"a node's table takes {', '.join(NODE_KEYS)}",
+        )
+    bad = sorted(k for k, v in table.items() if not isinstance(v, str) or not v)
+    if bad:
+        raise SpecError(
+            f"{path}: {key!r}: {', '.join(map(repr, bad))} must be a non-empty string",
+            f'e.g. {key} = {{restart = "systemctl restart vllm"}}',
+        )
+    return NodeEntry(**{k: str(v) for k, v in table.items()})
 
 
 @dataclass(frozen=True)
 class RayNode:
-    """One alive node; `python` None means the node's own interpreter."""
+    """One alive node; `python` None means the node's own interpreter; `restart`, `health`,
+    `metrics` its own rollout settings from the map (None: the flags')."""
 
     node_id: str
     address: str
     name: str
     python: str | None = None
+    restart: str | None = None
+    health: str | None = None
+    metrics: str | None = None
 
     @property
     def target(self) -> str:
@@ -142,20 +193,24 @@ class RayNode:
         return f"{self.address}/{self.node_id}"
 
 
-def _pick_python(
-    node_id: str, name: str, address: str, python: str | None, pymap: dict[str, str]
-) -> str | None:
-    """A map entry by node id, then name, then address; else --python (None: node's own)."""
+def _pick(
+    node_id: str, name: str, address: str, python: str | None, pymap: Mapping[str, str | NodeEntry]
+) -> NodeEntry:
+    """The map entry by node id, then name, then address; its python else --python (None:
+    the node's own)."""
     for key in (node_id, name, address):
         if key in pymap:
-            return pymap[key]
-    return python
+            got = pymap[key]
+            entry = NodeEntry(python=got) if isinstance(got, str) else got
+            return replace(entry, python=entry.python or python)
+    return NodeEntry(python=python)
 
 
 def select_nodes(
-    raw: list[dict[str, Any]], python: str | None, pymap: dict[str, str]
+    raw: list[dict[str, Any]], python: str | None, pymap: Mapping[str, str | NodeEntry]
 ) -> list[RayNode]:
-    """Alive nodes from `ray.nodes()`, in a stable order, each with its interpreter.
+    """Alive nodes from `ray.nodes()`, in a stable order, each with its interpreter (and its
+    rollout settings from the map).
 
     A map key that matches no alive node is an error, not a silent fallback: a typo would
     otherwise patch the environment of `--python` (or the node's own) instead."""
@@ -167,9 +222,9 @@ def select_nodes(
         node_id = str(n["NodeID"])
         address = str(n.get("NodeManagerAddress", "?"))
         name = str(n.get("NodeName") or address)
-        exe = _pick_python(node_id, name, address, python, pymap)
+        e = _pick(node_id, name, address, python, pymap)
         used.update({node_id, name, address} & set(pymap))
-        nodes.append(RayNode(node_id, address, name, exe))
+        nodes.append(RayNode(node_id, address, name, e.python, e.restart, e.health, e.metrics))
     unknown = sorted(set(pymap) - used)
     if unknown:
         alive = ", ".join(f"{n.name} ({n.node_id[:12]})" for n in nodes) or "none"
@@ -248,7 +303,10 @@ def _keep_stdout_clean() -> None:
 
 
 def nodes(
-    address: str, python: str | None, pymap: dict[str, str], connect_timeout: float = 10.0
+    address: str,
+    python: str | None,
+    pymap: Mapping[str, str | NodeEntry],
+    connect_timeout: float = 10.0,
 ) -> list[RayNode]:
     """Connect, then the alive nodes with their interpreters."""
     connect(address, connect_timeout)

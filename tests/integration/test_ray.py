@@ -205,6 +205,38 @@ def test_bad_map_and_unreachable_cluster(ray_lab: RayLab) -> None:
     assert f"python '{PYTHONS['h1']}' not found on this node" in bad["error"], bad
 
 
+def test_rollout_restarts_each_node_with_its_map_command(ray_lab: RayLab) -> None:
+    """h1's restart from its map table, h2 (a plain entry) the flag's; each runs on its own
+    node (its mount namespace: the host's /root), then a rollback leaves both as before."""
+    c = ray_lab.cluster
+    pymap = ray_lab.root / "rollout-map.toml"
+    pymap.write_text(
+        f'h1 = {{python = "{PYTHONS["h1"]}", restart = "echo own >> /root/restarts"}}\n'
+        f'h2 = "{PYTHONS["h2"]}"\n'
+    )
+    marks = {h: ray_lab.lab.host(h).home / "restarts" for h in PYTHONS}
+    for m in marks.values():
+        m.unlink(missing_ok=True)
+    ray = ["--ray", c.address, "--ray-python-map", pymap]
+    res = c.vpatch(
+        "rollout", ray_lab.spec, *ray, "--restart", "echo flag >> /root/restarts", "--json"
+    )
+    assert res.code == 0, res.out + res.err
+    assert {h: m.read_text() for h, m in marks.items()} == {"h1": "own\n", "h2": "flag\n"}
+    rollouts = [h["rollout"] for h in res.doc["hosts"]]
+    assert sorted(r["restart"] for r in rollouts) == [
+        "echo flag >> /root/restarts",
+        "echo own >> /root/restarts",
+    ]
+    assert [r["verdict"] for r in rollouts] == ["kept", "kept"]
+    for h in PYTHONS:
+        assert sha(ray_lab.file(h)) != record_sha(ray_lab.file(h).parents[1], REL)
+    back = c.vpatch("rollback", ray_lab.spec, *ray)
+    assert back.code == 0, back.out + back.err
+    for h in PYTHONS:
+        assert sha(ray_lab.file(h)) == record_sha(ray_lab.file(h).parents[1], REL)
+
+
 def test_node_dying_mid_run_is_a_per_node_error(ray_lab: RayLab) -> None:
     """Runs last: it kills h2's node. The write on h2 completed before the kill (the verify
     probe was running), so "outcome unknown" resolves to applied when asked over SSH."""

@@ -11,6 +11,7 @@ wiring in milliseconds, and run where Ray is not installed.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -186,6 +187,40 @@ def test_python_map_file_errors(tmp_path: Path) -> None:
     }
 
 
+def test_map_tables_give_each_node_its_rollout_settings(tmp_path: Path) -> None:
+    m = tmp_path / "m.toml"
+    m.write_text(
+        'n1 = {python = "/srv/a/bin/python", restart = "systemctl restart vllm", '
+        'health = "http://localhost:8000/health"}\n'
+        '"10.0.0.7" = {metrics = "http://localhost:8000/metrics"}\n'
+        'n3 = "/srv/c/bin/python"\n'
+    )
+    pymap = ray_transport.load_python_map(str(m))
+    raw = [node(ID_A, "n1"), node(ID_B, "n2"), node("c" * 56, "n3")]
+    got = {n.name: n for n in ray_transport.select_nodes(raw, "/flag", pymap)}
+    n1, n2, n3 = got["n1"], got["n2"], got["n3"]
+    # the first matching entry is the node's, whole (n1's name beats n1's address)
+    assert (n1.python, n1.restart, n1.health, n1.metrics) == (
+        "/srv/a/bin/python",
+        "systemctl restart vllm",
+        "http://localhost:8000/health",
+        None,
+    )
+    # a table without python: --python; its settings only where it sets them
+    assert (n2.python, n2.restart, n2.metrics) == ("/flag", None, "http://localhost:8000/metrics")
+    assert (n3.python, n3.restart, n3.health, n3.metrics) == ("/srv/c/bin/python", None, None, None)
+
+    m.write_text('n1 = {python = "/p", restrat = "x"}\n')
+    with pytest.raises(SpecError, match=r"unknown key.*'restrat'"):
+        ray_transport.load_python_map(str(m))
+    m.write_text('n1 = {restart = ""}\n')
+    with pytest.raises(SpecError, match="'restart' must be a non-empty string"):
+        ray_transport.load_python_map(str(m))
+    m.write_text("n1 = {restart = 3}\n")
+    with pytest.raises(SpecError, match="'restart' must be a non-empty string"):
+        ray_transport.load_python_map(str(m))
+
+
 def test_engine_over_ray_tasks_pinned_per_node(
     tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
 ) -> None:
@@ -315,3 +350,38 @@ def test_cli_without_ray_installed(
     assert cli.main(["status", "--ray", "127.0.0.1:6379"]) == 2
     err = capfd.readouterr().err
     assert "needs the `ray` package" in err and "vpatch[ray]" in err
+
+
+def test_rollout_over_ray_restarts_each_node_with_its_own_command(
+    tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
+) -> None:
+    """n1's restart from its map table; n2 (a plain python entry) falls back to --restart.
+    (Last in the module: the envs are shared, and this one leaves them patched.)"""
+    spec = tmp_path / "a.toml"
+    spec.write_text(SPEC_A)
+    marks = {n: tmp_path / f"restarted-{n}" for n in ("n1", "n2", "flag")}
+    pymap = tmp_path / "m.toml"
+    pymap.write_text(
+        f'n1 = {{python = "{pythons["n1"]}", restart = "echo n1 >> {marks["n1"]}"}}\n'
+        f'n2 = "{pythons["n2"]}"\n'
+    )
+    report = tmp_path / "r.json"
+    argv = ["rollout", str(spec), "--ray", "auto", "--ray-python-map", str(pymap)]
+    argv += ["--restart", f"echo flag >> {marks['flag']}", "--report", str(report)]
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        code = cli.main(argv)
+    finally:  # a rollout ignores Ctrl-C once its hosts are done (the report must be written)
+        signal.signal(signal.SIGINT, before)
+    doc = json.loads(report.read_text())
+    assert code == 0, doc
+    assert marks["n1"].read_text() == "n1\n" and marks["flag"].read_text() == "flag\n"
+    assert not marks["n2"].exists()
+    by = {h["target"].split("/")[1]: h["rollout"] for h in doc["hosts"]}
+    assert by[ID_A]["restart"] == f"echo n1 >> {marks['n1']}"
+    assert by[ID_B]["restart"] == f"echo flag >> {marks['flag']}"
+    assert {r["verdict"] for r in by.values()} == {"kept"}
+    assert [p["step"] for p in by[ID_A]["phases"]] == ["apply", "restart"]
+    # every restart ran as a task pinned to its own node
+    restarts = [(n, req["command"]) for n, req in fake.calls if req["op"] == "restart"]
+    assert sorted(restarts) == sorted([(ID_A, by[ID_A]["restart"]), (ID_B, by[ID_B]["restart"])])

@@ -11,6 +11,11 @@ Split, and why:
   interpreter settings work as for any module, and nothing has to be installed on the target.
 
 That is one `Transport` (see patcher.transports.base) whose `call()` is `_execute_module`.
+
+With `restart`, `health_url` or `metrics_url` a `state: present` task is a rollout of this one
+host: `patcher.rolloutrun.one_host`, the same steps as `vpatch rollout` (baseline, apply,
+restart, health, window, gates; rolled back, restarted and healthy again when a step fails),
+over the same transport. The fleet policy is the play's own (`serial`, `max_fail_percentage`).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ from typing import Any
 from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.vpatch.core.plugins.module_utils.patch_args import ARGUMENT_SPEC
+from ansible_collections.vpatch.core.plugins.module_utils.patch_args import (
+    ARGUMENT_SPEC,
+    ROLLOUT_TRIGGERS,
+)
 
 AGENT_MODULE = "vpatch.core.patch_agent"
 
@@ -140,12 +148,50 @@ class ActionModule(ActionBase):
         # The remote tmp dir made by the first module call is reused by the next ones and
         # removed by the task executor's cleanup(), as for any action plugin.
         ctx = engine.RunContext()  # this task on this host is one run
-        host = engine.run(command, specs, transport, opts, ctx, state_dir=args["state_dir"])
+        if command == "apply" and not check and any(args[k] for k in ROLLOUT_TRIGGERS):
+            command = "rollout"
+            host = self._rollout(args, specs, opts, transport, ctx, errors)
+        else:
+            host = engine.run(command, specs, transport, opts, ctx, state_dir=args["state_dir"])
         counts = ctx.stats()
         stats = {k: counts[k] for k in ("libcst_parses", "rewrite_cache_hits")}
         doc = results.RunResult(command, host.ok, [host], stats).to_json()
         result.update(self._summary(host, command, doc))
         return result
+
+    def _rollout(
+        self,
+        args: dict[str, Any],
+        specs: Any,
+        opts: Any,
+        transport: _ModuleTransport,
+        ctx: Any,
+        errors: Any,
+    ) -> Any:
+        """This host's rollout (patcher.rolloutrun): the options are checked as the CLI's."""
+        from argparse import Namespace
+
+        from patcher import rolloutrun
+        from patcher.inventory import Target
+
+        given = Namespace(
+            restart=args["restart"],
+            restart_timeout=str(args["restart_timeout"]),
+            health=args["health_url"],
+            health_timeout=str(args["health_timeout"]),
+            metrics=args["metrics_url"],
+            window=str(args["window"]),
+            min_drafts=str(args["min_drafts"]),
+            min_acceptance=args["min_acceptance"],
+            min_throughput_ratio=args["min_throughput_ratio"],
+            allow_no_traffic=args["allow_no_traffic"],
+        )
+        try:
+            cfg = rolloutrun.settings(given)
+        except errors.VpatchError as exc:
+            raise AnsibleActionFail(_error_text(exc)) from None
+        target = Target(transport.target, transport.target)
+        return rolloutrun.one_host(target, transport, specs, opts, args["state_dir"], cfg, ctx)
 
     def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
         """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook
@@ -166,6 +212,11 @@ class ActionModule(ActionBase):
             p.outcome in WRITING and any(f.before_sha256 != f.after_sha256 for f in p.files)
             for p in host.patches
         )
+        rollout = host.rollout if command == "rollout" else None
+        if rollout is not None:  # a restart changed the host too, even when rolled back
+            changed = changed or any(
+                ph["step"] in ("restart", "rollback_restart") for ph in rollout["phases"]
+            )
         out: dict[str, Any] = {
             "changed": changed,
             "vpatch": doc,
@@ -173,6 +224,8 @@ class ActionModule(ActionBase):
             "restart_required": host.restart_required,
             "msg": _message(host),
         }
+        if rollout is not None:
+            out["rollout"] = rollout
         if not host.ok:
             out["failed"] = True
         if self._task.diff:

@@ -14,4 +14,19 @@ ARGUMENT_SPEC = {
     "force": {"type": "bool", "default": False},
     "catalog": {"type": "path"},
     "timeout": {"type": "float", "default": 600},
+    # A rollout (state=present only): restart, health and live-metric gates, rolled back when
+    # worse; the same steps as one host of `vpatch rollout` (patcher.rolloutrun).
+    "restart": {"type": "str"},
+    "restart_timeout": {"type": "float", "default": 600},
+    "health_url": {"type": "str"},
+    "health_timeout": {"type": "float", "default": 900},
+    "metrics_url": {"type": "str"},
+    "window": {"type": "float", "default": 120},
+    "min_drafts": {"type": "int", "default": 100},
+    "min_acceptance": {"type": "str"},
+    "min_throughput_ratio": {"type": "str"},
+    "allow_no_traffic": {"type": "bool", "default": False},
 }
+
+# The options that make a `state: present` task a rollout.
+ROLLOUT_TRIGGERS = ("restart", "health_url", "metrics_url")

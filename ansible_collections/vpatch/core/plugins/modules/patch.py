@@ -73,6 +73,62 @@ options:
     description: Seconds for each agent call on the target.
     type: float
     default: 600
+  restart:
+    description:
+      - Makes a O(state=present) task a rollout of this host, as C(vpatch rollout) does it
+        (baseline, apply, restart, health, window, gates); this command runs on the target
+        after the patch is written and verified, through C(sh -c) as the agent's user (root
+        with C(become)), e.g. C(systemctl restart vllm). A non-zero exit fails the step.
+      - When a step after the apply fails (restart, health, window, gates) the specs are rolled
+        back (exact bytes), the command runs again and health is awaited again; the task then
+        fails with the step and the numbers (result key C(rollout)). Use the play's C(serial)
+        (and C(max_fail_percentage)) as the fleet policy; a failed canary batch stops the play.
+      - In check mode no rollout runs; the task is the dry run of O(state=present).
+    type: str
+  restart_timeout:
+    description: Seconds after which the restart command is killed (its process group).
+    type: float
+    default: 600
+  health_url:
+    description:
+      - A rollout option (see O(restart)). Polled on the target (C(localhost) is the serving
+        host) after the restart until it answers 200, for up to O(health_timeout) seconds.
+    type: str
+  health_timeout:
+    description: Seconds to wait for O(health_url) to answer 200 (a large model loads for minutes).
+    type: float
+    default: 900
+  metrics_url:
+    description:
+      - A rollout option (see O(restart)). The target's Prometheus endpoint (vLLM's
+        C(/metrics)), scraped on the target before the patch (baseline) and after the
+        restart, over O(window) seconds each; the deltas are gated by the spec's C([metrics])
+        table, O(min_acceptance) and O(min_throughput_ratio).
+    type: str
+  window:
+    description: Seconds each measurement lasts, before and after; ends early at O(min_drafts).
+    type: float
+    default: 120
+  min_drafts:
+    description: End a measurement once this many drafts were seen (0, always the full window).
+    type: int
+    default: 100
+  min_acceptance:
+    description:
+      - Gate, draft acceptance rate after the restart (C(0.4) or C(40%)); overrides the spec's
+        C([metrics] min_acceptance_rate).
+    type: str
+  min_throughput_ratio:
+    description:
+      - Gate, generation tokens/s after / before the patch (e.g. C(0.95)); overrides the
+        spec's C([metrics] min_tokens_per_s_ratio).
+    type: str
+  allow_no_traffic:
+    description:
+      - A gate that cannot be computed (no drafts or no tokens in the window) passes instead
+        of failing.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -100,6 +156,19 @@ EXAMPLES = r"""
     state: verified
     python: /srv/vllm/bin/python
 
+# In a play with `serial: 1` (or a canary batch first: `serial: [1, "25%"]`) and
+# `max_fail_percentage: 0`: a host that serves worse is rolled back and stops the play.
+- name: Patch, restart, wait for health, gate on the live metrics (rolled back if worse)
+  vpatch.core.patch:
+    spec: files/vllm-eagle3-mla-backport.toml
+    python: /srv/vllm/bin/python
+    restart: systemctl restart vllm
+    health_url: http://localhost:8000/health
+    metrics_url: http://localhost:8000/metrics
+    min_acceptance: "0.4"
+    min_throughput_ratio: "0.95"
+  become: true
+
 - name: Roll back to the bytes pip installed
   vpatch.core.patch:
     spec: files/vllm-eagle3-mla-targets.toml
@@ -120,6 +189,14 @@ restart_required:
   description: Processes of the environment still running the code from before the write.
   returned: always
   type: list
+rollout:
+  description:
+    - With a rollout option (O(restart), O(health_url), O(metrics_url)), what C(vpatch rollout
+      --json) says of the host - C(verdict) (kept, rolled_back, not_applied, untouched,
+      attention), C(reached), every phase with its times, the baseline and after measures and
+      each gate.
+  returned: when a rollout ran
+  type: dict
 msg:
   description: One line per spec, outcome and message.
   returned: always
