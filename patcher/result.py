@@ -93,7 +93,9 @@ class HostResult:
     ok: bool = False
     error: str | None = None
     hint: str | None = None  # the one thing to try next, kept apart from `error`
-    python: str = ""
+    python: str = ""  # "PATH (VERSION)": for people; programs read the two keys below
+    python_path: str | None = None  # the interpreter the agent ran as (sys.executable)
+    python_version: str | None = None  # its version, e.g. "3.11.2" (None: no answer)
     restart_required: list[dict[str, Any]] = field(default_factory=list)
     patches: list[PatchResult] = field(default_factory=list)
     seconds: float = 0.0
