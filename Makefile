@@ -27,13 +27,15 @@ lint: install
 unit: install
 	$(BIN)/pytest -q tests/unit
 
-# What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py) and
-# sudo for the non-root --sudo tests. Installed only when missing (apt-get needs root, as CI is).
+# What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py),
+# sudo for the non-root --sudo tests, zsh and fish for the completion tests (each script loaded
+# in its real shell). Installed only when missing (apt-get needs root, as CI is).
 test-deps:
-	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null; then \
-	  echo "make: installing openssh-server and sudo (apt-get)"; \
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
+	    || ! command -v fish >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh and fish (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq openssh-server sudo >/dev/null; \
+	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test
