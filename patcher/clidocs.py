@@ -160,6 +160,45 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
 }
 
 
+def _shown(value: object) -> str:
+    """A default as a person types it: 10, not 10.0."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return str(value)
+
+
+def help_with_default(action: argparse.Action) -> str:
+    """An option's help, saying its default as `(default: X)`: where the help names the value
+    in parentheses already (`seconds per agent call (600)`) those words are kept, else it is
+    added. Options without a value of their own (None, a flag, an empty list) have none to
+    show; one whose help speaks of its default already says what it is."""
+    text = action.help or ""
+    value = action.default
+    if (
+        not action.option_strings
+        or action.nargs == 0
+        or value is None
+        or value is argparse.SUPPRESS
+        or value in ("", [], ())
+        or "default" in text
+    ):
+        return text
+    shown = _shown(value).replace("%", "%%")  # help strings are %-formatted by argparse
+    for said in (f"({shown})", f"({shown};"):
+        if said in text:
+            return text.replace(said, f"(default: {said[1:]}", 1)
+    return f"{text} (default: {shown})"
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """A subcommand's `--help`: the description and example as written, every default said."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return help_with_default(action)
+
+
 class TopHelp(argparse.RawDescriptionHelpFormatter):
     """`vpatch --help`: each command once, with its line (argparse would print the
     subcommands' metavar on a line of its own above them)."""
@@ -193,4 +232,4 @@ def describe(
         text, examples = COMMANDS[name]
         sub.description = textwrap.fill(text, 90)
         sub.epilog = "example:\n" + "\n".join(f"  {line}" for line in examples)
-        sub.formatter_class = argparse.RawDescriptionHelpFormatter
+        sub.formatter_class = Help
