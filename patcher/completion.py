@@ -137,12 +137,15 @@ _NAMED = {
 def _hook(parser: argparse.ArgumentParser) -> None:
     """shtab's `complete` on every action whose values vpatch knows better than "a file": SPEC
     (ids and files), --host and --group (names); every other valued option without choices
-    completes files."""
+    completes files. Changes `parser`, which is built for the script alone."""
     import shtab
 
     from patcher.clidocs import subcommands
 
     for sub in subcommands(parser).values():
+        # shtab describes a subcommand by its description, else its help line: the line
+        # `vpatch --help` shows fits a completion menu, the paragraph does not.
+        sub.description = None
         for action in sub._actions:
             named = next((_NAMED[o] for o in action.option_strings if o in _NAMED), None)
             if named is not None:

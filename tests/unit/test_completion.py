@@ -72,6 +72,9 @@ def test_every_subcommand_and_option_is_in_every_shell() -> None:
     assert all(r.code == 0 and r.err == "" for r in scripts.values())
     assert "compdef _shtab_vpatch -N vpatch" in scripts["zsh"].out
     assert "== (eval|file) ]]" in scripts["zsh"].out  # `source <(...)` registers it too
+    # subcommands described by their `vpatch --help` line, not the --help paragraph
+    assert "apply:'apply specs (then verify) on the targets'" in scripts["zsh"].out
+    assert "-a apply -d 'apply specs (then verify) on the targets'" in scripts["fish"].out
     for name, sub in subcommands(parser).items():
         bash_opts = re.search(
             rf"^_shtab_vpatch_{name}_option_strings=\((.*)\)$", scripts["bash"].out, re.M
