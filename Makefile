@@ -27,13 +27,17 @@ lint: install
 unit: install
 	$(BIN)/pytest -q tests/unit
 
-# What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py) and
-# sudo for the non-root --sudo tests. Installed only when missing (apt-get needs root, as CI is).
+# What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py),
+# sudo for the non-root --sudo tests, zsh and fish for the completion tests (each script loaded
+# in its real shell), groff to render the man page. Installed only when missing (apt-get needs
+# root, as CI is).
 test-deps:
-	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null; then \
-	  echo "make: installing openssh-server and sudo (apt-get)"; \
+	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
+	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh, fish and groff-base (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq openssh-server sudo >/dev/null; \
+	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
+	    >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test

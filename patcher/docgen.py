@@ -8,15 +8,18 @@ A hand-written field table drifts the day someone adds a field; these cannot. Th
     result-json     the `--json` document of apply/verify/rollback/status (patcher.result)
     outcomes        outcomes and which ones count as success, per command
     matrix-json     the `vpatch matrix --json` document (patcher.matrix)
+
+and `manpage()` writes vpatch(1) from the same parser (the hook puts it at site/vpatch.1).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 from patcher import matrix, plan, result
@@ -112,22 +115,30 @@ def spec_fields() -> str:
     return "\n".join(out)
 
 
-def cli() -> str:
-    """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals)."""
-    from patcher.commands import build_parser
-
+@contextlib.contextmanager
+def _columns(width: int) -> Iterator[None]:
+    """argparse wraps at $COLUMNS: fixed while the help is formatted, so the text is the same
+    on every terminal."""
     old = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
+    os.environ["COLUMNS"] = str(width)
     try:
-        parser = build_parser()
-        parts = ["## `vpatch`", "", "```text", parser.format_help().rstrip(), "```", ""]
-        for name, sub in subcommands(parser).items():
-            parts += [f"## `vpatch {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+        yield
     finally:
         if old is None:
             del os.environ["COLUMNS"]
         else:
             os.environ["COLUMNS"] = old
+
+
+def cli() -> str:
+    """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals)."""
+    from patcher.commands import build_parser
+
+    with _columns(100):
+        parser = build_parser()
+        parts = ["## `vpatch`", "", "```text", parser.format_help().rstrip(), "```", ""]
+        for name, sub in subcommands(parser).items():
+            parts += [f"## `vpatch {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
     return "\n".join(parts)
 
 
@@ -179,6 +190,87 @@ def matrix_json() -> str:
     for name in get_args(plan.MatrixOutcome):
         rows.append(f"| `{name}` | {'yes' if name in plan.MATRIX_FAILING else ''} |")
     return "\n".join(_dataclass_table(matrix.Release) + rows) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# vpatch(1): the man page, from the parser `vpatch` runs (what --help says, in roff)
+
+
+def _roff(text: str) -> str:
+    """Text for a roff line: backslashes and hyphens escaped, a leading `.` or `'` (a request)
+    made literal."""
+    out = text.replace("\\", "\\e").replace("-", "\\-")
+    return "\\&" + out if out[:1] in (".", "'") else out
+
+
+def _roff_lines(text: str) -> list[str]:
+    return [_roff(line) if line.strip() else ".PP" for line in text.splitlines()]
+
+
+def _option_head(action: Any) -> str:
+    """`\\fB\\-\\-level\\fR \\fILEVEL\\fR`: the option strings in bold, the value in italics."""
+    names = ", ".join(f"\\fB{_roff(o)}\\fR" for o in action.option_strings)
+    if action.nargs == 0:
+        return names
+    names += " " if names else ""
+    if action.metavar is not None:
+        value = str(action.metavar)
+    elif action.choices:
+        value = "{" + ",".join(str(c) for c in action.choices) + "}"
+    else:
+        value = action.dest.upper()
+    return f"{names}\\fI{_roff(value)}\\fR"
+
+
+def manpage() -> str:
+    """vpatch(1): NAME, SYNOPSIS, DESCRIPTION, then per command its description, usage,
+    positionals and options (each default said as `--help` says it), examples, EXIT STATUS."""
+    import argparse
+
+    from patcher import __version__
+    from patcher.clidocs import COMMANDS, TOP_EPILOG, help_with_default
+    from patcher.commands import build_parser
+
+    parser = build_parser()
+    out = [
+        f'.TH VPATCH 1 "" "vpatch {_roff(__version__)}" "User Commands"',
+        ".SH NAME",
+        "vpatch \\- declarative, verified, reversible source patches for installed Python packages",
+        ".SH SYNOPSIS",
+        "\\fBvpatch\\fR [\\fB\\-\\-json\\fR] \\fICOMMAND\\fR [\\fIoptions\\fR] [\\fISPEC\\fR...]",
+        ".SH DESCRIPTION",
+        *_roff_lines(TOP_EPILOG.split("\n\nexample:")[0]),
+        ".SH COMMANDS",
+    ]
+    for name, sub in subcommands(parser).items():
+        text, examples = COMMANDS[name]
+        out += [f".SS {_roff(name)}", _roff(text), ".PP", ".nf"]
+        with _columns(80):
+            usage = sub.format_usage().strip()
+        out += [_roff(line) for line in usage.splitlines()]
+        out += [".fi"]
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            head = _option_head(action)
+            helptext = help_with_default(action).replace("%%", "%")
+            out += [".TP", head, _roff(" ".join(helptext.split()))]
+        out += [".PP", "Example:", ".PP", ".nf", *(_roff(f"  {e}") for e in examples), ".fi"]
+    out += [
+        ".SH EXIT STATUS",
+        ".TP",
+        "0",
+        "the desired state everywhere (every host answered, every spec in a good outcome)",
+        ".TP",
+        "1",
+        "a target failed (its error says why)",
+        ".TP",
+        "2",
+        "bad input or usage: nothing was contacted or written",
+        ".SH SEE ALSO",
+        "\\fBvpatch COMMAND \\-\\-help\\fR; the documentation site built by \\fBmake docs\\fR",
+    ]
+    return "\n".join(out) + "\n"
 
 
 GENERATORS: dict[str, Callable[[], str]] = {

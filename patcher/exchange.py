@@ -203,6 +203,7 @@ def look(
         host.notes.extend(done.get("notes", []))
     facts = HostFacts.from_answer(res)
     host.python, host.warnings = facts.python, facts.warnings
+    host.python_path, host.python_version = facts.python_path, facts.python_version
     host.uid, host.dropped_from = res.get("uid"), res.get("dropped_from")
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _str_or_none(value: Any) -> str | None:
+    """A string the host sent, or None: a host may send anything, the report keeps strings."""
+    return value if isinstance(value, str) else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class FileFact:
     """One target file of a package, as inspect found it."""
@@ -110,7 +115,9 @@ class JournalFile:
 class HostFacts:
     """Everything one inspect answer says that a plan is made from."""
 
-    python: str
+    python: str  # "PATH (VERSION)", as the report has always shown it
+    python_path: str | None = None  # sys.executable on the host (None: the agent did not say)
+    python_version: str | None = None  # its "MAJOR.MINOR.MICRO" (sys.version_info)
     versions: dict[str, str | None]
     files: dict[str, dict[str, FileFact]]  # package -> rel -> fact
     journal: dict[str, JournalFile]
@@ -137,6 +144,8 @@ class HostFacts:
             }
         return cls(
             python=f"{py.get('executable', '?')} ({py.get('version', '?')})",
+            python_path=_str_or_none(py.get("executable")),
+            python_version=_str_or_none(py.get("version")),
             versions=versions,
             files=files,
             journal={

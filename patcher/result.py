@@ -93,7 +93,7 @@ class HostResult:
     ok: bool = False
     error: str | None = None
     hint: str | None = None  # the one thing to try next, kept apart from `error`
-    python: str = ""
+    python: str = ""  # "PATH (VERSION)": for people; programs read python_path/_version
     restart_required: list[dict[str, Any]] = field(default_factory=list)
     patches: list[PatchResult] = field(default_factory=list)
     seconds: float = 0.0
@@ -110,6 +110,10 @@ class HostResult:
     # started as root and dropped to the environment's owner (agent/privsep.py).
     uid: int | None = None
     dropped_from: int | None = None
+    # The interpreter the agent ran as (sys.executable) and its version, e.g. "3.11.2" (None:
+    # the host did not answer); `python` above is the two in one string, for people.
+    python_path: str | None = None
+    python_version: str | None = None
 
 
 @dataclass

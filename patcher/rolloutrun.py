@@ -225,7 +225,9 @@ def _engine_step(h: _Host, which: str) -> str:
     ctx = h.ctx if h.ctx is not None else engine.RunContext()
     res = engine.run(which, h.specs, h.transport, h.opts, ctx, state_dir=h.state_dir)
     h.result.patches = res.patches
-    h.result.python = res.python or h.result.python
+    if res.python:
+        h.result.python, h.result.python_path = res.python, res.python_path
+        h.result.python_version = res.python_version
     h.result.warnings += [w for w in res.warnings if w not in h.result.warnings]
     h.result.notes += res.notes
     if which == "apply":

@@ -1,5 +1,5 @@
-"""`vpatch completion`: a shell's completion script (patcher.completion writes it from the
-whole parser), and the host and group names the scripts ask for while a person types."""
+"""`vpatch completion`: a shell's completion script (patcher.completion has shtab write it
+from the whole parser), and the host and group names the scripts ask for while a person types."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from patcher.exitcodes import ExitCode
 
 def add_options(p: argparse.ArgumentParser, name: str) -> None:
     p.add_argument(
-        "shell", choices=["bash", "zsh", "fish"], nargs="?", help="the shell: bash, zsh or fish"
+        "shell", choices=("bash", "zsh", "fish"), nargs="?", help="the shell: bash, zsh or fish"
     )
     p.add_argument(
         "--names",
@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
         )
     from patcher.commands import build_parser  # the registry, not another command
 
-    print(completion.SHELLS[args.shell](build_parser()), end="")
+    print(completion.script(args.shell, build_parser()), end="")
     return ExitCode.OK

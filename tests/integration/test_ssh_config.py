@@ -211,5 +211,5 @@ def test_ansible_inventory_reaches_the_same_hosts_as_hosts_toml(
             "status", "--inventory", inventory, "--group", "gpu", "--ssh-config", lab.ssh_config
         )
         assert code == 0, err
-        docs.append([(x["target"], x["ok"], x["python"].split()[0]) for x in doc["hosts"]])
+        docs.append([(x["target"], x["ok"], x["python_path"]) for x in doc["hosts"]])
     assert docs[0] == docs[1] == [(h.name, True, PY) for h in lab.hosts]

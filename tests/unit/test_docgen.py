@@ -3,15 +3,19 @@ pages this site is built from open with the commands a user types."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import importlib.util
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 from patcher import docgen, plan, result
-from patcher.clidocs import subcommands
+from patcher.clidocs import help_with_default, subcommands
 from patcher.commands import build_parser
 from patcher.spec import PatchSpec
 
@@ -51,6 +55,55 @@ def test_cli_reference_has_every_subcommand() -> None:
     assert "%%" not in text
     assert "--batch N|P%" in text and "(or P%)" in text
     assert "  SPEC                  a spec: a .toml path, or a catalog id" in text
+
+
+def test_help_says_every_default() -> None:
+    """Each option with a value of its own says it in --help as `(default: X)`, where the
+    words named it as `(X)` before (`seconds per agent call (600)`) or not at all."""
+    subs = subcommands(build_parser())
+    apply, rollout = subs["apply"].format_help(), subs["rollout"].format_help()
+    assert "seconds per agent call (default: 600)" in " ".join(apply.split())
+    assert "hosts at once (default: 16)" in " ".join(apply.split())
+    assert "(default: 900)" in rollout and "(default: 10.0)" not in apply
+    assert "(default: None)" not in apply and "(default: False)" not in apply
+    for name, sub in subs.items():
+        for action in sub._actions:
+            value = action.default
+            if action.option_strings and action.nargs != 0 and value not in (None, "", []):
+                assert "default" in help_with_default(action), (name, action.option_strings)
+    bare = argparse.ArgumentParser().add_argument("--jobs", default=4, help="downloads at once")
+    assert help_with_default(bare) == "downloads at once (default: 4)"
+
+
+def _groff(page: str) -> subprocess.CompletedProcess[str]:
+    groff = shutil.which("groff")
+    assert groff, "groff is needed (Debian: apt-get install groff-base)"
+    return subprocess.run(
+        [groff, "-man", "-Tutf8", "-ww", "-z"], input=page, capture_output=True, text=True
+    )
+
+
+def test_man_page_has_every_command_and_option_and_renders_cleanly(tmp_path: Path) -> None:
+    page = docgen.manpage()
+    assert page.startswith(".TH VPATCH 1 ")
+    for name, sub in subcommands(build_parser()).items():
+        assert f"\n.SS {name}\n" in page, name
+        for action in sub._actions:
+            for opt in action.option_strings:
+                if opt not in ("-h", "--help"):
+                    assert "\\fB" + opt.replace("-", "\\-") + "\\fR" in page, (name, opt)
+    assert "seconds per agent call (default: 600)" in page
+    done = _groff(page)  # -ww: every warning on stderr
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    broken = _groff(page.replace(".SS apply", ".SS apply\n\\fB\\-\\-oops\\f(", 1))
+    assert broken.stderr, "groff -ww must warn on a bad escape: the check above can fail"
+    # `make docs` writes it into the site: the mkdocs hook, run on a site directory
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    hooks.on_post_build({"site_dir": str(tmp_path)})
+    assert (tmp_path / "vpatch.1").read_text() == page
 
 
 def test_result_and_matrix_references_cover_the_models() -> None:

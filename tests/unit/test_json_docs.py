@@ -159,6 +159,10 @@ def test_a_real_run_document_validates(standin_env: Env) -> None:
     res = vpatch("status", "--python", standin_env.python, "--json")
     assert res.code == 0, res.err
     assert res.doc["command"] == "status" and res.doc["schema_version"] == SCHEMA_VERSION
+    host = res.doc["hosts"][0]  # the interpreter in two keys, beside the string people read
+    assert host["python_path"] == str(standin_env.python) and "(" not in host["python_version"]
+    assert host["python_version"].count(".") == 2
+    assert host["python"] == f"{host['python_path']} ({host['python_version']})"
     dry = vpatch("apply", REPO / "tests" / "cases" / "bad_inputs" / "spec_twice.toml",
                  "--python", standin_env.python, "--json", "--dry-run")  # fmt: skip
     assert dry.code == 0, dry.err

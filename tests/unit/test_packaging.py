@@ -81,6 +81,7 @@ PROVIDERS = {
     "prometheus_client": "prometheus_client",
     "pydantic": "pydantic",
     "rich": "rich",
+    "shtab": "shtab",
     "yaml": "PyYAML",
     "tomli": "tomli",
     "fabric": "fabric",
