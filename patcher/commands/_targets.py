@@ -19,7 +19,7 @@ from patcher.errors import HostError, UsageError
 if TYPE_CHECKING:
     from patcher import fleet
     from patcher.inventory import Target
-    from patcher.transports import Transport
+    from patcher.transports import Settings, Transport
 
 
 def json_option(p: argparse.ArgumentParser) -> None:
@@ -250,18 +250,30 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
     """The target's transport, chosen by `transports.open_transport` from these options."""
-    from patcher.transports import Settings, open_transport
+    from patcher.transports import open_transport
 
-    settings = Settings(
-        kind="ray" if args.ray else args.ssh_client,
-        ssh_config=args.ssh_config,
-        known_hosts=args.known_hosts,
-        accept_new_host_key=args.accept_new_host_key,
-        connect_timeout=args.connect_timeout,
-        call_timeout=args.timeout,
-        trusted_python=args.trusted_python,
-    )
-    return open_transport(target, settings)
+    return open_transport(target, settings(args))
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """The run's transport settings, made once per command run (kept on its `args`): every
+    host's transport shares them, the answer budget included."""
+    made: Settings | None = getattr(args, "transport_settings", None)
+    if made is None:
+        from patcher.transports import Settings
+        from patcher.transports.answers import Budget
+
+        made = args.transport_settings = Settings(
+            kind="ray" if args.ray else args.ssh_client,
+            ssh_config=args.ssh_config,
+            known_hosts=args.known_hosts,
+            accept_new_host_key=args.accept_new_host_key,
+            connect_timeout=args.connect_timeout,
+            call_timeout=args.timeout,
+            trusted_python=args.trusted_python,
+            budget=Budget(),
+        )
+    return made
 
 
 def policy(args: argparse.Namespace, total: int) -> fleet.Policy:

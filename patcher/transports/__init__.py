@@ -21,6 +21,7 @@ import importlib
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from patcher.errors import UsageError
+from patcher.transports.answers import Budget
 from patcher.transports.base import Transport
 
 if TYPE_CHECKING:
@@ -76,6 +77,9 @@ class Settings(NamedTuple):
     call_timeout: float = 600.0  # --timeout: per agent call
     trusted_python: str = ""  # privsep's stage 0 as root (bundle.TRUSTED_PYTHON when empty)
     keepalive: int = 15
+    # The run's answer budget (answers.Budget), shared by every transport the run opens; None:
+    # each transport has its own (one host, one budget).
+    budget: Budget | None = None
 
 
 def kind_for(target: Target, settings: Settings) -> str:
@@ -100,7 +104,10 @@ def open_transport(target: Target, settings: Settings = DEFAULTS) -> Transport:
     no SSH client, a refused connection)."""
     make: Callable[[Target, Settings], Transport]
     make = importlib.import_module(KINDS[kind_for(target, settings)]).make
-    return make(target, settings)
+    transport = make(target, settings)
+    if settings.budget is not None and hasattr(transport, "budget"):
+        transport.budget = settings.budget
+    return transport
 
 
 def start(transport: Transport) -> None:

@@ -8,7 +8,9 @@ an answer is charged here when it arrives and given back when that call ends (de
 failed), so the controller holds at most FLEET_ANSWER_BYTES of answers in flight, plus a
 small allowance for hosts whose answers are small (they are never the ones refused).
 
-Charged per thread: a call runs on one thread from its first byte to its decoded answer.
+Charged per thread: a call runs on one thread from its first byte to its decoded answer. One
+budget per run: the command makes it and hands it to every transport it opens (through
+`transports.Settings.budget`); a transport made without one has its own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ SMALL = FLEET_ANSWER_BYTES // 16
 
 
 class Budget:
+    """What the answers of one run's calls hold in flight, against its limit."""
+
     def __init__(self, limit: int = FLEET_ANSWER_BYTES, small: int = SMALL) -> None:
         self.limit, self.small = limit, small
         self.total = self.peak = 0
@@ -52,6 +56,3 @@ class Budget:
         """This thread's call is over: what its answer held is free again."""
         with self._lock:
             self.total -= self._held.pop(threading.get_ident(), 0)
-
-
-ANSWERS = Budget()

@@ -19,7 +19,7 @@ import time
 from typing import Any, Protocol
 
 from patcher.errors import AgentError
-from patcher.transports.answers import ANSWERS
+from patcher.transports.answers import Budget
 
 
 class Transport(Protocol):
@@ -83,11 +83,11 @@ class Link(Protocol):
 
 
 def read_answer(
-    link: Link, target: str, out: bytearray, payload: bytes, deadline: float
+    link: Link, target: str, out: bytearray, payload: bytes, deadline: float, budget: Budget
 ) -> bytes | None:
     """Send `payload`, return the next answer line (without its newline) and keep what
     follows it in `out`; None if the agent's output ended first; TimeoutError at the
-    deadline. Every byte read is charged to the fleet's budget, and a line past
+    deadline. Every byte read is charged to the run's `budget`, and a line past
     MAX_ANSWER_BYTES is refused (a long answer is scanned for its newline once)."""
     todo = memoryview(payload)
     scanned = 0  # bytes of `out` known to hold no newline
@@ -110,7 +110,7 @@ def read_answer(
             if chunk is None:
                 return None
             if chunk:
-                ANSWERS.charge(target, len(chunk))
+                budget.charge(target, len(chunk))
                 out += chunk
                 if len(out) > MAX_ANSWER_BYTES and b"\n" not in out[scanned:]:
                     raise too_big(target)
@@ -125,6 +125,7 @@ class SessionTransport:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.budget = Budget()  # the run's, set by open_transport (Settings.budget)
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         with self._lock:
@@ -136,7 +137,7 @@ class SessionTransport:
                 self._end(kill=False)
                 raise
             finally:
-                ANSWERS.settle()
+                self.budget.settle()
 
     def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         raise NotImplementedError

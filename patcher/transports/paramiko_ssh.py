@@ -271,7 +271,12 @@ class SshTransport(SessionTransport):
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
             # blocking sendall: output is drained while the payload goes out.
             line = read_answer(
-                _Channel(self, chan, transport), self.target, self._out, payload, deadline
+                _Channel(self, chan, transport),
+                self.target,
+                self._out,
+                payload,
+                deadline,
+                self.budget,
             )
         except TimeoutError:
             self._drop()

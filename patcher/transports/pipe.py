@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from patcher.errors import AgentError, HostError
 from patcher.transports import session as session_words
+from patcher.transports.answers import Budget
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
 from patcher.transports.bundle import (
     TRUSTED_PYTHON,
@@ -92,7 +93,7 @@ class PipeTransport(SessionTransport):
             payload, session.unsent = session.unsent + payload, b""
             deadline += self.connect_grace
         try:
-            line = session.exchange(payload, deadline)
+            line = session.exchange(payload, deadline, self.budget)
         except TimeoutError:
             self._end(kill=True)
             raise session_words.timed_out(self.target, timeout) from None
@@ -189,10 +190,10 @@ class _LocalSession:
             return  # full, or the child is gone: the first call finds out which
         self.unsent = self.unsent[done:]
 
-    def exchange(self, payload: bytes, deadline: float) -> bytes | None:
+    def exchange(self, payload: bytes, deadline: float, budget: Budget) -> bytes | None:
         """Send payload, return the next answer line (without its newline), or None if the
         agent's stdout ended first; TimeoutError at the deadline (base.read_answer)."""
-        return read_answer(self, self.target, self.out, payload, deadline)
+        return read_answer(self, self.target, self.out, payload, deadline, budget)
 
     # The Link primitives (patcher.transports.base): non-blocking pipe I/O.
 

@@ -44,12 +44,12 @@ def test_the_fleets_answers_in_flight_are_bounded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget = answers.Budget(limit=48 * MIB, small=4 * MIB)
-    monkeypatch.setattr("patcher.transports.base.ANSWERS", budget)
     go = tmp_path / "go"
     got: dict[str, object] = {}
 
     def call(name: str, mib: int, wait: Path = go) -> None:
         t = LocalTransport(str(fake_host(tmp_path, name, mib, wait)))
+        t.budget = budget  # one run's: what open_transport sets from Settings.budget
         try:
             got[name] = len(t.call({"op": "inspect"}, timeout=120)["pad"])
         except AgentError as exc:

@@ -77,3 +77,21 @@ def test_importing_the_room_loads_no_remote_kind() -> None:
     ).stdout
     for kind in ("openssh", "paramiko_ssh", "ray", "pipe", "bundle"):
         assert f"patcher.transports.{kind}'" not in out, out
+
+
+def test_one_runs_transports_share_its_answer_budget() -> None:
+    """The answer budget is the run's (Settings.budget, made once per command run by
+    commands._targets.settings), not the process's: two runs never charge one budget."""
+    from patcher.commands import _targets, build_parser
+    from patcher.transports.answers import Budget
+
+    args = build_parser().parse_args(["status", "--host", "local"])
+    run = _targets.settings(args)
+    assert _targets.settings(args) is run and isinstance(run.budget, Budget)
+    other = _targets.settings(build_parser().parse_args(["status", "--host", "local"]))
+    assert other.budget is not run.budget
+    with closing(open_transport(LOCAL, run)) as a, closing(open_transport(LOCAL, run)) as b:
+        assert isinstance(a, LocalTransport) and isinstance(b, LocalTransport)
+        assert a.budget is b.budget is run.budget
+    with closing(open_transport(LOCAL)) as alone:
+        assert isinstance(alone, LocalTransport) and alone.budget is not run.budget
