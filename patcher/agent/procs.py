@@ -98,9 +98,13 @@ def _environ_path(pid: int) -> str:
 
 
 def _is_agent(argv: list[str]) -> bool:
-    """`python -I -c BOOT` (transports.bundle.BOOT imports vpatch_agent; no server does)."""
+    """`python -I -c BOOT` (transports.bundle.BOOT imports vpatch_agent; no server does), or
+    privsep's stage 0 (BOOT0 starts vpatch_agent.privsep), which may go on as the worker in
+    its own process when it drops nothing."""
     for i in range(len(argv) - 1):  # (no itertools.pairwise: the agent runs on 3.9)
-        if argv[i] == "-c" and "import vpatch_agent\n" in argv[i + 1]:
+        if argv[i] == "-c" and (
+            "import vpatch_agent\n" in argv[i + 1] or "vpatch_agent.privsep" in argv[i + 1]
+        ):
             return True
     return False
 

@@ -94,7 +94,9 @@ def _alive(pid: int) -> bool:
 
 
 def _is_agent(pid: int) -> bool:
-    return b"import vpatch_agent" in _cmdline(pid)
+    """The worker (BOOT), or privsep's stage 0 (BOOT0) that goes on as the worker as root."""
+    cmd = _cmdline(pid)
+    return b"import vpatch_agent" in cmd or b"vpatch_agent.privsep" in cmd
 
 
 def _children_agents(root_pid: int, python: str) -> list[int]:
@@ -112,7 +114,9 @@ def _children_agents(root_pid: int, python: str) -> list[int]:
     out, todo = [], list(cmap.get(root_pid, []))
     while todo:
         pid = todo.pop()
-        if _is_agent(pid) and _cmdline(pid).split(b"\0")[0] == python.encode() and _alive(pid):
+        cmd = _cmdline(pid)
+        mine = cmd.split(b"\0")[0] == python.encode() or b"vpatch_agent.privsep" in cmd
+        if _is_agent(pid) and mine and _alive(pid):
             out.append(pid)
         todo.extend(cmap.get(pid, []))
     return out
