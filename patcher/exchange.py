@@ -84,17 +84,19 @@ class RunContext:
         with self.lock:
             return list(self.peers.get(factcache.key("", request), []))
 
-    def offer(self, request: Answer, answer: Answer) -> None:
-        """Offer a host's answer to the hosts after it in this run (the newest per request)."""
+    def offer(self, request: Answer, answer: Answer) -> str | None:
+        """Offer a host's answer to the hosts after it in this run (the newest per request);
+        its fingerprint (factcache.usable), None when it is no use as a guess."""
         fp = factcache.usable(answer)
         if fp is None:
-            return
+            return None
         got = {k: v for k, v in answer.items() if k != "then"}
         with self.lock:
             have = self.peers.setdefault(factcache.key("", request), [])
             if all(f != fp for f, _ in have):
                 have.insert(0, (fp, got))
                 del have[_PEERS_KEPT:]
+        return fp
 
 
 def call(transport: Transport, request: Answer, ctx: RunContext | None = None) -> Answer:
@@ -170,6 +172,7 @@ class Exchange:
     answer: Answer
     guess: Guess | None = None
     answers: list[Answer] | None = None
+    fingerprint: str | None = None  # the answer's, as a guess (factcache.usable)
 
 
 def look(
@@ -207,8 +210,8 @@ def look(
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:
         ctx.count("planned_ahead")
-    ctx.offer(request, res)
-    return Exchange(facts, res, guess, res.get("then") if guess else None)
+    mine = ctx.offer(request, res)  # computed here, never the fingerprint the host claims
+    return Exchange(facts, res, guess, res.get("then") if guess else None, mine)
 
 
 def commit_ahead(
@@ -227,22 +230,26 @@ def commit_ahead(
 
 
 def remember(
-    ctx: RunContext, transport: Transport, request: Answer, answers: Sequence[Answer | None]
+    ctx: RunContext,
+    transport: Transport,
+    request: Answer,
+    answers: Sequence[Answer | Exchange | None],
 ) -> None:
     """Keep a host's answers, newest first, for the next run's guesses (patcher.factcache):
-    the inspect's and, after a commit, its chain's closing inspect (the state the next
-    command will meet). Once per host and command: a cache write is the costliest step a
-    controller takes per host."""
-    got = [a for a in answers if a is not None and "packages" in a and "journal" in a]
-    if got:
-        factcache.remember(factcache.key(transport.target, request), got, ctx.hosts)
-    if got and request.get("packages"):
-        # `rollback ID`, `status` and `verify ID` ask for no package files: the same answers
-        # but for those are what they will meet. If this narrowing ever misses the agent's
-        # answer, its fingerprint differs and that run takes the two-step path.
-        bare = dict(request, packages={})
-        narrowed = [dict(a, packages={}) for a in got]
-        factcache.remember(factcache.key(transport.target, bare), narrowed, ctx.hosts)
+    the inspect's (its Exchange: its fingerprint is known) and, after a commit, its chain's
+    closing inspect (the state the next command will meet). Once per host and command, one
+    file: a cache write is the costliest step a controller takes per host."""
+    got: list[tuple[str, Answer]] = []
+    for a in answers:
+        if isinstance(a, Exchange):
+            fp, answer = a.fingerprint, a.answer
+        elif a is not None:
+            fp, answer = factcache.usable(a), a
+        else:
+            continue
+        if fp is not None:
+            got.append((fp, answer))
+    factcache.store(transport.target, request, got, ctx.hosts, ctx.content)
 
 
 def _guessed_answers(
@@ -252,7 +259,7 @@ def _guessed_answers(
     the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
     (each checked against its sha256) join the run's content cache."""
     out: list[tuple[str, Answer]] = []
-    stored = factcache.load(factcache.key(transport.target, request), ctx.hosts)
+    stored = factcache.load(transport.target, request, ctx.hosts, ctx.content)
     for fp, answer in stored + ctx.peers_for(request):
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
             continue
