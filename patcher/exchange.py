@@ -45,9 +45,9 @@ class RunContext:
     to every host's command. Thread-safe: a fleet's hosts run in parallel."""
 
     caches: rewrite_cache.Caches = field(default_factory=rewrite_cache.Caches)
-    # factcache.key("", request) -> (fingerprint, answer), newest first: what the hosts before
-    # this one answered to the same request (a fleet's hosts tend to be alike)
-    peers: dict[str, list[tuple[str, Answer]]] = field(default_factory=dict)
+    # factcache.key("", request) -> (fingerprint, answer, its facts), newest first: what the
+    # hosts before this one answered to the same request (a fleet's hosts tend to be alike)
+    peers: dict[str, list[tuple[str, Answer, HostFacts]]] = field(default_factory=dict)
     agent_exchanges: int = 0  # round trips
     planned_ahead: int = 0  # hosts whose commit rode in their inspect's exchange
     unsupported: set[str] = field(default_factory=set)  # errors.Unsupported: the CLI exits 2
@@ -79,8 +79,9 @@ class RunContext:
         with self.lock:
             setattr(self, name, getattr(self, name) + 1)
 
-    def peers_for(self, request: Answer) -> list[tuple[str, Answer]]:
-        """(fingerprint, answer) the hosts before this one gave to `request`, newest first."""
+    def peers_for(self, request: Answer) -> list[tuple[str, Answer, HostFacts]]:
+        """(fingerprint, answer, its facts) the hosts before this one gave to `request`,
+        newest first."""
         with self.lock:
             return list(self.peers.get(factcache.key("", request), []))
 
@@ -90,11 +91,16 @@ class RunContext:
         fp = factcache.usable(answer)
         if fp is None:
             return None
-        got = {k: v for k, v in answer.items() if k != "then"}
+        peers = factcache.key("", request)
         with self.lock:
-            have = self.peers.setdefault(factcache.key("", request), [])
-            if all(f != fp for f, _ in have):
-                have.insert(0, (fp, got))
+            if any(f == fp for f, _, _ in self.peers.get(peers, [])):
+                return fp
+        got = {k: v for k, v in answer.items() if k != "then"}
+        facts = HostFacts.from_answer(got)  # once per answer offered, not once per guess
+        with self.lock:
+            have = self.peers.setdefault(peers, [])
+            if all(f != fp for f, _, _ in have):
+                have.insert(0, (fp, got, facts))
                 del have[_PEERS_KEPT:]
         return fp
 
@@ -189,8 +195,8 @@ def look(
     hosts after this one as a guess."""
     guesses: list[Guess] = []
     if ahead is not None:
-        for fp, answer in _guessed_answers(ctx, transport, request):
-            guess = ahead(fp, HostFacts.from_answer(answer))
+        for fp, facts in _guessed_answers(ctx, transport, request):
+            guess = ahead(fp, facts)
             if guess is not None:
                 guesses.append(guess)
     request = dict(request, known=sorted(ctx.content))
@@ -254,13 +260,14 @@ def remember(
 
 def _guessed_answers(
     ctx: RunContext, transport: Transport, request: Answer
-) -> list[tuple[str, Answer]]:
-    """(fingerprint, answer): what this host answered before (patcher.factcache), then what
+) -> list[tuple[str, HostFacts]]:
+    """(fingerprint, facts): what this host answered before (patcher.factcache), then what
     the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
     (each checked against its sha256) join the run's content cache."""
-    out: list[tuple[str, Answer]] = []
+    out: list[tuple[str, HostFacts]] = []
     stored = factcache.load(transport.target, request, ctx.hosts, ctx.content)
-    for fp, answer in stored + ctx.peers_for(request):
+    mine = [(fp, answer, None) for fp, answer in stored]
+    for fp, answer, facts in [*mine, *ctx.peers_for(request)]:
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
             continue
         try:
@@ -268,7 +275,7 @@ def _guessed_answers(
                 ctx.content.setdefault(text_sha, text)
         except ValueError:
             continue  # a text that is not its hash's bytes: no guess (rewrite_cache.Texts)
-        out.append((fp, answer))
+        out.append((fp, facts if facts is not None else HostFacts.from_answer(answer)))
     return out
 
 
