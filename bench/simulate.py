@@ -26,13 +26,21 @@ the peak RSS growth of this process during the run / N (what the OS had to give)
 --tracemalloc (a second run: it slows Python down), the peak of traced allocations / N.
 Requests are encoded and answers decoded per call as the real transports do (JSON lines), so
 that cost is in; the SSH and process handling a real transport adds per host is not.
+
+    python -m bench.simulate --targets 1000 --profile prof.out   # + cProfile, every thread
+
+`--profile` runs the measured command under cProfile in every thread (the per-host work runs in
+the fleet's thread pool), timed by each thread's own CPU clock, and writes the merged stats
+(`python -m pstats prof.out`); the CPU figure of such a run is the profiler's, not vpatch's.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import shutil
 import subprocess
 import sys
@@ -299,7 +307,41 @@ def _inventory(path: Path, n: int, python: str) -> Path:
     return path
 
 
-def measure(book: Book, n: int, parallel: int, work: Path, traced: bool) -> Measured:
+class _Profiled:
+    """cProfile in every thread started while it is on, each timed by its thread's CPU clock
+    (time.thread_time: a wall clock would count the GIL waits of 64 threads), merged."""
+
+    def __init__(self) -> None:
+        self.main = cProfile.Profile(time.thread_time)
+        self.profiles: list[cProfile.Profile] = []  # the threads'
+        self.run = threading.Thread.run
+
+    def __enter__(self) -> _Profiled:
+        profiles, run = self.profiles, self.run
+
+        def profiled(thread: threading.Thread) -> None:
+            prof = cProfile.Profile(time.thread_time)
+            profiles.append(prof)
+            prof.runcall(run, thread)
+
+        threading.Thread.run = profiled  # type: ignore[method-assign]
+        self.main.enable()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.main.disable()
+        threading.Thread.run = self.run  # type: ignore[method-assign]
+
+    def dump(self, path: Path) -> None:
+        stats = pstats.Stats(self.main)
+        for prof in self.profiles:
+            stats.add(prof)
+        stats.dump_stats(str(path))
+
+
+def measure(
+    book: Book, n: int, parallel: int, work: Path, traced: bool, profile: Path | None = None
+) -> Measured:
     spec = work / "spec.toml"
     spec.write_text(SPEC_A)
     inv = _inventory(work / f"hosts-{n}.toml", n, "/root/ml-env/bin/python")
@@ -318,7 +360,12 @@ def measure(book: Book, n: int, parallel: int, work: Path, traced: bool) -> Meas
         tracemalloc.start()
     base_rss = _reset_peak()
     started, cpu0 = time.perf_counter(), time.process_time()
-    doc = _run_cli(argv, open_replay)
+    if profile is None:
+        doc = _run_cli(argv, open_replay)
+    else:
+        with _Profiled() as profiled:
+            doc = _run_cli(argv, open_replay)
+        profiled.dump(profile)
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu0
     growth = max(0, _status_kib("VmHWM") - base_rss)
     peak_traced = None
@@ -350,6 +397,7 @@ def run(
     parallel: int = PARALLEL,
     traced: bool = False,
     log: Callable[[str], None] | None = None,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     """Record (child process), then measure here; the JSON document of the measurement."""
     say = log or (lambda msg: None)
@@ -370,7 +418,7 @@ def run(
         # The recording's rewrite cache, warm as after any earlier run on these contents (the
         # vpatch-apply rows of bench/run.py run so too).
         with mock.patch.dict(os.environ, {"VPATCH_CACHE_DIR": str(cache_dir)}):
-            doc = measure(book, n, parallel, work, traced=False).as_json()
+            doc = measure(book, n, parallel, work, traced=False, profile=profile).as_json()
             if traced:
                 say("again under tracemalloc")
                 t = measure(book, n, parallel, work, traced=True).as_json()
@@ -406,6 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--parallel", type=int, default=PARALLEL)
     p.add_argument("--tracemalloc", action="store_true", help="also a traced run (slower)")
     p.add_argument("--json", action="store_true", help="print the JSON document")
+    p.add_argument("--profile", type=Path, help="write cProfile stats of every thread here")
     p.add_argument("--record", type=Path, help=argparse.SUPPRESS)  # the child's job
     args = p.parse_args(argv)
     if args.record:
@@ -415,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(f"simulate: {msg}", file=sys.stderr, flush=True)
 
-    doc = run(args.targets, args.parallel, args.tracemalloc, log)
+    doc = run(args.targets, args.parallel, args.tracemalloc, log, args.profile)
     print(json.dumps(doc, indent=2) if args.json else text(doc))
     return 0
 

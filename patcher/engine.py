@@ -228,13 +228,13 @@ def _write_host(
             if problem:
                 raise HostError(f"{problem[0]}; nothing was changed", problem[1])
             if opts.dry_run or not plan.needs_commit():
-                exchange.remember(ctx, transport, request, [got.answer])
+                exchange.remember(ctx, transport, request, [got])
                 return
             answers = exchange.write(ctx, transport, plan, opts.level, request)
         host.restart_required, ran, after = exchange.carry_out(
             ctx, transport, plan, opts.level, answers
         )
-        exchange.remember(ctx, transport, request, [after, got.answer])
+        exchange.remember(ctx, transport, request, [after, got])
         w.recheck(host, plan, facts, ran)
 
     return _host_run(
@@ -355,7 +355,7 @@ def verify(
     def body(host: HostResult) -> None:
         request = exchange.inspect_request(run_ctx, specs, state_dir, procs=True)
         got = exchange.look(run_ctx, transport, request, host, ahead)
-        exchange.remember(run_ctx, transport, request, [got.answer])
+        exchange.remember(run_ctx, transport, request, [got])
         refuse_editable(transport.target, got.answer, specs)
         facts = got.facts
         ran = list(zip(got.guess.chain, got.answers or [], strict=False)) if got.guess else []
@@ -486,7 +486,7 @@ def status(
         # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
         request = dict(exchange.inspect_request(run_ctx, [], state_dir), procs_for=None)
         got = exchange.look(run_ctx, transport, request, host)
-        exchange.remember(run_ctx, transport, request, [got.answer])
+        exchange.remember(run_ctx, transport, request, [got])
         host.patches = status_journal(got.facts)
         host.restart_required = got.facts.restart_required
         from patcher import rolloutresume  # where the last `vpatch rollout` got to on this host

@@ -45,9 +45,9 @@ class RunContext:
     to every host's command. Thread-safe: a fleet's hosts run in parallel."""
 
     caches: rewrite_cache.Caches = field(default_factory=rewrite_cache.Caches)
-    # factcache.key("", request) -> (fingerprint, answer), newest first: what the hosts before
-    # this one answered to the same request (a fleet's hosts tend to be alike)
-    peers: dict[str, list[tuple[str, Answer]]] = field(default_factory=dict)
+    # factcache.key("", request) -> (fingerprint, answer, its facts), newest first: what the
+    # hosts before this one answered to the same request (a fleet's hosts tend to be alike)
+    peers: dict[str, list[tuple[str, Answer, HostFacts]]] = field(default_factory=dict)
     agent_exchanges: int = 0  # round trips
     planned_ahead: int = 0  # hosts whose commit rode in their inspect's exchange
     unsupported: set[str] = field(default_factory=set)  # errors.Unsupported: the CLI exits 2
@@ -79,22 +79,30 @@ class RunContext:
         with self.lock:
             setattr(self, name, getattr(self, name) + 1)
 
-    def peers_for(self, request: Answer) -> list[tuple[str, Answer]]:
-        """(fingerprint, answer) the hosts before this one gave to `request`, newest first."""
+    def peers_for(self, request: Answer) -> list[tuple[str, Answer, HostFacts]]:
+        """(fingerprint, answer, its facts) the hosts before this one gave to `request`,
+        newest first."""
         with self.lock:
             return list(self.peers.get(factcache.key("", request), []))
 
-    def offer(self, request: Answer, answer: Answer) -> None:
-        """Offer a host's answer to the hosts after it in this run (the newest per request)."""
+    def offer(self, request: Answer, answer: Answer) -> str | None:
+        """Offer a host's answer to the hosts after it in this run (the newest per request);
+        its fingerprint (factcache.usable), None when it is no use as a guess."""
         fp = factcache.usable(answer)
         if fp is None:
-            return
-        got = {k: v for k, v in answer.items() if k != "then"}
+            return None
+        peers = factcache.key("", request)
         with self.lock:
-            have = self.peers.setdefault(factcache.key("", request), [])
-            if all(f != fp for f, _ in have):
-                have.insert(0, (fp, got))
+            if any(f == fp for f, _, _ in self.peers.get(peers, [])):
+                return fp
+        got = {k: v for k, v in answer.items() if k != "then"}
+        facts = HostFacts.from_answer(got)  # once per answer offered, not once per guess
+        with self.lock:
+            have = self.peers.setdefault(peers, [])
+            if all(f != fp for f, _, _ in have):
+                have.insert(0, (fp, got, facts))
                 del have[_PEERS_KEPT:]
+        return fp
 
 
 def call(transport: Transport, request: Answer, ctx: RunContext | None = None) -> Answer:
@@ -170,6 +178,7 @@ class Exchange:
     answer: Answer
     guess: Guess | None = None
     answers: list[Answer] | None = None
+    fingerprint: str | None = None  # the answer's, as a guess (factcache.usable)
 
 
 def look(
@@ -186,8 +195,8 @@ def look(
     hosts after this one as a guess."""
     guesses: list[Guess] = []
     if ahead is not None:
-        for fp, answer in _guessed_answers(ctx, transport, request):
-            guess = ahead(fp, HostFacts.from_answer(answer))
+        for fp, facts in _guessed_answers(ctx, transport, request):
+            guess = ahead(fp, facts)
             if guess is not None:
                 guesses.append(guess)
     request = dict(request, known=sorted(ctx.content))
@@ -208,8 +217,8 @@ def look(
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:
         ctx.count("planned_ahead")
-    ctx.offer(request, res)
-    return Exchange(facts, res, guess, res.get("then") if guess else None)
+    mine = ctx.offer(request, res)  # computed here, never the fingerprint the host claims
+    return Exchange(facts, res, guess, res.get("then") if guess else None, mine)
 
 
 def commit_ahead(
@@ -228,33 +237,38 @@ def commit_ahead(
 
 
 def remember(
-    ctx: RunContext, transport: Transport, request: Answer, answers: Sequence[Answer | None]
+    ctx: RunContext,
+    transport: Transport,
+    request: Answer,
+    answers: Sequence[Answer | Exchange | None],
 ) -> None:
     """Keep a host's answers, newest first, for the next run's guesses (patcher.factcache):
-    the inspect's and, after a commit, its chain's closing inspect (the state the next
-    command will meet). Once per host and command: a cache write is the costliest step a
-    controller takes per host."""
-    got = [a for a in answers if a is not None and "packages" in a and "journal" in a]
-    if got:
-        factcache.remember(factcache.key(transport.target, request), got, ctx.hosts)
-    if got and request.get("packages"):
-        # `rollback ID`, `status` and `verify ID` ask for no package files: the same answers
-        # but for those are what they will meet. If this narrowing ever misses the agent's
-        # answer, its fingerprint differs and that run takes the two-step path.
-        bare = dict(request, packages={})
-        narrowed = [dict(a, packages={}) for a in got]
-        factcache.remember(factcache.key(transport.target, bare), narrowed, ctx.hosts)
+    the inspect's (its Exchange: its fingerprint is known) and, after a commit, its chain's
+    closing inspect (the state the next command will meet). Once per host and command, one
+    file: a cache write is the costliest step a controller takes per host."""
+    got: list[tuple[str, Answer]] = []
+    for a in answers:
+        if isinstance(a, Exchange):
+            fp, answer = a.fingerprint, a.answer
+        elif a is not None:
+            fp, answer = factcache.usable(a), a
+        else:
+            continue
+        if fp is not None:
+            got.append((fp, answer))
+    factcache.store(transport.target, request, got, ctx.hosts, ctx.content)
 
 
 def _guessed_answers(
     ctx: RunContext, transport: Transport, request: Answer
-) -> list[tuple[str, Answer]]:
-    """(fingerprint, answer): what this host answered before (patcher.factcache), then what
+) -> list[tuple[str, HostFacts]]:
+    """(fingerprint, facts): what this host answered before (patcher.factcache), then what
     the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
     (each checked against its sha256) join the run's content cache."""
-    out: list[tuple[str, Answer]] = []
-    stored = factcache.load(factcache.key(transport.target, request), ctx.hosts)
-    for fp, answer in stored + ctx.peers_for(request):
+    out: list[tuple[str, HostFacts]] = []
+    stored = factcache.load(transport.target, request, ctx.hosts, ctx.content)
+    mine = [(fp, answer, None) for fp, answer in stored]
+    for fp, answer, facts in [*mine, *ctx.peers_for(request)]:
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):
             continue
         try:
@@ -262,7 +276,7 @@ def _guessed_answers(
                 ctx.content.setdefault(text_sha, text)
         except ValueError:
             continue  # a text that is not its hash's bytes: no guess (rewrite_cache.Texts)
-        out.append((fp, answer))
+        out.append((fp, facts if facts is not None else HostFacts.from_answer(answer)))
     return out
 
 

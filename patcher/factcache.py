@@ -11,9 +11,12 @@ checked against the sha256 the answer gives it when it is loaded: an edited or c
 a guess that does not match, or no guess, never a wrong write.
 
 Where: `hosts/` next to the rewrite cache (patcher.rewrite_cache.directory: same switch, same
-ownership rules), one JSON file per (target, state dir, packages asked), with the last
-`KEEP_PER_HOST` distinct answers, newest first. Writes are atomic, not fsync'ed: a torn or lost
-entry is only a miss.
+ownership rules), ONE JSON file per (target, state dir): per files asked (the inspect's
+`packages`, newest first, at most `KEEP_ASKED`) the last `KEEP_PER_HOST` distinct answers,
+newest first. An inspect that asks for no package files (`rollback ID`, `status`) is answered
+from every entry with its package files left out: the journal is the same. One file a host
+and command is one write: the costliest step a controller takes per host. Writes are atomic,
+not fsync'ed: a torn or lost entry is only a miss.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import itertools
 import json
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,21 +34,27 @@ from typing import Any
 from patcher import rewrite_cache
 from patcher.agent import protocol
 
-KEEP_PER_HOST = 2
+KEEP_PER_HOST = 2  # answers per files asked
+KEEP_ASKED = 4  # sets of files asked, per host file
 KEEP_HOSTS = 4096
 KEEP_TEXTS = 1024
 MAX_BYTES = 32 * 1024 * 1024  # an entry bigger than this is not read (a cache, not an input)
 
 Answer = dict[str, Any]
+_NONE_ASKED = ""  # the tag of an inspect that asks for no package files
 
 
 @dataclass
 class Memo:
-    """What one run knows of the cache directory so it asks the disk once: the directories it
-    pruned, and the texts it stored or saw stored (part of exchange.RunContext)."""
+    """What one run knows of the cache directory so it asks the disk once: the directory it
+    checked, the directories it pruned, and the texts it stored or saw stored (part of
+    exchange.RunContext). Entries are still checked on every read, on their descriptor."""
 
     pruned: set[Path] = field(default_factory=set)
     written: set[tuple[str, str]] = field(default_factory=set)  # (texts dir, sha256)
+    checked: Path | None = None  # hosts/, found usable by this run
+    unread: set[str] = field(default_factory=set)  # host files load found nothing usable in
+    texts_made: bool = False  # hosts/texts/ made (or found) by this run
 
 
 def key(target: str, request: dict[str, Any]) -> str:
@@ -55,28 +65,75 @@ def key(target: str, request: dict[str, Any]) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
-def load(name: str, memo: Memo | None = None, d: Path | None = None) -> list[tuple[str, Answer]]:
-    """(fingerprint, answer) of the stored answers, texts put back, that are usable (the rest
-    are dropped). `memo`: the run's (a fresh one when None); `d`: the directory when the caller
-    has just checked it (else it is looked up)."""
+def name(target: str, request: dict[str, Any]) -> str:
+    """The file of `target`'s answers in the state dir `request` names (any files asked)."""
+    raw = json.dumps([target, request.get("state_dir")]).encode()
+    return hashlib.sha256(raw).hexdigest()[:40]
+
+
+def asked(request: dict[str, Any]) -> str:
+    """The tag of the package files `request` asks for ("" for none)."""
+    packages = request.get("packages")
+    if not packages:
+        return _NONE_ASKED
+    return hashlib.sha256(json.dumps(packages, sort_keys=True).encode()).hexdigest()[:40]
+
+
+def load(
+    target: str,
+    request: dict[str, Any],
+    memo: Memo | None = None,
+    known: Mapping[str, str] | None = None,
+) -> list[tuple[str, Answer]]:
+    """(fingerprint, answer) of what `target` answered before to `request`'s files, newest
+    first, texts put back, that are usable (the rest are dropped). `memo`: the run's (a fresh
+    one when None); `known`: texts by sha256 already checked this run (exchange.RunContext's
+    content), taken instead of reading their files."""
     memo = memo if memo is not None else Memo()
-    d = d if d is not None else rewrite_cache.directory(sub="hosts")
+    d = _directory(memo)
     if d is None:
         return []
-    doc = _read_json(d / f"{name}.json")
-    answers = doc.get("answers") if isinstance(doc, dict) else None
-    if not isinstance(answers, list):
-        return []
-    out = []
-    for a in answers:
-        try:
-            filled = _with_texts(d, a, memo)
-        except (AttributeError, KeyError, TypeError, ValueError):
+    tag, file = asked(request), f"{name(target, request)}.json"
+    entries = _entries(_read_json(d / file))
+    if not entries:
+        memo.unread.add(file)  # remember() then writes it without reading it again
+    out: list[tuple[str, Answer]] = []
+    for entry_tag, answers in entries:
+        if entry_tag != tag and tag != _NONE_ASKED:
             continue
-        fp = usable(filled) if filled is not None else None
-        if fp is not None and filled is not None:
-            out.append((fp, filled))
+        for a in answers:
+            if len(out) == KEEP_PER_HOST:
+                return out
+            fp = _usable_stored(d, a if entry_tag == tag else _narrowed(a), memo, known, out)
+            if fp is not None:
+                out.append(fp)
     return out
+
+
+def _narrowed(answer: Any) -> Any:
+    """An answer to a request for some package files as the same host answers a request for
+    none: the journal is the same. If this ever misses the agent's answer, its fingerprint
+    differs and that run takes the two-step path."""
+    return dict(answer, packages={}) if isinstance(answer, dict) else answer
+
+
+def _usable_stored(
+    d: Path,
+    stored: Any,
+    memo: Memo,
+    known: Mapping[str, str] | None,
+    have: list[tuple[str, Answer]],
+) -> tuple[str, Answer] | None:
+    """(fingerprint, answer) of a stored answer, texts put back, when it is usable and not one
+    of `have`'s fingerprints."""
+    try:
+        filled = _with_texts(d, stored, memo, known)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    fp = usable(filled) if filled is not None else None
+    if fp is None or filled is None or any(fp == f for f, _ in have):
+        return None
+    return fp, filled
 
 
 def usable(answer: Any) -> str | None:
@@ -101,37 +158,93 @@ def usable(answer: Any) -> str | None:
     return fp
 
 
-def remember(name: str, answers: list[Answer], memo: Memo | None = None) -> None:
-    """Store `answers` (newest first) ahead of what is stored, one per fingerprint. Never
-    fails a run: a cache that cannot be written misses next time. `memo`: the run's."""
+def remember(
+    target: str,
+    request: dict[str, Any],
+    answers: list[Answer],
+    memo: Memo | None = None,
+    known: Mapping[str, str] | None = None,
+) -> None:
+    """Store `answers` (newest first) ahead of what is stored for `request`'s files, one per
+    fingerprint, in `target`'s one file. Never fails a run: a cache that cannot be written
+    misses next time. `memo`, `known`: as for load."""
+    got = [(fp, a) for a in answers for fp in [usable(a)] if fp is not None]
+    store(target, request, got, memo, known)
+
+
+def store(
+    target: str,
+    request: dict[str, Any],
+    answers: list[tuple[str, Answer]],
+    memo: Memo | None = None,
+    known: Mapping[str, str] | None = None,
+) -> None:
+    """remember() for answers whose usable() fingerprint the caller has: (fingerprint,
+    answer), newest first."""
     memo = memo if memo is not None else Memo()
-    keep: list[Answer] = []
-    seen: set[str] = set()
-    d = rewrite_cache.directory(sub="hosts")  # one check for the read and the write
-    for batch in (answers, None):
-        # the older ones only when room is left
-        got = load(name, memo, d) if batch is None else [(usable(a), a) for a in batch]
-        for fp, a in got:
-            if len(keep) < KEEP_PER_HOST and fp is not None and fp not in seen:
-                seen.add(fp)
-                keep.append(a)
-        if len(keep) == KEEP_PER_HOST:
-            break
-    if keep and d is None:
-        d = rewrite_cache.directory(create=True, sub="hosts")
-    if not keep or d is None:
+    keep: list[tuple[str, Answer]] = []
+    for fp, a in answers:
+        if len(keep) < KEEP_PER_HOST and all(fp != f for f, _ in keep):
+            keep.append((fp, a))
+    if not keep:
         return
+    d = _directory(memo, create=True)  # one check for the read and the write
+    if d is None:
+        return
+    tag, file = asked(request), f"{name(target, request)}.json"
+    others: list[dict[str, Any]] = []
+    if file in memo.unread:
+        memo.unread.discard(file)
+        entries = []
+    else:
+        entries = _entries(_read_json(d / file))
+    for entry_tag, old in entries:
+        if entry_tag != tag:
+            if len(others) < KEEP_ASKED - 1:
+                others.append({"asked": entry_tag, "answers": old})  # checked when loaded
+            continue
+        for a in old:  # the older ones only when room is left
+            if len(keep) == KEEP_PER_HOST:
+                break
+            got = _usable_stored(d, a, memo, known, keep)
+            if got is not None:
+                keep.append(got)
     try:
         texts = d / "texts"
-        try:
-            os.mkdir(texts, mode=0o700)
-        except FileExistsError:
-            pass
-        stored = [_without_texts(texts, a, memo) for a in keep]
-        _write(d, f"{name}.json", json.dumps({"answers": stored}).encode())
+        if not memo.texts_made:
+            try:
+                os.mkdir(texts, mode=0o700)
+            except FileExistsError:
+                pass
+            memo.texts_made = True
+        stored = [_without_texts(texts, a, memo) for _, a in keep]
+        doc = {"entries": [{"asked": tag, "answers": stored}, *others]}
+        _write(d, file, json.dumps(doc).encode())
         _prune_once(d, texts, memo)
     except OSError:
         pass
+
+
+def _directory(memo: Memo, create: bool = False) -> Path | None:
+    """hosts/, checked once a run (rewrite_cache.directory: the user's own, closed to others);
+    each entry read from it is still checked on its own descriptor."""
+    if memo.checked is None:
+        memo.checked = rewrite_cache.directory(create=create, sub="hosts")
+    return memo.checked
+
+
+def _entries(doc: Any) -> list[tuple[str, list[Any]]]:
+    """(files-asked tag, stored answers) of a host file's entries that are well-formed."""
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        return []
+    return [
+        (e["asked"], e["answers"])
+        for e in entries
+        if isinstance(e, dict)
+        and isinstance(e.get("asked"), str)
+        and isinstance(e.get("answers"), list)
+    ]
 
 
 # Texts live once per content under hosts/texts/ (a fleet's hosts share them); in an answer a
@@ -182,24 +295,35 @@ def _copied(answer: Answer) -> Answer:
     return out
 
 
-def _with_texts(d: Path, stored: Answer, memo: Memo) -> Answer | None:
+def _with_texts(
+    d: Path, stored: Answer, memo: Memo, known: Mapping[str, str] | None = None
+) -> Answer | None:
+    """`stored` with its texts put back (in place): each read from the file its sha256 names
+    and checked against it, or taken from `known` (texts this run checked already)."""
+    texts = str(d / "texts")
     for holder, k in _text_fields(stored):
         ref = holder.get(k)
         if ref is None:
             continue
         if not (isinstance(ref, str) and ref.startswith("@") and len(ref) == 65):
             return None
-        if not all(c in "0123456789abcdef" for c in ref[1:].lower()):
+        sha = ref[1:].lower()
+        if not all(c in "0123456789abcdef" for c in sha):
             return None  # a name, never a path
-        name = d / "texts" / ref[1:].lower()
-        data = rewrite_cache.read_owned(name, MAX_BYTES)  # owner, mode, type: on the descriptor
-        if data is None or hashlib.sha256(data).hexdigest() != name.name:
-            memo.written.discard((str(d / "texts"), name.name))
+        text = known.get(sha) if known is not None else None
+        if text is not None:
+            holder[k] = text
+            continue
+        path = os.path.join(texts, sha)
+        data = rewrite_cache.read_owned(Path(path), MAX_BYTES)  # owner, mode, type: on the fd
+        if data is None or hashlib.sha256(data).hexdigest() != sha:
+            memo.written.discard((texts, sha))
             try:
-                os.unlink(name)  # not what its name says, or not ours: gone, stored again next run
+                os.unlink(path)  # not what its name says, or not ours: gone, stored again next run
             except OSError:
                 pass
             return None
+        memo.written.add((texts, sha))
         holder[k] = data.decode("utf-8", "surrogateescape")
     return stored
 

@@ -134,13 +134,14 @@ def test_a_cache_that_lies_never_decides_a_write(
     _run("rollback", common, env)
     pristine = _site_file(lab.hosts[0]).read_text()
     hosts_dir = tmp_path / "cache" / "hosts"
-    # the answers to the apply's own request (the other entry: the same, without packages)
-    docs = {p: json.loads(p.read_text()) for p in hosts_dir.glob("*.json")}
-    [(entry, doc)] = [(p, d) for p, d in docs.items() if d["answers"][0]["packages"]]
+    # the host's one file; in it, the answers to the apply's own request
+    [entry] = hosts_dir.glob("*.json")
+    doc = json.loads(entry.read_text())
+    [asked] = [e for e in doc["entries"] if e["answers"][0]["packages"]]
     lie = pristine.replace('"qwen",', '"qwen",\n            "attacker",')
     lie_sha = hashlib.sha256(lie.encode()).hexdigest()
     (hosts_dir / "texts" / lie_sha).write_text(lie)
-    for answer in doc["answers"]:
+    for answer in asked["answers"]:
         for pkg in answer["packages"].values():
             for info in pkg["files"].values():
                 info["sha256"], info["text"] = lie_sha, "@" + lie_sha

@@ -1,5 +1,5 @@
-"""patcher/factcache.py: the answers a run plans on ahead are stored per host, texts once per
-content, and nothing read back is used unless every text is what its sha256 says."""
+"""patcher/factcache.py: the answers a run plans on ahead are stored in one file per host, texts
+once per content, and nothing read back is used unless every text is what its sha256 says."""
 
 from __future__ import annotations
 
@@ -58,6 +58,22 @@ def answer(text: str, applied: bool = False) -> dict[str, Any]:
     }
 
 
+REQ = {"op": "inspect", "packages": {"pkg": ["pkg/mod.py"]}, "state_dir": None, "known": []}
+BARE = dict(REQ, packages={})  # `rollback ID`, `status`: no package files asked
+
+
+def entry(target: str) -> str:
+    return f"{factcache.name(target, REQ)}.json"
+
+
+def remember(target: str, answers: list[dict[str, Any]], req: dict[str, Any] = REQ) -> None:
+    factcache.remember(target, req, answers)
+
+
+def load(target: str, req: dict[str, Any] = REQ) -> list[tuple[str, dict[str, Any]]]:
+    return factcache.load(target, req)
+
+
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VPATCH_CACHE_DIR", str(tmp_path / "c"))
@@ -67,40 +83,47 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_round_trip_newest_first_one_per_fingerprint(cache: Path) -> None:
     a, b, c = answer("base\n"), answer("new\n", applied=True), answer("newer\n", applied=True)
-    factcache.remember("h1", [a])
-    factcache.remember("h1", [b])
-    factcache.remember("h1", [copy.deepcopy(b)])  # same state again: still one entry
-    got = [a for fp, a in factcache.load("h1") if fp == protocol.fingerprint(a)]
+    remember("h1", [a])
+    remember("h1", [b])
+    remember("h1", [copy.deepcopy(b)])  # same state again: still one entry
+    got = [a for fp, a in load("h1") if fp == protocol.fingerprint(a)]
     assert [protocol.fingerprint(x) for x in got] == [
         protocol.fingerprint(b),
         protocol.fingerprint(a),
     ]
     assert got[0]["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "new\n"
     assert got[0]["journal"]["/env/lib/site-packages/pkg/mod.py"]["base_text"] == "base\n"
-    factcache.remember("h1", [c])
-    assert len(factcache.load("h1")) == factcache.KEEP_PER_HOST
+    remember("h1", [c])
+    assert len(load("h1")) == factcache.KEEP_PER_HOST
     # The envelope is not kept; texts are stored once per content, outside the answers.
-    stored = json.loads((cache / "h1.json").read_text())
-    assert "pid" not in stored["answers"][0] and "newer" not in (cache / "h1.json").read_text()
-    factcache.remember("h2", [copy.deepcopy(c)])
+    stored = json.loads((cache / entry("h1")).read_text())
+    assert (
+        "pid" not in stored["entries"][0]["answers"][0]
+        and "newer" not in (cache / entry("h1")).read_text()
+    )
+    remember("h2", [copy.deepcopy(c)])
     assert sorted(p.name for p in (cache / "texts").iterdir()) == sorted(
         {sha(t) for t in ("base\n", "new\n", "newer\n")}
     )
-    assert factcache.load("nobody") == []
+    assert load("nobody") == []
 
 
 def test_nothing_unverified_comes_back(cache: Path) -> None:
-    factcache.remember("h", [answer("base\n")])
+    remember("h", [answer("base\n")])
     (cache / "texts" / sha("base\n")).write_text("evil\n")  # not what its name says
-    assert factcache.load("h") == []
+    assert load("h") == []
     assert not (cache / "texts" / sha("base\n")).exists()  # dropped, so it is stored again
-    factcache.remember("h", [answer("base\n")])
-    assert len(factcache.load("h")) == 1
+    remember("h", [answer("base\n")])
+    assert len(load("h")) == 1
     os.unlink(cache / "texts" / sha("base\n"))
-    assert factcache.load("h") == []  # a missing text: no guess
-    for broken in ("{", "[]", '{"answers": [1, {"packages": 3}]}', '{"answers": [{}]}'):
-        (cache / "h.json").write_text(broken)
-        assert factcache.load("h") == []
+    assert load("h") == []  # a missing text: no guess
+    broken_docs = ("{", "[]", '{"entries": [1, {"asked": 3}]}', '{"entries": [{"answers": [{}]}]}')
+    for broken in (
+        *broken_docs,
+        json.dumps({"entries": [{"asked": factcache.asked(REQ), "answers": [1, {}]}]}),
+    ):
+        (cache / entry("h")).write_text(broken)
+        assert load("h") == []
 
 
 @pytest.mark.parametrize(
@@ -118,17 +141,17 @@ def test_unusable_answers_are_neither_stored_nor_used(cache: Path, edit: Any) ->
     a = answer("base\n")
     edit(a, a.get("packages", {}).get("pkg", {}).get("files", {}).get("pkg/mod.py", {}))
     assert factcache.usable(a) is None
-    factcache.remember("h", [a])
-    assert factcache.load("h") == [] and not (cache / "h.json").exists()
+    remember("h", [a])
+    assert load("h") == [] and not (cache / entry("h")).exists()
 
 
 def test_a_cache_dir_others_can_write_is_not_used(cache: Path) -> None:
-    factcache.remember("h", [answer("base\n")])
-    assert factcache.load("h")
+    remember("h", [answer("base\n")])
+    assert load("h")
     os.chmod(cache, 0o777)
-    assert factcache.load("h") == []
+    assert load("h") == []
     os.chmod(cache, 0o700)
-    assert factcache.load("h")
+    assert load("h")
 
 
 def test_key_is_who_asks_where_for_what() -> None:
@@ -155,7 +178,42 @@ def test_key_is_who_asks_where_for_what() -> None:
 def test_an_entry_someone_else_could_have_planted_is_not_used(
     cache: Path, plant: Any, which: str
 ) -> None:
-    factcache.remember("h", [answer("base\n")])
-    assert factcache.load("h")
-    plant(cache / "h.json" if which == "answer" else cache / "texts" / sha("base\n"))
-    assert factcache.load("h") == []
+    remember("h", [answer("base\n")])
+    assert load("h")
+    plant(cache / entry("h") if which == "answer" else cache / "texts" / sha("base\n"))
+    assert load("h") == []
+
+
+def test_one_file_per_host_whatever_files_were_asked(cache: Path) -> None:
+    other = dict(REQ, packages={"pkg": ["pkg/mod.py", "pkg/other.py"]})
+    a, b = answer("base\n"), answer("new\n", applied=True)
+    remember("h", [a])
+    remember("h", [b], other)
+    assert [p.name for p in cache.glob("*.json")] == [entry("h")]
+    assert [fp for fp, _ in load("h")] == [protocol.fingerprint(a)]  # each its own files
+    assert [fp for fp, _ in load("h", other)] == [protocol.fingerprint(b)]
+    assert load("h", dict(REQ, state_dir="/elsewhere")) == []
+    # Asking for no package files: every entry's answers, newest first, their files left out
+    # (the journal is the same), as the agent answers such a request.
+    narrowed = [dict(x, packages={}) for x in (b, a)]
+    assert [fp for fp, _ in load("h", BARE)] == [protocol.fingerprint(x) for x in narrowed]
+    [(_, got), _] = load("h", BARE)
+    assert got["packages"] == {} and got["journal"][next(iter(b["journal"]))]["base_text"]
+    # At most KEEP_ASKED sets of files per host, the oldest out first.
+    for i in range(factcache.KEEP_ASKED):
+        remember("h", [answer(f"v{i}\n")], dict(REQ, packages={"pkg": [f"pkg/m{i}.py"]}))
+    assert load("h") == [] and load("h", other) == []
+    assert [p.name for p in cache.glob("*.json")] == [entry("h")]
+
+
+def test_texts_the_run_checked_are_not_read_again(cache: Path) -> None:
+    a = answer("base\n")
+    remember("h", [a])
+    os.unlink(cache / "texts" / sha("base\n"))
+    assert load("h") == []  # its text is gone: no guess
+    memo = factcache.Memo()
+    [(fp, got)] = factcache.load("h", REQ, memo, {sha("base\n"): "base\n"})
+    assert fp == protocol.fingerprint(a)
+    assert got["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "base\n"
+    # A text is taken from `known` only under the sha256 the stored answer names.
+    assert factcache.load("h", REQ, factcache.Memo(), {sha("other\n"): "other\n"}) == []
