@@ -12,6 +12,7 @@ that it needs (RolloutLab.part), in file order; the last one over all 8.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -24,7 +25,7 @@ import pytest
 
 from tests import jsondoc
 from tests.conftest import REPO, SPEC, VPATCH, Run, vpatch
-from tests.support import rolloutlab
+from tests.support import fsattack, rolloutlab
 
 pytestmark = pytest.mark.vllm
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
@@ -178,10 +179,19 @@ def test_failing_restart_health_timeout_and_missing_metrics(
     assert lab3.pid(0) != pids[0] and lab3.pid(1) != pids[1]
 
 
-def _start(lab: rolloutlab.RolloutLab, inv: Path, report: Path, *more: str) -> Popen[str]:
+def _start(
+    lab: rolloutlab.RolloutLab, inv: Path, report: Path, env: dict[str, str] | None = None
+) -> Popen[str]:
     argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab.ssh.ssh_config]
-    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report, *more]
-    return subprocess.Popen(list(map(str, argv)), cwd=REPO, stdout=PIPE, stderr=PIPE, text=True)
+    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report]
+    return subprocess.Popen(
+        list(map(str, argv)),
+        cwd=REPO,
+        stdout=PIPE,
+        stderr=PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _until(what: Any, timeout: float = 120) -> None:
@@ -203,9 +213,14 @@ def test_ctrl_c_stops_after_the_step_then_resume_goes_on_from_the_journal(
     pids = [lab3.pid(i) for i in range(3)]
     files = [lab3.files(i) for i in range(3)]
     report = tmp_path / "r.json"
-    proc = _start(lab3, inv, report)
-    _until(lambda: lab3.files(0) != files[0])  # h5's apply wrote its files
+    # h5's agent parks once its commit is done (files written, lock released, answer not
+    # sent): the Ctrl-C provably lands while the apply step runs, whatever the machine's load.
+    proc = _start(lab3, inv, report, env={"VPATCH_TEST_FAULT": "commit.unlocked:pause"})
+    agent = fsattack.parked_agent(lab3.hosts[0].ssh.pid, timeout=300)
+    assert lab3.files(0) != files[0]  # h5's apply wrote its files
     proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # the controller has taken the signal before the step can end
+    os.kill(agent, signal.SIGCONT)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 1, out + err
     assert f"--resume {report}" in err
@@ -291,13 +306,14 @@ def test_a_second_ctrl_c_still_leaves_the_report(
     """Two SIGINTs while h8 restarts (a restart that takes 5 s): exit 130 at once, and the
     report has h8 as far as it got (apply done, stopped in the restart); --resume runs the
     restart again and on."""
-    slow = {"restart": "sleep 5; /root/lab/ctl restart vllm"}
+    began = lab1.hosts[0].lab / "restart-began"
+    began.unlink(missing_ok=True)
+    slow = {"restart": "touch /root/lab/restart-began; sleep 5; /root/lab/ctl restart vllm"}
     inv = lab1.inventory(tmp_path / "hosts.toml", h8=slow)
     report = tmp_path / "r.json"
     pid, files = lab1.pid(0), lab1.files(0)
     proc = _start(lab1, inv, report)
-    _until(lambda: lab1.files(0) != files)
-    time.sleep(2)  # apply's last checks are done: the restart's sleep has begun
+    _until(began.exists)  # the restart's sleep has begun
     started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
