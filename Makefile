@@ -3,6 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CACHE ?= /var/cache/vpatch-test
+# Test workers: most of the suite waits on real sshd hosts, servers and pip, so two workers
+# on a 2-core machine take a little over half the serial time. Each worker starts its own labs.
+TEST_JOBS ?= 2
 export VPATCH_TEST_CACHE := $(CACHE)
 
 .PHONY: install test test-deps lint unit sanity demo demo-rollout bench docs clean
@@ -43,7 +46,7 @@ test-deps:
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test
 # rejects, fails CI (docs: a few seconds; sanity: ~20 s warm, about a minute on a new machine).
 test: install test-deps lint docs sanity
-	$(BIN)/pytest -q -ra --durations=15 tests
+	$(BIN)/pytest -q -ra --durations=15 -n $(TEST_JOBS) --dist loadfile tests
 
 # The Ansible collection under `ansible-test sanity` (validate-modules, pylint, ...): tests/sanity.py
 sanity: install
