@@ -981,21 +981,19 @@ def plan_undo(plan: Plan, failed: set[str], reason: str) -> Plan:
                 Write(path=w.path, rel=w.rel, expect=w.after, before_text=w.text, delete=True)
             )
         else:
-            undo.writes.append(
-                Write(
-                    path=w.path,
-                    rel=w.rel,
-                    expect=w.after,
-                    before_text=w.text,
-                    restore=w.expect,
-                    after=w.expect,
-                )
-            )
+            undo.writes.append(_put_back(w, w.expect))
     for e in reversed(plan.entries):
         if e.get("action") == protocol.APPLY and e["path"] in paths:
             # a journal-only entry (--adopt, relies_on) is taken back by its rollback alone
             undo.entries.append(protocol.rollback_entry(e, e["after"], e["before"], reason))
     return undo
+
+
+def _put_back(w: Write, backup: str | None) -> Write:
+    """The write that puts the backup `backup` (its sha256) back over what `w` wrote."""
+    return Write(
+        path=w.path, rel=w.rel, expect=w.after, before_text=w.text, restore=backup, after=backup
+    )
 
 
 def plan_redo(done: Plan, facts: HostFacts) -> Plan:
@@ -1005,16 +1003,7 @@ def plan_redo(done: Plan, facts: HostFacts) -> Plan:
     redo = Plan([])
     for w in done.writes:
         st = facts.journal[w.path]
-        redo.writes.append(
-            Write(
-                path=w.path,
-                rel=w.rel,
-                expect=w.after,
-                before_text=w.text,
-                restore=st.current,
-                after=st.current,
-            )
-        )
+        redo.writes.append(_put_back(w, st.current))
         for e in done.entries:
             if e.get("path") != w.path or e.get("action") != protocol.ROLLBACK:
                 continue
