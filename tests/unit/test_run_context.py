@@ -210,3 +210,21 @@ def test_a_run_learns_and_counts_for_itself(tmp_path: Path, standin_env: Env) ->
     # inspect asks for them again.
     assert exchange.inspect_request(ctx, [spec], None)["known"]
     assert exchange.inspect_request(other, [spec], None)["known"] == []
+
+
+def test_pips_bytes_are_fetched_once_per_run() -> None:
+    """handedit.wheel_text: one fetch per (release, file) for all of a run's hosts, kept in
+    that run's context; another run holds none of it."""
+    from patcher import handedit
+
+    fetched: list[tuple[str, str]] = []
+
+    def fetch(version: str, rel: str) -> bytes:
+        fetched.append((version, rel))
+        return b"x = 1\n"
+
+    ctx, other = exchange.RunContext(), exchange.RunContext()
+    ctx.pristine["pkg"] = handedit.Pristine("pkg", fetch)
+    texts = [handedit.wheel_text(ctx, "pkg", "1.0", "pkg/a.py") for _ in range(3)]
+    assert texts == ["x = 1\n"] * 3 and fetched == [("1.0", "pkg/a.py")]
+    assert other.pristine == {}
