@@ -52,7 +52,7 @@ def shipped_dir() -> Path | None:
     return None
 
 
-def sources() -> list[tuple[str, Path]]:
+def _sources() -> list[tuple[str, Path]]:
     """(label, directory) of every catalog in lookup order; one directory is listed once."""
     found: list[tuple[str, Path]] = []
     env = os.environ.get("VPATCH_CATALOG")
@@ -71,9 +71,6 @@ def sources() -> list[tuple[str, Path]]:
             seen.add(key)
             out.append((label, d))
     return out
-
-
-_warned: set[str] = set()
 
 
 def local_problem(d: Path) -> str | None:
@@ -95,13 +92,11 @@ def _local_is_safe(d: Path) -> bool:
     why = local_problem(d)
     if why is None:
         return True
-    if why not in _warned:
-        _warned.add(why)
-        print(
-            f"warning: ./patches is not used as a catalog: {why}; its specs would run on"
-            " every host (chown/chmod it, or set VPATCH_CATALOG to it)",
-            file=sys.stderr,
-        )
+    print(
+        f"warning: ./patches is not used as a catalog: {why}; its specs would run on"
+        " every host (chown/chmod it, or set VPATCH_CATALOG to it)",
+        file=sys.stderr,
+    )
     return False
 
 
@@ -113,66 +108,88 @@ class Entry:
     shadows: tuple[Path, ...] = ()  # same id further down the lookup order, never used
 
 
-def entries() -> list[Entry]:
-    """Every id the catalogs offer, sorted, with the file `vpatch apply ID` would load."""
-    by_id: dict[str, Entry] = {}
-    for label, d in sources():
-        for f in sorted(d.glob("*.toml")):
-            old = by_id.get(f.stem)
-            if old is None:
-                by_id[f.stem] = Entry(f.stem, label, f)
-            else:
-                by_id[f.stem] = Entry(old.id, old.source, old.path, (*old.shadows, f))
-    return [by_id[k] for k in sorted(by_id)]
+class Catalog:
+    """The catalogs as one command run sees them: listed once, on first use (so a ./patches
+    that must not be used is warned about once per run, however many ids it resolves)."""
 
+    def __init__(self) -> None:
+        self._sources: list[tuple[str, Path]] | None = None
 
-def resolve(arg: str) -> Path:
-    p = Path(arg)
-    if p.exists() or arg.endswith(".toml") or "/" in arg:
-        return p
-    for _label, d in sources():
-        candidate = d / f"{arg}.toml"
-        if candidate.exists():
-            return candidate
-    where = ", ".join(f"{label} ({d})" for label, d in sources()) or "none found"
-    known = ", ".join(e.id for e in entries()) or "(none)"
-    raise SpecError(
-        f"no spec file or catalog id {arg!r}",
-        f"known ids: {known}; catalogs: {where} (`vpatch catalog` lists them)",
-    )
+    def sources(self) -> list[tuple[str, Path]]:
+        """(label, directory) of every catalog in lookup order; one directory is listed once."""
+        if self._sources is None:
+            self._sources = _sources()
+        return self._sources
+
+    def entries(self) -> list[Entry]:
+        """Every id the catalogs offer, sorted, with the file `vpatch apply ID` would load."""
+        by_id: dict[str, Entry] = {}
+        for label, d in self.sources():
+            for f in sorted(d.glob("*.toml")):
+                old = by_id.get(f.stem)
+                if old is None:
+                    by_id[f.stem] = Entry(f.stem, label, f)
+                else:
+                    by_id[f.stem] = Entry(old.id, old.source, old.path, (*old.shadows, f))
+        return [by_id[k] for k in sorted(by_id)]
+
+    def resolve(self, arg: str) -> Path:
+        """The spec file `arg` names: a path as it is, else `<id>.toml` of the first catalog
+        that has it."""
+        p = Path(arg)
+        if p.exists() or arg.endswith(".toml") or "/" in arg:
+            return p
+        for _label, d in self.sources():
+            candidate = d / f"{arg}.toml"
+            if candidate.exists():
+                return candidate
+        where = ", ".join(f"{label} ({d})" for label, d in self.sources()) or "none found"
+        known = ", ".join(e.id for e in self.entries()) or "(none)"
+        raise SpecError(
+            f"no spec file or catalog id {arg!r}",
+            f"known ids: {known}; catalogs: {where} (`vpatch catalog` lists them)",
+        )
+
+    def load_or_ids(self, args: list[str]) -> tuple[list[PatchSpec], list[str]]:
+        """For rollback and verify: arguments that are neither a spec file nor a catalog id
+        but look like an id are taken as journal ids (the journal records every spec's edits
+        and checks, so neither needs the spec file)."""
+        found, ids = [], []
+        for arg in args:
+            try:
+                self.resolve(arg)
+                found.append(arg)
+            except SpecError:
+                if not ID.fullmatch(arg):
+                    raise
+                ids.append(arg)
+        return self.load_all(found), ids
+
+    def load_all(self, args: list[str]) -> list[PatchSpec]:
+        """Every spec; duplicate ids are an input error (they would fight over one journal)."""
+        if not args:
+            return []
+        from patcher.spec import load_spec
+
+        specs: list[PatchSpec] = []
+        seen: dict[str, str] = {}
+        for arg in args:
+            spec = load_spec(self.resolve(arg))
+            if spec.id in seen:
+                raise SpecError(
+                    f"{arg}: spec id {spec.id!r} is also used by {seen[spec.id]}",
+                    "give each spec a unique id",
+                )
+            seen[spec.id] = arg
+            specs.append(spec)
+        return specs
 
 
 def load_or_ids(args: list[str]) -> tuple[list[PatchSpec], list[str]]:
-    """For rollback and verify: arguments that are neither a spec file nor a catalog id but
-    look like an id are taken as journal ids (the journal records every spec's edits and
-    checks, so neither needs the spec file)."""
-    found, ids = [], []
-    for arg in args:
-        try:
-            resolve(arg)
-            found.append(arg)
-        except SpecError:
-            if not ID.fullmatch(arg):
-                raise
-            ids.append(arg)
-    return load_all(found), ids
+    """Catalog.load_or_ids for a command that reads the catalogs once."""
+    return Catalog().load_or_ids(args)
 
 
 def load_all(args: list[str]) -> list[PatchSpec]:
-    """Load every spec; duplicate ids are an input error (they would fight over one journal)."""
-    if not args:
-        return []
-    from patcher.spec import load_spec
-
-    specs: list[PatchSpec] = []
-    seen: dict[str, str] = {}
-    for arg in args:
-        spec = load_spec(resolve(arg))
-        if spec.id in seen:
-            raise SpecError(
-                f"{arg}: spec id {spec.id!r} is also used by {seen[spec.id]}",
-                "give each spec a unique id",
-            )
-        seen[spec.id] = arg
-        specs.append(spec)
-    return specs
+    """Catalog.load_all for a command that reads the catalogs once."""
+    return Catalog().load_all(args)

@@ -158,6 +158,7 @@ def _text(path: Path) -> str | None:
 def _collect(args: Sequence[str]) -> tuple[list[Path], list[Problem]]:
     files: list[Path] = []
     problems: list[Problem] = []
+    catalogs = catalog.Catalog()
     for arg in args:
         if Path(arg).is_dir():
             found = [f for f in sorted(Path(arg).rglob("*.toml")) if _in_tree(f, Path(arg))]
@@ -167,7 +168,7 @@ def _collect(args: Sequence[str]) -> tuple[list[Path], list[Problem]]:
             files += found
             continue
         try:
-            path = catalog.resolve(arg)
+            path = catalogs.resolve(arg)
         except SpecError as exc:
             problems.append(Problem(arg, "(file)", exc.message))
             continue

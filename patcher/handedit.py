@@ -329,14 +329,11 @@ def scan_all(
         return list(pool.map(one, targets))
 
 
-_PRISTINE: dict[str, Pristine] = {}
-_PRISTINE_LOCK = threading.Lock()
-
-
-def wheel_text(package: str, version: str, rel: str) -> str | None:
-    """pip's text of one file of an installed release (one fetch per run, all hosts)."""
-    with _PRISTINE_LOCK:
-        got = _PRISTINE.setdefault(package, Pristine(package))
+def wheel_text(ctx: exchange.RunContext, package: str, version: str, rel: str) -> str | None:
+    """pip's text of one file of an installed release (one fetch per run, all its hosts:
+    the run's `ctx.pristine`)."""
+    with ctx.lock:
+        got = ctx.pristine.get(package) or ctx.pristine.setdefault(package, Pristine(package))
     data, _why = got.get(version, rel)
     try:
         return None if data is None else data.decode("utf-8")

@@ -120,7 +120,7 @@ def wanted_files(specs: Sequence[PatchSpec]) -> dict[str, list[str]]:
 # The plan
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class Write:
     """One file's write in a commit: new text, a backup's bytes, or removal."""
 
@@ -413,7 +413,7 @@ class _Apply:
         fact = self.facts.file(spec.package, rel)
         got = _file_problem(fact, edits, res)
         if got is not None:
-            return _Part(fact, *got)
+            return _Part(fact=fact, outcome=got[0], message=got[1])
         st = self.facts.journal.get(fact.path)
         if st is not None and st.applied and not st.in_sync and fact.path not in self.texts:
             if fact.record_sha256 is not None and st.current == fact.record_sha256:
@@ -421,9 +421,9 @@ class _Apply:
                 st = None
             elif not self.opts.force:
                 return _Part(
-                    fact,
-                    "drifted",
-                    f"{rel} changed since vpatch wrote it (sha256 {str(fact.sha256)[:12]}, "
+                    fact=fact,
+                    outcome="drifted",
+                    message=f"{rel} changed since vpatch wrote it (sha256 {str(fact.sha256)[:12]}, "
                     f"journal says {str(st.expected)[:12]}); --force patches the file as it is "
                     "now",
                 )
@@ -433,10 +433,12 @@ class _Apply:
             st = None
         prev = st.applied.get(spec.id) if st is not None else None
         if prev is not None and prev.get("edits") == dump_edits(edits):
-            return _Part(fact, "already_applied", f"{rel} has the journal's hash")
+            return _Part(
+                fact=fact, outcome="already_applied", message=f"{rel} has the journal's hash"
+            )
         current = fact.text if fact.exists else ""
         if current is None:
-            return _Part(fact, "failed", f"{rel}: no text from inspect")
+            return _Part(fact=fact, outcome="failed", message=f"{rel}: no text from inspect")
         hand = (
             fact.exists
             and (st is None or not st.applied)
@@ -448,30 +450,34 @@ class _Apply:
             # The spec changed since it was applied: rebuild, never stack on its own output.
             if st.base_text is None and not st.created:
                 return _Part(
-                    fact,
-                    "failed",
-                    f"{rel}: backup {str(st.base)[:12]} is missing or corrupt, so {spec.id}'s "
-                    "earlier edits cannot be taken out",
+                    fact=fact,
+                    outcome="failed",
+                    message=f"{rel}: backup {str(st.base)[:12]} is missing or corrupt, so "
+                    f"{spec.id}'s earlier edits cannot be taken out",
                 )
             text, why = _replay(st.base_text or "", st.applied, {spec.id: edits})
             if text is None:
-                return _Part(fact, "failed", f"{rel}: {why}")
+                return _Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
             if text == current:
-                return _Part(fact, "already_applied", f"{rel} already has the spec's new edits")
+                return _Part(
+                    fact=fact,
+                    outcome="already_applied",
+                    message=f"{rel} already has the spec's new edits",
+                )
             return _Part(
-                fact,
-                "changed",
-                f"{rel}: took out the edits of the earlier {spec.id} "
+                fact=fact,
+                outcome="changed",
+                message=f"{rel}: took out the edits of the earlier {spec.id} "
                 f"({str(prev.get('spec_hash'))[:8]}) and applied the new ones",
-                current,
-                text,
+                before=current,
+                after=text,
             )
         text = self.texts.get(fact.path, current)
         rw = self.rewrite(text, spec, index, rel, edits)
         if rw.status in ("anchor_missing", "ambiguous"):
-            return _Part(fact, rw.status, f"{rel}: {rw.message}")
+            return _Part(fact=fact, outcome=rw.status, message=f"{rel}: {rw.message}")
         if rw.status == "invalid":
-            return _Part(fact, "failed", f"{rel}: {rw.message}")
+            return _Part(fact=fact, outcome="failed", message=f"{rel}: {rw.message}")
         if rw.status == "unchanged":
             if hand and self.opts.adopt:
                 return self._adoption(spec, index, rel, edits, fact, current)
@@ -480,28 +486,32 @@ class _Apply:
                     return self._added_by_hand(fact, rel, current)
             if hand and not self.opts.force:
                 return _Part(
-                    fact,
-                    "modified",
-                    f"{rel} already has the desired code, but only as an edit outside vpatch "
-                    "(it differs from pip's RECORD and the journal has no entry): the next "
+                    fact=fact,
+                    outcome="modified",
+                    message=f"{rel} already has the desired code, but only as an edit outside "
+                    "vpatch (it differs from pip's RECORD and the journal has no entry): the next "
                     "reinstall loses it",
                 )
             words = baked(res.version, fact) if st is None or not st.applied else None
             if words is not None and fact.path not in self.texts:
-                return _Part(fact, "already_applied", words)
+                return _Part(fact=fact, outcome="already_applied", message=words)
             holders = self._holders(fact.path, st)
             if holders and not self._base_has(spec, index, rel, edits, fact, st):
                 return _Part(
-                    fact,
-                    "rely",
-                    f"{rel} already has the desired code, from {', '.join(holders)}: recorded "
-                    f"as relying on it (rolling {', '.join(holders)} back keeps this spec's "
-                    "edits, applied for real)",
-                    text,
-                    text,
+                    fact=fact,
+                    outcome="rely",
+                    message=f"{rel} already has the desired code, from {', '.join(holders)}: "
+                    f"recorded as relying on it (rolling {', '.join(holders)} back keeps this "
+                    "spec's edits, applied for real)",
+                    before=text,
+                    after=text,
                     relies=holders,
                 )
-            return _Part(fact, "unchanged", f"{rel} already has the desired code ({rw.message})")
+            return _Part(
+                fact=fact,
+                outcome="unchanged",
+                message=f"{rel} already has the desired code ({rw.message})",
+            )
         if hand and not self.opts.force:
             why = (
                 "; --adopt records only a file that already has the spec's code"
@@ -509,20 +519,26 @@ class _Apply:
                 else "; --force patches it anyway"
             )
             return _Part(
-                fact,
-                "modified",
-                f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
+                fact=fact,
+                outcome="modified",
+                message=f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
                 f"hand?{hand_lines(fact)}){why}",
             )
         undone = self._undoes(fact, st, rw.source, (spec, index, edits))
         if undone:
             return _Part(
-                fact,
-                "failed",
-                f"{rel}: this spec's edit takes out the code of {', '.join(undone)} (stacked "
-                "before it on this file); apply one of them, or roll the other back first",
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: this spec's edit takes out the code of {', '.join(undone)} "
+                "(stacked before it on this file); apply one of them, or roll the other back first",
             )
-        return _Part(fact, "changed", f"{rel}: {rw.message or 'changed'}", text, rw.source)
+        return _Part(
+            fact=fact,
+            outcome="changed",
+            message=f"{rel}: {rw.message or 'changed'}",
+            before=text,
+            after=rw.source,
+        )
 
     def _undoes(
         self,
@@ -627,43 +643,53 @@ class _Apply:
         undo = "`vpatch rollback --force` restores the journal's base, then apply again"
         if st.created or st.other_version:
             why = "vpatch created it" if st.created else "its entries are of another release"
-            return _Part(fact, "failed", f"{rel} changed since vpatch wrote it and {why}; {undo}")
+            return _Part(
+                fact=fact,
+                outcome="failed",
+                message=f"{rel} changed since vpatch wrote it and {why}; {undo}",
+            )
         if current is None or st.base_text is None:
             got = st.base_error or f"backup {str(st.base)[:12]} is missing or unreadable"
-            return _Part(fact, "failed", f"{rel}: {got}; the hand edit cannot be kept apart")
+            return _Part(
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: {got}; the hand edit cannot be kept apart",
+            )
         wrote, why = _replay(st.base_text, st.applied, {})
         if wrote is None or sha256_text(wrote) != st.expected:
             return _Part(
-                fact,
-                "failed",
-                f"{rel}: the journal's edits no longer give the bytes vpatch wrote "
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: the journal's edits no longer give the bytes vpatch wrote "
                 f"({why or 'other bytes'}); {undo}",
             )
         base, conflicts = linemerge.merge(wrote, current, st.base_text)
         if base is None:
             return _Part(
-                fact,
-                "failed",
-                f"{rel}: the hand edit changed vpatch's own lines ({', '.join(conflicts)} of "
-                f"what vpatch wrote), so no base keeps it apart; {undo}",
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: the hand edit changed vpatch's own lines ({', '.join(conflicts)} "
+                f"of what vpatch wrote), so no base keeps it apart; {undo}",
             )
         mine: dict[str, Sequence[Edit]] = {spec.id: edits} if spec.id in st.applied else {}
         text, why = _replay(base, st.applied, mine)
         if text is not None and not mine:
             rw = self.rewrite(text, spec, index, rel, edits)
             if rw.status not in ("changed", "unchanged"):
-                return _Part(fact, rewrite_problem(rw.status), f"{rel}: {rw.message}")
+                return _Part(
+                    fact=fact, outcome=rewrite_problem(rw.status), message=f"{rel}: {rw.message}"
+                )
             text = rw.source
         if text is None:
-            return _Part(fact, "failed", f"{rel}: {why}")
+            return _Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
         kept = linemerge.changed_lines(st.base_text, base) or "none"
         return _Part(
-            fact,
-            "changed",
-            f"{rel}: re-patched from the bytes it has now; the hand edit ({kept}) is kept in "
-            "the base every rollback restores",
-            current,
-            text,
+            fact=fact,
+            outcome="changed",
+            message=f"{rel}: re-patched from the bytes it has now; the hand edit ({kept}) is kept "
+            "in the base every rollback restores",
+            before=current,
+            after=text,
             base=base,
         )
 
@@ -673,22 +699,21 @@ class _Apply:
         removes it); otherwise it is `modified`, never satisfied by upstream."""
         if not self.opts.adopt:
             return _Part(
-                fact,
-                "modified",
-                f"{rel} has the spec's content but is not a file of the package and the journal "
-                "has no entry (added by hand?); `vpatch apply --adopt` records it as this "
+                fact=fact,
+                outcome="modified",
+                message=f"{rel} has the spec's content but is not a file of the package and the "
+                "journal has no entry (added by hand?); `vpatch apply --adopt` records it as this "
                 "spec's, so rollback removes it",
             )
-        part = _Part(
-            fact,
-            "adopt",
-            f"{rel}: adopted the module added by hand (it has the spec's content); rollback "
-            "removes it",
-            "",
-            current,
+        return _Part(
+            fact=fact,
+            outcome="adopt",
+            message=f"{rel}: adopted the module added by hand (it has the spec's content); "
+            "rollback removes it",
+            before="",
+            after=current,
+            created=True,
         )
-        part.created = True
-        return part
 
     def _adoption(
         self,
@@ -705,47 +730,57 @@ class _Apply:
         the other hand edits kept (`linemerge`), which stay hand edits, named, not the spec's."""
         pristine = fact.record_text
         if pristine is None:
-            return _Part(fact, "failed", f"{rel}: pip's bytes of it are not at hand (the wheel)")
+            return _Part(
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: pip's bytes of it are not at hand (the wheel)",
+            )
         if sha256_text(pristine) != fact.record_sha256:
             return _Part(
-                fact, "failed", f"{rel}: the wheel's bytes do not have RECORD's sha256; not adopted"
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: the wheel's bytes do not have RECORD's sha256; not adopted",
             )
         rw = self.rewrite(pristine, spec, index, rel, edits)
         if rw.status not in ("changed", "unchanged"):
-            return _Part(fact, "failed", f"{rel}: on pip's bytes: {rw.message}; not adopted")
+            return _Part(
+                fact=fact,
+                outcome="failed",
+                message=f"{rel}: on pip's bytes: {rw.message}; not adopted",
+            )
         if rw.status == "unchanged":
             return _Part(
-                fact,
-                "unchanged",
-                f"{rel}: pip's bytes already have the desired code; the hand edits in the file "
-                "are not the spec's, nothing adopted",
+                fact=fact,
+                outcome="unchanged",
+                message=f"{rel}: pip's bytes already have the desired code; the hand edits in the "
+                "file are not the spec's, nothing adopted",
             )
         if rw.source == current:
             return _Part(
-                fact,
-                "adopt",
-                f"{rel}: adopted the hand edit (it is exactly the spec's edits); rollback "
+                fact=fact,
+                outcome="adopt",
+                message=f"{rel}: adopted the hand edit (it is exactly the spec's edits); rollback "
                 "restores pip's bytes",
-                pristine,
-                current,
+                before=pristine,
+                after=current,
             )
         base, conflicts = linemerge.merge(rw.source, current, pristine)
         if base is None or self.rewrite(base, spec, index, rel, edits).source != current:
             where = ", ".join(conflicts) or "the spec's lines"
             return _Part(
-                fact,
-                "modified",
-                f"{rel} has the spec's code, but the hand edit also changed the spec's own lines "
-                f"({where}); not adopted: --adopt records exactly the spec's edits",
+                fact=fact,
+                outcome="modified",
+                message=f"{rel} has the spec's code, but the hand edit also changed the spec's own "
+                f"lines ({where}); not adopted: --adopt records exactly the spec's edits",
             )
         others = linemerge.changed_lines(pristine, base)
         return _Part(
-            fact,
-            "adopt",
-            f"{rel}: adopted the spec's edits only; the other differences from pip's bytes "
+            fact=fact,
+            outcome="adopt",
+            message=f"{rel}: adopted the spec's edits only; the other differences from pip's bytes "
             f"({others}) stay hand edits (modified), kept in the base rollback restores",
-            base,
-            current,
+            before=base,
+            after=current,
         )
 
     def _adopt(
@@ -778,11 +813,12 @@ class _Apply:
         w = self.writes.get(fact.path)
         if w is None:
             first = fact.text if fact.exists else None
-            w = Write(fact.path, fact.rel, fact.sha256, first)
-            self.writes[fact.path] = w
-        w.text, w.after = part.after, sha256_text(part.after)
+            w = Write(path=fact.path, rel=fact.rel, expect=fact.sha256, before_text=first)
+        after = sha256_text(part.after)
+        # a later spec on the same file writes over the earlier one's text
+        self.writes[fact.path] = replace(w, text=part.after, after=after)
         self.texts[fact.path] = part.after
-        self._record(spec, variant, part, res, w.after, reason)
+        self._record(spec, variant, part, res, after, reason)
 
     def _record(
         self,
@@ -835,7 +871,7 @@ Step = Literal["changed", "unchanged", "already_applied", "adopt", "rely"]
 Problem = Literal["failed", "anchor_missing", "ambiguous", "drifted", "modified"]
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class _Part:
     fact: FileFact
     outcome: Step | Problem
@@ -941,16 +977,23 @@ def plan_undo(plan: Plan, failed: set[str], reason: str) -> Plan:
         if w.path not in paths:
             continue
         if w.expect is None:  # the failing spec created the file
-            undo.writes.append(Write(w.path, w.rel, w.after, w.text, delete=True))
-        else:
             undo.writes.append(
-                Write(w.path, w.rel, w.after, w.text, restore=w.expect, after=w.expect)
+                Write(path=w.path, rel=w.rel, expect=w.after, before_text=w.text, delete=True)
             )
+        else:
+            undo.writes.append(_put_back(w, w.expect))
     for e in reversed(plan.entries):
         if e.get("action") == protocol.APPLY and e["path"] in paths:
             # a journal-only entry (--adopt, relies_on) is taken back by its rollback alone
             undo.entries.append(protocol.rollback_entry(e, e["after"], e["before"], reason))
     return undo
+
+
+def _put_back(w: Write, backup: str | None) -> Write:
+    """The write that puts the backup `backup` (its sha256) back over what `w` wrote."""
+    return Write(
+        path=w.path, rel=w.rel, expect=w.after, before_text=w.text, restore=backup, after=backup
+    )
 
 
 def plan_redo(done: Plan, facts: HostFacts) -> Plan:
@@ -960,9 +1003,7 @@ def plan_redo(done: Plan, facts: HostFacts) -> Plan:
     redo = Plan([])
     for w in done.writes:
         st = facts.journal[w.path]
-        redo.writes.append(
-            Write(w.path, w.rel, w.after, w.text, restore=st.current, after=st.current)
-        )
+        redo.writes.append(_put_back(w, st.current))
         for e in done.entries:
             if e.get("path") != w.path or e.get("action") != protocol.ROLLBACK:
                 continue
@@ -1382,9 +1423,18 @@ def _rollback_file(
         return "failed", f"{rel}: {why}", None
     if not keep:
         if st.created:
-            w = Write(st.path, rel, st.current, st.current_text, delete=True)
+            w = Write(
+                path=st.path, rel=rel, expect=st.current, before_text=st.current_text, delete=True
+            )
             return "rolled_back", f"removed {rel}, which vpatch had added", w
-        w = Write(st.path, rel, st.current, st.current_text, restore=st.base, after=st.base)
+        w = Write(
+            path=st.path,
+            rel=rel,
+            expect=st.current,
+            before_text=st.current_text,
+            restore=st.base,
+            after=st.base,
+        )
         if st.base == st.record_sha256:
             return "rolled_back", "restored pristine bytes (pip's RECORD)", w
         return (
@@ -1396,7 +1446,14 @@ def _rollback_file(
     text, why = _replay(st.base_text or "", keep, {})
     if text is None:
         return "failed", f"{rel}: {why}", None
-    w = Write(st.path, rel, st.current, st.current_text, text=text, after=sha256_text(text))
+    w = Write(
+        path=st.path,
+        rel=rel,
+        expect=st.current,
+        before_text=st.current_text,
+        text=text,
+        after=sha256_text(text),
+    )
     said = f"re-applied {len(keep)} other spec(s): {', '.join(keep)}"
     relied = sorted(s for s, e in keep.items() if set(e.get("relies_on") or ()) & set(drop))
     if relied:

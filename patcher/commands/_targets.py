@@ -234,7 +234,9 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
     from patcher.transports import ray as ray_transport
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
-    nodes = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
+    cluster = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
+    # the run's transports reach the nodes through this listing (Settings.ray)
+    args.transport_settings = settings(args)._replace(ray=cluster)
     return [
         Target(
             n.target,
@@ -244,7 +246,7 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
             health=n.health,
             metrics=n.metrics,
         )
-        for n in nodes
+        for n in cluster.nodes
     ]
 
 

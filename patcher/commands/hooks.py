@@ -256,8 +256,9 @@ def systemd_dropin(
         )
     from patcher import catalog
 
-    catalog.load_all(spec_args)  # bad spec -> exit 2 now, not a unit that never starts
-    paths = [str(catalog.resolve(a).resolve()) for a in spec_args]
+    catalogs = catalog.Catalog()
+    catalogs.load_all(spec_args)  # bad spec -> exit 2 now, not a unit that never starts
+    paths = [str(catalogs.resolve(a).resolve()) for a in spec_args]
     argv = [*(vpatch or vpatch_argv()), "ensure", *paths, "--python", python, *(extra or [])]
     cmdline = " ".join(systemd_quote(w) for w in argv)
     prefix = "+" if privileged else ""

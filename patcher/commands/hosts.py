@@ -254,17 +254,18 @@ def _dispatch(
 
         return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
     wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
+    run_ctx = ctx
+
+    def wheel_text(package: str, version: str, rel: str) -> str | None:
+        """pip's bytes of a file, from the release's wheel (patcher.handedit), once per run:
+        what apply --adopt records as the base, and what verify names a hand edit against."""
+        from patcher import handedit
+
+        return handedit.wheel_text(run_ctx, package, version, rel)
+
     return engine.run(
-        command, wanted, transport, opts, ctx, state_dir=state_dir, ids=ids, pristine=_wheel_text
+        command, wanted, transport, opts, ctx, state_dir=state_dir, ids=ids, pristine=wheel_text
     )
-
-
-def _wheel_text(package: str, version: str, rel: str) -> str | None:
-    """pip's bytes of a file, from the release's wheel (patcher.handedit): what apply --adopt
-    records as the base, and what verify names a hand edit's lines against."""
-    from patcher import handedit
-
-    return handedit.wheel_text(package, version, rel)
 
 
 def _prefetch_rewriters() -> None:

@@ -53,14 +53,15 @@ def _catalog(as_json: bool) -> None:
     from patcher.report import emit
     from patcher.result import SCHEMA_VERSION
 
-    found = catalog.entries()
+    catalogs = catalog.Catalog()  # listed once: ./patches's warning said once
+    found = catalogs.entries()
     if as_json:
         emit(
             {
                 "schema_version": SCHEMA_VERSION,
                 "command": "catalog",
                 "ok": True,
-                "sources": [{"source": s, "path": str(d)} for s, d in catalog.sources()],
+                "sources": [{"source": s, "path": str(d)} for s, d in catalogs.sources()],
                 "specs": [
                     {
                         "id": e.id,

@@ -27,6 +27,8 @@ from patcher.transports.base import Transport
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from patcher.transports.ray import Cluster
+
 __all__ = ["KINDS", "Settings", "Target", "Transport", "kind_for", "open_transport", "start"]
 
 # Kind name -> the module whose `make(target, settings) -> Transport` opens one. A new
@@ -80,6 +82,8 @@ class Settings(NamedTuple):
     # The run's answer budget (answers.Budget), shared by every transport the run opens; None:
     # each transport has its own (one host, one budget).
     budget: Budget | None = None
+    # `--ray`: the run's view of the cluster (its nodes, the registered task), from ray.nodes()
+    ray: Cluster | None = None
 
 
 def kind_for(target: Target, settings: Settings) -> str:

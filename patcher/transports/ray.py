@@ -35,6 +35,7 @@ import json
 import logging
 import socket
 import sys
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -236,11 +237,8 @@ def select_nodes(
 
 
 # ---------------------------------------------------------------------------------------------
-# The cluster connection (process-wide, as Ray's own state is)
-
-
-_REMOTE: list[Any] = []  # the registered remote function, made once per process
-_NODES: dict[str, RayNode] = {}  # target -> node, from the last `nodes()` (for kind `ray`: make)
+# The cluster connection (`ray.init`: process-wide, as Ray's own state is) and one run's view
+# of it (a Cluster)
 
 
 def _check_reachable(address: str, timeout: float) -> None:
@@ -302,52 +300,76 @@ def _keep_stdout_clean() -> None:
     worker.print_to_stdstream = to_stderr  # type: ignore[union-attr]
 
 
+class Cluster:
+    """One run's view of the cluster: the alive nodes it listed (by target name) and the agent
+    task, registered with Ray once for all of them (one export to the cluster, not one per
+    node). The command keeps it in its transport Settings (`Settings.ray`); a second run in
+    the process lists the nodes again."""
+
+    def __init__(self, nodes: list[RayNode]) -> None:
+        self.nodes = nodes
+        self.by_target = {n.target: n for n in nodes}
+        self._task: Any = None
+        self._lock = threading.Lock()
+
+    def task(self) -> Any:
+        """The registered remote function (`run_agent` as a Ray task), made on first use."""
+        with self._lock:
+            if self._task is None:
+                ray = _ray()
+                # By value: nodes do not need vpatch installed to unpickle the task.
+                ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+                self._task = ray.remote(num_cpus=0, max_retries=0)(run_agent)
+            return self._task
+
+    def transport(
+        self, target: str, call_timeout: float = 600.0, trusted_python: str = ""
+    ) -> RayTransport:
+        """The transport of a node this run listed, by its target name."""
+        return RayTransport(self.by_target[target], call_timeout, trusted_python, self)
+
+
 def nodes(
     address: str,
     python: str | None,
     pymap: Mapping[str, str | NodeEntry],
     connect_timeout: float = 10.0,
-) -> list[RayNode]:
+) -> Cluster:
     """Connect, then the alive nodes with their interpreters."""
     connect(address, connect_timeout)
     found = select_nodes(list(_ray().nodes()), python, pymap)
     if not found:
         raise HostError(f"the Ray cluster at {address!r} has no alive node", "check `ray status`")
-    _NODES.update((n.target, n) for n in found)
-    return found
-
-
-def transport_for(
-    target: str, call_timeout: float = 600.0, trusted_python: str = ""
-) -> RayTransport:
-    """The transport of a node listed by `nodes()`, by its target name."""
-    return RayTransport(_NODES[target], call_timeout, trusted_python)
+    return Cluster(found)
 
 
 def make(target: Target, settings: Settings) -> RayTransport:
-    """Kind `ray`: a node `nodes()` listed (the target is named as it named the node)."""
-    return transport_for(target.name, settings.call_timeout, settings.trusted_python)
-
-
-def _remote() -> Any:
-    if not _REMOTE:
-        ray = _ray()
-        # By value: nodes do not need vpatch installed to unpickle the task.
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-        _REMOTE.append(ray.remote(num_cpus=0, max_retries=0)(run_agent))
-    return _REMOTE[0]
+    """Kind `ray`: a node the run's `nodes()` listed (`settings.ray`; the target is named as
+    it named the node)."""
+    cluster = settings.ray
+    if cluster is None or target.name not in cluster.by_target:
+        raise HostError(
+            f"{target.name}: not a node of this run's Ray cluster",
+            "name Ray nodes with --ray ADDRESS (vpatch lists them)",
+        )
+    return cluster.transport(target.name, settings.call_timeout, settings.trusted_python)
 
 
 class RayTransport:
     """Agent calls on one node, each as one Ray task pinned to that node."""
 
     def __init__(
-        self, node: RayNode, call_timeout: float = 600.0, trusted_python: str = ""
+        self,
+        node: RayNode,
+        call_timeout: float = 600.0,
+        trusted_python: str = "",
+        cluster: Cluster | None = None,
     ) -> None:
         self.node = node
         self.target = node.target
         self.call_timeout = call_timeout
         self.trusted_python = trusted_python or TRUSTED_PYTHON
+        self.cluster = cluster if cluster is not None else Cluster([node])
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -357,7 +379,7 @@ class RayTransport:
         payload = agent_bundle() + json.dumps(request).encode()
         pinned = NodeAffinitySchedulingStrategy(node_id=self.node.node_id, soft=False)
         ref = (
-            _remote()
+            self.cluster.task()
             .options(scheduling_strategy=pinned)
             .remote(self.node.python, BOOT, payload, limit, BOOT0, self.trusted_python)
         )

@@ -57,10 +57,11 @@ def test_ray_task_as_root_starts_stage_0(owned: OwnedEnv, monkeypatch: pytest.Mo
     fake = SimpleNamespace(
         get=lambda args, timeout: task.fn(*args),
         exceptions=SimpleNamespace(GetTimeoutError=TimeoutError, RayError=RuntimeError),
+        remote=lambda **options: lambda fn: task,
+        cloudpickle=SimpleNamespace(register_pickle_by_value=lambda module: None),
     )
     strategies = SimpleNamespace(NodeAffinitySchedulingStrategy=lambda node_id, soft: None)
     monkeypatch.setattr(ray_transport, "_ray", lambda: fake)
-    monkeypatch.setattr(ray_transport, "_REMOTE", [task])
     for name, mod in (
         ("ray", fake),
         ("ray.util", SimpleNamespace()),

@@ -92,6 +92,8 @@ def test_a_patches_dir_someone_else_could_write_is_skipped(tmp_path: Path) -> No
         specs = {e["id"]: e for e in json.loads(res.stdout)["specs"]}
         assert specs[ID]["path"] == shipped and specs[ID]["shadows"] == []
         assert res.stderr.startswith("warning: ./patches is not used as a catalog: "), res.stderr
-        checked = run(local.parent, "check", ID, "--json")
+        assert res.stderr.count("warning:") == 1, res.stderr  # once per run, listed twice
+        checked = run(local.parent, "check", ID, "no-such-id", "--json")
         assert json.loads(checked.stdout)["files"] == [shipped]
+        assert checked.stderr.count("warning:") == 1, checked.stderr  # two ids, one warning
         undo()

@@ -79,6 +79,7 @@ class FakeRay(types.ModuleType):
         self._nodes = nodes
         self.address: str | None = None
         self.remote_options: dict[str, Any] = {}
+        self.registered = 0  # remote functions made (each one is an export to the cluster)
         self.by_value: list[str] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.cancelled: list[tuple[_Ref, bool]] = []
@@ -100,6 +101,7 @@ class FakeRay(types.ModuleType):
 
     def remote(self, **opts: Any) -> Callable[[Callable[..., Any]], _Remote]:
         self.remote_options = opts
+        self.registered += 1
         return lambda fn: _Remote(self, fn)
 
     def get(self, ref: _Ref, timeout: float) -> Any:
@@ -137,8 +139,6 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.setitem(sys.modules, "ray.util", util)
     monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
-    monkeypatch.setattr(ray_transport, "_REMOTE", [])
-    monkeypatch.setattr(ray_transport, "_NODES", {})
     yield ray
 
 
@@ -227,12 +227,13 @@ def test_engine_over_ray_tasks_pinned_per_node(
     spec_file = tmp_path / "a.toml"
     spec_file.write_text(SPEC_A)
     spec = load_spec(spec_file)
-    nodes = ray_transport.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
-    assert fake.address == "auto" and [n.name for n in nodes] == ["n1", "n2"]
+    cluster = ray_transport.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
+    assert fake.address == "auto" and [n.name for n in cluster.nodes] == ["n1", "n2"]
     hosts = [
-        engine.apply([spec], ray_transport.transport_for(n.target), engine.Options()) for n in nodes
+        engine.apply([spec], cluster.transport(n.target), engine.Options()) for n in cluster.nodes
     ]
     assert [h.patches[0].outcome for h in hosts] == ["applied", "applied"], hosts
+    assert fake.registered == 1  # one task for the run's nodes, not one per node
     assert [h.python.split()[0] for h in hosts] == [pythons["n1"], pythons["n2"]]
     # Ray options that matter on a serving cluster: no CPU reserved, never retried.
     assert fake.remote_options == {"num_cpus": 0, "max_retries": 0}
@@ -247,8 +248,8 @@ def test_engine_over_ray_tasks_pinned_per_node(
 def test_dead_node_slow_node_and_missing_python_are_host_errors(
     tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
 ) -> None:
-    nodes = ray_transport.nodes("auto", pythons["n1"], {})
-    t1, t2 = (ray_transport.transport_for(n.target, 5) for n in nodes)
+    cluster = ray_transport.nodes("auto", pythons["n1"], {})
+    t1, t2 = (cluster.transport(n.target, 5) for n in cluster.nodes)
     request = {"op": "inspect", "packages": {}}
     assert t1.call(request)["ok"] is True
 
@@ -270,6 +271,27 @@ def test_dead_node_slow_node_and_missing_python_are_host_errors(
     with pytest.raises(HostError) as err:
         missing.call(request)
     assert "not found on this node" in err.value.message and "--ray-python-map" in err.value.hint
+
+
+def test_each_run_reaches_the_nodes_it_listed(fake: FakeRay, pythons: dict[str, str]) -> None:
+    """Two runs in one process (the tests, an Ansible worker): each reaches the nodes its own
+    listing found, through its own Settings; a node the run did not list is a HostError."""
+    from patcher.inventory import Target
+    from patcher.transports import Settings, open_transport
+
+    first = ray_transport.nodes("auto", pythons["n1"], {})
+    fake._nodes = [node(ID_A, "n1")]  # n2 left the cluster
+    second = ray_transport.nodes("auto", pythons["n2"], {})
+    targets = [Target(n.target, f"ray:{n.node_id}") for n in first.nodes]
+    got = [open_transport(t, Settings(kind="ray", ray=first)) for t in targets]
+    assert [t.node.python for t in got] == [pythons["n1"]] * 2  # type: ignore[attr-defined]
+    assert {t.cluster for t in got} == {first}  # type: ignore[attr-defined]
+    n1, n2 = targets
+    again = open_transport(n1, Settings(kind="ray", ray=second))
+    assert again.node.python == pythons["n2"] and again.cluster is second  # type: ignore[attr-defined]
+    for settings in (Settings(kind="ray", ray=second), Settings(kind="ray")):
+        with pytest.raises(HostError, match="not a node of this run's Ray cluster"):
+            open_transport(n2, settings)
 
 
 def test_run_agent_is_self_contained() -> None:
