@@ -45,6 +45,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from patcher import progress as feedback
 from patcher.errors import VpatchError
 from patcher.wheels import index, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
@@ -84,7 +85,7 @@ class StderrProgress(Progress):
 
     def advance(self, what: str, done: int, total: int) -> None:
         with self.lock:
-            if time.monotonic() - self.started.get(what, 0.0) < 1.0:
+            if time.monotonic() - self.started.get(what, 0.0) < 1.0 or feedback.quiet():
                 return
             if not sys.stderr.isatty():
                 if what not in self.said:
