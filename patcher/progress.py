@@ -36,6 +36,8 @@ _WORDS = {
     "restart": "restarting",
     "health": "waiting for health",
     "step": "journaling",
+    "scan": "reading the package's files against pip's RECORD",
+    "fetch": "scraping metrics",
 }
 _LONG_ARG = 120  # an argv word longer than this (the agent's boot code) is shown by its size
 
@@ -160,9 +162,17 @@ def stop_live() -> None:
 
 def step(target: str, what: str) -> None:
     """A host's next stage begins (shown on the live line, if one is drawn)."""
+    busy(f"{target}: {what}")
+
+
+def busy(text: str) -> bool:
+    """Say `text` on the live line; False when none is drawn. rich draws one live display at
+    a time: other progress (a wheel download during a run) says itself here while one is."""
     with _state.lock:
-        if _state.live is not None:
-            _state.live.update(_state.task, description=f"{target}: {what}")
+        if _state.live is None:
+            return False
+        _state.live.update(_state.task, description=text)
+        return True
 
 
 @contextmanager

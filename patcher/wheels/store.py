@@ -87,6 +87,9 @@ class StderrProgress(Progress):
         with self.lock:
             if time.monotonic() - self.started.get(what, 0.0) < 1.0 or feedback.quiet():
                 return
+            size = f" {done / 1e6:.0f}/{total / 1e6:.0f} MB" if total else ""
+            if self.live is None and feedback.busy(f"downloading {what}{size}"):
+                return  # a command's live line is drawn: the download says itself there
             if not sys.stderr.isatty():
                 if what not in self.said:
                     self.said.add(what)
