@@ -289,7 +289,8 @@ def manpage() -> str:
         ".SH NAME",
         "vpatch \\- declarative, verified, reversible source patches for installed Python packages",
         ".SH SYNOPSIS",
-        "\\fBvpatch\\fR [\\fB\\-\\-json\\fR] \\fICOMMAND\\fR [\\fIoptions\\fR] [\\fISPEC\\fR...]",
+        "\\fBvpatch\\fR [\\fB\\-\\-json\\fR] [\\fB\\-q\\fR | \\fB\\-v\\fR] \\fICOMMAND\\fR "
+        "[\\fIoptions\\fR] [\\fISPEC\\fR...]",
         ".SH DESCRIPTION",
         *_roff_lines(TOP_EPILOG.split("\n\nexample:")[0]),
         ".SH COMMANDS",
