@@ -160,9 +160,9 @@ def test_every_option_of_every_command_has_its_anchor() -> None:
             row = next((r for r in text.splitlines() if f"{{#{anchor}}}" in r), None)
             assert row is not None, f"{name}: {action.option_strings or action.dest} has no anchor"
             assert f"](#{anchor}){{#{anchor}}}" in row and row.startswith("| [`")
-            if action.help:
-                first = action.help.replace("%%", "%").replace("<", "&lt;").split()[0]
-                assert first in row, (anchor, row)
+            assert action.help, f"{name}: {action.option_strings or action.dest} has no help"
+            first = action.help.replace("%%", "%").replace("<", "&lt;").split()[0]
+            assert first in row, (anchor, row)
     assert "apply--level" in seen and "vpatch--json" in seen and "apply-spec" in seen
     assert "apply--quiet" in seen and "status--verbose" in seen
     level = next(r for r in text.splitlines() if "{#apply--level}" in r)
