@@ -36,11 +36,12 @@ unit: install
 # root, as CI is).
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
-	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null; then \
-	  echo "make: installing openssh-server, sudo, zsh, fish and groff-base (apt-get)"; \
+	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null \
+	    || ! command -v tmux >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base and tmux (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
-	    >/dev/null; \
+	    tmux >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test

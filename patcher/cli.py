@@ -34,7 +34,7 @@ def run(argv: Sequence[str]) -> int:
 def _split_exec(argv: list[str]) -> tuple[list[str], list[str] | None]:
     """`vpatch exec SPEC... -- CMD ARGS`: what follows the first `--` is the command, never
     parsed by vpatch (`vllm serve --port 8000` must not meet vpatch's options)."""
-    words = commands.leading_json(argv)[0]  # `vpatch --json exec ...` too
+    words = commands.leading_globals(argv)[0]  # `vpatch --json -q exec ...` too
     if words[:1] != ["exec"] or "--" not in argv:
         return argv, None
     i = argv.index("--")

@@ -14,6 +14,7 @@ and `manpage()` writes vpatch(1) from the same parser (the hook puts it at site/
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import json
@@ -131,15 +132,74 @@ def _columns(width: int) -> Iterator[None]:
 
 
 def cli() -> str:
-    """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals)."""
+    """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals),
+    each followed by a table of its options: one stable anchor per option (`#apply--level`,
+    `option_anchor`) with its help and its default."""
     from patcher.commands import build_parser
 
     with _columns(100):
         parser = build_parser()
         parts = ["## `vpatch`", "", "```text", parser.format_help().rstrip(), "```", ""]
+        parts += _option_table("vpatch", parser)
         for name, sub in subcommands(parser).items():
             parts += [f"## `vpatch {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
+            parts += _option_table(name, sub)
     return "\n".join(parts)
+
+
+def documented_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The options and positionals a reference page lists (not the subcommand word itself)."""
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, argparse._SubParsersAction) and a.help != argparse.SUPPRESS
+    ]
+
+
+def option_anchor(command: str, action: argparse.Action) -> str:
+    """The anchor of an option on the CLI reference page: the command, then its longest
+    option string (`apply--level`, `vpatch--json`), or `-` and the positional's metavar
+    (`apply-spec`). Stable: it changes only when the option is renamed."""
+    if action.option_strings:
+        return command + max(action.option_strings, key=len)
+    name = action.metavar if isinstance(action.metavar, str) else action.dest
+    return f"{command}-{name.lower()}"
+
+
+def _option_default(action: argparse.Action) -> str:
+    value = action.default
+    if action.nargs == 0 or value is None or value is argparse.SUPPRESS or value in ("", [], ()):
+        return ""
+    return f"`{value}`"
+
+
+def _option_table(command: str, parser: argparse.ArgumentParser) -> list[str]:
+    rows = ["| option | meaning | default |", "|---|---|---|"]
+    for action in documented_actions(parser):
+        anchor = option_anchor(command, action)
+        head = _option_head_md(action)
+        meaning = (action.help or "").replace("%%", "%").replace("<", "&lt;")
+        rows.append(
+            f"| [{head}](#{anchor}){{#{anchor}}} | {_cell(meaning)} | {_option_default(action)} |"
+        )
+    return [*rows, ""]
+
+
+def _option_head_md(action: argparse.Action) -> str:
+    """`--level {static,import,full}`, `-q, --quiet`, `SPEC`: as --help writes it."""
+    names = ", ".join(action.option_strings)
+    if action.nargs == 0:
+        return f"`{names}`"
+    value = _value_name(action)
+    return f"`{names} {value}`" if names else f"`{value}`"
+
+
+def _value_name(action: argparse.Action) -> str:
+    if action.metavar is not None:
+        return str(action.metavar)
+    if action.choices:
+        return "{" + ",".join(str(c) for c in action.choices) + "}"
+    return action.dest.upper()
 
 
 def _dataclass_table(cls: type[Any]) -> list[str]:
@@ -213,20 +273,12 @@ def _option_head(action: Any) -> str:
     if action.nargs == 0:
         return names
     names += " " if names else ""
-    if action.metavar is not None:
-        value = str(action.metavar)
-    elif action.choices:
-        value = "{" + ",".join(str(c) for c in action.choices) + "}"
-    else:
-        value = action.dest.upper()
-    return f"{names}\\fI{_roff(value)}\\fR"
+    return f"{names}\\fI{_roff(_value_name(action))}\\fR"
 
 
 def manpage() -> str:
     """vpatch(1): NAME, SYNOPSIS, DESCRIPTION, then per command its description, usage,
     positionals and options (each default said as `--help` says it), examples, EXIT STATUS."""
-    import argparse
-
     from patcher import __version__
     from patcher.clidocs import COMMANDS, TOP_EPILOG, help_with_default
     from patcher.commands import build_parser
@@ -237,7 +289,8 @@ def manpage() -> str:
         ".SH NAME",
         "vpatch \\- declarative, verified, reversible source patches for installed Python packages",
         ".SH SYNOPSIS",
-        "\\fBvpatch\\fR [\\fB\\-\\-json\\fR] \\fICOMMAND\\fR [\\fIoptions\\fR] [\\fISPEC\\fR...]",
+        "\\fBvpatch\\fR [\\fB\\-\\-json\\fR] [\\fB\\-q\\fR | \\fB\\-v\\fR] \\fICOMMAND\\fR "
+        "[\\fIoptions\\fR] [\\fISPEC\\fR...]",
         ".SH DESCRIPTION",
         *_roff_lines(TOP_EPILOG.split("\n\nexample:")[0]),
         ".SH COMMANDS",

@@ -10,13 +10,12 @@ a plan made ahead matches) and what a run shares across its hosts (texts, rewrit
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from patcher import exchange
+from patcher import exchange, progress
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.exchange import TEST_FAULT_ENV, Guess, RunContext, checked, probes, run_checks
@@ -140,8 +139,9 @@ def _retrying(host: HostResult, done: frozenset[str], once: Callable[[], None]) 
 
 
 def _say(line: str) -> None:
-    """A progress line for a person or a log (stderr: stdout may be the --json document)."""
-    print(line, file=sys.stderr, flush=True)
+    """A progress line for a person or a log (stderr: stdout may be the --json document;
+    none under -q: patcher.progress)."""
+    progress.say(line)
 
 
 def _host_run(

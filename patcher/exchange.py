@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patcher import factcache, rewrite_cache
+from patcher import factcache, progress, rewrite_cache
 from patcher.agent import protocol
 from patcher.errors import AgentError
 from patcher.hostfacts import HostFacts
@@ -116,7 +116,9 @@ def call(transport: Transport, request: Answer, ctx: RunContext | None = None) -
     AgentError with its kind and hint, the one error shape of every agent call."""
     if ctx is not None:
         ctx.count("agent_exchanges")
-    return checked(transport.target, transport.call(request))
+    with progress.exchange(transport, request):
+        res = transport.call(request)
+    return checked(transport.target, res)
 
 
 def checked(target: str, res: Answer) -> Answer:

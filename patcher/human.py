@@ -17,7 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from patcher import fleet
+from patcher import fleet, progress
 from patcher.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RolloutStep, RunResult
 
@@ -148,9 +148,9 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
     console.print(head)
     if host.error:
         console.print(Text(f"  error: {clean(host.error)}", "red"))
-    for note in host.notes:
+    for note in [] if progress.quiet() else host.notes:  # -q: results and errors only
         console.print(Text(f"  note: {clean(note)}", "yellow"))
-    for warning in host.warnings:
+    for warning in [] if progress.quiet() else host.warnings:
         console.print(Text(f"  warning: {clean(warning)}", "yellow"))
     if not host.patches and not host.error:
         console.print(Text("  nothing recorded", "dim"))

@@ -17,7 +17,7 @@ import importlib
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
 
-from patcher import __version__, clidocs
+from patcher import __version__, clidocs, progress
 from patcher.errors import UsageError
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         action="store_true",
         help="print one JSON document on stdout (as the command's own --json)",
     )
+    global_options(parser)
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", title="commands", parser_class=Parser
     )
@@ -108,31 +109,77 @@ def build_parser(commands: Collection[str] | None = None) -> argparse.ArgumentPa
         p = sub.add_parser(name, help=cmd.help, usage=cmd.usage)
         if commands is None or name in commands:
             load(name).add_options(p, name)
+            global_options(p)
             built[name] = p
     clidocs.describe(parser, built)
     return parser
 
 
-def leading_json(argv: list[str]) -> tuple[list[str], bool]:
-    """`vpatch --json COMMAND ...` is `vpatch COMMAND ... --json`: the flag before the command
-    word, taken off (an abbreviation argparse would accept, too)."""
-    i, found = 0, False
-    while i < len(argv) and len(argv[i]) >= 3 and "--json".startswith(argv[i]):
-        i, found = i + 1, True
-    return argv[i:], found
+QUIET_HELP = (
+    "only results, the summary and errors: no progress, no note/warning lines (before or "
+    "after COMMAND)"
+)
+VERBOSE_HELP = (
+    "more detail on stderr: each host's agent command line, every agent exchange with its "
+    "time, the agent's own stderr (before or after COMMAND)"
+)
+
+
+def global_options(p: argparse.ArgumentParser) -> None:
+    """-q and -v: the same on `vpatch` and on every subcommand (`vpatch -q apply ...` is
+    `vpatch apply ... -q`)."""
+    group = p.add_argument_group("output")
+    group.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    group.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
+
+
+class Globals(NamedTuple):
+    """The global options given before the command word (`vpatch --json -q apply ...`)."""
+
+    words: list[str]  # as given, for the top-level parser when there is no command
+    json: bool
+    quiet: bool
+    verbose: int
+
+
+def _global_word(arg: str) -> str | None:
+    """Which global option `arg` is (json, quiet, verbose; `-vv` too), as argparse would read
+    it before the command word; None for anything else (`--ver` could be --version)."""
+    if len(arg) >= 3 and "--json".startswith(arg):
+        return "json"
+    if arg == "-q" or (len(arg) >= 3 and "--quiet".startswith(arg)):
+        return "quiet"
+    if (len(arg) >= 2 and arg[0] == "-" and set(arg[1:]) == {"v"}) or (
+        len(arg) >= 6 and "--verbose".startswith(arg)
+    ):
+        return "verbose"
+    return None
+
+
+def leading_globals(argv: list[str]) -> tuple[list[str], Globals]:
+    """The global options before the command word, taken off (abbreviations argparse would
+    accept too); the rest of argv."""
+    i, json, quiet, verbose = 0, False, False, 0
+    while i < len(argv) and (kind := _global_word(argv[i])) is not None:
+        json |= kind == "json"
+        quiet |= kind == "quiet"
+        if kind == "verbose":
+            verbose += argv[i].count("v") if not argv[i].startswith("--") else 1
+        i += 1
+    return argv[i:], Globals(argv[:i], json, quiet, verbose)
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The command line, options and positionals in any order (`status A --python X B`): the
     subcommand's own parser reads the rest intermixed, as a person types it. argparse cannot do
     that across subparsers, so the command word is looked up first."""
-    argv, json_first = leading_json(list(argv))
+    argv, lead = leading_globals(list(argv))
     first = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser([first] if first in COMMANDS else ())
     sub = clidocs.subcommands(parser)[first] if first in COMMANDS else None
     if sub is None:
-        return parser.parse_args([*(["--json"] if json_first else []), *argv])
-    if json_first and not any("--json" in a.option_strings for a in sub._actions):
+        return parser.parse_args([*lead.words, *argv])
+    if lead.json and not any("--json" in a.option_strings for a in sub._actions):
         raise UsageError(
             f"vpatch {first} has no JSON output (--json)", f"run `vpatch {first}` without --json"
         )
@@ -142,14 +189,18 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         sub.usage = sub.format_usage().removeprefix("usage: ").replace("%", "%%")
     args = sub.parse_intermixed_args(argv[1:])
     args.command = first
-    if json_first:
-        args.json = True
+    args.json = getattr(args, "json", False) or lead.json
+    args.quiet = args.quiet or lead.quiet
+    args.verbose += lead.verbose
+    if args.quiet and args.verbose:
+        raise UsageError("-q/--quiet and -v/--verbose contradict each other", "give one of them")
     return args
 
 
 def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     """Parse `argv`, then run the command; `command` is exec's CMD (what followed `--`)."""
     args = parse(argv)
+    progress.configure(args.quiet, args.verbose, args.json)
     args.exec_argv = None if command is None else list(command)
     if getattr(args, "wheelhouse", None):
         from patcher.wheels import wheelhouse

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,20 +98,21 @@ def run(args: argparse.Namespace) -> int:
         return backport(args)
     if args.command == "capture":
         validate(args)
-    from patcher import handedit
+    from patcher import handedit, progress
     from patcher.report import emit
 
     targets = _targets.targets(args)
     pristine = handedit.Pristine(args.package)
-    scans = handedit.scan_all(
-        args.package,
-        args.files,
-        targets,
-        lambda t: _targets._open(t, args),
-        args.state_dir,
-        args.parallel,
-        pristine,
-    )
+    with progress.live(f"{args.command}: starting") if len(targets) == 1 else nullcontext():
+        scans = handedit.scan_all(
+            args.package,
+            args.files,
+            targets,
+            lambda t: _targets._open(t, args),
+            args.state_dir,
+            args.parallel,
+            pristine,
+        )
     unavailable = next(iter(pristine.failures.values()), None)
     if args.command == "capture":
         if unavailable is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from patcher.clidocs import SPEC_HELP
@@ -112,7 +113,17 @@ def _one_host(
 
 
 def run(args: argparse.Namespace) -> int:
-    from patcher import fleet
+    from patcher import progress
+
+    # One host on a terminal: a live line from the start (the specs load, the host connects,
+    # its probes run), erased before the result prints. A fleet has its bar (progress_for).
+    one = not args.ray and len(args.host) <= 1 and not args.inventory
+    with progress.live(f"{args.command}: starting") if one else nullcontext():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from patcher import fleet, progress
 
     # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
     # targets come first, and the first hosts' sessions start while the specs load.
@@ -141,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
     ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
     try:
-        with progress_for(len(targets), args.json) as bar:
+        with progress_for(len(targets), args.json or progress.quiet()) as bar:
             hosts = fleet.run(
                 [t.name for t in targets],
                 lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None), ctx),
@@ -151,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
             )
     finally:
         _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
+        progress.stop_live()  # the result and errors print on a clean terminal
     if args.command == "rollback" and ids:
         _unknown_ids(hosts, ids)
     stats = ctx.stats()

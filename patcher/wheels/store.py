@@ -45,6 +45,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from patcher import progress as feedback
 from patcher.errors import VpatchError
 from patcher.wheels import index, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
@@ -84,8 +85,11 @@ class StderrProgress(Progress):
 
     def advance(self, what: str, done: int, total: int) -> None:
         with self.lock:
-            if time.monotonic() - self.started.get(what, 0.0) < 1.0:
+            if time.monotonic() - self.started.get(what, 0.0) < 1.0 or feedback.quiet():
                 return
+            size = f" {done / 1e6:.0f}/{total / 1e6:.0f} MB" if total else ""
+            if self.live is None and feedback.busy(f"downloading {what}{size}"):
+                return  # a command's live line is drawn: the download says itself there
             if not sys.stderr.isatty():
                 if what not in self.said:
                     self.said.add(what)

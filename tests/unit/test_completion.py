@@ -55,7 +55,7 @@ def test_bash_registers_the_completion() -> None:
         (f"vpatch apply {SPEC.stem[:-4]}", SPEC.stem),  # one id: the prefix leaves one
         ("vpatch completion ''", "bash fish zsh"),
         ("vpatch hook ''", "systemd"),
-        ("vpatch matrix --ver", "--versions"),
+        ("vpatch matrix --vers", "--versions"),
         ("vpatch exec x -- vll", ""),  # the command after -- is not vpatch's to complete
         ("vpatch --json ap", "apply"),
         ("vpatch status --ssh-client ''", "auto openssh paramiko"),

@@ -142,3 +142,28 @@ def test_page_opens_with_the_commands(page: str) -> None:
     assert lines[0].startswith("# ")
     assert lines[1] == "" and lines[2] == "```sh", f"{page}: title, then a ```sh block"
     assert lines[3].startswith(("vpatch", "git clone")) or "vpatch" in lines[3]
+
+
+def test_every_option_of_every_command_has_its_anchor() -> None:
+    """The CLI reference links each option by a stable anchor (`#apply--level`), with its help
+    and default next to it; every option a parser has is there, under its own command."""
+    text = docgen.cli()
+    parser = build_parser()
+    pages = {"vpatch": parser, **subcommands(parser)}
+    seen: set[str] = set()
+    for name, sub in pages.items():
+        actions = docgen.documented_actions(sub)
+        for action in actions:
+            anchor = docgen.option_anchor(name, action)
+            assert anchor not in seen, anchor
+            seen.add(anchor)
+            row = next((r for r in text.splitlines() if f"{{#{anchor}}}" in r), None)
+            assert row is not None, f"{name}: {action.option_strings or action.dest} has no anchor"
+            assert f"](#{anchor}){{#{anchor}}}" in row and row.startswith("| [`")
+            assert action.help, f"{name}: {action.option_strings or action.dest} has no help"
+            first = action.help.replace("%%", "%").replace("<", "&lt;").split()[0]
+            assert first in row, (anchor, row)
+    assert "apply--level" in seen and "vpatch--json" in seen and "apply-spec" in seen
+    assert "apply--quiet" in seen and "status--verbose" in seen
+    level = next(r for r in text.splitlines() if "{#apply--level}" in r)
+    assert level.endswith("| `full` |"), level
