@@ -41,6 +41,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from patcher import pyast
 from patcher.rewrite import apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.spec import Edit
@@ -76,7 +77,7 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
         if deep:
             raise CaptureError(f"{rel}: {deep}")
     try:
-        ptree, etree = ast.parse(pristine), ast.parse(edited)
+        ptree, etree = pyast.parse(pristine), pyast.parse(edited)
     except SyntaxError as exc:
         raise CaptureError(f"{rel}: does not parse ({exc.msg}, line {exc.lineno})") from None
     try:
@@ -115,7 +116,7 @@ def _result_dump(source: str, edits: Sequence[EditDict]) -> str | None:
     if rw.status != "changed":
         return None
     try:
-        return ast.dump(ast.parse(rw.source))
+        return ast.dump(pyast.parse(rw.source))
     except SyntaxError:
         return None
 

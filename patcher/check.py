@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from packaging.version import InvalidVersion, Version
 from pydantic import ValidationError
 
-from patcher import catalog, tomlpos
+from patcher import catalog, pyast, tomlpos
 from patcher._compat import tomllib
 from patcher.errors import SpecError
 from patcher.inert import clean
@@ -287,7 +287,7 @@ def _order(variants: list[Variant]) -> list[tuple[str, str]]:
 
 
 def _same_code(a: str, b: str) -> bool:
-    return ast.dump(ast.parse(a)) == ast.dump(ast.parse(b))
+    return ast.dump(pyast.parse(a)) == ast.dump(pyast.parse(b))
 
 
 def _dupes(values: Iterable[object]) -> list[object]:

@@ -57,7 +57,11 @@ _state = _State()
 
 
 def configure(quiet: bool = False, verbose: int = 0, machine: bool = False) -> None:
-    """The process's level: -q, -v (any count), neither; `machine`: --json."""
+    """The process's level: -q, -v (any count), neither; `machine`: --json. Called at each
+    command's start, it also forgets what the last command in this process showed (a second
+    run in one process, as the tests make, starts as the first did)."""
+    global _state
+    _state = _State()
     _state.level = QUIET if quiet else VERBOSE if verbose else NORMAL
     _state.machine = machine
 

@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from patcher import pyast
 from patcher._compat import tomllib
 from patcher.errors import SpecError
 from patcher.names import ID as _ID
@@ -52,7 +53,7 @@ def _check_statements(source: str, what: str) -> str:
     """Statement sources must parse and hold at least one statement."""
     try:
         # Dedented like the rewrite does, so an indented multi-line TOML string is accepted.
-        tree = ast.parse(textwrap.dedent(source))
+        tree = pyast.parse(textwrap.dedent(source))
     except SyntaxError as exc:
         raise ValueError(f"{what} is not valid Python: {exc.msg}{_at_line(exc)}") from None
     if not tree.body:
@@ -106,7 +107,7 @@ def _check_dotted(v: str | None, what: str) -> str | None:
 
 def _check_expression(v: str, what: str) -> str:
     try:
-        ast.parse(v.strip(), mode="eval")
+        pyast.parse(v.strip(), mode="eval")
     except SyntaxError as exc:
         raise ValueError(f"{what} is not a Python expression: {exc.msg}") from None
     return v
@@ -300,7 +301,7 @@ class EnsureDef(_Edit):
     @field_validator("code")
     @classmethod
     def _code(cls, v: str) -> str:
-        body = ast.parse(textwrap.dedent(_check_statements(v, "code"))).body
+        body = pyast.parse(textwrap.dedent(_check_statements(v, "code"))).body
         if len(body) != 1 or not isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef):
             kinds = ", ".join(type(stmt).__name__ for stmt in body)
             raise ValueError(f"code must be exactly one def (decorators allowed), not {kinds}")
@@ -309,7 +310,7 @@ class EnsureDef(_Edit):
     @property
     def name(self) -> str:
         """Name of the def in `code`."""
-        node = ast.parse(textwrap.dedent(self.code)).body[0]
+        node = pyast.parse(textwrap.dedent(self.code)).body[0]
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         return node.name
 
@@ -332,7 +333,7 @@ class EnsureImport(_Edit):
     @field_validator("code")
     @classmethod
     def _code(cls, v: str) -> str:
-        body = ast.parse(textwrap.dedent(_check_statements(v, "code"))).body
+        body = pyast.parse(textwrap.dedent(_check_statements(v, "code"))).body
         if len(body) != 1 or not isinstance(body[0], ast.Import | ast.ImportFrom):
             raise ValueError("code must be exactly one 'import ...' or 'from ... import ...'")
         if any(alias.name == "*" for alias in body[0].names):

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patcher import pyast
 from patcher.commands import _targets
 from patcher.errors import UsageError, VpatchError
 from patcher.exitcodes import ExitCode
@@ -229,7 +230,7 @@ def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
         rw = apply_edits(res.pristine if not _adds(edits) else "", edits)
-        if ast.dump(ast.parse(rw.source)) != ast.dump(ast.parse(res.edited)):
+        if ast.dump(pyast.parse(rw.source)) != ast.dump(pyast.parse(res.edited)):
             raise VpatchError(
                 f"{rel}: the captured spec does not reproduce the edit",
                 "a bug in vpatch capture: please report it with the diff",

@@ -21,6 +21,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 from pydantic import JsonValue
 
+from patcher import pyast
 from patcher.rewrite import RewriteResult, Status
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 
@@ -326,7 +327,7 @@ def parse_expression(code: str, what: str) -> cst.BaseExpression:
 def expression_dump(code: str) -> str | None:
     """Formatting-free identity of an expression (quotes, spaces and parens do not count)."""
     try:
-        return ast.dump(ast.parse(f"(\n{code}\n)", mode="eval"))
+        return ast.dump(pyast.parse(f"(\n{code}\n)", mode="eval"))
     except (SyntaxError, ValueError, RecursionError):
         return None
 
@@ -370,7 +371,7 @@ def string_quote(nodes: Sequence[cst.BaseExpression], default: str = '"') -> str
 
 def snippet_key(code: str) -> StatementKey:
     """Normalised form of statement source: one `ast.dump` per statement, layout ignored."""
-    return tuple(ast.dump(stmt) for stmt in ast.parse(textwrap.dedent(code)).body)
+    return tuple(ast.dump(stmt) for stmt in pyast.parse(textwrap.dedent(code)).body)
 
 
 def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:

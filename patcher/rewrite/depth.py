@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from patcher import pyast
+
 # AST levels a host's file may have. Real code stays under 100 (CPython itself refuses more
 # than 200 nested brackets or 100 indentation levels); libcst crashes at a few thousand.
 MAX_DEPTH = 1000
@@ -22,7 +24,7 @@ def nesting_problem(source: str) -> str | None:
     without recursion. A file this Python cannot parse (newer syntax) is bounded by its raw
     bracket depth, the tokenizer's limit on every CPython."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (RecursionError, MemoryError):
         return TOO_DEEP
     except SyntaxError as exc:

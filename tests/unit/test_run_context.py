@@ -43,6 +43,10 @@ NOT_RUN_STATE = {
     "agent/faults.py:REACHED": "TEST-ONLY: fault points the current request passed",
     "agent/fsops.py:_COMPILED": "the last compile_check's code, cleared with every request",
     "agent/privsep.py:STATE": "who the agent works as, settled once at start",
+    # the process's terminal, not a run's: made anew by configure() at each command's start
+    "progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
+    "progress.py:global _state": "configure() makes it anew for each command",
+    "pyast.py:_LOCK": "guards CPython's own parser state (shared by threads before 3.13)",
     # removed by the wheels work
     "wheels/wheelhouse.py:_WHEELHOUSES": "removed by the wheels work",
     "wheels/store.py:_DEFAULT_LOCK": "removed by the wheels work",
