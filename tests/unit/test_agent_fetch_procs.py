@@ -265,3 +265,23 @@ def test_scan_finds_another_envs_process_that_maps_this_envs_extension(
     children.append(mapped)
     time.sleep(0.05)
     assert mapped.pid in _pids(procs.scan(procs.now()))
+
+
+def test_maps_are_not_read_where_the_process_cannot_see_this_site(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In another mount namespace, a maps hit counts only where the process's SITE is this
+    very directory: where its view has no such directory (or another one), the maps (the
+    scan's most expensive read) are not read at all; where it is ours, they are."""
+    site = str(tmp_path / "site-packages") + "/"
+    os.mkdir(site)
+    other = tmp_path / "view"
+    (other / tmp_path.relative_to("/") / "site-packages").mkdir(parents=True)  # not ours
+    read: list[str] = []
+    hit = f"7f00-7f01 r-xp 00000000 08:01 42    {site}torch/_C.so\n".encode()
+    monkeypatch.setattr(procs, "_read", lambda path: read.append(path) or hit)
+    assert procs._maps_site(7, [site], str(tmp_path / "missing")) is False
+    assert procs._maps_site(7, [site], str(other)) is False
+    assert read == []
+    assert procs._maps_site(7, [site], "/") is True  # "/" + SITE: the very directory
+    assert read == ["/proc/7/maps"]
