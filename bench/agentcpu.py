@@ -252,13 +252,15 @@ def breakdown(stand: Stand, reps: int) -> list[tuple[str, float]]:
 
 def over_ssh(reps: int) -> dict[str, float]:
     """Mean host CPU ms per run on one real sshd host (bench/lab.py, bench/hostcpu.py):
-    `ssh h sed -i` (the floor), a bare interpreter start and `vpatch apply --level static`,
-    each from pip's bytes. Figures from one invocation compare; across invocations the load
-    of the machine moves them all."""
+    `ssh h true` (sshd alone: key exchange, authentication, the shell), `ssh h sed -i` (the
+    floor), a bare interpreter start, the agent's start (vpatch's remote command: the bundle,
+    then EOF) and `vpatch apply --level static`, each from pip's bytes. Figures from one
+    invocation compare; across invocations the load of the machine moves them all."""
     from bench import lab as labs
     from bench.hostcpu import HostCpu
     from bench.run import SED
     from bench.timing import child_env
+    from patcher.transports.ssh import remote_command
 
     with tempfile.TemporaryDirectory(prefix="vpatch-agentcpu-ssh-") as tmp:
         work = Path(tmp)
@@ -276,17 +278,21 @@ def over_ssh(reps: int) -> dict[str, float]:
             apply += ["static", "--json"]
             env = child_env({"VPATCH_CACHE_DIR": str(work / "cache")})
             out: dict[str, float] = {}
-            bare = ["ssh", "-F", cfg, "-T", "-n", host.name, "--", f"{labs.PYTHON} -I -c pass"]
-            for name, cmd in (
-                ("ssh h sed -i (floor)", floor),
-                ("ssh h python -I -c pass", bare),
-                ("vpatch apply --level static", apply),
+            ssh = ["ssh", "-F", cfg, "-T", host.name, "--"]
+            bare = [*ssh, f"{labs.PYTHON} -I -c pass"]
+            start = [*ssh, remote_command(labs.PYTHON)]
+            for name, cmd, stdin in (
+                ("ssh h true (sshd alone)", [*ssh, "true"], b""),
+                ("ssh h sed -i (floor)", floor, b""),
+                ("ssh h python -I -c pass", bare, b""),
+                ("agent start: bundle, EOF", start, agent_bundle()),
+                ("vpatch apply --level static", apply, b""),
             ):
                 spent = []
                 for i in range(reps + 1):  # the first is a warm-up (rewrite cache, .pyc)
                     stand.reset([host])
                     before = cpu.read()
-                    subprocess.run(cmd, env=env, check=True, capture_output=True)
+                    subprocess.run(cmd, env=env, check=True, capture_output=True, input=stdin)
                     if i:
                         spent.append((cpu.read() - before) * 1000)
                 out[name] = sum(spent) / len(spent)  # a mean: HostCpu counts 10 ms ticks

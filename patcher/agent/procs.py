@@ -176,7 +176,17 @@ def _maps_site(pid: int, sites: list[str], view: str = "") -> bool:
     """Does the process map a file under one of `sites` (/proc/PID/maps)? The bytes are
     searched for " SITE" (a path column follows the padding; the other columns hold no "/"),
     and only a line with a hit is split to check it: a torch process maps thousands of
-    files, and splitting every line cost most of the scan's CPU."""
+    files, and splitting every line cost most of the scan's CPU.
+
+    In another mount namespace a hit counts only where the process's own SITE is our very
+    directory, so that is asked first (one stat per site): where it is none of them, the
+    maps cannot hold a hit and are not read. The kernel writes a maps line per mapping with
+    its path resolved (~0.1 ms per 100 lines), and a host's other containers and envs of
+    the same interpreter are exactly the processes that get this far."""
+    if view:
+        sites = [s for s in sites if _same_file(view + s, s)]
+        if not sites:
+            return False
     try:
         raw = _read("/proc/%d/maps" % pid)
     except OSError:
@@ -189,9 +199,7 @@ def _maps_site(pid: int, sites: list[str], view: str = "") -> bool:
             end = len(raw) if end < 0 else end
             parts = raw[raw.rfind(b"\n", 0, i) + 1 : end].split(None, 5)
             if len(parts) == 6 and parts[5].startswith(want):
-                if not view or _same_file(view + s, s):
-                    return True
-                break  # not that directory in the process's view: the next site
+                return True
             i = raw.find(b" " + want, end)
     return False
 
@@ -291,6 +299,8 @@ def _scan(before: float, where: tuple[str, str, list[str]] | None) -> list[dict[
             if started >= before:
                 continue
             argv = _argv(pid)
+            if _is_agent(argv):
+                continue  # (before the maps: an agent of another env is one too)
             if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
                 continue  # (first: most processes of the same binary are other envs')
             if _agent_or_child(pid, argv):

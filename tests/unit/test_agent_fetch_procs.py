@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -265,3 +266,47 @@ def test_scan_finds_another_envs_process_that_maps_this_envs_extension(
     children.append(mapped)
     time.sleep(0.05)
     assert mapped.pid in _pids(procs.scan(procs.now()))
+
+
+def test_maps_are_not_read_where_the_process_cannot_see_this_site(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In another mount namespace, a maps hit counts only where the process's SITE is this
+    very directory: where its view has no such directory (or another one), the maps (the
+    scan's most expensive read) are not read at all; where it is ours, they are."""
+    site = str(tmp_path / "site-packages") + "/"
+    os.mkdir(site)
+    other = tmp_path / "view"
+    (other / tmp_path.relative_to("/") / "site-packages").mkdir(parents=True)  # not ours
+    read: list[str] = []
+    hit = f"7f00-7f01 r-xp 00000000 08:01 42    {site}torch/_C.so\n".encode()
+    monkeypatch.setattr(procs, "_read", lambda path: read.append(path) or hit)
+    assert procs._maps_site(7, [site], str(tmp_path / "missing")) is False
+    assert procs._maps_site(7, [site], str(other)) is False
+    assert read == []
+    assert procs._maps_site(7, [site], "/") is True  # "/" + SITE: the very directory
+    assert read == ["/proc/7/maps"]
+
+
+def test_scan_in_another_mount_namespace_goes_by_the_directory_not_its_name(
+    children: list[_Child], tmp_path: Path
+) -> None:
+    """Two base-interpreter processes in mount namespaces of their own load the extension at
+    the path of this env's site-packages: one sees this very directory there (listed), the
+    other a copy bind-mounted over that path (the same name in its maps, another directory:
+    not listed, and its maps need not be read to know it)."""
+    site = next(d for d in procs.site_dirs() if list(Path(d).glob("pydantic_core/*.so")))
+    copy = tmp_path / "site-copy"
+    shutil.copytree(Path(site) / "pydantic_core", copy / "pydantic_core")
+    code = f"import sys; sys.path.insert(0, {site!r}); import pydantic_core._pydantic_core; "
+    python = os.path.realpath(sys.executable)
+    unshare = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    same = _Child([*unshare, 'exec "$0" -c "$1"', python, code + _IDLE])
+    remount = 'mount --bind "$2" "$3" && exec "$0" -c "$1"'
+    other = _Child([*unshare, remount, python, code + _IDLE, str(copy), site])
+    children.extend([same, other])
+    assert procs._mnt_ns(str(same.pid)) != procs._mnt_ns("self")
+    assert f" {site}pydantic_core/" in Path(f"/proc/{other.pid}/maps").read_text()
+    time.sleep(0.05)
+    found = _pids(procs.scan(procs.now()))
+    assert same.pid in found and other.pid not in found

@@ -137,3 +137,34 @@ def test_wait_handles_descriptors_above_1024() -> None:
         os.close(high_r)
         if soft < 2048:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_code_objects_need_zlib_and_the_source_serves_without_it() -> None:
+    """The bundle's code objects are zlib-compressed: BOOT loads them (compiling nothing of
+    the agent) where zlib imports, and compiles the plain source where it does not."""
+    counting = (
+        "import builtins, sys\nN = []\n_compile = builtins.compile\n"
+        "def _counted(source, name, *a, **k):\n"
+        "    N.append(name)\n"
+        "    return _compile(source, name, *a, **k)\n"
+        "builtins.compile = _counted\n"
+    )
+    check = (
+        "res = vpatch_agent.answer(sys.stdin.readline())\n"
+        "print(vpatch_agent.wire.dumps([res['ok'], sorted(set(N))]))\n"
+    )
+    loader = BOOT.replace("vpatch_agent.main()\n", "")
+    for blocked, compiled in (("", False), ("sys.modules['zlib'] = None\n", True)):
+        proc = subprocess.run(
+            [sys.executable, "-I", "-c", counting + blocked + loader + check],
+            input=agent_bundle() + json.dumps(INSPECT).encode() + b"\n",
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        ok, names = json.loads(proc.stdout)
+        assert ok
+        agent_names = [n for n in names if n.startswith("<vpatch_agent")]
+        assert bool(agent_names) is compiled, names
+        if compiled:
+            assert "<vpatch_agent.facts>" in agent_names  # the op's module, from its source
