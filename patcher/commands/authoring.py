@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from patcher import handedit, matrix
     from patcher.capture import Captured
     from patcher.spec import PatchSpec
+    from patcher.wheels.store import Store
 
 
 def add_options(p: argparse.ArgumentParser, name: str) -> None:
@@ -99,9 +101,11 @@ def run(args: argparse.Namespace) -> int:
         validate(args)
     from patcher import handedit
     from patcher.report import emit
+    from patcher.wheels.store import Store
 
     targets = _targets.targets(args)
-    pristine = handedit.Pristine(args.package)
+    store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
+    pristine = handedit.Pristine(args.package, partial(store.file, args.package))
     scans = handedit.scan_all(
         args.package,
         args.files,
@@ -115,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "capture":
         if unavailable is not None:
             raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
-        return _capture(args, scans)
+        return _capture(args, scans, store)
     doc = handedit.to_json(args.package, scans)
     if args.report:
         with open(args.report, "w") as fh:
@@ -262,12 +266,13 @@ def fits(
     spec: PatchSpec,
     versions: Sequence[Version],
     cache_root: Path | None = None,
+    store: Store | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
     from patcher import matrix
     from patcher.spec import Variant
     from patcher.wheels.cache import Cache, default_cache
-    from patcher.wheels.store import default_store
+    from patcher.wheels.store import Store
 
     wide = spec.model_copy(
         update={
@@ -280,7 +285,7 @@ def fits(
     runner = matrix.Runner(
         wide,
         Cache(cache_root or default_cache(), spec.package),
-        store=default_store(),
+        store=store if store is not None else Store.for_run(),
     )
     releases = runner.run(versions)
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
@@ -304,7 +309,7 @@ def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
     return f">={versions[i]},{upper}"
 
 
-def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
+def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store: Store) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
     from patcher import handedit
 
@@ -330,7 +335,8 @@ def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> in
             f"`vpatch diff {args.package}` shows what differs from pip's RECORD",
         )
     origin = f"vpatch capture from {', '.join(groups[0].hosts)}"
-    return finish(args, str(scan.version), results, notes, origin, {"targets": groups[0].hosts})
+    extra = {"targets": groups[0].hosts}
+    return finish(args, str(scan.version), results, notes, origin, extra, store)
 
 
 def finish(
@@ -340,8 +346,10 @@ def finish(
     notes: list[str],
     origin: str,
     extra: dict[str, Any],
+    store: Store | None = None,
 ) -> int:
-    """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    """Write the spec (checked by replay), run the matrix over the neighbours (through the
+    run's `store`), report."""
     from patcher.capture import spec_toml
     from patcher.commands import _matrixview
     from patcher.report import emit
@@ -363,7 +371,7 @@ def finish(
     table = None
     if not args.no_matrix:
         try:
-            table = fits(spec, neighbours(spec, version, args.neighbours))
+            table = fits(spec, neighbours(spec, version, args.neighbours), store=store)
         except VpatchError as exc:
             notes.append(f"matrix skipped: {exc.message}")
     doc = {
@@ -421,7 +429,7 @@ def backport(args: argparse.Namespace) -> int:
 
     from patcher import udiff
     from patcher.capture import CaptureError, capture
-    from patcher.wheels.store import default_store
+    from patcher.wheels.store import Store
 
     validate(args)
     try:
@@ -438,7 +446,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = default_store()  # the release's wheel is opened once, for every file
+    store = Store.for_run(args.wheelhouse)  # the release's wheel is opened once, for every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:
@@ -471,4 +479,4 @@ def backport(args: argparse.Namespace) -> int:
     if not results:
         raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
     origin = f"vpatch backport of {Path(args.diff).name}"
-    return finish(args, str(version), results, notes, origin, {"diff": args.diff})
+    return finish(args, str(version), results, notes, origin, {"diff": args.diff}, store)

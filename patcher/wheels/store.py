@@ -155,11 +155,41 @@ class Store:
     platforms: Sequence[str] = ()
     progress: Progress = field(default_factory=Progress)
     stats: Stats = field(default_factory=Stats)
-    sources: Sequence[Path] | None = None  # default: wheelhouses() + wheel_dirs()
+    sources: Sequence[Path] | None = None  # default: everywhere(wheelhouses)
+    wheelhouses: Sequence[Path] = ()  # this run's --wheelhouse paths (wheelhouse.checked)
     _open: dict[tuple[str, str], Wheel] = field(default_factory=dict, repr=False)
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def for_run(
+        cls,
+        wheelhouses: Sequence[str | Path] = (),
+        platforms: Sequence[str] = (),
+        progress: Progress | None = None,
+    ) -> Store:
+        """A command run's store (one per run, made by the command: a wheel is opened once
+        however many files and hosts need it, and nothing outlives the run)."""
+        return cls(
+            platforms=platforms,
+            progress=progress if progress is not None else StderrProgress(),
+            wheelhouses=wheelhouse.checked(wheelhouses),
+        )
+
+    def file(self, package: str, version: str | Version, rel: str) -> bytes | None:
+        """pip's bytes of one installed file (diff, capture, backport, --adopt); None when the
+        release's wheel has no such file."""
+        return self.wheel(package, Version(str(version))).read(rel)
+
+    def text(self, package: str, version: str, rel: str) -> str | None:
+        """pip's text of one installed file, None when it cannot be had (no wheel, not UTF-8,
+        not a version): what apply --adopt records as a base and verify names lines against."""
+        try:
+            data = self.file(package, version, rel)
+            return None if data is None else data.decode("utf-8")
+        except (VpatchError, OSError, ValueError):  # InvalidVersion, UnicodeDecodeError
+            return None
 
     def wheel(self, package: str, version: Version) -> Wheel:
         """The release's wheel, open and checked; fetched into the store at most once."""
@@ -221,7 +251,9 @@ class Store:
             return self._download(package, version, keep)
 
     def _sources(self) -> list[Path]:
-        return list(self.sources) if self.sources is not None else wheelhouse.everywhere()
+        if self.sources is not None:
+            return list(self.sources)
+        return wheelhouse.everywhere(self.wheelhouses)
 
     def _pointer(self, package: str, version: Version) -> Path:
         return self.root / "releases" / canonicalize_name(package) / f"{version}.json"
@@ -328,21 +360,3 @@ class Store:
         fh, st = open_checked(blob)
         self._write_stamp(blob, st)
         return Wheel(blob, fh, "store", sha, path.name)
-
-
-_DEFAULT: Store | None = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_store() -> Store:
-    """This process's store (one per run: a wheel is opened once however many files need it)."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None or _DEFAULT.root != default_root():
-            _DEFAULT = Store(progress=StderrProgress())
-        return _DEFAULT
-
-
-def pristine(package: str, version: Version, rel: str) -> bytes | None:
-    """pip's bytes of one installed file (diff, capture, backport, --adopt)."""
-    return default_store().wheel(package, version).read(rel)

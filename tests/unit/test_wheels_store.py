@@ -34,6 +34,24 @@ def test_wheelhouse_file_read_and_checked(tmp_path: Path) -> None:
     assert store.stats.wheelhouse == 1 and not (tmp_path / "store").exists()
 
 
+def test_wheelhouses_belong_to_the_run_that_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs in one process (the tests, an Ansible worker) share nothing: a --wheelhouse
+    given to one run's store is not seen by the next run's."""
+    monkeypatch.setenv("VPATCH_WHEEL_STORE", str(tmp_path / "store"))
+    for var in ("VPATCH_WHEELHOUSE", "VPATCH_MATRIX_WHEELS"):
+        monkeypatch.setenv(var, "")
+    monkeypatch.setenv("VPATCH_PIP", "false")  # no pip: a release is in a wheelhouse or none
+    first = Store.for_run([_house(tmp_path)])
+    assert first.file("demo", "1.0", "demo/__init__.py") == MOD
+    second = Store.for_run()
+    assert second.text("demo", "1.0", "demo/__init__.py") is None
+    assert second.stats.wheelhouse == 0 and first.stats.wheelhouse == 1
+    with pytest.raises(UsageError, match="--wheelhouse"):
+        Store.for_run([tmp_path / "no-such-dir"])
+
+
 def test_member_not_matching_record_is_refused(tmp_path: Path) -> None:
     house = _house(tmp_path)
     [path] = house.glob("*.whl")
