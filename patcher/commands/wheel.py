@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         wheelhouse.checked([args.from_wheel])
     specs = catalog.load_all(args.specs)
     wheelbuild.check_package(specs, package, version)
-    store = Store.for_run(args.wheelhouse, args.platform, progress_for(args.json))
+    # the whole wheel: every member is copied into the patched one (no ranged reads)
+    store = Store.for_run(args.wheelhouse, args.platform, progress_for(args.json), partial=False)
     if args.from_wheel:
         store.sources = [Path(args.from_wheel)]
     try:

@@ -46,7 +46,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher.errors import VpatchError
-from patcher.wheels import index, trust, wheelhouse
+from patcher.wheels import index, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
 
@@ -147,6 +147,7 @@ class Stats(Counters):
     wheelhouse: int = 0
     stored: int = 0
     refused: int = 0
+    ranged: int = 0  # releases read by HTTP ranges (only the members needed)
 
 
 @dataclass
@@ -157,6 +158,10 @@ class Store:
     stats: Stats = field(default_factory=Stats)
     sources: Sequence[Path] | None = None  # default: everywhere(wheelhouses)
     wheelhouses: Sequence[Path] = ()  # this run's --wheelhouse paths (wheelhouse.checked)
+    partial: bool = True  # may read only the members needed, by HTTP ranges (patcher.wheels.remote)
+    moved: remote.Moved = field(default_factory=remote.Moved)  # bytes the ranges brought
+    no_ranges: dict[str, str] = field(default_factory=dict)  # release -> why pip fetched it
+    _config: pipconf.IndexConfig | None = field(default=None, repr=False)
     _open: dict[tuple[str, str], Wheel] = field(default_factory=dict, repr=False)
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
@@ -168,6 +173,7 @@ class Store:
         wheelhouses: Sequence[str | Path] = (),
         platforms: Sequence[str] = (),
         progress: Progress | None = None,
+        partial: bool = True,
     ) -> Store:
         """A command run's store (one per run, made by the command: a wheel is opened once
         however many files and hosts need it, and nothing outlives the run)."""
@@ -175,6 +181,7 @@ class Store:
             platforms=platforms,
             progress=progress if progress is not None else StderrProgress(),
             wheelhouses=wheelhouse.checked(wheelhouses),
+            partial=partial,
         )
 
     def file(self, package: str, version: str | Version, rel: str) -> bytes | None:
@@ -248,7 +255,8 @@ class Store:
             if stored is not None:
                 self.stats.add("stored")
                 return stored
-            return self._download(package, version, keep)
+            ranged = self._ranged(package, version) if self.partial else None
+            return ranged or self._download(package, version, keep)
 
     def _sources(self) -> list[Path]:
         if self.sources is not None:
@@ -318,6 +326,26 @@ class Store:
 
     def _write_stamp(self, blob: Path, st: os.stat_result) -> None:
         atomic_write(blob.with_suffix(".ok"), json.dumps(trust.stamp(st)).encode())
+
+    def _ranged(self, package: str, version: Version) -> Wheel | None:
+        """The release's wheel read by HTTP ranges from pip's index (only the members read
+        are fetched, each checked against RECORD); None when that cannot be done (pip then
+        downloads the whole wheel: the reason is kept in `no_ranges`)."""
+        if self.platforms:  # another platform's wheel: pip's choice, not this interpreter's
+            self.no_ranges[f"{package}=={version}"] = "--platform given"
+            return None
+        with self._guard:
+            if self._config is None:
+                self._config = pipconf.read(index.pip_command())
+            config = self._config
+        try:
+            got, fh = remote.open_ranged(config, package, version, self.moved)
+            wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
+        except (remote.NoRanges, CorruptWheel) as exc:
+            self.no_ranges[f"{package}=={version}"] = exc.message
+            return None
+        self.stats.add("ranged")
+        return wheel
 
     def _download(self, package: str, version: Version, keep: bool) -> Wheel:
         tmp_root = safe_dir(self.root / ".tmp", create=True)
