@@ -49,6 +49,17 @@ def _diff_options(dp: argparse.ArgumentParser) -> None:
     dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
     _targets.target_options(dp)
     _targets.wheelhouse_option(dp)
+    _host_wheel_option(dp)
+
+
+def _host_wheel_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host-wheel",
+        metavar="PATH",
+        help="when no wheel of the release can be had here, read pip's bytes from this wheel "
+        "file on each host (absolute path there; a file is used only if it has the sha256 "
+        "the host's RECORD lists)",
+    )
 
 
 def _capture_options(cp: argparse.ArgumentParser) -> None:
@@ -76,6 +87,7 @@ def _capture_options(cp: argparse.ArgumentParser) -> None:
     )
     _targets.target_options(cp)
     _targets.wheelhouse_option(cp)
+    _host_wheel_option(cp)
 
 
 def _backport_options(bp: argparse.ArgumentParser) -> None:
@@ -103,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
     from patcher.report import emit
     from patcher.wheels.store import Store
 
+    hw = args.host_wheel
+    if hw is not None and not (hw.startswith("/") and hw.endswith(".whl")):
+        raise UsageError(
+            f"--host-wheel {hw}: not an absolute path to a .whl file",
+            "name the wheel as the hosts see it, e.g. /var/cache/wheels/vllm-0.16.0-...whl",
+        )
     targets = _targets.targets(args)
     store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
     pristine = handedit.Pristine(args.package, partial(store.file, args.package))
@@ -116,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
         pristine,
     )
     unavailable = next(iter(pristine.failures.values()), None)
+    if unavailable is not None and args.host_wheel:
+        unavailable = _from_host_wheels(args, targets, scans, unavailable)
     if args.command == "capture":
         if unavailable is not None:
             raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
@@ -141,6 +161,64 @@ def run(args: argparse.Namespace) -> int:
     if any(s.unsupported for s in scans):
         return ExitCode.UNSUPPORTED  # an editable install (errors.Unsupported)
     return ExitCode.OK if doc["ok"] else ExitCode.FAILED
+
+
+def _from_host_wheels(
+    args: argparse.Namespace,
+    targets: Sequence[Any],
+    scans: Sequence[handedit.HostScan],
+    unavailable: VpatchError,
+) -> VpatchError | None:
+    """The pristine sides the controller had no wheel for, from the wheel file each host
+    holds at --host-wheel; None when every file got one, else `unavailable`. A host's bytes
+    are kept only when they hash to the sha256 that host's RECORD lists for the file: the
+    bytes its diff is judged against, never more trusted than that RECORD."""
+    import base64
+    import hashlib
+
+    from patcher import exchange, handedit
+
+    left = False
+    for target, scan in zip(targets, scans, strict=True):
+        want = [
+            f
+            for f in scan.files
+            if f.pristine_from == handedit.UNAVAILABLE and f.record_sha256 and f.state != "added"
+        ]
+        if not want:
+            continue
+        request = {"op": "wheel_members", "path": args.host_wheel, "files": [f.rel for f in want]}
+        try:
+            transport = _targets._open(target, args)
+            try:
+                got = exchange.call(transport, request).get("members") or {}
+            finally:
+                transport.close()
+        except VpatchError as exc:
+            for f in want:
+                f.note = f"--host-wheel: {exc.message}"
+            left = True
+            continue
+        for f in want:
+            raw = got.get(f.rel)
+            try:
+                data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
+            except ValueError:  # binascii.Error: the host's answer is not base64
+                data = None
+            if data is None:
+                f.note = f"not in {args.host_wheel} on {target.name}"
+            elif hashlib.sha256(data).hexdigest() != f.record_sha256:
+                f.note = f"{args.host_wheel} on {target.name}: not the bytes RECORD lists"
+            else:
+                try:
+                    f.before = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    f.note = "not UTF-8 text"
+                else:
+                    f.pristine_from, f.note = handedit.WHEEL, f"from {args.host_wheel}"
+                    continue
+            left = True
+    return unavailable if left else None
 
 
 def validate(args: argparse.Namespace) -> None:
