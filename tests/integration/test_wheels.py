@@ -36,15 +36,7 @@ CLICK_TYPES = "click/types.py"
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A store of the test's own, no wheelhouse, and a pip whose downloads are counted."""
     realpkgs.wheel("click", CLICK_VERSION)
-    pip, log = wheellab.counting_pip(tmp_path)
-    env = {
-        "VPATCH_WHEEL_STORE": str(tmp_path / "store"),
-        "VPATCH_MATRIX_CACHE": str(tmp_path / "matrix"),
-        "VPATCH_MATRIX_WHEELS": "",
-        "VPATCH_WHEELHOUSE": "",
-        "VPATCH_PIP": str(pip),
-        "VPATCH_TEST_PIP_LOG": str(log),  # where the test finds the count
-    }
+    env = wheellab.lab_env(tmp_path)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env

@@ -28,18 +28,11 @@ LIMIT = 5_000_000  # issue 28: a cold capture of one vLLM file moves less than 5
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty store and matrix cache, no wheelhouse, pip's downloads logged; the log."""
-    pip, log = wheellab.counting_pip(tmp_path)
-    env = {
-        "VPATCH_WHEEL_STORE": str(tmp_path / "store"),
-        "VPATCH_MATRIX_CACHE": str(tmp_path / "matrix"),
-        "VPATCH_MATRIX_WHEELS": "",
-        "VPATCH_WHEELHOUSE": "",
-        "VPATCH_PIP": str(pip),
-        "PIP_NO_CACHE_DIR": "1",  # pip's own cache would hide a download from the server
-    }
+    env = wheellab.lab_env(tmp_path)
+    env["PIP_NO_CACHE_DIR"] = "1"  # pip's own cache would hide a download from the server
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    return log
+    return Path(env["VPATCH_TEST_PIP_LOG"])
 
 
 def _click_env(dest: Path) -> Path:
