@@ -212,10 +212,18 @@ def choose(candidates: Sequence[Candidate], package: str, version: Version) -> C
     return None if best is None else best[1]
 
 
-def find(client: Client, config: IndexConfig, package: str, version: Version) -> Candidate:
+def find(
+    client: Client,
+    config: IndexConfig,
+    package: str,
+    version: Version,
+    pages: dict[str, list[Candidate]] | None = None,
+) -> Candidate:
     """The release's wheel on the first configured index that lists one for this
     interpreter; NoRanges when pip would find it elsewhere (find-links, a file:// index) or
-    nowhere the ranged path can see."""
+    nowhere the ranged path can see. `pages` keeps the project pages read (a matrix asks for
+    many releases of one project)."""
+    pages = {} if pages is None else pages
     if wheelhouse.find(
         [d / canonicalize_name(package) for d in config.local_dirs] + list(config.local_dirs),
         package,
@@ -224,14 +232,16 @@ def find(client: Client, config: IndexConfig, package: str, version: Version) ->
         raise NoRanges(f"{package}=={version}: pip has it on disk (find-links or file:// index)")
     for index in client.index_urls:
         page = index.rstrip("/") + f"/{canonicalize_name(package)}/"
-        resp = client.open(page, {"Accept": ACCEPT})
-        with resp:
-            body = resp.read(MAX_PAGE + 1)
-            ctype = resp.headers.get("Content-Type", "")
-            base = resp.geturl()
-        if len(body) > MAX_PAGE:
-            raise NoRanges(f"{_safe(page)}: project page too large")
-        got = choose(parse_page(body, ctype, base), package, version)
+        if page not in pages:
+            resp = client.open(page, {"Accept": ACCEPT})
+            with resp:
+                body = resp.read(MAX_PAGE + 1)
+                ctype = resp.headers.get("Content-Type", "")
+                base = resp.geturl()
+            if len(body) > MAX_PAGE:
+                raise NoRanges(f"{_safe(page)}: project page too large")
+            pages[page] = parse_page(body, ctype, base)
+        got = choose(pages[page], package, version)
         if got is not None:
             return got
     raise NoRanges(f"no index lists a wheel of {package}=={version} for this interpreter")
@@ -338,11 +348,16 @@ class RangeFile(io.RawIOBase):
 
 
 def open_ranged(
-    config: IndexConfig, package: str, version: Version, moved: Moved
+    config: IndexConfig,
+    package: str,
+    version: Version,
+    moved: Moved,
+    pages: dict[str, list[Candidate]] | None = None,
 ) -> tuple[Candidate, IO[bytes]]:
-    """(the index's entry, a ranged file over it); NoRanges when any part does not hold."""
+    """(the index's entry, a ranged file over it); NoRanges when any part does not hold.
+    `pages`: the run's project pages already read (`find`)."""
     if not config.supported:
         raise NoRanges(config.why)
     client = Client(config, moved)
-    got = find(client, config, package, version)
+    got = find(client, config, package, version, pages)
     return got, cast("IO[bytes]", RangeFile(client, got.url))  # zipfile reads it as a file

@@ -162,6 +162,7 @@ class Store:
     moved: remote.Moved = field(default_factory=remote.Moved)  # bytes the ranges brought
     no_ranges: dict[str, str] = field(default_factory=dict)  # release -> why pip fetched it
     _config: pipconf.IndexConfig | None = field(default=None, repr=False)
+    _pages: dict[str, list[remote.Candidate]] = field(default_factory=dict, repr=False)
     _open: dict[tuple[str, str], Wheel] = field(default_factory=dict, repr=False)
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
@@ -338,8 +339,9 @@ class Store:
             if self._config is None:
                 self._config = pipconf.read(index.pip_command())
             config = self._config
+            pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
         try:
-            got, fh = remote.open_ranged(config, package, version, self.moved)
+            got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
         except (remote.NoRanges, CorruptWheel) as exc:
             self.no_ranges[f"{package}=={version}"] = exc.message

@@ -151,3 +151,35 @@ def test_member_not_matching_record_is_refused(lab: Path, tmp_path: Path) -> Non
 
 def _site(py: Path) -> Path:
     return next((py.parent.parent / "lib").glob("python3*/site-packages"))
+
+
+REQUESTS_SPEC = """
+id = "req-title"
+summary = "requests' title"
+package = "requests"
+
+[[variant]]
+versions = ">=2.31,<2.33"
+file = "requests/__version__.py"
+  [[variant.edit]]
+  op = "set_value"
+  target = "__title__"
+  value = "req"
+"""
+
+
+def test_matrix_reads_each_release_by_ranges(lab: Path, tmp_path: Path) -> None:
+    """`vpatch matrix` over two releases the index lists: pip lists them, each release's file
+    and RECORD come by ranges, and no wheel is downloaded whole."""
+    wheels = [realpkgs.wheel("requests", v) for v in ("2.31.0", "2.32.0")]
+    spec = tmp_path / "req-title.toml"
+    spec.write_text(REQUESTS_SPEC)
+    with rangeindex.serve(wheels) as index:
+        got = vpatch(
+            "matrix", spec, "--versions", ">=2.31", "--json", env=rangeindex.pip_env(index)
+        )
+        files = [r for r in index.requests if r.startswith("GET /files/")]
+    assert got.code == 0, got.err
+    assert [r["outcome"] for r in got.doc["releases"]] == ["would_apply", "would_apply"]
+    assert len(files) == 2 and all("bytes=" in r for r in files), index.requests
+    assert wheellab.downloads(lab) == 0 and _blobs(tmp_path) == []
