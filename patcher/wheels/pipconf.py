@@ -25,6 +25,7 @@ _UNHONOURED = ("client-cert", "trusted-host", "keyring-provider", "proxy-cert", 
 # Which section wins for a key: pip's environment, then its download command, then global.
 _SECTIONS = (":env:", "download", "global")
 CONFIG_TIMEOUT = 30.0
+PIP_TIMEOUT = 15.0  # pip's own default for `timeout`
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class IndexConfig:
     local_dirs: tuple[Path, ...] = ()  # find-links directories and file:// indexes
     cert: str | None = None  # CA bundle (pip's `cert`)
     proxy: str | None = None
+    timeout: float = PIP_TIMEOUT  # pip's `timeout` (seconds per connect and read)
     supported: bool = True  # False: a setting only pip honours; pip fetches
     why: str = ""
     values: dict[str, str] = field(default_factory=dict, repr=False)
@@ -95,8 +97,17 @@ def decide(values: dict[str, str], default_index: str | None) -> IndexConfig:
         local_dirs=tuple(local),
         cert=setting(values, "cert"),
         proxy=setting(values, "proxy"),
+        timeout=_seconds(setting(values, "timeout") or setting(values, "default-timeout")),
         values=values,
     )
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        got = float(value) if value else PIP_TIMEOUT
+    except ValueError:
+        return PIP_TIMEOUT
+    return got if got > 0 else PIP_TIMEOUT
 
 
 def _local_path(link: str) -> Path:

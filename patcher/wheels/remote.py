@@ -41,7 +41,6 @@ from patcher.errors import VpatchError
 from patcher.wheels import wheelhouse
 from patcher.wheels.pipconf import IndexConfig
 
-TIMEOUT = 30.0  # seconds per request: an index that hangs falls back to pip (--retries 0)
 READ_AHEAD = 64 * 1024  # the least a range request fetches (zipfile reads in small pieces)
 TAIL = 64 * 1024 + 22  # the zip's end record with the longest comment a zip may have
 MAX_PAGE = 64 * 1024 * 1024  # a project page larger than this is not read
@@ -88,6 +87,7 @@ class Client:
 
     def __init__(self, config: IndexConfig, moved: Moved | None = None) -> None:
         self.moved = moved or Moved()
+        self.timeout = config.timeout  # pip's: an index that hangs fails as pip's would
         context = ssl.create_default_context(cafile=config.cert) if config.cert else None
         handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
         if config.proxy:
@@ -125,7 +125,7 @@ class Client:
             token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
             req.add_unredirected_header("Authorization", f"Basic {token}")
         try:
-            resp: urllib.response.addinfourl = self.opener.open(req, timeout=TIMEOUT)
+            resp: urllib.response.addinfourl = self.opener.open(req, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
             exc.close()
             raise NoRanges(f"{_safe(url)}: HTTP {exc.code}") from None

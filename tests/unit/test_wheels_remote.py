@@ -23,11 +23,13 @@ def test_pip_settings_env_over_download_over_global() -> None:
     )
     values = pipconf.parse_config_list(text)
     config = pipconf.decide(values, None)
-    assert config.supported and config.cert == "/etc/ssl/ca.pem"
+    assert config.supported and config.cert == "/etc/ssl/ca.pem" and config.timeout == 15.0
     assert config.index_urls == ("http://127.0.0.1:2/simple", "http://127.0.0.1:4/simple")
     assert [str(p) for p in config.local_dirs] == ["/opt/wheels", "/srv/idx"]
     env = pipconf.parse_config_list(text + ":env:.index-url='http://127.0.0.1:3/simple'\n")
     assert pipconf.decide(env, None).index_urls[0] == "http://127.0.0.1:3/simple"
+    slow = pipconf.parse_config_list(text + ":env:.default-timeout='180'\n")
+    assert pipconf.decide(slow, None).timeout == 180.0
 
 
 def test_settings_only_pip_honours_leave_the_fetch_to_pip() -> None:
