@@ -9,12 +9,17 @@ Rows (wall and CPU of the whole command's process tree, bench/timing.py; medians
                  file's pristine bytes taken from it (checked against RECORD) and the spec made
 - capture-warm   the same with the store filled by the cold run: what every later authoring
                  command pays
+- capture-cold-ranges  the same capture with an empty store and no wheelhouse, pip's index a
+                 real server on 127.0.0.1 (tests/support/rangeindex.py) that answers Range:
+                 only the members needed are read (patcher.wheels.remote); `ranges_kb` is
+                 what the server sent (median)
 - wheel-build    `vpatch wheel SPEC --package NAME==VER --from-wheel WHEEL -o DIR`: the patched
                  wheel, RECORD regenerated (the catalog spec on vLLM; SPEC_A on the stand-in)
 
 The env is a private copy (tests/envs.py clone, or a stand-in venv) with one hand edit: a line
 appended to the file by rename (never into a hard-linked template file). No network: the
-wheel comes from the wheelhouse given, so the figures are the store's and not the index's.
+wheel comes from the wheelhouse given (or, for the ranges row, from the index on 127.0.0.1), so
+the figures are the store's and not a remote index's.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from bench.timing import Timed, child_env, summary, timed
 from tests import envs, standin
+from tests.support import rangeindex
 from tests.support.standin_specs import SPEC_A
 
 REPO = Path(__file__).resolve().parent.parent
@@ -86,12 +92,13 @@ def _setup(work: Path, use_standin: bool) -> dict[str, Any]:
     }
 
 
-def _run(argv: list[str], cache: Path, what: str) -> Timed:
+def _run(argv: list[str], cache: Path, what: str, extra: dict[str, str] | None = None) -> Timed:
     env = child_env(
         {
             "VPATCH_CACHE_DIR": str(cache / "rewrites"),
             "VPATCH_WHEEL_STORE": str(cache / "wheels"),
             "XDG_CACHE_HOME": str(cache / "xdg"),
+            **(extra or {}),
         }
     )
     t = timed(argv, env=env, cwd=str(REPO), timeout=1800)
@@ -115,7 +122,13 @@ def measure(work: Path, use_standin: bool, reps: int) -> dict[str, Any]:
         "--wheelhouse",
         s["wheel"],
     ]
-    rows: dict[str, list[Timed]] = {"capture-cold": [], "capture-warm": [], "wheel-build": []}
+    rows: dict[str, list[Timed]] = {
+        "capture-cold": [],
+        "capture-warm": [],
+        "capture-cold-ranges": [],
+        "wheel-build": [],
+    }
+    sent: list[int] = []
     for rep in range(reps):
         cache = work / f"cache-{rep}"  # cold: nothing stored yet
         t = _run(_vpatch(*capture, cache=cache), cache, "capture (cold)")
@@ -124,6 +137,18 @@ def measure(work: Path, use_standin: bool, reps: int) -> dict[str, Any]:
         rows["capture-cold"].append(t)
         t = _run(_vpatch(*capture, cache=cache), cache, "capture (warm)")
         rows["capture-warm"].append(t)
+        with rangeindex.serve([Path(s["wheel"])]) as index:
+            cold = work / f"cache-ranges-{rep}"
+            extra = {
+                **rangeindex.pip_env(index),
+                "VPATCH_WHEELHOUSE": "",
+                "VPATCH_MATRIX_WHEELS": "",
+            }
+            t = _run(_vpatch(*capture[:-2], cache=cold), cold, "capture (cold, ranges)", extra)
+            sent.append(index.sent)
+        if "VPATCH_BENCH_HAND_EDIT" not in t.out:
+            raise WheelsError(f"capture (ranges): the spec does not carry the hand edit:\n{t.out}")
+        rows["capture-cold-ranges"].append(t)
         out = work / f"wheel-{rep}"
         argv = ["wheel", s["spec"], "--package", f"{s['package']}=={s['version']}"]
         argv += ["--from-wheel", s["wheel"], "-o", str(out)]
@@ -137,6 +162,7 @@ def measure(work: Path, use_standin: bool, reps: int) -> dict[str, Any]:
         "file": s["file"],
         "wheel_mib": round(wheel_mb, 1),
         "reps": reps,
+        "ranges_kb": round(summary([float(b) for b in sent])["median"] / 1e3, 1),
         "rows": {
             name: {
                 "wall_s": round(summary([t.wall for t in ts])["median"], 3),
@@ -162,7 +188,9 @@ def text(doc: dict[str, Any]) -> str:
         f"wheelhouse), median of {doc['reps']}:"
     ]
     for name, r in doc["rows"].items():
-        lines.append(f"  {name:<13} wall {r['wall_s']:7.3f} s   CPU {r['cpu_s']:7.3f} s")
+        lines.append(f"  {name:<19} wall {r['wall_s']:7.3f} s   CPU {r['cpu_s']:7.3f} s")
+    if "ranges_kb" in doc:
+        lines.append(f"  capture-cold-ranges moved {doc['ranges_kb']:.0f} KB from the index")
     return "\n".join(lines)
 
 

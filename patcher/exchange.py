@@ -5,10 +5,9 @@ engine.py says what a command does per host; this module says how its requests t
 `RunContext` is made once per command run (the CLI's, the Ansible task's, a rollout's) and
 passed down to every host of it: the file texts the hosts sent (inspect then sends only their
 hashes), the libcst rewrites (32 hosts with the same file cost one parse), the answers earlier
-hosts gave (plans made ahead for the hosts after them), pip's bytes of the files a hand edit
-is named against, the counts `--json` reports, and the targets refused as unpatchable.
-Nothing here is a module global: two runs in one process (the tests, an Ansible worker) share
-nothing.
+hosts gave (plans made ahead for the hosts after them), the counts `--json` reports, and the
+targets refused as unpatchable. Nothing here is a module global: two runs in one process (the
+tests, an Ansible worker) share nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from patcher import factcache, progress, rewrite_cache
 from patcher.agent import protocol
@@ -27,9 +26,6 @@ from patcher.plan import Level, Plan, preflight, read_only_hint, wanted_files
 from patcher.result import HostResult, ProbeResult
 from patcher.spec import PatchSpec
 from patcher.transports import Transport
-
-if TYPE_CHECKING:
-    from patcher.handedit import Pristine
 
 # TEST-ONLY: a fault point spec (patcher/agent/faults.py) sent with every commit request, so the
 # crash tests reach agents over SSH too. Deliberately not a CLI flag; unset, nothing changes.
@@ -56,8 +52,6 @@ class RunContext:
     planned_ahead: int = 0  # hosts whose commit rode in their inspect's exchange
     unsupported: set[str] = field(default_factory=set)  # errors.Unsupported: the CLI exits 2
     hosts: factcache.Memo = field(default_factory=factcache.Memo)
-    # package -> pip's bytes of its releases' files (handedit.wheel_text): one fetch per run
-    pristine: dict[str, Pristine] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property

@@ -17,9 +17,10 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TextIO
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from patcher import exchange, rewrite_cache
 from patcher.errors import HostError, VpatchError
@@ -113,11 +114,11 @@ class Pristine:
 
     def _load(self, version: str, rel: str) -> tuple[bytes | None, str]:
         try:
-            if self._fetch is not None:
-                return self._fetch(version, rel), ""
-            from patcher.wheels.store import pristine
+            if self._fetch is None:  # a wheel store of this Pristine's own (its run's)
+                from patcher.wheels.store import Store
 
-            return pristine(self.package, Version(version), rel), ""
+                self._fetch = partial(Store.for_run().file, self.package)
+            return self._fetch(version, rel), ""
         except InvalidVersion:
             return None, f"{version} is not a PEP 440 version"
         except VpatchError as exc:  # no wheel to be had, or a store that is not safe
@@ -327,15 +328,3 @@ def scan_all(
 
     with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets)))) as pool:
         return list(pool.map(one, targets))
-
-
-def wheel_text(ctx: exchange.RunContext, package: str, version: str, rel: str) -> str | None:
-    """pip's text of one file of an installed release (one fetch per run, all its hosts:
-    the run's `ctx.pristine`)."""
-    with ctx.lock:
-        got = ctx.pristine.get(package) or ctx.pristine.setdefault(package, Pristine(package))
-    data, _why = got.get(version, rel)
-    try:
-        return None if data is None else data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None

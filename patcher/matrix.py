@@ -268,19 +268,24 @@ def build(
     cache_root: Path | None = None,
     progress: Progress | None = None,
     list_versions: Callable[..., list[Version]] = index.list_versions,
+    store: Store | None = None,
 ) -> tuple[Matrix, Stats]:
     """(matrix, stats): releases listed through pip (else the wheelhouses), the range
-    picked, every release decided."""
+    picked, every release decided; the wheels come from the run's `store` (default: one of
+    the matrix's own)."""
+    store = store if store is not None else Store(platforms=platforms)
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
     try:
         available = list_versions(spec.package, pre=pre, platforms=platforms)
     except index.PipError:
-        if not wheelhouse.listed_versions(spec.package):
+        if not wheelhouse.listed_versions(spec.package, store.wheelhouses):
             raise
         available = []
     if not available:  # air-gapped: the releases the wheelhouses hold
         available = [
-            v for v in wheelhouse.listed_versions(spec.package) if pre or not v.is_prerelease
+            v
+            for v in wheelhouse.listed_versions(spec.package, store.wheelhouses)
+            if pre or not v.is_prerelease
         ]
     if not available:  # pip says the same for a typo, an unreachable index and no wheels
         raise index.PipError(
@@ -301,6 +306,7 @@ def build(
         jobs=jobs,
         platforms=platforms,
         progress=progress or Progress(),
+        store=store,
     )
     try:
         releases = runner.run(chosen)

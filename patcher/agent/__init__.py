@@ -106,6 +106,12 @@ def op_scan(req: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def op_wheel_members(req: dict[str, Any]) -> dict[str, Any]:
+    from . import hostwheel  # `--host-wheel`: pip's bytes from a wheel file on the host
+
+    return hostwheel.read(str(req.get("path") or ""), [str(r) for r in req.get("files") or []])
+
+
 OPS = {
     "inspect": op_inspect,
     "scan": op_scan,
@@ -114,6 +120,7 @@ OPS = {
     "verify": op_verify,
     "procs": op_procs,
     "fetch": op_fetch,
+    "wheel_members": op_wheel_members,
     protocol.RESTART: op_restart,
     protocol.HEALTH: op_restart,
     protocol.STEP: op_restart,

@@ -16,6 +16,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
     procs    {"paths": [...]}
     fetch    {"url", "timeout", "max_bytes"}
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
+    wheel_members  {"path", "files"}: base64 bytes of files from a wheel on the host
+             (agent/hostwheel.py; `--host-wheel`, checked by the controller against RECORD)
     restart  {"command", "timeout"}: `sh -c command` on the host (agent/restart.py)
     health   {"url", "wait", "interval", "request_timeout"}: GET until 200 or `wait` s passed
     rollout_step  {"entry": step_entry(...), "state_dir"}: append one rollout step to the

@@ -205,5 +205,5 @@ def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     if getattr(args, "wheelhouse", None):
         from patcher.wheels import wheelhouse
 
-        wheelhouse.use_wheelhouses(args.wheelhouse)
+        args.wheelhouse = wheelhouse.checked(args.wheelhouse)  # bad input: exit 2 before work
     return load(args.command).run(args)

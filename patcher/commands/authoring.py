@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from patcher import handedit, matrix
     from patcher.capture import Captured
     from patcher.spec import PatchSpec
+    from patcher.wheels.store import Store
 
 
 def add_options(p: argparse.ArgumentParser, name: str) -> None:
@@ -49,6 +51,17 @@ def _diff_options(dp: argparse.ArgumentParser) -> None:
     dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
     _targets.target_options(dp)
     _targets.wheelhouse_option(dp)
+    _host_wheel_option(dp)
+
+
+def _host_wheel_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--host-wheel",
+        metavar="PATH",
+        help="when no wheel of the release can be had here, read pip's bytes from this wheel "
+        "file on each host (absolute path there; a file is used only if it has the sha256 "
+        "the host's RECORD lists)",
+    )
 
 
 def _capture_options(cp: argparse.ArgumentParser) -> None:
@@ -76,6 +89,7 @@ def _capture_options(cp: argparse.ArgumentParser) -> None:
     )
     _targets.target_options(cp)
     _targets.wheelhouse_option(cp)
+    _host_wheel_option(cp)
 
 
 def _backport_options(bp: argparse.ArgumentParser) -> None:
@@ -101,9 +115,17 @@ def run(args: argparse.Namespace) -> int:
         validate(args)
     from patcher import handedit, progress
     from patcher.report import emit
+    from patcher.wheels.store import Store
 
+    hw = args.host_wheel
+    if hw is not None and not (hw.startswith("/") and hw.endswith(".whl")):
+        raise UsageError(
+            f"--host-wheel {hw}: not an absolute path to a .whl file",
+            "name the wheel as the hosts see it, e.g. /var/cache/wheels/vllm-0.16.0-...whl",
+        )
     targets = _targets.targets(args)
-    pristine = handedit.Pristine(args.package)
+    store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
+    pristine = handedit.Pristine(args.package, partial(store.file, args.package))
     with progress.live(f"{args.command}: starting") if len(targets) == 1 else nullcontext():
         scans = handedit.scan_all(
             args.package,
@@ -115,10 +137,12 @@ def run(args: argparse.Namespace) -> int:
             pristine,
         )
     unavailable = next(iter(pristine.failures.values()), None)
+    if unavailable is not None and args.host_wheel:
+        unavailable = _from_host_wheels(args, targets, scans, unavailable)
     if args.command == "capture":
         if unavailable is not None:
             raise VpatchError(f"pristine side unavailable: {unavailable.message}", unavailable.hint)
-        return _capture(args, scans)
+        return _capture(args, scans, store)
     doc = handedit.to_json(args.package, scans)
     if args.report:
         with open(args.report, "w") as fh:
@@ -140,6 +164,64 @@ def run(args: argparse.Namespace) -> int:
     if any(s.unsupported for s in scans):
         return ExitCode.UNSUPPORTED  # an editable install (errors.Unsupported)
     return ExitCode.OK if doc["ok"] else ExitCode.FAILED
+
+
+def _from_host_wheels(
+    args: argparse.Namespace,
+    targets: Sequence[Any],
+    scans: Sequence[handedit.HostScan],
+    unavailable: VpatchError,
+) -> VpatchError | None:
+    """The pristine sides the controller had no wheel for, from the wheel file each host
+    holds at --host-wheel; None when every file got one, else `unavailable`. A host's bytes
+    are kept only when they hash to the sha256 that host's RECORD lists for the file: the
+    bytes its diff is judged against, never more trusted than that RECORD."""
+    import base64
+    import hashlib
+
+    from patcher import exchange, handedit
+
+    left = False
+    for target, scan in zip(targets, scans, strict=True):
+        want = [
+            f
+            for f in scan.files
+            if f.pristine_from == handedit.UNAVAILABLE and f.record_sha256 and f.state != "added"
+        ]
+        if not want:
+            continue
+        request = {"op": "wheel_members", "path": args.host_wheel, "files": [f.rel for f in want]}
+        try:
+            transport = _targets._open(target, args)
+            try:
+                got = exchange.call(transport, request).get("members") or {}
+            finally:
+                transport.close()
+        except VpatchError as exc:
+            for f in want:
+                f.note = f"--host-wheel: {exc.message}"
+            left = True
+            continue
+        for f in want:
+            raw = got.get(f.rel)
+            try:
+                data = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
+            except ValueError:  # binascii.Error: the host's answer is not base64
+                data = None
+            if data is None:
+                f.note = f"not in {args.host_wheel} on {target.name}"
+            elif hashlib.sha256(data).hexdigest() != f.record_sha256:
+                f.note = f"{args.host_wheel} on {target.name}: not the bytes RECORD lists"
+            else:
+                try:
+                    f.before = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    f.note = "not UTF-8 text"
+                else:
+                    f.pristine_from, f.note = handedit.WHEEL, f"from {args.host_wheel}"
+                    continue
+            left = True
+    return unavailable if left else None
 
 
 def validate(args: argparse.Namespace) -> None:
@@ -265,12 +347,13 @@ def fits(
     spec: PatchSpec,
     versions: Sequence[Version],
     cache_root: Path | None = None,
+    store: Store | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
     from patcher import matrix
     from patcher.spec import Variant
     from patcher.wheels.cache import Cache, default_cache
-    from patcher.wheels.store import default_store
+    from patcher.wheels.store import Store
 
     wide = spec.model_copy(
         update={
@@ -283,7 +366,7 @@ def fits(
     runner = matrix.Runner(
         wide,
         Cache(cache_root or default_cache(), spec.package),
-        store=default_store(),
+        store=store if store is not None else Store.for_run(),
     )
     releases = runner.run(versions)
     return matrix.Matrix(spec.id, spec.package, releases, "neighbouring releases")
@@ -307,7 +390,7 @@ def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
     return f">={versions[i]},{upper}"
 
 
-def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> int:
+def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store: Store) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
     from patcher import handedit
 
@@ -333,7 +416,8 @@ def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan]) -> in
             f"`vpatch diff {args.package}` shows what differs from pip's RECORD",
         )
     origin = f"vpatch capture from {', '.join(groups[0].hosts)}"
-    return finish(args, str(scan.version), results, notes, origin, {"targets": groups[0].hosts})
+    extra = {"targets": groups[0].hosts}
+    return finish(args, str(scan.version), results, notes, origin, extra, store)
 
 
 def finish(
@@ -343,8 +427,10 @@ def finish(
     notes: list[str],
     origin: str,
     extra: dict[str, Any],
+    store: Store | None = None,
 ) -> int:
-    """Write the spec (checked by replay), run the matrix over the neighbours, report."""
+    """Write the spec (checked by replay), run the matrix over the neighbours (through the
+    run's `store`), report."""
     from patcher.capture import spec_toml
     from patcher.commands import _matrixview
     from patcher.report import emit
@@ -366,7 +452,7 @@ def finish(
     table = None
     if not args.no_matrix:
         try:
-            table = fits(spec, neighbours(spec, version, args.neighbours))
+            table = fits(spec, neighbours(spec, version, args.neighbours), store=store)
         except VpatchError as exc:
             notes.append(f"matrix skipped: {exc.message}")
     doc = {
@@ -424,7 +510,7 @@ def backport(args: argparse.Namespace) -> int:
 
     from patcher import udiff
     from patcher.capture import CaptureError, capture
-    from patcher.wheels.store import default_store
+    from patcher.wheels.store import Store
 
     validate(args)
     try:
@@ -441,7 +527,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = default_store()  # the release's wheel is opened once, for every file
+    store = Store.for_run(args.wheelhouse)  # the release's wheel is opened once, for every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:
@@ -474,4 +560,4 @@ def backport(args: argparse.Namespace) -> int:
     if not results:
         raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
     origin = f"vpatch backport of {Path(args.diff).name}"
-    return finish(args, str(version), results, notes, origin, {"diff": args.diff})
+    return finish(args, str(version), results, notes, origin, {"diff": args.diff}, store)

@@ -95,6 +95,7 @@ def _one_host(
     ids: Sequence[str] = (),
     early: Transport | HostError | None = None,
     ctx: engine.RunContext | None = None,
+    pristine: engine.Pristine | None = None,
 ) -> HostResult:
     """Connect (or take the transport _start_early opened), run the command, close; any
     per-host failure becomes that host's error."""
@@ -107,7 +108,7 @@ def _one_host(
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
-        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids, ctx)
+        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids, ctx, pristine)
     finally:
         transport.close()
 
@@ -151,11 +152,14 @@ def _run(args: argparse.Namespace) -> int:
     from patcher.result import RunResult
 
     ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
+    pristine = WheelTexts(getattr(args, "wheelhouse", []))  # this run's wheels, shared
     try:
         with progress_for(len(targets), args.json or progress.quiet()) as bar:
             hosts = fleet.run(
                 [t.name for t in targets],
-                lambda i: _one_host(targets[i], args, specs, opts, ids, early.pop(i, None), ctx),
+                lambda i: _one_host(
+                    targets[i], args, specs, opts, ids, early.pop(i, None), ctx, pristine
+                ),
                 policy,
                 [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
                 bar,
@@ -256,8 +260,10 @@ def _dispatch(
     state_dir: str | None,
     ids: Sequence[str] = (),
     ctx: engine.RunContext | None = None,
+    pristine: engine.Pristine | None = None,
 ) -> HostResult:
-    """The host's result of `command` (ensure: patcher.hooks; the rest: engine.run)."""
+    """The host's result of `command` (ensure: patcher.hooks; the rest: engine.run);
+    `pristine` is pip's text of a file (default: a wheel store of this host's own)."""
     from patcher import engine
 
     ctx = ctx if ctx is not None else engine.RunContext()
@@ -266,18 +272,39 @@ def _dispatch(
 
         return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
     wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
-    run_ctx = ctx
-
-    def wheel_text(package: str, version: str, rel: str) -> str | None:
-        """pip's bytes of a file, from the release's wheel (patcher.handedit), once per run:
-        what apply --adopt records as the base, and what verify names a hand edit against."""
-        from patcher import handedit
-
-        return handedit.wheel_text(run_ctx, package, version, rel)
-
     return engine.run(
-        command, wanted, transport, opts, ctx, state_dir=state_dir, ids=ids, pristine=wheel_text
+        command,
+        wanted,
+        transport,
+        opts,
+        ctx,
+        state_dir=state_dir,
+        ids=ids,
+        pristine=pristine or WheelTexts(()),
     )
+
+
+class WheelTexts:
+    """pip's text of a file (engine.Pristine), from the run's wheel store: what apply --adopt
+    records as the base, and what verify names a hand edit's lines against. The store (and
+    its imports) is made on first use: most runs need none. One per run, shared by its hosts."""
+
+    def __init__(self, wheelhouses: Sequence[Any]) -> None:
+        import threading
+
+        self.wheelhouses = list(wheelhouses)
+        self._store: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, package: str, version: str, rel: str) -> str | None:
+        with self._lock:
+            if self._store is None:
+                from patcher.wheels.store import Store
+
+                self._store = Store.for_run(self.wheelhouses)
+            store = self._store
+        text: str | None = store.text(package, version, rel)
+        return text
 
 
 def _prefetch_rewriters() -> None:

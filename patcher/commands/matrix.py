@@ -33,9 +33,12 @@ def run(args: argparse.Namespace) -> int:
     [spec] = catalog.load_all([args.spec])
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1", "e.g. --jobs 4")
+    from patcher.wheels.store import Progress, Store
+
     progress = _matrixview.progress_for(args.json)
+    store = Store.for_run(args.wheelhouse, args.platform, Progress())  # the matrix's bar says
     table, _stats = matrix.build(
-        spec, args.versions, args.pre, args.jobs, args.platform, progress=progress
+        spec, args.versions, args.pre, args.jobs, args.platform, progress=progress, store=store
     )
     if args.json:
         _matrixview.render_json(table)

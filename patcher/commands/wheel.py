@@ -38,10 +38,11 @@ def run(args: argparse.Namespace) -> int:
 
     package, version = wheelbuild.parse_package(args.package)
     if args.from_wheel:
-        wheelhouse.use_wheelhouses([args.from_wheel])
+        wheelhouse.checked([args.from_wheel])
     specs = catalog.load_all(args.specs)
     wheelbuild.check_package(specs, package, version)
-    store = Store(platforms=args.platform, progress=progress_for(args.json))
+    # the whole wheel: every member is copied into the patched one (no ranged reads)
+    store = Store.for_run(args.wheelhouse, args.platform, progress_for(args.json), partial=False)
     if args.from_wheel:
         store.sources = [Path(args.from_wheel)]
     try:

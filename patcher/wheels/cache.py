@@ -195,5 +195,5 @@ class Fetcher:
         """The files and RECORD from the store's wheel (a download pip makes is dropped)."""
         self.progress.fetching(version)
         origin, record, files = self.store.read(self.package, version, rels)
-        self.stats.add("downloaded" if origin == "pip" else "reused_wheels")
+        self.stats.add("downloaded" if origin in ("pip", "index") else "reused_wheels")
         return Extracted(f"{self.package}-{version}", record, files)

@@ -47,7 +47,7 @@ from packaging.version import Version
 
 from patcher import progress as feedback
 from patcher.errors import VpatchError
-from patcher.wheels import index, trust, wheelhouse
+from patcher.wheels import index, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
 
@@ -151,6 +151,7 @@ class Stats(Counters):
     wheelhouse: int = 0
     stored: int = 0
     refused: int = 0
+    ranged: int = 0  # releases read by HTTP ranges (only the members needed)
 
 
 @dataclass
@@ -159,11 +160,48 @@ class Store:
     platforms: Sequence[str] = ()
     progress: Progress = field(default_factory=Progress)
     stats: Stats = field(default_factory=Stats)
-    sources: Sequence[Path] | None = None  # default: wheelhouses() + wheel_dirs()
+    sources: Sequence[Path] | None = None  # default: everywhere(wheelhouses)
+    wheelhouses: Sequence[Path] = ()  # this run's --wheelhouse paths (wheelhouse.checked)
+    partial: bool = True  # may read only the members needed, by HTTP ranges (patcher.wheels.remote)
+    moved: remote.Moved = field(default_factory=remote.Moved)  # bytes the ranges brought
+    no_ranges: dict[str, str] = field(default_factory=dict)  # release -> why pip fetched it
+    _config: pipconf.IndexConfig | None = field(default=None, repr=False)
+    _pages: dict[str, list[remote.Candidate]] = field(default_factory=dict, repr=False)
     _open: dict[tuple[str, str], Wheel] = field(default_factory=dict, repr=False)
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def for_run(
+        cls,
+        wheelhouses: Sequence[str | Path] = (),
+        platforms: Sequence[str] = (),
+        progress: Progress | None = None,
+        partial: bool = True,
+    ) -> Store:
+        """A command run's store (one per run, made by the command: a wheel is opened once
+        however many files and hosts need it, and nothing outlives the run)."""
+        return cls(
+            platforms=platforms,
+            progress=progress if progress is not None else StderrProgress(),
+            wheelhouses=wheelhouse.checked(wheelhouses),
+            partial=partial,
+        )
+
+    def file(self, package: str, version: str | Version, rel: str) -> bytes | None:
+        """pip's bytes of one installed file (diff, capture, backport, --adopt); None when the
+        release's wheel has no such file."""
+        return self.wheel(package, Version(str(version))).read(rel)
+
+    def text(self, package: str, version: str, rel: str) -> str | None:
+        """pip's text of one installed file, None when it cannot be had (no wheel, not UTF-8,
+        not a version): what apply --adopt records as a base and verify names lines against."""
+        try:
+            data = self.file(package, version, rel)
+            return None if data is None else data.decode("utf-8")
+        except (VpatchError, OSError, ValueError):  # InvalidVersion, UnicodeDecodeError
+            return None
 
     def wheel(self, package: str, version: Version) -> Wheel:
         """The release's wheel, open and checked; fetched into the store at most once."""
@@ -222,10 +260,13 @@ class Store:
             if stored is not None:
                 self.stats.add("stored")
                 return stored
-            return self._download(package, version, keep)
+            ranged = self._ranged(package, version) if self.partial else None
+            return ranged or self._download(package, version, keep)
 
     def _sources(self) -> list[Path]:
-        return list(self.sources) if self.sources is not None else wheelhouse.everywhere()
+        if self.sources is not None:
+            return list(self.sources)
+        return wheelhouse.everywhere(self.wheelhouses)
 
     def _pointer(self, package: str, version: Version) -> Path:
         return self.root / "releases" / canonicalize_name(package) / f"{version}.json"
@@ -291,6 +332,27 @@ class Store:
     def _write_stamp(self, blob: Path, st: os.stat_result) -> None:
         atomic_write(blob.with_suffix(".ok"), json.dumps(trust.stamp(st)).encode())
 
+    def _ranged(self, package: str, version: Version) -> Wheel | None:
+        """The release's wheel read by HTTP ranges from pip's index (only the members read
+        are fetched, each checked against RECORD); None when that cannot be done (pip then
+        downloads the whole wheel: the reason is kept in `no_ranges`)."""
+        if self.platforms:  # another platform's wheel: pip's choice, not this interpreter's
+            self.no_ranges[f"{package}=={version}"] = "--platform given"
+            return None
+        with self._guard:
+            if self._config is None:
+                self._config = pipconf.read(index.pip_command())
+            config = self._config
+            pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
+        try:
+            got, fh = remote.open_ranged(config, package, version, self.moved, pages)
+            wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
+        except (remote.NoRanges, CorruptWheel) as exc:
+            self.no_ranges[f"{package}=={version}"] = exc.message
+            return None
+        self.stats.add("ranged")
+        return wheel
+
     def _download(self, package: str, version: Version, keep: bool) -> Wheel:
         tmp_root = safe_dir(self.root / ".tmp", create=True)
         for stale in tmp_root.glob(f"{canonicalize_name(package)}-{version}-*"):
@@ -332,21 +394,3 @@ class Store:
         fh, st = open_checked(blob)
         self._write_stamp(blob, st)
         return Wheel(blob, fh, "store", sha, path.name)
-
-
-_DEFAULT: Store | None = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_store() -> Store:
-    """This process's store (one per run: a wheel is opened once however many files need it)."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None or _DEFAULT.root != default_root():
-            _DEFAULT = Store(progress=StderrProgress())
-        return _DEFAULT
-
-
-def pristine(package: str, version: Version, rel: str) -> bytes | None:
-    """pip's bytes of one installed file (diff, capture, backport, --adopt)."""
-    return default_store().wheel(package, version).read(rel)

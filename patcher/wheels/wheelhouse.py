@@ -14,12 +14,11 @@ from packaging.version import Version
 
 from patcher.errors import UsageError
 
-_WHEELHOUSES: list[Path] = []  # --wheelhouse, set by the CLI for this run
 
-
-def use_wheelhouses(paths: Sequence[str]) -> None:
-    """Nothing; adds `--wheelhouse` paths for this run: each an existing directory or .whl
-    file (else UsageError, exit 2)."""
+def checked(paths: Sequence[str | Path]) -> list[Path]:
+    """A run's `--wheelhouse` paths, each an existing directory or .whl file (else UsageError,
+    exit 2). The run keeps them (`Store.wheelhouses`): nothing here outlives a command."""
+    out: list[Path] = []
     for p in paths:
         path = Path(p)
         if not (path.is_dir() or (path.is_file() and path.name.endswith(".whl"))):
@@ -27,13 +26,14 @@ def use_wheelhouses(paths: Sequence[str]) -> None:
                 f"--wheelhouse {p}: no such directory or .whl file",
                 "pass a directory of wheels (pip download -d DIR) or a wheel file",
             )
-        _WHEELHOUSES.append(path)
+        out.append(path)
+    return out
 
 
-def wheelhouses() -> list[Path]:
-    """The wheelhouses of this run: `--wheelhouse`, then $VPATCH_WHEELHOUSE."""
+def wheelhouses(given: Sequence[Path] = ()) -> list[Path]:
+    """The wheelhouses of a run: its `--wheelhouse` paths (`given`), then $VPATCH_WHEELHOUSE."""
     env = [Path(p) for p in os.environ.get("VPATCH_WHEELHOUSE", "").split(os.pathsep) if p]
-    return [*_WHEELHOUSES, *env]
+    return [*given, *env]
 
 
 def wheel_dirs() -> list[Path]:
@@ -63,11 +63,11 @@ def find(sources: Sequence[Path], package: str, version: Version) -> list[Path]:
     return out
 
 
-def listed_versions(package: str) -> list[Version]:
+def listed_versions(package: str, given: Sequence[Path] = ()) -> list[Version]:
     """Releases of `package` the wheelhouses hold (the matrix's listing when pip has none)."""
     want = canonicalize_name(package)
     found: set[Version] = set()
-    for src in everywhere():
+    for src in everywhere(given):
         for path in [src] if src.is_file() else sorted(src.glob("*.whl")) if src.is_dir() else []:
             try:
                 name, ver, _build, _tags = parse_wheel_filename(path.name)
@@ -78,6 +78,6 @@ def listed_versions(package: str) -> list[Version]:
     return sorted(found)
 
 
-def everywhere() -> list[Path]:
+def everywhere(given: Sequence[Path] = ()) -> list[Path]:
     """Every directory or wheel file to look in, in order: wheelhouses, then wheel dirs."""
-    return [*wheelhouses(), *wheel_dirs()]
+    return [*wheelhouses(given), *wheel_dirs()]

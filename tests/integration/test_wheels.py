@@ -36,15 +36,7 @@ CLICK_TYPES = "click/types.py"
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """A store of the test's own, no wheelhouse, and a pip whose downloads are counted."""
     realpkgs.wheel("click", CLICK_VERSION)
-    pip, log = wheellab.counting_pip(tmp_path)
-    env = {
-        "VPATCH_WHEEL_STORE": str(tmp_path / "store"),
-        "VPATCH_MATRIX_CACHE": str(tmp_path / "matrix"),
-        "VPATCH_MATRIX_WHEELS": "",
-        "VPATCH_WHEELHOUSE": "",
-        "VPATCH_PIP": str(pip),
-        "VPATCH_TEST_PIP_LOG": str(log),  # where the test finds the count
-    }
+    env = wheellab.lab_env(tmp_path)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     return env
@@ -152,6 +144,40 @@ def test_air_gapped_wheelhouse_and_one_line_error(lab: dict[str, str], tmp_path:
 
     missing = vpatch("diff", "click", "--python", py, "--wheelhouse", tmp_path / "nope")
     assert missing.code == 2 and missing.err.startswith("error: --wheelhouse")
+
+
+def test_air_gapped_pristine_side_from_a_wheel_file_on_the_host(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """No index, no wheelhouse on the controller, but the host has the release's wheel: with
+    --host-wheel the agent reads the files from it (bounded) and the controller keeps each only
+    if it has the sha256 the host's RECORD lists. A host wheel whose member was made to equal
+    the host's hand edit (its own RECORD made to agree) is refused: the edit stays visible."""
+    py = click_env(tmp_path / "gpu")
+    off = wheellab.offline_env()
+    on_host = tmp_path / "host-cache" / realpkgs.wheel("click", CLICK_VERSION).name
+    wheellab.wheelhouse(on_host.parent, realpkgs.wheel("click", CLICK_VERSION))
+    good = vpatch("diff", "click", "--python", py, "--host-wheel", on_host, "--json", env=off)
+    assert good.code == 0, good.err
+    files = {f["file"]: f for f in good.doc["groups"][0]["files"]}
+    assert files[CLICK_TYPES]["pristine"] == "wheel", files[CLICK_TYPES]
+    assert '+    name = "bool"' in files[CLICK_TYPES]["diff"]
+    out = tmp_path / "x.toml"
+    cap = vpatch("capture", "click", "--id", "x", "--python", py, "--no-matrix", "-o", out,
+                 "--host-wheel", on_host, env=off)  # fmt: skip
+    assert cap.code == 0, cap.err
+    assert "bool" in out.read_text()
+
+    edited = (site(py) / CLICK_TYPES).read_bytes()
+    wheellab.rewrite_wheel(on_host, CLICK_TYPES, edited, fix_record=True)
+    bad = vpatch("diff", "click", "--python", py, "--host-wheel", on_host, "--json", env=off)
+    assert bad.code == 1, bad.err
+    files = {f["file"]: f for f in bad.doc["groups"][0]["files"]}
+    assert files[CLICK_TYPES]["pristine"] == "unavailable"
+    assert "not the bytes RECORD lists" in files[CLICK_TYPES]["note"]
+    assert files[CLICK_TYPES]["state"] == "modified"
+    rel = vpatch("diff", "click", "--python", py, "--host-wheel", "rel/x.whl", env=off)
+    assert rel.code == 2 and rel.err.startswith("error: --host-wheel rel/x.whl: not an absolute")
 
 
 def test_tampered_store_entry_is_refused(lab: dict[str, str], tmp_path: Path) -> None:

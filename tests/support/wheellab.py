@@ -69,6 +69,20 @@ def counting_pip(tmp: Path) -> tuple[Path, Path]:
     return script, log
 
 
+def lab_env(tmp: Path) -> dict[str, str]:
+    """A test's own empty store and matrix cache, no wheelhouse, and a counting pip; the log
+    is at $VPATCH_TEST_PIP_LOG."""
+    pip, log = counting_pip(tmp)
+    return {
+        "VPATCH_WHEEL_STORE": str(tmp / "store"),
+        "VPATCH_MATRIX_CACHE": str(tmp / "matrix"),
+        "VPATCH_MATRIX_WHEELS": "",
+        "VPATCH_WHEELHOUSE": "",
+        "VPATCH_PIP": str(pip),
+        "VPATCH_TEST_PIP_LOG": str(log),  # where the test finds the count
+    }
+
+
 def downloads(log: Path) -> int:
     if not log.exists():
         return 0

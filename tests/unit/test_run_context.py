@@ -47,10 +47,6 @@ NOT_RUN_STATE = {
     "progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
     "progress.py:global _state": "configure() makes it anew for each command",
     "pyast.py:_LOCK": "guards CPython's own parser state (shared by threads before 3.13)",
-    # removed by the wheels work
-    "wheels/wheelhouse.py:_WHEELHOUSES": "removed by the wheels work",
-    "wheels/store.py:_DEFAULT_LOCK": "removed by the wheels work",
-    "wheels/store.py:global _DEFAULT": "removed by the wheels work",
 }
 # Calls whose result at import is a constant (immutable, or a str/number read once).
 _PURE_CALLS = {
@@ -214,21 +210,3 @@ def test_a_run_learns_and_counts_for_itself(tmp_path: Path, standin_env: Env) ->
     # inspect asks for them again.
     assert exchange.inspect_request(ctx, [spec], None)["known"]
     assert exchange.inspect_request(other, [spec], None)["known"] == []
-
-
-def test_pips_bytes_are_fetched_once_per_run() -> None:
-    """handedit.wheel_text: one fetch per (release, file) for all of a run's hosts, kept in
-    that run's context; another run holds none of it."""
-    from patcher import handedit
-
-    fetched: list[tuple[str, str]] = []
-
-    def fetch(version: str, rel: str) -> bytes:
-        fetched.append((version, rel))
-        return b"x = 1\n"
-
-    ctx, other = exchange.RunContext(), exchange.RunContext()
-    ctx.pristine["pkg"] = handedit.Pristine("pkg", fetch)
-    texts = [handedit.wheel_text(ctx, "pkg", "1.0", "pkg/a.py") for _ in range(3)]
-    assert texts == ["x = 1\n"] * 3 and fetched == [("1.0", "pkg/a.py")]
-    assert other.pristine == {}

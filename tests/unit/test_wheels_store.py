@@ -34,6 +34,24 @@ def test_wheelhouse_file_read_and_checked(tmp_path: Path) -> None:
     assert store.stats.wheelhouse == 1 and not (tmp_path / "store").exists()
 
 
+def test_wheelhouses_belong_to_the_run_that_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs in one process (the tests, an Ansible worker) share nothing: a --wheelhouse
+    given to one run's store is not seen by the next run's."""
+    monkeypatch.setenv("VPATCH_WHEEL_STORE", str(tmp_path / "store"))
+    for var in ("VPATCH_WHEELHOUSE", "VPATCH_MATRIX_WHEELS"):
+        monkeypatch.setenv(var, "")
+    monkeypatch.setenv("VPATCH_PIP", "false")  # no pip: a release is in a wheelhouse or none
+    first = Store.for_run([_house(tmp_path)])
+    assert first.file("demo", "1.0", "demo/__init__.py") == MOD
+    second = Store.for_run()
+    assert second.text("demo", "1.0", "demo/__init__.py") is None
+    assert second.stats.wheelhouse == 0 and first.stats.wheelhouse == 1
+    with pytest.raises(UsageError, match="--wheelhouse"):
+        Store.for_run([tmp_path / "no-such-dir"])
+
+
 def test_member_not_matching_record_is_refused(tmp_path: Path) -> None:
     house = _house(tmp_path)
     [path] = house.glob("*.whl")
@@ -129,7 +147,7 @@ def test_download_goes_into_the_store_once_with_progress(
     fake = tmp_path / "pip"
     fake.write_text(
         "#!/bin/sh\n"
-        f'echo x >> {calls}\nwhile [ $# -gt 0 ]; do [ "$1" = --dest ] && d="$2"; shift; done\n'
+        f'echo "$1" >> {calls}\nwhile [ $# -gt 0 ]; do [ "$1" = --dest ] && d="$2"; shift; done\n'
         f'echo "Progress 0 of 10000000"; sleep 1.2; echo "Progress 10000000 of 10000000"\n'
         f'cp {made} "$d/"\n'
     )
@@ -143,4 +161,5 @@ def test_download_goes_into_the_store_once_with_progress(
     assert "vpatch: downloading demo 2.0 (10 MB) through pip" in capsys.readouterr().err
     again = Store(root, sources=[])
     assert again.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
-    assert again.stats.stored == 1 and calls.read_text().count("x") == 1
+    downloads = calls.read_text().split().count("download")  # `config list`: the ranged path's
+    assert again.stats.stored == 1 and downloads == 1
