@@ -87,8 +87,14 @@ def site_packages(venv: Path) -> Path:
     return found[0]
 
 
+def _quiet() -> list[str]:
+    """pip's -q, except for a person at a terminal (`make demo`): there pip's own progress
+    bars show what the minutes of an env build are spent on; logs and the suite stay quiet."""
+    return [] if sys.stderr.isatty() else ["-q"]
+
+
 def _pip(*args: str) -> None:
-    _run([str(CACHE / "base" / "bin" / "python"), "-m", "pip", "-q", *args])
+    _run([str(CACHE / "base" / "bin" / "python"), "-m", "pip", *_quiet(), *args])
 
 
 def base_env() -> Path:
@@ -109,7 +115,7 @@ def base_env() -> Path:
 
 def _pip_here(*args: str) -> None:
     """pip of the interpreter running the tests (no base venv: for installs without deps)."""
-    _run([sys.executable, "-m", "pip", "-q", *args])
+    _run([sys.executable, "-m", "pip", *_quiet(), *args])
 
 
 def wheel(package: str, version: str, *, base: bool = True) -> Path:
