@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patcher import fleet, rollout, rolloutresume
 from patcher.agent import protocol
@@ -124,6 +124,7 @@ class _Host:
     window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
 
     @property
     def plan(self) -> rollout.Plan:
@@ -321,15 +322,24 @@ def one_host(
     return walk(_host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx))
 
 
-def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
+def walk(
+    h: _Host,
+    ctrl_c: threading.Event | None = None,
+    on_step: Callable[[_Host], None] | None = None,
+) -> HostResult:
     """Walk the step machine on one host from where `h` is; every phase recorded with its
     times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)
-    the host stops once its current step is done and recorded."""
+    the host stops once its current step is done and recorded. `on_step(h)` is called as
+    each step begins, every earlier one recorded (LiveReport.write: the report on disk
+    then says which step the host is in)."""
     plan = h.plan
     while (step := rollout.next_step(plan, h.done)) is not None:
         if ctrl_c is not None and ctrl_c.is_set():
             break
-        h.current = step
+        with h.lock:
+            h.current = step
+        if on_step is not None:
+            on_step(h)
         at, t0 = _now(), time.monotonic()
         try:
             ok, detail = True, _STEPS[step](h)
@@ -338,9 +348,10 @@ def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
         phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
-        h.phases.append(phase)
-        h.done.append((step, ok))
-        h.current = None
+        with h.lock:
+            h.phases.append(phase)
+            h.done.append((step, ok))
+            h.current = None
         _record(h, phase, plan)
     return finish(h)
 
@@ -374,18 +385,20 @@ def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
         )
 
 
-def finish(h: _Host, note: str = "") -> HostResult:
-    """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused)."""
-    host = h.result
+def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
+    """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused); with
+    `running`, as a report written while it runs shows it (LiveReport). `h` is left as it
+    is: a live report takes this many times."""
+    host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = rollout.outcome(h.plan, h.done)
     if note:
         verdict = rollout.ATTENTION
     host.ok = verdict == rollout.KEPT
+    stopped = rollout.stopped(h.plan, h.done, h.current, running)
     if note:
         host.error = f"not resumed: {note}"
     elif verdict == rollout.INTERRUPTED:
-        where = f"in the {h.current} step" if h.current else f"after the {reached} step"
-        host.error = f"interrupted (Ctrl-C) {where}"
+        host.error = stopped
     elif not host.ok:
         failed = [p for p in h.phases if not p.ok]
         host.error = f"{failed[0].step} failed: {failed[0].detail}"
@@ -401,12 +414,7 @@ def finish(h: _Host, note: str = "") -> HostResult:
         "reached": reached,
         "stopped_in": h.current,
         "patched": verdict == rollout.KEPT,
-        "restart": h.restart,
-        "health": h.health,
-        "metrics": h.metrics,
-        "window": h.cfg.window,
-        "min_drafts": h.cfg.min_drafts,
-        "thresholds": h.gates.to_json(),
+        **_options(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         "gates": [g.to_json() for g in h.judged],
@@ -414,6 +422,18 @@ def finish(h: _Host, note: str = "") -> HostResult:
     }
     host.seconds = round(time.monotonic() - h.started, 3)
     return host
+
+
+def _options(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str, Any]:
+    """A host's rollout as the options made it: its restart, URLs, window, thresholds."""
+    return {
+        "restart": target.restart or cfg.restart,
+        "health": target.health or cfg.health,
+        "metrics": target.metrics or cfg.metrics,
+        "window": cfg.window,
+        "min_drafts": cfg.min_drafts,
+        "thresholds": gates.to_json(),
+    }
 
 
 def new_run() -> str:
@@ -478,66 +498,58 @@ def command(
     specs = catalog.load_all(args.specs)
     opts = engine.Options(level=args.level, force=args.force)
     ctrl_c = threading.Event()
-    finished: dict[int, HostResult] = {}
-    live: dict[int, _Host] = {}
     ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
+    ids = [(s.id, s.package) for s in specs]
+    path = args.report or default_report(run)
+    report = LiveReport(path, targets, specs, cfg, run)
+    report.write(start=True)  # before any host is contacted; UsageError: exit 2
+    if not args.report:
+        print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
 
     def work(i: int) -> HostResult:
         t = targets[i]
         try:
             transport = open_transport(t)
         except HostError as exc:
-            return engine.connect_error(t.name, exc)
+            return report.ended(i, engine.connect_error(t.name, exc))
         try:
             h = _host(t, transport, specs, opts, args.state_dir, cfg, run, ctx)
-            live[i] = h
+            report.live[i] = h
             if reported is not None:
                 try:
                     decision = resume_host(h, reported.steps.get(t.name))
                 except (VpatchError, _StepFailed) as exc:
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
-                    finished[i] = finish(h, decision.why)
-                    return finished[i]
-            finished[i] = walk(h, ctrl_c)
-            return finished[i]
+                    return report.ended(i, finish(h, decision.why))
+            return report.ended(i, walk(h, ctrl_c, report.step))
         finally:
             transport.close()
 
     from patcher.rolloutview import BatchLines, render_problems, render_table
 
     lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
-    ids = [(s.id, s.package) for s in specs]
     code = None
     try:
         hosts = fleet.run(names, work, policy, ids, lines, interrupted=ctrl_c)
     except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
         code = 130
-        why = "interrupted (Ctrl-C twice): not started"
-        hosts = [
-            finished.get(i) or (finish(live[i]) if i in live else fleet.skipped(n, ids, why))
-            for i, n in enumerate(names)
-        ]
+        hosts = report.hosts("interrupted (Ctrl-C twice): not started")
     if threading.current_thread() is threading.main_thread():
         import signal  # a Ctrl-C from here on must not cost the report
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
-    from patcher.report import emit, write_report
+    from patcher.report import emit
 
-    path = args.report
-    stopped = ctrl_c.is_set() or code is not None
-    if path is None and stopped:  # --resume needs one: never leave an interruption unwritten
-        path = f"vpatch-rollout-{run}.json"
-    if path:
-        write_report(result, path)
+    report.close(result)
     if args.json:
         emit(result.to_json())
     else:
         render_table(result, sys.stdout)
     if not result.ok:
         render_problems(result, sys.stderr)
-    if stopped:
+    if ctrl_c.is_set() or code is not None:
         print(
             f"note: rollout {run} stopped by Ctrl-C; report: {path}; the same command with "
             f"--resume {path} continues it",
@@ -546,6 +558,129 @@ def command(
     if code is not None:
         return code
     return 0 if result.ok else 1
+
+
+def default_report(run: str) -> str:
+    """Where a rollout's report goes without --report: `$XDG_STATE_HOME/vpatch/rollouts/
+    RUN.json`, else `~/.local/state/vpatch/rollouts/RUN.json`. State, not cache (deleting it
+    costs --resume its starting point); the XDG rule: a relative $XDG_STATE_HOME is ignored."""
+    import os
+
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "vpatch", "rollouts", f"{run}.json")
+
+
+class LiveReport:
+    """The rollout's report on disk from its start to its end, so that a controller lost at
+    any moment (SIGKILL, its machine gone: no Ctrl-C handler runs) still leaves one for
+    `--resume`: written before any host is contacted (every host, the run id, the options),
+    as each host begins each step (the steps before it are then in its journal) and as each
+    host ends; each time whole, atomically (patcher.report.write_report: a temp file, fsync,
+    rename). What it says of a host is only ever behind its journal, never ahead, which is
+    what --resume accepts (rolloutresume.resume). A write costs one document of the fleet."""
+
+    def __init__(
+        self,
+        path: str,
+        targets: Sequence[Target],
+        specs: Sequence[PatchSpec],
+        cfg: Settings,
+        run: str,
+    ) -> None:
+        self.path = path
+        self.targets = list(targets)
+        self.ids = [(s.id, s.package) for s in specs]
+        tables = [s.metrics for s in specs]
+        self.gates = rollout.Gates.of(
+            tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic
+        )
+        self.cfg = cfg
+        self.run = run
+        self.live: dict[int, _Host] = {}  # hosts that started (by target index)
+        self.finished: dict[int, HostResult] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._warned = False
+
+    def hosts(self, why: str, running: bool = False) -> list[HostResult]:
+        """Every host as far as it got: ended, in flight, or not started (`why`)."""
+        out = []
+        for i, t in enumerate(self.targets):
+            if i in self.finished:
+                out.append(self.finished[i])
+            elif i in self.live:
+                h = self.live[i]
+                with h.lock:
+                    out.append(finish(h, running=running))
+            else:
+                host = fleet.skipped(t.name, self.ids, why)
+                if running:  # the run and the options, before the host starts
+                    host.rollout = pending(t, self.cfg, self.gates, self.run)
+                out.append(host)
+        return out
+
+    def write(self, start: bool = False) -> None:
+        """The report as of now. At the start a failure is bad input (exit 2, no host was
+        contacted); later, one warning: the hosts' journals still record every step."""
+        import os
+
+        from patcher.report import write_report
+
+        hosts = self.hosts(f"not started yet (rollout {self.run} is running)", running=True)
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                if start:
+                    os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+                write_report(RunResult("rollout", False, hosts), self.path)
+            except OSError as exc:
+                why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
+                if start:
+                    hint = "give --report FILE in a directory you can write"
+                    raise UsageError(why, hint) from None
+                if not self._warned:
+                    self._warned = True
+                    print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
+
+    def step(self, h: _Host) -> None:
+        self.write()
+
+    def ended(self, i: int, result: HostResult) -> HostResult:
+        self.finished[i] = result
+        self.write()
+        return result
+
+    def close(self, result: RunResult) -> None:
+        """The final report; no live write lands after it (a host thread still in flight
+        after a second Ctrl-C writes nothing more)."""
+        from patcher.report import write_report
+
+        with self._lock:
+            self._closed = True
+            try:
+                write_report(result, self.path)
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)
+
+
+def pending(target: Target, cfg: Settings, gates: rollout.Gates, run: str) -> dict[str, Any]:
+    """A live report's `rollout` of a host not started yet: its run and options, no step."""
+    return {
+        "run": run,
+        "verdict": None,
+        "reached": rollout.NOTHING,
+        "stopped_in": None,
+        "patched": False,
+        **_options(target, cfg, gates),
+        "before": None,
+        "after": None,
+        "gates": [],
+        "phases": [],
+    }
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,12 @@ def test_gates(path: Path) -> None:
     assert rolloutcases.run_gates(case) == case["expect"]
 
 
+@pytest.mark.parametrize("path", rolloutcases.live_cases(), ids=lambda p: p.stem)
+def test_live_report_says(path: Path) -> None:
+    case = rolloutcases.load(path)
+    assert rolloutcases.run_live(case) == case["expect"]
+
+
 def test_there_are_cases_of_every_verdict() -> None:
     seen = {rolloutcases.load(p)["expect"]["verdict"] for p in rolloutcases.step_cases()}
     assert seen == set(rollout.VERDICTS)
