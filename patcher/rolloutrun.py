@@ -697,7 +697,7 @@ def load_report(path: str, names: Sequence[str]) -> Reported:
     is asked too (rolloutresume.resume)."""
     import json
 
-    hint = "give the --report file (or the one an interrupted rollout named) of this rollout"
+    hint = "give the --report file of this rollout (else the one it named on stderr)"
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
