@@ -348,18 +348,21 @@ def walk(
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
         phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
-        with h.lock:
+        _record(h, phase, plan, [*h.done, (step, ok)])  # the journal first: a report never
+        with h.lock:  # says a step is done that the host's journal does not have
             h.phases.append(phase)
             h.done.append((step, ok))
             h.current = None
-        _record(h, phase, plan)
     return finish(h)
 
 
-def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
-    """The step into the host's journal (protocol.step_entry). A host whose journal cannot
-    take it goes on (the step itself ran); the warning says --resume cannot rely on it."""
-    ended = rollout.next_step(plan, h.done) is None
+def _record(
+    h: _Host, phase: rollout.Phase, plan: rollout.Plan, done: list[tuple[str, bool]]
+) -> None:
+    """The step into the host's journal (protocol.step_entry); `done`: the walk with it. A
+    host whose journal cannot take it goes on (the step itself ran); the warning says
+    --resume cannot rely on it."""
+    ended = rollout.next_step(plan, done) is None
     measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
     entry = protocol.step_entry(
         h.run,
@@ -369,7 +372,7 @@ def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
         phase.detail,
         phase.started,
         phase.seconds,
-        rollout.verdict(h.done)[1] if ended else None,
+        rollout.verdict(done)[1] if ended else None,
         measures.to_json() if measures is not None and phase.ok else None,
     )
     why = ""
@@ -578,8 +581,10 @@ class LiveReport:
     `--resume`: written before any host is contacted (every host, the run id, the options),
     as each host begins each step (the steps before it are then in its journal) and as each
     host ends; each time whole, atomically (patcher.report.write_report: a temp file, fsync,
-    rename). What it says of a host is only ever behind its journal, never ahead, which is
-    what --resume accepts (rolloutresume.resume). A write costs one document of the fleet."""
+    rename). What it says of a host is only ever behind its journal, never ahead (walk
+    records a step before the host's state says it is done), which is what --resume accepts
+    (rolloutresume.resume). A write costs one document of the fleet and an fsync; hosts that
+    ask during one share the next."""
 
     def __init__(
         self,
@@ -600,7 +605,10 @@ class LiveReport:
         self.run = run
         self.live: dict[int, _Host] = {}  # hosts that started (by target index)
         self.finished: dict[int, HostResult] = {}
-        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._asked = 0  # writes asked for
+        self._written = 0  # the newest ask a finished write covered
+        self._writing = False
         self._closed = False
         self._warned = False
 
@@ -622,28 +630,41 @@ class LiveReport:
         return out
 
     def write(self, start: bool = False) -> None:
-        """The report as of now. At the start a failure is bad input (exit 2, no host was
-        contacted); later, one warning: the hosts' journals still record every step."""
+        """The report as of now, on disk when this returns. Hosts that ask while a write is
+        on its way wait for the next one, which covers them all (a group commit: 8 hosts
+        beginning a step cost two writes, not eight). At the start a failure is bad input
+        (exit 2, no host was contacted); later, one warning: the journals have every step."""
         import os
 
         from patcher.report import write_report
 
-        hosts = self.hosts(f"not started yet (rollout {self.run} is running)", running=True)
-        with self._lock:
-            if self._closed:
+        with self._cond:
+            self._asked += 1
+            ask = self._asked
+            while self._writing and self._written < ask:
+                self._cond.wait()
+            if self._written >= ask or self._closed:
                 return
-            try:
-                if start:
-                    os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
-                write_report(RunResult("rollout", False, hosts), self.path)
-            except OSError as exc:
-                why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
-                if start:
-                    hint = "give --report FILE in a directory you can write"
-                    raise UsageError(why, hint) from None
-                if not self._warned:
-                    self._warned = True
-                    print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
+            self._writing = True
+            covers = self._asked  # every ask so far: their hosts' state is in this snapshot
+            hosts = self.hosts(f"not started yet (rollout {self.run} is running)", running=True)
+        try:
+            if start:
+                os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+            write_report(RunResult("rollout", False, hosts), self.path)
+        except OSError as exc:
+            why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
+            if start:
+                hint = "give --report FILE in a directory you can write"
+                raise UsageError(why, hint) from None
+            if not self._warned:
+                self._warned = True
+                print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
+        finally:
+            with self._cond:
+                self._writing = False
+                self._written = covers
+                self._cond.notify_all()
 
     def step(self, h: _Host) -> None:
         self.write()
@@ -658,7 +679,9 @@ class LiveReport:
         after a second Ctrl-C writes nothing more)."""
         from patcher.report import write_report
 
-        with self._lock:
+        with self._cond:
+            while self._writing:
+                self._cond.wait()
             self._closed = True
             try:
                 write_report(result, self.path)

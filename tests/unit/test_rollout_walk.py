@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +212,52 @@ def test_the_default_report_is_in_the_xdg_state_dir(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG rule: ignored
     monkeypatch.setenv("HOME", "/home/op")
     assert rolloutrun.default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
+
+
+def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
+    specs: list[PatchSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group commit: the first write is held on its way to disk; 7 more hosts ask
+    meanwhile; one more write covers them all, and each returns only once it is on disk."""
+    from patcher import report as reportmod
+
+    first_in, release = threading.Event(), threading.Event()
+    written: list[list[str | None]] = []
+    real = reportmod.write_report
+
+    def held(result: Any, path: str) -> None:
+        if not written:
+            first_in.set()
+            assert release.wait(10)
+        written.append([(h.rollout or {}).get("stopped_in") for h in result.hosts])
+        real(result, path)
+
+    monkeypatch.setattr(reportmod, "write_report", held)
+    targets = [Target(f"h{i}", f"h{i}") for i in range(8)]
+    cfg = rolloutfake.settings()
+    live = rolloutrun.LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
+    for i, t in enumerate(targets):
+        live.live[i] = rolloutfake.host(FakeHost(target=t.name), t, specs, cfg, "r1")
+    done: list[int] = []
+
+    def begin(i: int) -> None:
+        live.live[i].current = rollout.APPLY
+        live.write()
+        done.append(i)
+
+    threads = [threading.Thread(target=begin, args=(0,))]
+    threads[0].start()
+    assert first_in.wait(10)
+    threads += [threading.Thread(target=begin, args=(i,)) for i in range(1, 8)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while live._asked < 8:  # every host has asked and waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert done == []
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert sorted(done) == list(range(8)) and len(written) == 2
+    assert written[0][0] == rollout.APPLY and written[1] == [rollout.APPLY] * 8
