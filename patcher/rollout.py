@@ -161,7 +161,7 @@ def stopped(
 ) -> str | None:
     """What a report says of a host whose walk is not over (None: it is over): `current` the
     step it is in (None: between two). `running`: the report is written while the rollout
-    runs, after every step (rolloutrun.LiveReport), so that a controller lost right then
+    runs, after every step (rolloutreport.LiveReport), so that a controller lost right then
     (killed, its machine gone) still leaves a report that says where each host is; else the
     rollout stopped on a Ctrl-C."""
     if next_step(plan, done) is None:

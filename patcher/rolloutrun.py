@@ -330,7 +330,7 @@ def walk(
     """Walk the step machine on one host from where `h` is; every phase recorded with its
     times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)
     the host stops once its current step is done and recorded. `on_step(h)` is called as
-    each step begins, every earlier one recorded (LiveReport.write: the report on disk
+    each step begins, every earlier one recorded (rolloutreport.LiveReport.write: the report on disk
     then says which step the host is in)."""
     plan = h.plan
     while (step := rollout.next_step(plan, h.done)) is not None:
@@ -390,7 +390,7 @@ def _record(
 
 def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused); with
-    `running`, as a report written while it runs shows it (LiveReport). `h` is left as it
+    `running`, as a report written while it runs shows it (rolloutreport). `h` is left as it
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = rollout.outcome(h.plan, h.done)
@@ -417,7 +417,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
         "reached": reached,
         "stopped_in": h.current,
         "patched": verdict == rollout.KEPT,
-        **_options(h.target, h.cfg, h.gates),
+        **options_of(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         "gates": [g.to_json() for g in h.judged],
@@ -427,7 +427,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     return host
 
 
-def _options(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str, Any]:
+def options_of(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str, Any]:
     """A host's rollout as the options made it: its restart, URLs, window, thresholds."""
     return {
         "restart": target.restart or cfg.restart,
@@ -496,15 +496,17 @@ def command(
     cfg = settings(args)
     _check_targets(targets)
     names = [t.name for t in targets]
-    reported = load_report(args.resume, names) if args.resume else None
+    from patcher import rolloutreport
+
+    reported = rolloutreport.load_report(args.resume, names) if args.resume else None
     run = (reported.run if reported else None) or new_run()
     specs = catalog.load_all(args.specs)
     opts = engine.Options(level=args.level, force=args.force)
     ctrl_c = threading.Event()
     ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
     ids = [(s.id, s.package) for s in specs]
-    path = args.report or default_report(run)
-    report = LiveReport(path, targets, specs, cfg, run)
+    path = args.report or rolloutreport.default_report(run)
+    report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
     report.write(start=True)  # before any host is contacted; UsageError: exit 2
     if not args.report:
         print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
@@ -561,185 +563,3 @@ def command(
     if code is not None:
         return code
     return 0 if result.ok else 1
-
-
-def default_report(run: str) -> str:
-    """Where a rollout's report goes without --report: `$XDG_STATE_HOME/vpatch/rollouts/
-    RUN.json`, else `~/.local/state/vpatch/rollouts/RUN.json`. State, not cache (deleting it
-    costs --resume its starting point); the XDG rule: a relative $XDG_STATE_HOME is ignored."""
-    import os
-
-    base = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(base):
-        base = os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "vpatch", "rollouts", f"{run}.json")
-
-
-class LiveReport:
-    """The rollout's report on disk from its start to its end, so that a controller lost at
-    any moment (SIGKILL, its machine gone: no Ctrl-C handler runs) still leaves one for
-    `--resume`: written before any host is contacted (every host, the run id, the options),
-    as each host begins each step (the steps before it are then in its journal) and as each
-    host ends; each time whole, atomically (patcher.report.write_report: a temp file, fsync,
-    rename). What it says of a host is only ever behind its journal, never ahead (walk
-    records a step before the host's state says it is done), which is what --resume accepts
-    (rolloutresume.resume). A write costs one document of the fleet and an fsync; hosts that
-    ask during one share the next."""
-
-    def __init__(
-        self,
-        path: str,
-        targets: Sequence[Target],
-        specs: Sequence[PatchSpec],
-        cfg: Settings,
-        run: str,
-    ) -> None:
-        self.path = path
-        self.targets = list(targets)
-        self.ids = [(s.id, s.package) for s in specs]
-        tables = [s.metrics for s in specs]
-        self.gates = rollout.Gates.of(
-            tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic
-        )
-        self.cfg = cfg
-        self.run = run
-        self.live: dict[int, _Host] = {}  # hosts that started (by target index)
-        self.finished: dict[int, HostResult] = {}
-        self._cond = threading.Condition()
-        self._asked = 0  # writes asked for
-        self._written = 0  # the newest ask a finished write covered
-        self._writing = False
-        self._closed = False
-        self._warned = False
-
-    def hosts(self, why: str, running: bool = False) -> list[HostResult]:
-        """Every host as far as it got: ended, in flight, or not started (`why`)."""
-        out = []
-        for i, t in enumerate(self.targets):
-            if i in self.finished:
-                out.append(self.finished[i])
-            elif i in self.live:
-                h = self.live[i]
-                with h.lock:
-                    out.append(finish(h, running=running))
-            else:
-                host = fleet.skipped(t.name, self.ids, why)
-                if running:  # the run and the options, before the host starts
-                    host.rollout = pending(t, self.cfg, self.gates, self.run)
-                out.append(host)
-        return out
-
-    def write(self, start: bool = False) -> None:
-        """The report as of now, on disk when this returns. Hosts that ask while a write is
-        on its way wait for the next one, which covers them all (a group commit: 8 hosts
-        beginning a step cost two writes, not eight). At the start a failure is bad input
-        (exit 2, no host was contacted); later, one warning: the journals have every step."""
-        import os
-
-        from patcher.report import write_report
-
-        with self._cond:
-            self._asked += 1
-            ask = self._asked
-            while self._writing and self._written < ask:
-                self._cond.wait()
-            if self._written >= ask or self._closed:
-                return
-            self._writing = True
-            covers = self._asked  # every ask so far: their hosts' state is in this snapshot
-            hosts = self.hosts(f"not started yet (rollout {self.run} is running)", running=True)
-        try:
-            if start:
-                os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
-            write_report(RunResult("rollout", False, hosts), self.path)
-        except OSError as exc:
-            why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
-            if start:
-                hint = "give --report FILE in a directory you can write"
-                raise UsageError(why, hint) from None
-            if not self._warned:
-                self._warned = True
-                print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
-        finally:
-            with self._cond:
-                self._writing = False
-                self._written = covers
-                self._cond.notify_all()
-
-    def step(self, h: _Host) -> None:
-        self.write()
-
-    def ended(self, i: int, result: HostResult) -> HostResult:
-        self.finished[i] = result
-        self.write()
-        return result
-
-    def close(self, result: RunResult) -> None:
-        """The final report; no live write lands after it (a host thread still in flight
-        after a second Ctrl-C writes nothing more)."""
-        from patcher.report import write_report
-
-        with self._cond:
-            while self._writing:
-                self._cond.wait()
-            self._closed = True
-            try:
-                write_report(result, self.path)
-            except OSError as exc:
-                why = exc.strerror or str(exc)
-                print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)
-
-
-def pending(target: Target, cfg: Settings, gates: rollout.Gates, run: str) -> dict[str, Any]:
-    """A live report's `rollout` of a host not started yet: its run and options, no step."""
-    return {
-        "run": run,
-        "verdict": None,
-        "reached": rollout.NOTHING,
-        "stopped_in": None,
-        "patched": False,
-        **_options(target, cfg, gates),
-        "before": None,
-        "after": None,
-        "gates": [],
-        "phases": [],
-    }
-
-
-@dataclass(frozen=True)
-class Reported:
-    """What a report says of a rollout: its run id and, per host, the steps it ran."""
-
-    run: str | None
-    steps: dict[str, list[tuple[str, bool]] | None]
-
-
-def load_report(path: str, names: Sequence[str]) -> Reported:
-    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
-    contacted. What it says of each host is only the controller's word: every host's journal
-    is asked too (rolloutresume.resume)."""
-    import json
-
-    hint = "give the --report file of this rollout (else the one it named on stderr)"
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not JSON"
-        raise UsageError(f"--resume {path}: {why}", hint) from None
-    hosts = doc.get("hosts") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
-        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
-    try:
-        parsed = rolloutresume.reported_steps(hosts)
-    except ValueError as exc:
-        raise UsageError(f"--resume {path}: {exc}", hint) from None
-    steps, runs = parsed
-    if sorted(steps) != sorted(names):
-        raise UsageError(
-            f"--resume {path}: the report is of other hosts than the targets given",
-            "give the same --inventory/--group/--host as the rollout that wrote it",
-        )
-    if len(runs) > 1:
-        raise UsageError(f"--resume {path}: the report names more than one run", hint)
-    return Reported(next(iter(runs), None), steps)

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from patcher import catalog, rollout, rolloutresume, rolloutrun
+from patcher import catalog, rollout, rolloutreport, rolloutresume, rolloutrun
 from patcher.errors import UsageError
 from patcher.inventory import Target
 from patcher.spec import PatchSpec
@@ -120,7 +120,7 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     fake.hook = rolloutfake.lose_in(phase)
     cfg = rolloutfake.settings()
     path = tmp_path / "r.json"
-    report = rolloutrun.LiveReport(str(path), [TARGET], specs, cfg, "r1")
+    report = rolloutreport.LiveReport(str(path), [TARGET], specs, cfg, "r1")
     report.write(start=True)
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
     report.live[0] = h
@@ -137,7 +137,7 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     assert host["error"].startswith(f"running: in the {phase} step when this report was written")
     assert not doc["ok"] and [e["step"] for e in fake.journal] == before
 
-    reported = rolloutrun.load_report(str(path), ["h1"])
+    reported = rolloutreport.load_report(str(path), ["h1"])
     assert reported.run == "r1"
     decision, h2, again = resume(fake, specs, reported.steps["h1"])
     assert decision.action == rolloutresume.RESUME_CONTINUE
@@ -156,7 +156,7 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
     second = Target("h2", "h2", restart="supervisorctl restart vllm")
     cfg = rolloutfake.settings()
     path = tmp_path / "r.json"
-    report = rolloutrun.LiveReport(str(path), [TARGET, second], specs, cfg, "r1")
+    report = rolloutreport.LiveReport(str(path), [TARGET, second], specs, cfg, "r1")
     report.write(start=True)
     start = jsondoc.check(json.loads(path.read_text()))
     assert [h["target"] for h in start["hosts"]] == ["h1", "h2"] and not start["ok"]
@@ -168,7 +168,7 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
         assert (r["window"], r["thresholds"]["min_acceptance_rate"]) == (cfg.window, 0.4)
         assert h["patches"][0]["outcome"] == "skipped"
         assert "not started yet (rollout r1 is running)" in h["patches"][0]["message"]
-    assert rolloutrun.load_report(str(path), ["h2", "h1"]).steps == {"h1": [], "h2": []}
+    assert rolloutreport.load_report(str(path), ["h2", "h1"]).steps == {"h1": [], "h2": []}
 
     fake = FakeHost()
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
@@ -200,7 +200,7 @@ def test_a_report_that_cannot_be_written_at_the_start_is_bad_input(
 ) -> None:
     (tmp_path / "file").write_text("")
     where = tmp_path / "file" / "r.json"
-    report = rolloutrun.LiveReport(str(where), [TARGET], specs, rolloutfake.settings(), "r1")
+    report = rolloutreport.LiveReport(str(where), [TARGET], specs, rolloutfake.settings(), "r1")
     with pytest.raises(UsageError) as err:
         report.write(start=True)
     assert "cannot write the rollout's report" in err.value.message
@@ -208,10 +208,10 @@ def test_a_report_that_cannot_be_written_at_the_start_is_bad_input(
 
 def test_the_default_report_is_in_the_xdg_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", "/srv/state")
-    assert rolloutrun.default_report("ab12") == "/srv/state/vpatch/rollouts/ab12.json"
+    assert rolloutreport.default_report("ab12") == "/srv/state/vpatch/rollouts/ab12.json"
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG rule: ignored
     monkeypatch.setenv("HOME", "/home/op")
-    assert rolloutrun.default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
+    assert rolloutreport.default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
 
 
 def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
@@ -235,7 +235,7 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
     monkeypatch.setattr(reportmod, "write_report", held)
     targets = [Target(f"h{i}", f"h{i}") for i in range(8)]
     cfg = rolloutfake.settings()
-    live = rolloutrun.LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
+    live = rolloutreport.LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
     for i, t in enumerate(targets):
         live.live[i] = rolloutfake.host(FakeHost(target=t.name), t, specs, cfg, "r1")
     done: list[int] = []
