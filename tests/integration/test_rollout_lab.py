@@ -180,10 +180,14 @@ def test_failing_restart_health_timeout_and_missing_metrics(
 
 
 def _start(
-    lab: rolloutlab.RolloutLab, inv: Path, report: Path | None, env: dict[str, str] | None = None
+    lab: rolloutlab.RolloutLab,
+    inv: Path,
+    report: Path | None,
+    env: dict[str, str] | None = None,
+    more: tuple[str, ...] = (),
 ) -> Popen[str]:
     argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab.ssh.ssh_config]
-    argv += ["--level", "static", *GATES, "--parallel", "1"]
+    argv += ["--level", "static", *GATES, "--parallel", "1", *more]
     argv += ["--report", report] if report is not None else []
     return subprocess.Popen(
         list(map(str, argv)),
@@ -200,6 +204,48 @@ def _until(what: Any, timeout: float = 120) -> None:
     while not what():
         assert time.monotonic() < deadline, "the rollout never got there"
         time.sleep(0.1)
+
+
+def _stopped_in(report: Path) -> str | None:
+    """The step the report a rollout writes as it goes says its first host is in."""
+    if not report.exists():
+        return None
+    r = json.loads(report.read_text())["hosts"][0]["rollout"]
+    return None if r is None else r["stopped_in"]
+
+
+def test_ctrl_c_in_the_health_step_then_resume_takes_the_way_back(
+    lab8: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """h6's patched server never gets healthy (hang-health, left by the test before). SIGINT
+    once the report on disk says h6 is in its health step: the wait runs to its timeout, is
+    recorded failed, and h6 stops before its way back (patched, restarted, unhealthy: the
+    report says so). `--resume` goes on as the way back (rollback, restart, health), never
+    to the window or a keep."""
+    lab = lab8.part(5, 1)  # h6
+    assert (lab.hosts[0].lab / "hang-health").exists() and lab.files(0) == lab.pristine
+    inv = lab.inventory(tmp_path / "hosts.toml")
+    report = tmp_path / "r.json"
+    proc = _start(lab, inv, report, more=("--health-timeout", "6"))
+    _until(lambda: _stopped_in(report) == "health")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out + err
+    doc = jsondoc.check(json.loads(report.read_text()))
+    h6 = doc["hosts"][0]
+    assert (h6["rollout"]["verdict"], h6["rollout"]["reached"]) == ("interrupted", "health")
+    steps = [(p["step"], p["ok"]) for p in h6["rollout"]["phases"]]
+    assert steps == [("baseline", True), ("apply", True), ("restart", True), ("health", False)]
+    assert h6["error"] == "interrupted (Ctrl-C) after the health step"
+    assert lab.files(0) != lab.pristine and not lab.healthy(0)
+
+    resumed = rollout(lab, inv, BACKPORT, "--resume", report, "--json")
+    assert resumed.code == 1, resumed.out + resumed.err
+    h6 = by_host(resumed)["h6"]["rollout"]
+    assert (h6["verdict"], h6["reached"]) == ("rolled_back", "health"), h6
+    back = ["rollback", "rollback_restart", "rollback_health"]
+    assert [p["step"] for p in h6["phases"]] == [s for s, _ in steps] + back
+    assert lab.files(0) == lab.pristine and lab.healthy(0)
 
 
 def test_ctrl_c_stops_after_the_step_then_resume_goes_on_from_the_journal(
