@@ -144,12 +144,40 @@ def verdict(done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
     return reached, ATTENTION
 
 
+NOTHING = "-"  # the step reached by a host that has not finished one
+
+
 def outcome(plan: Plan, done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
     """(step reached, verdict) of a host that may have stopped early: a walk the machine
-    would still continue is INTERRUPTED at its last step (nothing is assumed of the next)."""
-    if done and next_step(plan, done) is not None:
-        return done[-1][0], INTERRUPTED
+    would still continue is INTERRUPTED at its last step (nothing is assumed of the next),
+    and so is one stopped before its first step (NOTHING reached)."""
+    if next_step(plan, done) is not None:
+        return (done[-1][0] if done else NOTHING), INTERRUPTED
     return verdict(done)
+
+
+def stopped(
+    plan: Plan, done: Sequence[tuple[str, bool]], current: str | None, running: bool
+) -> str | None:
+    """What a report says of a host whose walk is not over (None: it is over): `current` the
+    step it is in (None: between two). `running`: the report is written while the rollout
+    runs, after every step (rolloutreport.LiveReport), so that a controller lost right then
+    (killed, its machine gone) still leaves a report that says where each host is; else the
+    rollout stopped on a Ctrl-C."""
+    if next_step(plan, done) is None:
+        return None
+    reached = done[-1][0] if done else None
+    where = (
+        f"in the {current} step"
+        if current
+        else (f"after the {reached} step" if reached else "before its first step")
+    )
+    if running:
+        return (
+            f"running: {where} when this report was written (a controller lost then left "
+            "it there: --resume continues from the host's journal)"
+        )
+    return f"interrupted (Ctrl-C) {where}"
 
 
 def is_walk(plan: Plan, done: Sequence[tuple[str, bool]]) -> bool:

@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patcher import fleet, rollout, rolloutresume
 from patcher.agent import protocol
@@ -124,6 +124,7 @@ class _Host:
     window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
+    lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
 
     @property
     def plan(self) -> rollout.Plan:
@@ -321,15 +322,24 @@ def one_host(
     return walk(_host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx))
 
 
-def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
+def walk(
+    h: _Host,
+    ctrl_c: threading.Event | None = None,
+    on_step: Callable[[_Host], None] | None = None,
+) -> HostResult:
     """Walk the step machine on one host from where `h` is; every phase recorded with its
     times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)
-    the host stops once its current step is done and recorded."""
+    the host stops once its current step is done and recorded. `on_step(h)` is called as
+    each step begins, every earlier one recorded (rolloutreport.LiveReport.write: the report on disk
+    then says which step the host is in)."""
     plan = h.plan
     while (step := rollout.next_step(plan, h.done)) is not None:
         if ctrl_c is not None and ctrl_c.is_set():
             break
-        h.current = step
+        with h.lock:
+            h.current = step
+        if on_step is not None:
+            on_step(h)
         at, t0 = _now(), time.monotonic()
         try:
             ok, detail = True, _STEPS[step](h)
@@ -338,17 +348,21 @@ def walk(h: _Host, ctrl_c: threading.Event | None = None) -> HostResult:
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
         phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
-        h.phases.append(phase)
-        h.done.append((step, ok))
-        h.current = None
-        _record(h, phase, plan)
+        _record(h, phase, plan, [*h.done, (step, ok)])  # the journal first: a report never
+        with h.lock:  # says a step is done that the host's journal does not have
+            h.phases.append(phase)
+            h.done.append((step, ok))
+            h.current = None
     return finish(h)
 
 
-def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
-    """The step into the host's journal (protocol.step_entry). A host whose journal cannot
-    take it goes on (the step itself ran); the warning says --resume cannot rely on it."""
-    ended = rollout.next_step(plan, h.done) is None
+def _record(
+    h: _Host, phase: rollout.Phase, plan: rollout.Plan, done: list[tuple[str, bool]]
+) -> None:
+    """The step into the host's journal (protocol.step_entry); `done`: the walk with it. A
+    host whose journal cannot take it goes on (the step itself ran); the warning says
+    --resume cannot rely on it."""
+    ended = rollout.next_step(plan, done) is None
     measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
     entry = protocol.step_entry(
         h.run,
@@ -358,7 +372,7 @@ def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
         phase.detail,
         phase.started,
         phase.seconds,
-        rollout.verdict(h.done)[1] if ended else None,
+        rollout.verdict(done)[1] if ended else None,
         measures.to_json() if measures is not None and phase.ok else None,
     )
     why = ""
@@ -374,18 +388,20 @@ def _record(h: _Host, phase: rollout.Phase, plan: rollout.Plan) -> None:
         )
 
 
-def finish(h: _Host, note: str = "") -> HostResult:
-    """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused)."""
-    host = h.result
+def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
+    """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused); with
+    `running`, as a report written while it runs shows it (rolloutreport). `h` is left as it
+    is: a live report takes this many times."""
+    host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = rollout.outcome(h.plan, h.done)
     if note:
         verdict = rollout.ATTENTION
     host.ok = verdict == rollout.KEPT
+    stopped = rollout.stopped(h.plan, h.done, h.current, running)
     if note:
         host.error = f"not resumed: {note}"
     elif verdict == rollout.INTERRUPTED:
-        where = f"in the {h.current} step" if h.current else f"after the {reached} step"
-        host.error = f"interrupted (Ctrl-C) {where}"
+        host.error = stopped
     elif not host.ok:
         failed = [p for p in h.phases if not p.ok]
         host.error = f"{failed[0].step} failed: {failed[0].detail}"
@@ -401,12 +417,7 @@ def finish(h: _Host, note: str = "") -> HostResult:
         "reached": reached,
         "stopped_in": h.current,
         "patched": verdict == rollout.KEPT,
-        "restart": h.restart,
-        "health": h.health,
-        "metrics": h.metrics,
-        "window": h.cfg.window,
-        "min_drafts": h.cfg.min_drafts,
-        "thresholds": h.gates.to_json(),
+        **options_of(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         "gates": [g.to_json() for g in h.judged],
@@ -414,6 +425,18 @@ def finish(h: _Host, note: str = "") -> HostResult:
     }
     host.seconds = round(time.monotonic() - h.started, 3)
     return host
+
+
+def options_of(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str, Any]:
+    """A host's rollout as the options made it: its restart, URLs, window, thresholds."""
+    return {
+        "restart": target.restart or cfg.restart,
+        "health": target.health or cfg.health,
+        "metrics": target.metrics or cfg.metrics,
+        "window": cfg.window,
+        "min_drafts": cfg.min_drafts,
+        "thresholds": gates.to_json(),
+    }
 
 
 def new_run() -> str:
@@ -473,71 +496,65 @@ def command(
     cfg = settings(args)
     _check_targets(targets)
     names = [t.name for t in targets]
-    reported = load_report(args.resume, names) if args.resume else None
+    from patcher import rolloutreport
+
+    reported = rolloutreport.load_report(args.resume, names) if args.resume else None
     run = (reported.run if reported else None) or new_run()
     specs = catalog.load_all(args.specs)
     opts = engine.Options(level=args.level, force=args.force)
     ctrl_c = threading.Event()
-    finished: dict[int, HostResult] = {}
-    live: dict[int, _Host] = {}
     ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
+    ids = [(s.id, s.package) for s in specs]
+    path = args.report or rolloutreport.default_report(run)
+    report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
+    report.write(start=True)  # before any host is contacted; UsageError: exit 2
+    if not args.report:
+        print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
 
     def work(i: int) -> HostResult:
         t = targets[i]
         try:
             transport = open_transport(t)
         except HostError as exc:
-            return engine.connect_error(t.name, exc)
+            return report.ended(i, engine.connect_error(t.name, exc))
         try:
             h = _host(t, transport, specs, opts, args.state_dir, cfg, run, ctx)
-            live[i] = h
+            report.live[i] = h
             if reported is not None:
                 try:
                     decision = resume_host(h, reported.steps.get(t.name))
                 except (VpatchError, _StepFailed) as exc:
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
-                    finished[i] = finish(h, decision.why)
-                    return finished[i]
-            finished[i] = walk(h, ctrl_c)
-            return finished[i]
+                    return report.ended(i, finish(h, decision.why))
+            return report.ended(i, walk(h, ctrl_c, report.step))
         finally:
             transport.close()
 
     from patcher.rolloutview import BatchLines, render_problems, render_table
 
     lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
-    ids = [(s.id, s.package) for s in specs]
     code = None
     try:
         hosts = fleet.run(names, work, policy, ids, lines, interrupted=ctrl_c)
     except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
         code = 130
-        why = "interrupted (Ctrl-C twice): not started"
-        hosts = [
-            finished.get(i) or (finish(live[i]) if i in live else fleet.skipped(n, ids, why))
-            for i, n in enumerate(names)
-        ]
+        hosts = report.hosts("interrupted (Ctrl-C twice): not started")
     if threading.current_thread() is threading.main_thread():
         import signal  # a Ctrl-C from here on must not cost the report
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
-    from patcher.report import emit, write_report
+    from patcher.report import emit
 
-    path = args.report
-    stopped = ctrl_c.is_set() or code is not None
-    if path is None and stopped:  # --resume needs one: never leave an interruption unwritten
-        path = f"vpatch-rollout-{run}.json"
-    if path:
-        write_report(result, path)
+    report.close(result)
     if args.json:
         emit(result.to_json())
     else:
         render_table(result, sys.stdout)
     if not result.ok:
         render_problems(result, sys.stderr)
-    if stopped:
+    if ctrl_c.is_set() or code is not None:
         print(
             f"note: rollout {run} stopped by Ctrl-C; report: {path}; the same command with "
             f"--resume {path} continues it",
@@ -546,42 +563,3 @@ def command(
     if code is not None:
         return code
     return 0 if result.ok else 1
-
-
-@dataclass(frozen=True)
-class Reported:
-    """What a report says of a rollout: its run id and, per host, the steps it ran."""
-
-    run: str | None
-    steps: dict[str, list[tuple[str, bool]] | None]
-
-
-def load_report(path: str, names: Sequence[str]) -> Reported:
-    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
-    contacted. What it says of each host is only the controller's word: every host's journal
-    is asked too (rolloutresume.resume)."""
-    import json
-
-    hint = "give the --report file (or the one an interrupted rollout named) of this rollout"
-    try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except (OSError, ValueError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not JSON"
-        raise UsageError(f"--resume {path}: {why}", hint) from None
-    hosts = doc.get("hosts") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
-        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
-    try:
-        parsed = rolloutresume.reported_steps(hosts)
-    except ValueError as exc:
-        raise UsageError(f"--resume {path}: {exc}", hint) from None
-    steps, runs = parsed
-    if sorted(steps) != sorted(names):
-        raise UsageError(
-            f"--resume {path}: the report is of other hosts than the targets given",
-            "give the same --inventory/--group/--host as the rollout that wrote it",
-        )
-    if len(runs) > 1:
-        raise UsageError(f"--resume {path}: the report names more than one run", hint)
-    return Reported(next(iter(runs), None), steps)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +23,10 @@ from tests import envs, jsondoc, standin
 # ~/.cache is not the suite's to fill). Set before any test starts a vpatch, so every child
 # process inherits it; tests/unit/test_rewrite_cache.py and the bench turn it back on.
 os.environ["VPATCH_NO_CACHE"] = "1"
+# `vpatch rollout` writes its report as it goes, by default in the XDG state dir
+# (patcher/rolloutrun.default_report): the operator's state, not the suite's to fill.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="vpatch-test-state-")
+atexit.register(shutil.rmtree, os.environ["XDG_STATE_HOME"], True)
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = REPO / "patches" / "vllm-eagle3-mla-targets.toml"

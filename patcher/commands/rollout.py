@@ -73,9 +73,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--resume",
         metavar="REPORT",
-        help="continue the rollout a REPORT (--report, or the file an interrupted rollout "
-        "names) stopped: each host goes on from the last step its journal records; give the "
-        "same specs, targets and options",
+        help="continue the rollout a REPORT (its --report, else the file it named on stderr "
+        "at its start) stopped: each host goes on from the last step its journal records; "
+        "give the same specs, targets and options",
     )
     g.add_argument(
         "--allow-no-traffic",

@@ -180,10 +180,15 @@ def test_failing_restart_health_timeout_and_missing_metrics(
 
 
 def _start(
-    lab: rolloutlab.RolloutLab, inv: Path, report: Path, env: dict[str, str] | None = None
+    lab: rolloutlab.RolloutLab,
+    inv: Path,
+    report: Path | None,
+    env: dict[str, str] | None = None,
+    more: tuple[str, ...] = (),
 ) -> Popen[str]:
     argv = [*VPATCH, "rollout", BACKPORT, "--inventory", inv, "--ssh-config", lab.ssh.ssh_config]
-    argv += ["--level", "static", *GATES, "--parallel", "1", "--report", report]
+    argv += ["--level", "static", *GATES, "--parallel", "1", *more]
+    argv += ["--report", report] if report is not None else []
     return subprocess.Popen(
         list(map(str, argv)),
         cwd=REPO,
@@ -199,6 +204,48 @@ def _until(what: Any, timeout: float = 120) -> None:
     while not what():
         assert time.monotonic() < deadline, "the rollout never got there"
         time.sleep(0.1)
+
+
+def _stopped_in(report: Path) -> str | None:
+    """The step the report a rollout writes as it goes says its first host is in."""
+    if not report.exists():
+        return None
+    r = json.loads(report.read_text())["hosts"][0]["rollout"]
+    return None if r is None else r["stopped_in"]
+
+
+def test_ctrl_c_in_the_health_step_then_resume_takes_the_way_back(
+    lab8: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """h6's patched server never gets healthy (hang-health, left by the test before). SIGINT
+    once the report on disk says h6 is in its health step: the wait runs to its timeout, is
+    recorded failed, and h6 stops before its way back (patched, restarted, unhealthy: the
+    report says so). `--resume` goes on as the way back (rollback, restart, health), never
+    to the window or a keep."""
+    lab = lab8.part(5, 1)  # h6
+    assert (lab.hosts[0].lab / "hang-health").exists() and lab.files(0) == lab.pristine
+    inv = lab.inventory(tmp_path / "hosts.toml")
+    report = tmp_path / "r.json"
+    proc = _start(lab, inv, report, more=("--health-timeout", "6"))
+    _until(lambda: _stopped_in(report) == "health")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, out + err
+    doc = jsondoc.check(json.loads(report.read_text()))
+    h6 = doc["hosts"][0]
+    assert (h6["rollout"]["verdict"], h6["rollout"]["reached"]) == ("interrupted", "health")
+    steps = [(p["step"], p["ok"]) for p in h6["rollout"]["phases"]]
+    assert steps == [("baseline", True), ("apply", True), ("restart", True), ("health", False)]
+    assert h6["error"] == "interrupted (Ctrl-C) after the health step"
+    assert lab.files(0) != lab.pristine and not lab.healthy(0)
+
+    resumed = rollout(lab, inv, BACKPORT, "--resume", report, "--json")
+    assert resumed.code == 1, resumed.out + resumed.err
+    h6 = by_host(resumed)["h6"]["rollout"]
+    assert (h6["verdict"], h6["reached"]) == ("rolled_back", "health"), h6
+    back = ["rollback", "rollback_restart", "rollback_health"]
+    assert [p["step"] for p in h6["phases"]] == [s for s, _ in steps] + back
+    assert lab.files(0) == lab.pristine and lab.healthy(0)
 
 
 def test_ctrl_c_stops_after_the_step_then_resume_goes_on_from_the_journal(
@@ -250,7 +297,8 @@ def test_ctrl_c_stops_after_the_step_then_resume_goes_on_from_the_journal(
     row = next(ln for ln in human.out.splitlines() if ln.startswith("h5 "))
     assert "apply ok, stopped after it" in row
 
-    resumed = rollout(lab3, inv, BACKPORT, "--parallel", "1", "--resume", report, "--json")
+    # The policy's order was the first run's point (h6, h7 never started); all three at once now.
+    resumed = rollout(lab3, inv, BACKPORT, "--resume", report, "--json")
     assert resumed.code == 0, resumed.out + resumed.err
     hosts = by_host(resumed)
     h5 = hosts["h5"]["rollout"]
@@ -300,42 +348,106 @@ def test_a_crash_after_the_window_is_rolled_back(
     assert lab1.files(0) == lab1.pristine and lab1.healthy(0)
 
 
+def _held_restart(lab: rolloutlab.RolloutLab) -> tuple[Path, Path, dict[str, str]]:
+    """A restart command that says it began (a marker) and then waits for a go file: the
+    test acts while the host is provably in its restart step, and lets the restart end."""
+    began, go = lab.hosts[0].lab / "restart-began", lab.hosts[0].lab / "restart-go"
+    began.unlink(missing_ok=True)
+    go.unlink(missing_ok=True)
+    cmd = (
+        "touch /root/lab/restart-began; until test -e /root/lab/restart-go; do sleep 0.1; done; "
+        "/root/lab/ctl restart vllm"
+    )
+    return began, go, {"restart": cmd}
+
+
+def _restarted(lab: rolloutlab.RolloutLab, pid: int) -> None:
+    """The restart a lost controller began runs on, in its own session: let it end."""
+    _until(lambda: lab.pid(0) != pid)
+    lab.wait_healthy(0)
+
+
 def test_a_second_ctrl_c_still_leaves_the_report(
     lab1: rolloutlab.RolloutLab, tmp_path: Path
 ) -> None:
-    """Two SIGINTs while h8 restarts (a restart that takes 5 s): exit 130 at once, and the
-    report has h8 as far as it got (apply done, stopped in the restart); --resume runs the
-    restart again and on."""
-    began = lab1.hosts[0].lab / "restart-began"
-    began.unlink(missing_ok=True)
-    slow = {"restart": "touch /root/lab/restart-began; sleep 5; /root/lab/ctl restart vllm"}
-    inv = lab1.inventory(tmp_path / "hosts.toml", h8=slow)
+    """Two SIGINTs while h8 restarts (a restart held until the test lets it go): exit 130 at
+    once, and the report has h8 as far as it got (apply done, stopped in the restart);
+    --resume runs the restart again and on."""
+    began, go, held = _held_restart(lab1)
+    inv = lab1.inventory(tmp_path / "hosts.toml", h8=held)
     report = tmp_path / "r.json"
     pid, files = lab1.pid(0), lab1.files(0)
     proc = _start(lab1, inv, report)
-    _until(began.exists)  # the restart's sleep has begun
-    started = time.monotonic()
+    _until(began.exists)  # h8 is in its restart step, held there
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
-    assert time.monotonic() - started < 5  # did not wait for the restart to end
+    assert not go.exists() and lab1.pid(0) == pid  # it did not wait for the restart to end
     doc = jsondoc.check(json.loads(report.read_text()))
     h8 = doc["hosts"][0]["rollout"]
     assert (h8["verdict"], h8["stopped_in"]) == ("interrupted", "restart"), h8
     assert [p["step"] for p in h8["phases"]] == ["baseline", "apply"]
     assert "in the restart step" in doc["hosts"][0]["error"]
-    # The restart the lost controller started runs on, in its own session: let it end.
-    deadline = time.monotonic() + 30
-    while lab1.pid(0) == pid and time.monotonic() < deadline:
-        time.sleep(0.5)
-    lab1.wait_healthy(0)
+    go.touch()
+    _restarted(lab1, pid)
     resumed = rollout(lab1, inv, BACKPORT, "--resume", report, "--json")
     assert resumed.code == 0, resumed.out + resumed.err
     h8 = by_host(resumed)["h8"]["rollout"]
     assert h8["verdict"] == "kept" and [p["step"] for p in h8["phases"]][-1] == "gates"
     assert lab1.pid(0) != pid and lab1.files(0) != files
+
+
+def test_a_lost_controller_leaves_its_report_and_resume_finishes_the_host(
+    lab1: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """SIGKILL (no handler runs, nothing is written at the end) while h8 is in its restart
+    step: the report the rollout wrote as it went, at the default path it named on stderr,
+    says h8 is in the restart; h8's journal (`vpatch status`) that apply is its last step.
+    `--resume REPORT` runs the restart again and on: kept."""
+    began, go, held = _held_restart(lab1)
+    inv = lab1.inventory(tmp_path / "hosts.toml", h8=held)
+    # h8 kept the back-port in the test before: its files back to pip's (its server as is).
+    back = vpatch("rollback", BACKPORT, "--inventory", inv, "--ssh-config", lab1.ssh.ssh_config)
+    assert back.code == 0 and lab1.files(0) == lab1.pristine, back.out + back.err
+    state = tmp_path / "state"
+    pid, files = lab1.pid(0), lab1.files(0)
+    proc = _start(lab1, inv, None, env={"XDG_STATE_HOME": str(state)})
+    assert proc.stderr is not None
+    note = proc.stderr.readline()
+    assert note.startswith("note: rollout ") and "report (written as it goes): " in note, note
+    report = Path(note.rsplit(": ", 1)[1].strip())
+    assert report.parent == state / "vpatch" / "rollouts"
+    _until(began.exists)
+    proc.kill()
+    proc.communicate(timeout=60)
+    doc = jsondoc.check(json.loads(report.read_text()))
+    h8 = doc["hosts"][0]
+    assert (h8["rollout"]["verdict"], h8["rollout"]["stopped_in"]) == ("interrupted", "restart")
+    assert [p["step"] for p in h8["rollout"]["phases"]] == ["baseline", "apply"]
+    assert h8["error"].startswith("running: in the restart step when this report was written")
+    assert lab1.pid(0) == pid and lab1.files(0) != files  # patched, not restarted yet
+
+    def last() -> dict[str, Any]:
+        st = vpatch("status", "--inventory", inv, "--ssh-config", lab1.ssh.ssh_config, "--json")
+        step: dict[str, Any] = st.doc["hosts"][0]["rollout_step"]
+        assert step["run"] == h8["rollout"]["run"]
+        return step
+
+    assert (last()["step"], last()["ok"], last()["verdict"]) == ("apply", True, None)
+    go.touch()
+    _restarted(lab1, pid)
+    resumed = rollout(lab1, inv, BACKPORT, "--resume", report, "--report", report, "--json")
+    assert resumed.code == 0, resumed.out + resumed.err
+    h8 = by_host(resumed)["h8"]
+    steps = ["baseline", "apply", "restart", "health", "window", "gates"]
+    assert (
+        h8["rollout"]["verdict"] == "kept" and [p["step"] for p in h8["rollout"]["phases"]] == steps
+    )
+    assert lab1.pid(0) != pid and lab1.files(0) != files and lab1.healthy(0)
+    assert (last()["step"], last()["verdict"]) == ("gates", "kept")
+    assert jsondoc.check(json.loads(report.read_text()))["hosts"][0]["rollout"]["verdict"] == "kept"
 
 
 def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(

@@ -79,3 +79,28 @@ def run_resume(case: dict[str, Any]) -> dict[str, Any]:
     if got.why:
         out["why"] = got.why
     return out
+
+
+def live_cases() -> list[Path]:
+    return sorted((CASES / "live").glob("*.json"))
+
+
+def run_live(case: dict[str, Any]) -> list[dict[str, Any]]:
+    """What a report written as the rollout goes (rolloutrun.LiveReport) says of the host as
+    each step begins (every earlier one done), and once its walk is over."""
+    plan = rollout.Plan(**case["plan"])
+    fails = set(case["fails"])
+    done: list[tuple[str, bool]] = []
+    out: list[dict[str, Any]] = []
+
+    def say(current: str | None) -> None:
+        reached, verdict = rollout.outcome(plan, done)
+        says = rollout.stopped(plan, done, current, running=True)
+        out.append({"in": current, "reached": reached, "verdict": verdict, "says": says})
+
+    while (step := rollout.next_step(plan, done)) is not None:
+        assert len(done) < len(rollout.STEPS), f"the machine loops: {done}"
+        say(step)
+        done.append((step, step not in fails))
+    say(None)
+    return out

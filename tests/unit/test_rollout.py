@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from patcher import fleet, rollout, rolloutresume, rolloutrun, rolloutview
+from patcher import fleet, rollout, rolloutreport, rolloutresume, rolloutview
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.spec import MetricsThresholds
@@ -25,6 +25,12 @@ def test_step_machine(path: Path) -> None:
 def test_gates(path: Path) -> None:
     case = rolloutcases.load(path)
     assert rolloutcases.run_gates(case) == case["expect"]
+
+
+@pytest.mark.parametrize("path", rolloutcases.live_cases(), ids=lambda p: p.stem)
+def test_live_report_says(path: Path) -> None:
+    case = rolloutcases.load(path)
+    assert rolloutcases.run_live(case) == case["expect"]
 
 
 def test_there_are_cases_of_every_verdict() -> None:
@@ -280,7 +286,7 @@ def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: P
     phases = [{"step": "baseline", "ok": True}, {"step": "apply", "ok": True}]
     host = {"target": "h1", "rollout": {"run": "abc1", "phases": phases}}
     good = {"command": "rollout", "hosts": [host, {"target": "h2", "rollout": None}]}
-    got = rolloutrun.load_report(_report(tmp_path, good), ["h2", "h1"])
+    got = rolloutreport.load_report(_report(tmp_path, good), ["h2", "h1"])
     assert got.run == "abc1"
     assert got.steps == {"h1": [("baseline", True), ("apply", True)], "h2": None}
     bad = [
@@ -300,7 +306,7 @@ def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: P
     ]
     for doc, names, words in bad:
         with pytest.raises(UsageError) as err:
-            rolloutrun.load_report(_report(tmp_path, doc), names)
+            rolloutreport.load_report(_report(tmp_path, doc), names)
         assert words in err.value.message
     with pytest.raises(UsageError):
-        rolloutrun.load_report(str(tmp_path / "missing.json"), ["h1"])
+        rolloutreport.load_report(str(tmp_path / "missing.json"), ["h1"])

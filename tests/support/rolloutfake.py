@@ -1,0 +1,155 @@
+"""A fake host for `vpatch rollout`'s executor (patcher/rolloutrun.py) in milliseconds: the
+agent's answers to the rollout's requests (fetch, restart, health, rollout_step, inspect) from
+a server whose counters grow at a set acceptance rate, a journal of the step entries the
+executor records, and apply/rollback as counted stand-ins for patcher.engine.
+
+What the lab (tests/support/rolloutlab.py) proves on real parts, this lets a unit test drive
+through every phase: a Ctrl-C or a lost controller (`Lost`, raised from inside a step, as a
+SIGKILL ends the walk without any handler) in each of them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patcher import rollout, rolloutrun
+from patcher.agent import protocol
+from patcher.result import PatchResult
+
+if TYPE_CHECKING:
+    from patcher.inventory import Target
+    from patcher.spec import PatchSpec
+
+DRAFTS_PER_SCRAPE = 100
+TOKENS_PER_DRAFT = 3
+
+
+class Lost(BaseException):
+    """The controller is gone mid-step (SIGKILL): nothing of it runs on, nothing is recorded."""
+
+
+@dataclass
+class FakeHost:
+    """One host: its server, its journal, and what each step asked of it."""
+
+    target: str = "h1"  # the Transport protocol's (patcher/transports/base.py), with close, call
+    acceptance: float = 0.7
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    ran: list[str] = field(default_factory=list)  # the step each request was made in
+    current: Callable[[], str | None] = lambda: None  # the executor's step now (h.current)
+    hook: Callable[[str], None] = lambda step: None  # called with the step of each request
+    _scrapes: int = 0
+
+    def close(self) -> None:
+        pass
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        op = request["op"]
+        if op == protocol.STEP:
+            entry = dict(request["entry"], ts="2026-12-01T12:00:00.000Z")
+            self.journal.append(entry)
+            return {"ok": True}
+        if op == "inspect":
+            runs = [e["run"] for e in self.journal]
+            newest = runs[-1] if runs else None
+            return {"ok": True, "rollout": [e for e in self.journal if e["run"] == newest]}
+        step = self.current()
+        assert step is not None, f"a {op} request outside any step"
+        self.ran.append(step)
+        self.hook(step)
+        if op == "fetch":
+            return {"ok": True, "text": self._metrics(), "seconds": 0.001}
+        if op == protocol.RESTART:
+            self._scrapes = 0  # a new server: its counters start again
+            return {"ok": True, "exit": 0, "timed_out": False, "seconds": 0.01}
+        if op == protocol.HEALTH:
+            return {"ok": True, "healthy": True, "status": 200, "tries": 1}
+        raise AssertionError(f"unexpected request {op}")
+
+    def _metrics(self) -> str:
+        self._scrapes += 1
+        drafts = self._scrapes * DRAFTS_PER_SCRAPE
+        tokens = drafts * TOKENS_PER_DRAFT
+        lines = [
+            f"{rollout.DRAFTS} {drafts}",
+            f"{rollout.DRAFT_TOKENS} {tokens}",
+            f"{rollout.ACCEPTED} {round(tokens * self.acceptance)}",
+            f"{rollout.GENERATION} {drafts * 4}",
+            f'{rollout.FINISHED}{{finished_reason="stop"}} {self._scrapes * 10}',
+        ]
+        return "\n".join(f"# TYPE {ln.split()[0].split('{')[0][:-6]} counter\n{ln}" for ln in lines)
+
+    def engine_step(self, h: rolloutrun._Host, which: str) -> str:
+        """patcher.engine's apply or rollback, as rolloutrun._engine_step runs it: counted."""
+        step = self.current()
+        assert step is not None
+        self.ran.append(step)
+        self.hook(step)
+        h.result.patches = [
+            PatchResult(s.id, s.package, None, "applied" if which == "apply" else "rolled_back")
+            for s in h.specs
+        ]
+        return ", ".join(f"{p.id} {p.outcome}" for p in h.result.patches)
+
+
+def engine_step(h: rolloutrun._Host, which: str) -> str:
+    """In place of rolloutrun._engine_step (monkeypatched): the host's FakeHost does it."""
+    fake = h.transport
+    assert isinstance(fake, FakeHost)
+    return fake.engine_step(h, which)
+
+
+def settings(**over: Any) -> rolloutrun.Settings:
+    """A rollout's options with a restart, health and metrics (every step) and short windows:
+    the fake server's window closes on its second scrape (--min-drafts)."""
+    base: dict[str, Any] = {
+        "restart": "systemctl restart vllm",
+        "restart_timeout": 60.0,
+        "health": "http://localhost:8000/health",
+        "health_timeout": 5.0,
+        "metrics": "http://localhost:8000/metrics",
+        "window": 0.01,
+        "min_drafts": DRAFTS_PER_SCRAPE,
+        "min_acceptance": None,
+        "min_ratio": None,
+        "allow_no_traffic": False,
+    }
+    return rolloutrun.Settings(**{**base, **over})
+
+
+def host(
+    fake: FakeHost,
+    target: Target,
+    specs: list[PatchSpec],
+    cfg: rolloutrun.Settings,
+    run: str,
+) -> rolloutrun._Host:
+    """The executor's state for one host on `fake`, and `fake` told which step is running."""
+    from patcher import engine
+
+    h = rolloutrun._host(target, fake, specs, engine.Options(level="static"), None, cfg, run)
+    fake.current = lambda: h.current
+    return h
+
+
+def stop_in(step: str, event: threading.Event) -> Callable[[str], None]:
+    """A hook: the first request made in `step` sets `event` (the first Ctrl-C)."""
+
+    def hook(now: str) -> None:
+        if now == step:
+            event.set()
+
+    return hook
+
+
+def lose_in(step: str) -> Callable[[str], None]:
+    """A hook: the first request made in `step` ends the controller (Lost)."""
+
+    def hook(now: str) -> None:
+        if now == step:
+            raise Lost(step)
+
+    return hook

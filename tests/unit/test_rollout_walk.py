@@ -1,0 +1,263 @@
+"""patcher.rolloutrun's walk over a fake host (tests/support/rolloutfake.py), in milliseconds:
+a Ctrl-C in each phase, and a controller lost in each phase, then `--resume` from the report
+and the steps the host's journal recorded. The lab (tests/integration/test_rollout_lab.py)
+covers a few of these on real parts; here every phase, forward and on the way back."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher import catalog, rollout, rolloutreport, rolloutresume, rolloutrun
+from patcher.errors import UsageError
+from patcher.inventory import Target
+from patcher.spec import PatchSpec
+from tests import jsondoc
+from tests.conftest import REPO
+from tests.support import rolloutfake
+from tests.support.rolloutfake import FakeHost, Lost
+
+BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
+FORWARD = [rollout.BASELINE, rollout.APPLY, rollout.RESTART, rollout.HEALTH, rollout.WINDOW]
+FORWARD += [rollout.GATES]
+BACK = [rollout.ROLLBACK, rollout.ROLLBACK_RESTART, rollout.ROLLBACK_HEALTH]
+GOOD, BAD = 0.7, 0.15  # the backport's [metrics] min_acceptance_rate is 0.4
+# (phase, the server's acceptance): the 15 % server fails its gates and takes the way back.
+PHASES = [(p, GOOD) for p in FORWARD] + [(p, BAD) for p in BACK]
+TARGET = Target("h1", "h1")
+
+
+def walk_of(acceptance: float) -> list[str]:
+    return FORWARD + (BACK if acceptance == BAD else [])
+
+
+def verdict_of(acceptance: float) -> str:
+    return rollout.KEPT if acceptance == GOOD else rollout.ROLLED_BACK
+
+
+@pytest.fixture(scope="module")
+def specs() -> list[PatchSpec]:
+    return catalog.load_all([str(BACKPORT)])
+
+
+@pytest.fixture(autouse=True)
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+
+
+def steps(doc: dict[str, Any] | None) -> list[str]:
+    assert doc is not None
+    return [p["step"] for p in doc["phases"]]
+
+
+def resume(
+    fake: FakeHost, specs: list[PatchSpec], reported: list[tuple[str, bool]] | None
+) -> tuple[rolloutresume.Resume, rolloutrun._Host, list[str]]:
+    """A second controller: a fresh host state, told from the report and the fake's journal."""
+    fake.hook = lambda step: None
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    return rolloutrun.resume_host(h, reported), h, []
+
+
+@pytest.mark.parametrize(("phase", "acceptance"), PHASES, ids=[p for p, _ in PHASES])
+def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
+    phase: str, acceptance: float, specs: list[PatchSpec]
+) -> None:
+    fake = FakeHost(acceptance=acceptance)
+    ctrl_c = threading.Event()
+    fake.hook = rolloutfake.stop_in(phase, ctrl_c)
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    begun: list[str] = []
+    first = rolloutrun.walk(h, ctrl_c, lambda h: begun.append(str(h.current)))
+    walk = walk_of(acceptance)
+    upto = walk[: walk.index(phase) + 1]
+    assert ctrl_c.is_set() and begun == upto  # the step in flight ended; none began after it
+    assert steps(first.rollout) == upto
+    assert [e["step"] for e in fake.journal] == upto  # each recorded right after it ran
+    last = phase == walk[-1]
+    r = first.rollout
+    assert r is not None
+    if last:  # nothing follows the last step: the host's own verdict
+        assert r["verdict"] == verdict_of(acceptance) and fake.journal[-1]["verdict"]
+    else:
+        assert (r["verdict"], r["reached"], r["stopped_in"]) == ("interrupted", phase, None)
+        assert first.error == f"interrupted (Ctrl-C) after the {phase} step"
+        assert not first.ok and "verdict" not in fake.journal[-1]
+
+    said, runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    assert runs == {"r1"}
+    decision, h2, again = resume(fake, specs, said["h1"])
+    if last:
+        assert decision.action == rolloutresume.RESUME_DONE
+        second = rolloutrun.finish(h2)
+    else:
+        assert decision.action == rolloutresume.RESUME_CONTINUE
+        assert rollout.next_step(h2.plan, decision.done) == walk[len(upto)]
+        second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
+    assert again == walk[len(upto) :]  # the rest, each once: no step ran twice
+    assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
+    assert second.rollout is not None and second.rollout["verdict"] == verdict_of(acceptance)
+    assert second.ok == (acceptance == GOOD)
+    # a resumed host gates on the baseline its journal recorded, not on a new one
+    assert first.rollout is not None and second.rollout["before"] == first.rollout["before"]
+    assert fake.ran.count(rollout.APPLY) == 1
+    assert fake.ran.count(rollout.ROLLBACK) == (1 if acceptance == BAD else 0)
+
+
+@pytest.mark.parametrize(("phase", "acceptance"), PHASES, ids=[p for p, _ in PHASES])
+def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
+    phase: str, acceptance: float, specs: list[PatchSpec], tmp_path: Path
+) -> None:
+    """SIGKILL runs no handler: what is on disk is the report as the step began. --resume
+    from it runs that step again (its record never came) and the rest, once each; an
+    interrupted way back goes on as the way back, never as a keep."""
+    fake = FakeHost(acceptance=acceptance)
+    fake.hook = rolloutfake.lose_in(phase)
+    cfg = rolloutfake.settings()
+    path = tmp_path / "r.json"
+    report = rolloutreport.LiveReport(str(path), [TARGET], specs, cfg, "r1")
+    report.write(start=True)
+    h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
+    report.live[0] = h
+    with pytest.raises(Lost):
+        rolloutrun.walk(h, threading.Event(), report.step)
+
+    walk = walk_of(acceptance)
+    before = walk[: walk.index(phase)]
+    doc = jsondoc.check(json.loads(path.read_text()))
+    host = doc["hosts"][0]
+    r = host["rollout"]
+    assert (r["run"], r["verdict"], r["stopped_in"]) == ("r1", "interrupted", phase)
+    assert steps(r) == before and r["reached"] == (before[-1] if before else rollout.NOTHING)
+    assert host["error"].startswith(f"running: in the {phase} step when this report was written")
+    assert not doc["ok"] and [e["step"] for e in fake.journal] == before
+
+    reported = rolloutreport.load_report(str(path), ["h1"])
+    assert reported.run == "r1"
+    decision, h2, again = resume(fake, specs, reported.steps["h1"])
+    assert decision.action == rolloutresume.RESUME_CONTINUE
+    assert rollout.next_step(h2.plan, decision.done) == phase
+    second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
+    assert again == walk[len(before) :]
+    assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
+    assert second.rollout is not None and second.rollout["verdict"] == verdict_of(acceptance)
+
+
+def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
+    specs: list[PatchSpec], tmp_path: Path
+) -> None:
+    """Written before any host is contacted (every host, the run id, the options), as each
+    step begins (the earlier ones done and in the journal), and as each host ends."""
+    second = Target("h2", "h2", restart="supervisorctl restart vllm")
+    cfg = rolloutfake.settings()
+    path = tmp_path / "r.json"
+    report = rolloutreport.LiveReport(str(path), [TARGET, second], specs, cfg, "r1")
+    report.write(start=True)
+    start = jsondoc.check(json.loads(path.read_text()))
+    assert [h["target"] for h in start["hosts"]] == ["h1", "h2"] and not start["ok"]
+    restarts = ("systemctl restart vllm", "supervisorctl restart vllm")
+    for h, restart in zip(start["hosts"], restarts, strict=True):
+        r = h["rollout"]
+        assert (r["run"], r["verdict"], r["phases"], r["restart"]) == ("r1", None, [], restart)
+        assert (r["health"], r["metrics"]) == (cfg.health, cfg.metrics)
+        assert (r["window"], r["thresholds"]["min_acceptance_rate"]) == (cfg.window, 0.4)
+        assert h["patches"][0]["outcome"] == "skipped"
+        assert "not started yet (rollout r1 is running)" in h["patches"][0]["message"]
+    assert rolloutreport.load_report(str(path), ["h2", "h1"]).steps == {"h1": [], "h2": []}
+
+    fake = FakeHost()
+    h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
+    report.live[0] = h
+    seen: list[tuple[str | None, list[str], list[str]]] = []
+
+    def on_step(h: rolloutrun._Host) -> None:
+        report.step(h)
+        r = json.loads(path.read_text())["hosts"][0]["rollout"]
+        seen.append((r["stopped_in"], steps(r), [e["step"] for e in fake.journal]))
+
+    report.ended(0, rolloutrun.walk(h, None, on_step))
+    assert seen == [(s, FORWARD[:i], FORWARD[:i]) for i, s in enumerate(FORWARD)]
+    end = jsondoc.check(json.loads(path.read_text()))
+    assert end["hosts"][0]["rollout"]["verdict"] == "kept" and end["hosts"][0]["ok"]
+    assert end["hosts"][1]["rollout"]["verdict"] is None  # h2 not started yet
+
+    from patcher.result import RunResult
+
+    final = RunResult("rollout", False, report.hosts("not started"))
+    report.close(final)
+    report.write()  # a host thread still in flight after a second Ctrl-C: nothing lands
+    doc = jsondoc.check(json.loads(path.read_text()))
+    assert doc["hosts"][1]["rollout"] is None and "not started" in json.dumps(doc["hosts"][1])
+
+
+def test_a_report_that_cannot_be_written_at_the_start_is_bad_input(
+    specs: list[PatchSpec], tmp_path: Path
+) -> None:
+    (tmp_path / "file").write_text("")
+    where = tmp_path / "file" / "r.json"
+    report = rolloutreport.LiveReport(str(where), [TARGET], specs, rolloutfake.settings(), "r1")
+    with pytest.raises(UsageError) as err:
+        report.write(start=True)
+    assert "cannot write the rollout's report" in err.value.message
+
+
+def test_the_default_report_is_in_the_xdg_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", "/srv/state")
+    assert rolloutreport.default_report("ab12") == "/srv/state/vpatch/rollouts/ab12.json"
+    monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG rule: ignored
+    monkeypatch.setenv("HOME", "/home/op")
+    assert rolloutreport.default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
+
+
+def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
+    specs: list[PatchSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group commit: the first write is held on its way to disk; 7 more hosts ask
+    meanwhile; one more write covers them all, and each returns only once it is on disk."""
+    from patcher import report as reportmod
+
+    first_in, release = threading.Event(), threading.Event()
+    written: list[list[str | None]] = []
+    real = reportmod.write_report
+
+    def held(result: Any, path: str) -> None:
+        if not written:
+            first_in.set()
+            assert release.wait(10)
+        written.append([(h.rollout or {}).get("stopped_in") for h in result.hosts])
+        real(result, path)
+
+    monkeypatch.setattr(reportmod, "write_report", held)
+    targets = [Target(f"h{i}", f"h{i}") for i in range(8)]
+    cfg = rolloutfake.settings()
+    live = rolloutreport.LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
+    for i, t in enumerate(targets):
+        live.live[i] = rolloutfake.host(FakeHost(target=t.name), t, specs, cfg, "r1")
+    done: list[int] = []
+
+    def begin(i: int) -> None:
+        live.live[i].current = rollout.APPLY
+        live.write()
+        done.append(i)
+
+    threads = [threading.Thread(target=begin, args=(0,))]
+    threads[0].start()
+    assert first_in.wait(10)
+    threads += [threading.Thread(target=begin, args=(i,)) for i in range(1, 8)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while live._asked < 8:  # every host has asked and waits
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert done == []
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert sorted(done) == list(range(8)) and len(written) == 2
+    assert written[0][0] == rollout.APPLY and written[1] == [rollout.APPLY] * 8
