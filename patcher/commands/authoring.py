@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         )
     targets = _targets.targets(args)
     store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
+    store.warm()  # pip's configuration read while the hosts are scanned
     pristine = handedit.Pristine(args.package, partial(store.file, args.package))
     with progress.live(f"{args.command}: starting") if len(targets) == 1 else nullcontext():
         scans = handedit.scan_all(

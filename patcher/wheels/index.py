@@ -206,6 +206,16 @@ _UNREACHABLE = (
 )
 
 
+def unreachable_hint(package: str, version: Version, detail: str) -> str:
+    """What to do when no configured index answers (found before pip is run: pip, reading the
+    same configuration, could only retry into the same wall)."""
+    return (
+        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or make `python -m pip "
+        f"download --no-deps {package}=={version}` work here (pip.conf); the package index is "
+        f"unreachable ({detail[:160]})"
+    )
+
+
 def unavailable_hint(package: str, version: Version, stderr: str) -> str:
     """What to do when no wheel of the release can be had, with pip's reason in a few words
     (never pip's retry log)."""

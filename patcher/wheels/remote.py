@@ -55,6 +55,11 @@ class NoRanges(VpatchError):
     """The ranged path cannot be used for this release: pip downloads the whole wheel."""
 
 
+class Unreachable(NoRanges):
+    """No configured index answered at all (refused, no route, no name, timed out): pip,
+    reading the same configuration, would find nothing either (the store says so at once)."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     """The release's wheel as the index lists it."""
@@ -129,7 +134,11 @@ class Client:
         except urllib.error.HTTPError as exc:
             exc.close()
             raise NoRanges(f"{_safe(url)}: HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, OSError):  # no HTTP answer: refused, unresolvable, ...
+                raise Unreachable(f"{_safe(url)}: {exc.reason}") from None
+            raise NoRanges(f"{_safe(url)}: {exc}") from None
+        except (OSError, ValueError) as exc:
             raise NoRanges(f"{_safe(url)}: {exc}") from None
         return resp
 
@@ -230,10 +239,15 @@ def find(
         version,
     ):
         raise NoRanges(f"{package}=={version}: pip has it on disk (find-links or file:// index)")
+    unreachable: list[str] = []
     for index in client.index_urls:
         page = index.rstrip("/") + f"/{canonicalize_name(package)}/"
         if page not in pages:
-            resp = client.open(page, {"Accept": ACCEPT})
+            try:
+                resp = client.open(page, {"Accept": ACCEPT})
+            except Unreachable as exc:  # the next index may answer (pip tries them all)
+                unreachable.append(exc.message)
+                continue
             with resp:
                 body = resp.read(MAX_PAGE + 1)
                 ctype = resp.headers.get("Content-Type", "")
@@ -244,6 +258,8 @@ def find(
         got = choose(pages[page], package, version)
         if got is not None:
             return got
+    if unreachable and len(unreachable) == len(client.index_urls) and not config.local_dirs:
+        raise Unreachable("; ".join(unreachable))
     raise NoRanges(f"no index lists a wheel of {package}=={version} for this interpreter")
 
 

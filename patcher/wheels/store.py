@@ -171,6 +171,21 @@ class Store:
     _locks: dict[tuple[str, str], threading.Lock] = field(default_factory=dict, repr=False)
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _warming: threading.Thread | None = field(default=None, repr=False)
+
+    def warm(self) -> None:
+        """Read pip's configuration in the background now (`pip config list` is a pip start,
+        ~0.3 s), while the command scans its hosts: a cold fetch then starts at once, and an
+        unreachable index is said within a second. Harmless when no fetch follows."""
+        if self.partial and not self.platforms and self._warming is None:
+            self._warming = threading.Thread(target=self._index_config, daemon=True)
+            self._warming.start()
+
+    def _index_config(self) -> pipconf.IndexConfig:
+        with self._guard:
+            if self._config is None:
+                self._config = pipconf.read(index.pip_command())
+            return self._config
 
     @classmethod
     def for_run(
@@ -339,14 +354,16 @@ class Store:
         if self.platforms:  # another platform's wheel: pip's choice, not this interpreter's
             self.no_ranges[f"{package}=={version}"] = "--platform given"
             return None
-        with self._guard:
-            if self._config is None:
-                self._config = pipconf.read(index.pip_command())
-            config = self._config
-            pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
+        config = self._index_config()  # waits for warm()'s read, if one is running
+        pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
         try:
             got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
+        except remote.Unreachable as exc:  # pip reads the same config: it would find none
+            raise index.PipError(
+                f"no wheel for {package}=={version} in the wheelhouse or index",
+                index.unreachable_hint(package, version, exc.message),
+            ) from None
         except (remote.NoRanges, CorruptWheel) as exc:
             self.no_ranges[f"{package}=={version}"] = exc.message
             return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from packaging.tags import sys_tags
 from packaging.version import Version
 
@@ -89,3 +90,27 @@ def test_choose_the_wheel_this_interpreter_installs() -> None:
     assert remote.choose([generic, here, alien, other], "Demo", Version("1.0")) == here
     assert remote.choose([alien, other], "demo", Version("1.0")) is None
     assert remote.choose([generic], "demo", Version("1.0")) == generic
+
+
+def test_no_index_answering_is_unreachable_one_answering_is_not() -> None:
+    """Every configured index refusing the connection is `Unreachable` (the store says so at
+    once: pip, with the same configuration, could only fail); one index answering, even with
+    no such wheel, is a plain NoRanges (pip then tries as it always did)."""
+    import socket
+
+    from packaging.version import Version
+
+    from patcher.wheels import pipconf, remote
+
+    with socket.socket() as s:  # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/simple"
+        config = pipconf.IndexConfig(index_urls=(closed, closed + "2"), timeout=5)
+        client = remote.Client(config, remote.Moved())
+        with pytest.raises(remote.Unreachable) as got:
+            remote.find(client, config, "click", Version("8.1.7"))
+        assert "127.0.0.1" in got.value.message
+        pages = {closed.rstrip("/") + "/click/": []}  # this index answered: it lists nothing
+        with pytest.raises(remote.NoRanges) as other:
+            remote.find(client, config, "click", Version("8.1.7"), pages)
+        assert not isinstance(other.value, remote.Unreachable)
