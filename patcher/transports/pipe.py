@@ -10,6 +10,7 @@ agent ends the session; the next call starts a fresh one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -63,6 +64,7 @@ class PipeTransport(SessionTransport):
                 return
             self._session = _LocalSession.start(self.target, self._argv())
             self._session.unsent = agent_bundle()
+            _widen(self._session.proc.stdin, len(self._session.unsent))
             self._session.feed()
             self._early = True
 
@@ -229,6 +231,21 @@ class _LocalSession:
         """Stop the agent (EOF, or SIGKILL to its group) and reap it; its exit code."""
         self._finalizer.detach()
         return _end_local(self.proc, self.err, 2.0, kill)
+
+
+def _widen(pipe: IO[bytes] | None, size: int) -> None:
+    """Let an early session's stdin pipe hold the whole bundle (~0.5 MiB), so the agent
+    has all of it, and is set up, by the time the first request comes: with the default
+    64 KiB the rest waited for that request, on the critical path of a one-host run
+    (docs/scale.md). Linux (F_SETPIPE_SZ); elsewhere, or over the user's pipe limits, the
+    pipe stays as it is and the first call sends the rest."""
+    import fcntl
+
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is None or setsize is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), setsize, size)
 
 
 def _end_local(proc: subprocess.Popen[bytes], err: IO[bytes], grace: float, kill: bool) -> int:
