@@ -1,0 +1,102 @@
+"""One host's `vpatch apply --level static` against the floor, for source trees side by side.
+
+    python -m bench.onehost --reps 30 main=/tmp/main-tree now=.
+
+Each NAME=DIR is a tree holding a `patcher/` package (this checkout, or another revision
+unpacked with `git archive REV patcher | tar -x -C DIR`), run by this venv's interpreter with
+DIR first on sys.path. One lab host (the stand-in, bench/lab.py); every round measures the floor
+(`ssh h sed -i`) and then each tree's apply, the trees' order reversed every other round, the
+host reset to pip's bytes before each run and the result checked (outside the clock). One
+untimed warm-up round fills the rewrite cache, the fact cache and the .pyc files. Printed:
+medians of wall and controller CPU (user+sys of the process tree, bench/timing.py), each
+tree's ratio to the floor, and the median of per-round differences between consecutive trees
+(steadier than a difference of medians when the machine's load drifts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shlex
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import lab as labs
+from bench.run import SED, BenchError, expected_text
+from bench.timing import Timed, child_env, timed
+from tests.support.standin_specs import SPEC_A
+
+LAUNCH = (
+    "import sys; sys.path.insert(0, {src!r}); sys.argv[0] = 'vpatch'; "
+    "from patcher.entry import main; sys.exit(main())"
+)
+
+
+def _tree(text: str) -> tuple[str, str]:
+    name, sep, src = text.partition("=")
+    if not sep or not (Path(src) / "patcher").is_dir():
+        raise argparse.ArgumentTypeError(f"{text}: want NAME=DIR, DIR holding patcher/")
+    return name, str(Path(src).resolve())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.onehost", description=__doc__.split("\n")[0])
+    p.add_argument("trees", nargs="+", type=_tree, metavar="NAME=DIR")
+    p.add_argument("--reps", type=int, default=15, help="timed rounds (15)")
+    args = p.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="vpatch-onehost-"))
+    lab = labs.start_standin(1, work)
+    host = lab.hosts[0]
+    inv = labs.write_inventory(work / "hosts.toml", [host])
+    spec = work / "spec.toml"
+    spec.write_text(SPEC_A)
+    expected = expected_text(lab.pristine_text())
+    remote = f"sed -i {shlex.quote(SED)} {shlex.quote(lab.remote_target)}"
+    floor = ["ssh", "-F", str(lab.lab.ssh_config), "-T", "-n", host.name, "--", remote]
+    env = child_env({"VPATCH_CACHE_DIR": str(work / "cache")})
+
+    def apply(src: str) -> Timed:
+        argv = [sys.executable, "-c", LAUNCH.format(src=src), "apply", str(spec)]
+        argv += ["--inventory", str(inv), "--ssh-config", str(lab.lab.ssh_config)]
+        argv += ["--python", labs.PYTHON, "--parallel", "1", "--json", "--level", "static"]
+        t = timed(argv, env=env, cwd=src)
+        outcome = json.loads(t.out)["hosts"][0]["patches"][0]["outcome"] if t.code == 0 else "?"
+        if outcome != "applied" or lab.target(host).read_text() != expected:
+            raise BenchError(f"{src}: exit {t.code}, outcome {outcome}\n{t.err[-1500:]}")
+        return t
+
+    runs: dict[str, list[Timed]] = {"floor": [], **{name: [] for name, _ in args.trees}}
+    try:
+        for r in range(args.reps + 1):
+            lab.reset([host])
+            t = timed(floor)
+            if t.code != 0:
+                raise BenchError(f"floor: exit {t.code}\n{t.err[-1500:]}")
+            measured = [("floor", t)]
+            for name, src in args.trees if r % 2 else args.trees[::-1]:
+                lab.reset([host])
+                measured.append((name, apply(src)))
+            if r:  # round 0 warms the caches
+                for name, t in measured:
+                    runs[name].append(t)
+    finally:
+        lab.lab.close()
+    med = {n: statistics.median(t.wall for t in ts) for n, ts in runs.items()}
+    for name, ts in runs.items():
+        cpu = statistics.median(t.cpu for t in ts)
+        ratio = "" if name == "floor" else f"  {med[name] / med['floor']:.2f}x floor"
+        print(f"{name:<12} wall {med[name] * 1e3:7.1f} ms  cpu {cpu * 1e3:7.1f} ms{ratio}")
+    names = [name for name, _ in args.trees]
+    for a, b in itertools.pairwise(names):
+        wall = statistics.median(y.wall - x.wall for x, y in zip(runs[a], runs[b], strict=True))
+        cpu = statistics.median(y.cpu - x.cpu for x, y in zip(runs[a], runs[b], strict=True))
+        print(f"{b} - {a}: per-round wall {wall * 1e3:+.1f} ms, cpu {cpu * 1e3:+.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
