@@ -67,6 +67,25 @@ def test_open_transport_passes_the_target_and_the_settings() -> None:
         open_transport(LOCAL._replace(python="/nonexistent/python"))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_an_early_session_takes_the_whole_bundle_before_its_first_call() -> None:
+    """start() hands the agent all of the bundle (its stdin pipe widened to hold it), not
+    the default pipe's 64 KiB with the rest waiting for the first request; the call works."""
+    import fcntl
+
+    from patcher.transports.bundle import agent_bundle
+
+    assert len(agent_bundle()) > 1 << 16  # else the default pipe would hold it anyway
+    with closing(open_transport(LOCAL)) as local:
+        assert isinstance(local, LocalTransport)
+        transports.start(local)
+        session = local._session
+        assert session is not None and session.proc.stdin is not None
+        size = fcntl.fcntl(session.proc.stdin.fileno(), fcntl.F_GETPIPE_SZ)
+        assert session.unsent == b"" and size >= len(agent_bundle()), (len(session.unsent), size)
+        assert local.call({"op": "procs", "paths": []})["ok"]
+
+
 def test_importing_the_room_loads_no_remote_kind() -> None:
     code = (
         "import sys, patcher.transports; "
