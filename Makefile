@@ -67,8 +67,13 @@ $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
 
 # vpatch vs ssh+sed vs ansible-core vs pyinfra on 1, 8, 32, 128 real sshd hosts, and vpatch's
 # controller alone for 10,000 simulated targets; writes bench/results.json and bench/results.md.
+# The rows measure this tree installed as users install it (README: pipx / uv tool): a venv of
+# its own with a non-editable install and only the runtime dependencies (bench/measured.py).
+BENCH_VPATCH := $(VENV)/installed
 bench: install $(BIN)/pyinfra
-	$(BIN)/python -m bench.run
+	$$($(BIN)/python -c 'import sys; print(sys._base_executable)') -m venv --clear $(BENCH_VPATCH)
+	$(BENCH_VPATCH)/bin/pip install -q .
+	VPATCH_BENCH_VPATCH=$(BENCH_VPATCH)/bin/vpatch $(BIN)/python -m bench.run
 
 # The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
 docs: $(BIN)/mkdocs

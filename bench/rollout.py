@@ -29,7 +29,6 @@ import http.server
 import json
 import shlex
 import shutil
-import sys
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import lab as labs
+from bench.measured import vpatch_argv
 from bench.timing import Timed, child_env, summary, timed
 from tests import sshd as harness
 from tests.support.standin_specs import SPEC_A
@@ -67,8 +67,7 @@ class RolloutBench:
         self.samples: dict[tuple[str, int], list[Timed]] = {}
 
     def _vpatch(self, command: str, inv: Path, n: int, *extra: str) -> Timed:
-        script = Path(sys.executable).parent / "vpatch"
-        argv = [str(script)] if script.exists() else [sys.executable, "-m", "patcher.cli"]
+        argv = vpatch_argv()
         argv += [command, str(self.spec), "--inventory", str(inv), "--python", labs.PYTHON]
         argv += ["--ssh-config", str(self.lab.lab.ssh_config), "--parallel", str(n)]
         argv += ["--level", "static", "--json", *extra]

@@ -65,6 +65,7 @@ from bench import rollout as bench_rollout
 from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
+from bench.measured import vpatch_argv, vpatch_install
 from bench.pyinfra import Pyinfra
 from bench.pyinfra import executable as pyinfra_executable
 from bench.timing import Timed, child_env, summary, timed
@@ -99,11 +100,6 @@ class BenchError(RuntimeError):
 
 def expected_text(pristine: str) -> str:
     return EDIT_RE.sub(r'\g<0>\n\g<1>"kimi_k2",', pristine, count=1)
-
-
-def vpatch_argv() -> list[str]:
-    script = Path(sys.executable).parent / "vpatch"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "patcher.cli"]
 
 
 @dataclass
@@ -651,7 +647,7 @@ def machine() -> dict[str, Any]:
         "controller_python": sys.version.split()[0],
         "host_python": f"{envs.HOST_PYTHON} ({host_py.stdout.strip() or '?'})",
         "openssh": ssh,
-        "vpatch": vp.stdout.strip(),
+        "vpatch": f"{vp.stdout.strip()} ({vpatch_install()})",
     }
 
 

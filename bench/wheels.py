@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.measured import vpatch_argv
 from bench.timing import Timed, child_env, summary, timed
 from tests import envs, standin
 from tests.support import rangeindex
@@ -52,9 +53,7 @@ class WheelsError(RuntimeError):
 
 
 def _vpatch(*argv: str, cache: Path) -> list[str]:
-    script = Path(sys.executable).parent / "vpatch"
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "vpatch"]
-    return [*head, *argv]
+    return [*vpatch_argv(), *argv]
 
 
 def _edit(path: Path) -> None:
