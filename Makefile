@@ -73,7 +73,7 @@ BENCH_VPATCH := $(VENV)/installed
 bench: install $(BIN)/pyinfra
 	$$($(BIN)/python -c 'import sys; print(sys._base_executable)') -m venv --clear $(BENCH_VPATCH)
 	$(BENCH_VPATCH)/bin/pip install -q .
-	VPATCH_BENCH_VPATCH=$(BENCH_VPATCH)/bin/vpatch $(BIN)/python -m bench.run
+	VPATCH_BENCH_VPATCH=$(abspath $(BENCH_VPATCH))/bin/vpatch $(BIN)/python -m bench.run
 
 # The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
 docs: $(BIN)/mkdocs
