@@ -29,8 +29,10 @@ Root: `$VPATCH_WHEEL_STORE`, else `$XDG_CACHE_HOME/vpatch/wheels`, else `~/.cach
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -50,6 +52,12 @@ from patcher.errors import VpatchError
 from patcher.wheels import index, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
+
+# Files kept from ranged reads (`Store._keep_member`): each at most this big (a source file;
+# the rest comes from the index again), the release's pointer at most this many bytes.
+MAX_MEMBER = 16 * 1024 * 1024
+MAX_MEMBERS_POINTER = 1024 * 1024
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def default_root() -> Path:
@@ -152,6 +160,7 @@ class Stats(Counters):
     stored: int = 0
     refused: int = 0
     ranged: int = 0  # releases read by HTTP ranges (only the members needed)
+    kept: int = 0  # files a ranged read kept, read from the store instead of the index
 
 
 @dataclass
@@ -206,8 +215,21 @@ class Store:
 
     def file(self, package: str, version: str | Version, rel: str) -> bytes | None:
         """pip's bytes of one installed file (diff, capture, backport, --adopt); None when the
-        release's wheel has no such file."""
-        return self.wheel(package, Version(str(version))).read(rel)
+        release's wheel has no such file. A file read by ranges is kept (`_keep_member`), so a
+        later run asks the index for nothing."""
+        v = Version(str(version))
+        kept = self._kept_member(package, v, rel)
+        if kept is not None:
+            self.stats.add("kept")
+            return kept
+        wheel = self.wheel(package, v)
+        data = wheel.read(rel)
+        if data is not None and wheel.origin == "index":
+            member = wheel.members.get(rel)
+            sha = wheel.hashes.get(member) if member is not None else None
+            if sha is not None:  # read() checked `data` against it
+                self._keep_member(package, v, wheel.name, rel, sha, data)
+        return data
 
     def text(self, package: str, version: str, rel: str) -> str | None:
         """pip's text of one installed file, None when it cannot be had (no wheel, not UTF-8,
@@ -334,6 +356,74 @@ class Store:
             blob.unlink(missing_ok=True)
             pointer.unlink(missing_ok=True)
             return None
+
+    def _members_pointer(self, package: str, version: Version) -> Path:
+        return self.root / "releases" / canonicalize_name(package) / f"{version}.members.json"
+
+    def _kept_member(self, package: str, version: Version, rel: str) -> bytes | None:
+        """A file of the release kept from an earlier ranged read, its bytes checked against
+        the sha256 RECORD gave it (the blob's name); None when none is kept or it does not
+        hold (then dropped: the index is asked again)."""
+        pointer = self._members_pointer(package, version)
+        try:
+            safe_dir(self.root)
+            for d in (self.root / "releases", pointer.parent, self.root / "members"):
+                safe_dir(d)
+            fh, _st = open_checked(pointer)
+            with fh:
+                doc = json.loads(fh.read(MAX_MEMBERS_POINTER))
+            sha = doc["files"].get(rel)
+            if sha is None:
+                return None
+            if not isinstance(sha, str) or not _SHA256.fullmatch(sha):
+                raise CorruptWheel(f"{pointer}: not a sha256")
+            blob = self.root / "members" / sha
+            fh, _st = open_checked(blob)
+            with fh:
+                data = fh.read(MAX_MEMBER + 1)
+            if len(data) > MAX_MEMBER or hashlib.sha256(data).hexdigest() != sha:
+                blob.unlink(missing_ok=True)
+                raise CorruptWheel(f"{blob}: does not hash to its name")
+            return data
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, CorruptWheel):
+            self.stats.add("refused")
+            pointer.unlink(missing_ok=True)
+            return None
+
+    def _keep_member(
+        self, package: str, version: Version, wheel: str, rel: str, sha: str, data: bytes
+    ) -> None:
+        """Keep one file read by ranges (bytes already checked against RECORD's `sha`): a
+        blob named by its sha256 and the release's pointer rel -> sha256. Best effort: a
+        store that cannot take it costs the next run a range request, nothing else."""
+        if len(data) > MAX_MEMBER:
+            return
+        pointer = self._members_pointer(package, version)
+        try:
+            with self._release_lock(package, version):
+                members = safe_dir(self.root / "members", create=True)
+                blob = members / sha
+                if not blob.exists():
+                    atomic_write(blob, data)
+                safe_dir(self.root / "releases", create=True)
+                safe_dir(pointer.parent, create=True)
+                files: dict[str, str] = {}
+                try:
+                    fh, _st = open_checked(pointer)
+                    with fh:
+                        doc = json.loads(fh.read(MAX_MEMBERS_POINTER))
+                    if doc.get("wheel") == wheel and isinstance(doc.get("files"), dict):
+                        files = {str(k): str(v) for k, v in doc["files"].items()}
+                except (FileNotFoundError, ValueError, CorruptWheel):
+                    pass
+                files[rel] = sha
+                text = json.dumps({"wheel": wheel, "files": files}, sort_keys=True).encode()
+                if len(text) <= MAX_MEMBERS_POINTER:
+                    atomic_write(pointer, text)
+        except (OSError, UnsafeStore, CorruptWheel):
+            return
 
     def _stamp_ok(self, blob: Path, st: os.stat_result) -> bool:
         """The blob was hashed before and has not changed since (any write changes its ctime)."""

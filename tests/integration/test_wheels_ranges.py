@@ -75,6 +75,18 @@ def test_cold_capture_of_one_vllm_file_moves_kilobytes(lab: Path, tmp_path: Path
         cap_bytes = index.sent
         ranged = [r for r in index.requests if r.startswith("GET /files/") and "bytes=" in r]
         whole = [r for r in index.requests if r.startswith("GET /files/") and "bytes=" not in r]
+        # The story again: the files read are kept (the store), the matrix's answers too (its
+        # cache): no byte of any wheel moves. diff asks the index nothing; capture reads the
+        # project page alone (which releases exist now: its matrix's neighbours).
+        index.reset()
+        again = vpatch("diff", "vllm", "--python", py, "--json", env=env)
+        assert again.code == 0 and again.doc["groups"] == diff.doc["groups"], again.err
+        assert index.requests == [] and index.sent == 0, index.requests
+        out2 = tmp_path / "again" / "vllm-kimi.toml"
+        out2.parent.mkdir()
+        recap = vpatch("capture", "vllm", "--id", "vllm-kimi", "--python", py, "-o", out2, env=env)
+        assert recap.code == 0 and out2.read_text() == out.read_text(), recap.err
+        assert index.requests == ["GET /simple/vllm/"], index.requests
     [edit] = load_spec(out).variant[0].edit
     assert edit.op == "ensure_elements" and edit.target == "eagle3_target_supported"
     assert wheellab.downloads(lab) == 0, "pip must not have downloaded the wheel"
@@ -108,6 +120,38 @@ def test_index_refusing_ranges_falls_back_to_the_whole_wheel(
     assert '+    name = "bool"' in files[CLICK_TYPES]["diff"]
     assert wheellab.downloads(lab) == 1 and len(whole) == 1, index.requests
     assert len(_blobs(tmp_path)) == 1
+
+
+def test_files_read_by_ranges_are_kept_so_a_second_run_asks_nothing(
+    lab: Path, tmp_path: Path
+) -> None:
+    """The second run of a ranged diff asks the index for nothing (no page, no range, no pip):
+    the files it read are kept in the store, each a blob named by RECORD's sha256. A kept
+    file whose bytes were changed in the store does not hash to its name: refused, dropped,
+    and read by ranges again (the diff still shows the host's edit)."""
+    py = _click_env(tmp_path / "edited")
+    wheel = realpkgs.wheel("click", CLICK_VERSION)
+    with rangeindex.serve([wheel]) as index:
+        env = rangeindex.pip_env(index)
+        first = vpatch("diff", "click", "--python", py, "--json", env=env)
+        assert first.code == 0, first.err
+        assert index.sent > 0
+        index.reset()
+        second = vpatch("diff", "click", "--python", py, "--json", env=env)
+        assert second.code == 0, second.err
+        assert index.requests == [] and index.sent == 0, index.requests
+        assert second.doc["groups"] == first.doc["groups"]
+        kept = sorted((tmp_path / "store" / "members").iterdir())
+        assert kept and _blobs(tmp_path) == []  # files kept, never a partial "wheel"
+        types = next(k for k in kept if b'name = "boolean"' in k.read_bytes())
+        types.write_bytes(types.read_bytes().replace(b'"boolean"', b'"bool"'))  # the host's
+        third = vpatch("diff", "click", "--python", py, "--json", env=env)
+        ranged = [r for r in index.requests if "bytes=" in r]
+    assert third.code == 0, third.err
+    files = {f["file"]: f for f in third.doc["groups"][0]["files"]}
+    assert '+    name = "bool"' in files[CLICK_TYPES]["diff"], files[CLICK_TYPES]
+    assert ranged and wheellab.downloads(lab) == 0, index.requests
+    assert b'name = "boolean"' in types.read_bytes()  # read again and kept again
 
 
 def test_ranged_read_with_index_credentials(lab: Path, tmp_path: Path) -> None:
