@@ -320,16 +320,21 @@ class Store:
         finally:
             os.close(fd)
 
+    def _pointer_doc(self, pointer: Path, blobs: str, limit: int) -> Any:
+        """The JSON of a release's pointer, the store's directories on its way checked first
+        (FileNotFoundError: there is none)."""
+        safe_dir(self.root)
+        for d in (self.root / "releases", pointer.parent, self.root / blobs):
+            safe_dir(d)
+        fh, _st = open_checked(pointer)
+        with fh:
+            return json.loads(fh.read(limit))
+
     def _stored(self, package: str, version: Version) -> Wheel | None:
         """The store's wheel of the release, or None (none, or refused and dropped)."""
         pointer = self._pointer(package, version)
         try:
-            safe_dir(self.root)
-            for d in (self.root / "releases", pointer.parent, self.root / "blobs"):
-                safe_dir(d)
-            fh, _st = open_checked(pointer)
-            with fh:
-                doc = json.loads(fh.read(65536))
+            doc = self._pointer_doc(pointer, "blobs", 65536)
             sha = str(doc["sha256"])
             if len(sha) != 64 or not all(c in "0123456789abcdef" for c in sha):
                 raise CorruptWheel(f"{pointer}: not a sha256")
@@ -366,12 +371,7 @@ class Store:
         hold (then dropped: the index is asked again)."""
         pointer = self._members_pointer(package, version)
         try:
-            safe_dir(self.root)
-            for d in (self.root / "releases", pointer.parent, self.root / "members"):
-                safe_dir(d)
-            fh, _st = open_checked(pointer)
-            with fh:
-                doc = json.loads(fh.read(MAX_MEMBERS_POINTER))
+            doc = self._pointer_doc(pointer, "members", MAX_MEMBERS_POINTER)
             sha = doc["files"].get(rel)
             if sha is None:
                 return None
