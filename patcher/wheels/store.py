@@ -181,6 +181,9 @@ class Store:
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warming: threading.Thread | None = field(default=None, repr=False)
+    # pip's configuration is read under a lock of its own: a `pip config list` running (warm())
+    # never holds up a wheel that a wheelhouse or the store already has
+    _config_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warm(self) -> None:
         """Read pip's configuration in the background now (`pip config list` is a pip start,
@@ -191,7 +194,7 @@ class Store:
             self._warming.start()
 
     def _index_config(self) -> pipconf.IndexConfig:
-        with self._guard:
+        with self._config_lock:
             if self._config is None:
                 self._config = pipconf.read(index.pip_command())
             return self._config
