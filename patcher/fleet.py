@@ -151,11 +151,14 @@ def _ctrl_c_stops(
         return
 
     def on_sigint(signum: int, frame: object) -> None:
+        # The default handler first: a second Ctrl-C that comes while this one is still being
+        # handled (a host woken by `interrupted` can be that quick) must raise, not run this
+        # handler again and be swallowed.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         why[0] = "interrupted (Ctrl-C): in-flight hosts finished, no new host started"
         stop.set()
         if interrupted is not None:
             interrupted.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
