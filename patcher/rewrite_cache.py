@@ -37,6 +37,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patcher.transports.ownedfile import read_owned as read_owned
+
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult
     from patcher.spec import Edit, PatchSpec
@@ -87,39 +89,6 @@ def _safe_parent(d: str | Path) -> bool:
     except OSError:
         return False
     return st.st_uid in (os.geteuid(), 0) and not st.st_mode & 0o022
-
-
-def read_owned(path: Path, limit: int) -> bytes | None:
-    """The bytes of a cache entry, checked on the descriptor it is read from (no link
-    followed, no FIFO opened): a regular file with one link, the user's own, writable by
-    nobody else, at most `limit` bytes; None for anything else. An entry is code vpatch
-    writes into site-packages: one another user planted is never used."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.geteuid()
-            or st.st_mode & 0o022
-            or st.st_nlink != 1
-        ):
-            return None
-        chunks, left = [], limit + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= limit else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 @cache

@@ -13,6 +13,7 @@ runs the environment's interpreter (patcher/agent/privsep.py). The bundle is exa
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -26,11 +27,12 @@ from patcher.errors import AgentError
 # module specs come from the import system's own frozen module (`importlib.util` costs ~4 ms),
 # and a module's code object is taken from the bundle when it carries one for this
 # interpreter's bytecode magic (compiling the agent's source is ~12 ms per start), decoded only
-# when the module is imported. Code objects travel zlib-compressed (level 1: 354 KB of marshal
-# data in 182 KB, ~4 ms once per run here, ~0.1 ms per imported module on the host): the bundle
-# went from 707 KB to ~480 KB, which every host's sshd decrypts and pipes and every agent reads
-# and scans before its first answer. The source stays plain: an interpreter without zlib (or
-# of another magic) compiles it, as before.
+# when the module is imported. Every module travels zlib-compressed and base64-encoded, its
+# code object and its source alike (level 6): the bundle went from 707 KB (plain source, plain
+# code) to ~340 KB, which every host's sshd decrypts and pipes and every agent reads and scans
+# before its first answer (~19 ms of CPU per MB over a host's ssh session, both ends). An
+# interpreter of another magic decompresses and compiles the source; one without zlib cannot
+# load the agent and says so (pip itself needs zlib to install a wheel).
 BOOT = """\
 import sys
 try:
@@ -52,7 +54,7 @@ import marshal,binascii
 try:
     from zlib import decompress as z
 except ImportError:
-    z=None
+    raise SystemExit('vpatch agent: this python has no zlib module')
 c='#'+E.MAGIC_NUMBER.hex()+':'
 class F:
     def find_spec(self,name,path=None,target=None):
@@ -61,8 +63,9 @@ class F:
     def create_module(self,spec):
         return None
     def exec_module(self,mod):
-        n=mod.__name__;x=m.get(c+n) if z else None
-        x=marshal.loads(z(binascii.a2b_base64(x))) if x else compile(m[n],'<'+n+'>','exec')
+        n=mod.__name__;x=m.get(c+n)
+        if x:x=marshal.loads(z(binascii.a2b_base64(x)))
+        else:x=compile(z(binascii.a2b_base64(m[n])),'<'+n+'>','exec')
         exec(x,mod.__dict__)
 sys.meta_path.insert(0,F())
 import vpatch_agent
@@ -107,32 +110,103 @@ def agent_argv(python: str, root: bool, trusted: str) -> list[str]:
     return [python, "-I", "-c", BOOT]
 
 
+# The bundle's layout, part of the kept file's key: a loader that reads another layout never
+# meets a bundle kept for this one.
+_LAYOUT = "zlib6-source+code"
+_KEPT = "vpatch-bundle"
+
+
 @cache
 def agent_bundle(code: bool = True) -> bytes:
-    """First stdin line for BOOT: every agent module's source, keyed by its import name, and
-    (`code`) under `#MAGIC:name` its marshalled code object (_code), zlib-compressed.
+    """First stdin line for BOOT: every agent module keyed by its import name, its source and
+    (`code`) under `#MAGIC:name` its marshalled code object (_code), each zlib-compressed and
+    base64-encoded.
 
     BOOT uses the code objects only on an interpreter whose bytecode magic number is this
     one's: the number CPython itself checks before trusting a .pyc, and the one that changes
     whenever the marshal format or the bytecode does. Any other interpreter compiles the
-    source."""
-    import binascii  # (not base64: its import is a ~1 ms of the run's start it need not pay)
-    import zlib
+    source.
+
+    Built once per agent source and kept next to the agent's .pyc files (`_kept`): building it
+    (marshal, zlib, base64, JSON) is ~20 ms, on the path of every run before its first host
+    gets the bundle; reading it back is ~1 ms."""
     from importlib.util import MAGIC_NUMBER
 
     root = Path(__file__).parent.parent / "agent"
-    mods, codes = {}, {}
-    for f in sorted(root.glob("*.py")):
-        name = "vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"
-        mods[name] = f.read_text()
-        if code:
-            packed = zlib.compress(_code(f, name), 1)
-            codes[f"#{MAGIC_NUMBER.hex()}:{name}"] = binascii.b2a_base64(
-                packed, newline=False
-            ).decode()
-    body = json.dumps({"#child": CHILD_BOOT} | mods | codes)
+    sources = {
+        ("vpatch_agent" if f.stem == "__init__" else f"vpatch_agent.{f.stem}"): f
+        for f in sorted(root.glob("*.py"))
+    }
+    texts = {name: f.read_bytes() for name, f in sources.items()}
+    if not code:
+        return _build(texts, {})
+    import hashlib
+
+    h = hashlib.sha256(f"{_LAYOUT}\0{MAGIC_NUMBER.hex()}\0{CHILD_BOOT}\0".encode())
+    for name, text in texts.items():
+        h.update(b"%s\0%d\0%s" % (name.encode(), len(text), text))
+    kept = root / "__pycache__" / f"{_KEPT}.{MAGIC_NUMBER.hex()}.{h.hexdigest()[:32]}.line"
+    found = _read_kept(kept, root)
+    if found is not None:
+        return found
+    key = f"#{MAGIC_NUMBER.hex()}:"
+    built = _build(texts, {key + name: _code(f, name) for name, f in sources.items()})
+    _keep(kept, built)
+    return built
+
+
+def _build(texts: dict[str, bytes], codes: dict[str, bytes]) -> bytes:
+    import binascii  # (not base64: its import is a ~1 ms of the run's start it need not pay)
+    import zlib
+
+    def packed(data: bytes) -> str:
+        return binascii.b2a_base64(zlib.compress(data, 6), newline=False).decode()
+
+    mods = {name: packed(text) for name, text in texts.items()}
+    mods |= {name: packed(code) for name, code in codes.items()}
+    body = json.dumps({"#child": CHILD_BOOT} | mods)
     size = len(_HEADER % 0) + len(body)  # the header replaces body's "{", the newline ends it
     return (_HEADER % size + body[1:]).encode() + b"\n"
+
+
+def _read_kept(path: Path, root: Path) -> bytes | None:
+    """The kept bundle (ownedfile.read_owned: on the descriptor, one link, writable by nobody
+    else), owned by whoever owns the agent's source and whole by its own length header; None
+    for anything else. It is code every host runs: no more trusted than the .pyc files beside
+    it, which this very interpreter runs."""
+    from patcher.transports.ownedfile import read_owned
+
+    try:
+        owner = os.stat(root).st_uid
+    except OSError:
+        return None
+    data = read_owned(path, 64 << 20, owner)
+    if data is None or len(data) < 18:
+        return None
+    head = (_HEADER % len(data)).encode()
+    return data if data.startswith(head) and data.endswith(b"}\n") else None
+
+
+def _keep(path: Path, data: bytes) -> None:
+    """Keep the bundle for the next runs (a temp file renamed over it, the older bundles
+    removed); where the package is read-only, or anything fails, the next run builds it again."""
+    if not path.parent.is_dir():
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+        try:
+            os.write(fd, data)  # (a regular file takes it in one write)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        for old in path.parent.glob(path.name.rsplit(".", 2)[0] + ".*.line"):  # this magic's
+            if old.name != path.name:
+                old.unlink(missing_ok=True)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _code(path: Path, name: str) -> bytes:

@@ -14,8 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from patcher import agent
 from patcher.agent import faults
+from patcher.errors import AgentError
 from patcher.transports.bundle import BOOT, agent_bundle, decode_answer
 from patcher.transports.ray import run_agent
 from tests import standin
@@ -139,9 +142,10 @@ def test_wait_handles_descriptors_above_1024() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def test_code_objects_need_zlib_and_the_source_serves_without_it() -> None:
-    """The bundle's code objects are zlib-compressed: BOOT loads them (compiling nothing of
-    the agent) where zlib imports, and compiles the plain source where it does not."""
+def test_code_objects_are_used_and_a_python_without_zlib_says_so() -> None:
+    """Every module travels zlib-compressed: BOOT loads the code objects (compiling nothing of
+    the agent) where zlib imports; where it does not, the agent can load nothing and says so
+    in one line (what the controller quotes), no traceback, exit 1."""
     counting = (
         "import builtins, sys\nN = []\n_compile = builtins.compile\n"
         "def _counted(source, name, *a, **k):\n"
@@ -154,17 +158,23 @@ def test_code_objects_need_zlib_and_the_source_serves_without_it() -> None:
         "print(vpatch_agent.wire.dumps([res['ok'], sorted(set(N))]))\n"
     )
     loader = BOOT.replace("vpatch_agent.main()\n", "")
-    for blocked, compiled in (("", False), ("sys.modules['zlib'] = None\n", True)):
-        proc = subprocess.run(
-            [sys.executable, "-I", "-c", counting + blocked + loader + check],
-            input=agent_bundle() + json.dumps(INSPECT).encode() + b"\n",
-            capture_output=True,
-            timeout=60,
-        )
-        assert proc.returncode == 0, proc.stderr
-        ok, names = json.loads(proc.stdout)
-        assert ok
-        agent_names = [n for n in names if n.startswith("<vpatch_agent")]
-        assert bool(agent_names) is compiled, names
-        if compiled:
-            assert "<vpatch_agent.facts>" in agent_names  # the op's module, from its source
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", counting + loader + check],
+        input=agent_bundle() + json.dumps(INSPECT).encode() + b"\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    ok, names = json.loads(proc.stdout)
+    assert ok and not [n for n in names if n.startswith("<vpatch_agent")], names
+    blocked = "import sys\nsys.modules['zlib'] = None\n"
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", blocked + BOOT],
+        input=agent_bundle() + json.dumps(INSPECT).encode() + b"\n",
+        capture_output=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stdout) == (1, b"")
+    assert proc.stderr == b"vpatch agent: this python has no zlib module\n"
+    with pytest.raises(AgentError, match=r"no answer \(vpatch agent: this python has no zlib"):
+        decode_answer("h1", proc.stdout, proc.stderr, proc.returncode)

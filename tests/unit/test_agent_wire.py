@@ -3,6 +3,7 @@ on every Python the agent supports, and its common path really imports none of t
 
 from __future__ import annotations
 
+import binascii
 import json
 import marshal
 import os
@@ -10,12 +11,15 @@ import py_compile
 import subprocess
 import sys
 import zipfile
+import zlib
+from importlib.util import MAGIC_NUMBER
 from pathlib import Path
 
 import pytest
 
 from patcher.agent import fsops, locate
 from patcher.agent.protocol import stable
+from patcher.transports import bundle
 from patcher.transports.bundle import BOOT, _code, agent_bundle, request_line
 from tests import pythons, standin
 
@@ -223,14 +227,26 @@ def _session(python: str, bundle: bytes, state: Path) -> dict[str, object]:
     return answer
 
 
+def _packed(data: bytes) -> str:
+    return binascii.b2a_base64(zlib.compress(data), newline=False).decode()
+
+
+def _unpacked(value: str) -> bytes:
+    return zlib.decompress(binascii.a2b_base64(value))
+
+
 def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     """Same interpreter: the code objects are used (the source is never compiled: broken
-    here, it would fail); another bytecode magic: only the source counts."""
+    here, it would fail); another bytecode magic: only the source counts. Every module's
+    source is the agent's file, byte for byte, once decompressed."""
     mods = json.loads(agent_bundle())
     code = {k: v for k, v in mods.items() if k.startswith("#") and ":" in k}
     source = {k: v for k, v in mods.items() if not k.startswith("#")}
     assert len(code) == len(source) and all(k.split(":")[1] in source for k in code)
-    broken = {**{k: "raise SystemExit(3)" for k in source}, **code}
+    agent_dir = Path(bundle.__file__).parent.parent / "agent"
+    assert _unpacked(source["vpatch_agent.wire"]) == (agent_dir / "wire.py").read_bytes()
+    assert _unpacked(source["vpatch_agent"]) == (agent_dir / "__init__.py").read_bytes()
+    broken = {**{k: _packed(b"raise SystemExit(3)") for k in source}, **code}
     state = tmp_path / "state"  # one state dir (inspect writes none): the answers may be equal
     _session(sys.executable, json.dumps(broken).encode() + b"\n", state)
     # Another magic's code, with the source intact: compiled from source.
@@ -245,6 +261,38 @@ def test_bundle_code_is_used_only_with_its_magic(tmp_path: Path) -> None:
     assert {k: v for k, v in bare.items() if not k.startswith("#")} == source
     assert set(bare) - set(source) == {"#n", "#child"}  # its length, the worker's loader
     assert int(bare["#n"]) == len(agent_bundle(code=False))
+
+
+def test_the_bundle_is_kept_and_a_kept_file_is_checked(tmp_path: Path) -> None:
+    """The bundle is built once per agent source and kept beside the agent's .pyc files; a
+    kept file is used only when it is a whole regular file of the agent's owner, with one link
+    and writable by nobody else: anything else is built again, never sent to a host."""
+    fresh = bundle.agent_bundle.__wrapped__()
+    assert fresh == agent_bundle()
+    agent_dir = Path(bundle.__file__).parent.parent / "agent"
+    kept = sorted((agent_dir / "__pycache__").glob(f"vpatch-bundle.{MAGIC_NUMBER.hex()}.*.line"))
+    assert len(kept) == 1 and kept[0].read_bytes() == fresh
+    root = tmp_path / "agent"
+    root.mkdir()
+    good = root / "b.line"
+    good.write_bytes(fresh)
+    good.chmod(0o644)
+    assert bundle._read_kept(good, root) == fresh
+    cases = {
+        "truncated": lambda p: p.write_bytes(fresh[:-100]),
+        "longer": lambda p: p.write_bytes(fresh + b"x"),
+        "group-writable": lambda p: p.chmod(0o664),
+        "a symlink": lambda p: (p.unlink(), p.symlink_to(good)),
+        "a second link": lambda p: (p.unlink(), os.link(good, p)),
+        "another owner's": lambda p: os.chown(p, 65534, 65534),
+    }
+    for why, spoil in cases.items():
+        bad = root / f"{why}.line"
+        bad.write_bytes(fresh)
+        bad.chmod(0o644)
+        spoil(bad)
+        assert bundle._read_kept(bad, root) is None, why
+        (root / f"{why}.line").unlink()
 
 
 def test_boot_without_the_c_scanner_or_the_frozen_import_modules(tmp_path: Path) -> None:
