@@ -34,6 +34,8 @@ LABELS = {
     "vpatch-apply": "**vpatch apply** --level static",
     "vpatch-apply-cold": "vpatch apply, no rewrite cache",
     "vpatch-rollback": "vpatch rollback",
+    "floor-mux": "floor over shared connections (ControlPersist, warm)",
+    "vpatch-apply-mux": "vpatch apply over shared connections (ControlPersist, warm)",
 }
 SINGLE = {
     "vpatch-startup": "`vpatch --version` (start-up)",

@@ -43,6 +43,7 @@ size and `ensure`'s time at the end vs the start (compaction, patcher/agent/comp
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,6 +67,7 @@ from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
 from bench.measured import vpatch_argv, vpatch_install
+from bench.mux import Mux
 from bench.pyinfra import Pyinfra
 from bench.pyinfra import executable as pyinfra_executable
 from bench.timing import Timed, child_env, summary, timed
@@ -178,12 +180,22 @@ class Bench:
         self.warm_parses: list[int] = []
         self.cache_dir = work / "rewrite-cache"
         self.host_cpu = HostCpu([standin.lab, import_lab])
+        self.mux = Mux(standin.lab, work)
 
-    def measure(self, run: Callable[[], Timed]) -> tuple[Timed, float]:
-        """Run, and the CPU the hosts spent on it (read once every session is over)."""
-        before = self.host_cpu.read()
+    def measure(self, run: Callable[[], Timed], mux: bool = False) -> tuple[Timed, float]:
+        """Run, and the CPU the hosts spent on it (read once every session is over). Over
+        shared connections (`mux`): the hosts' live sshd processes counted too, and the CPU
+        the masters spent added to the controller's (bench/mux.py)."""
+        if not mux:
+            before = self.host_cpu.read()
+            t = run()
+            return t, self.host_cpu.read() - before
+        self.host_cpu.read()  # every earlier session over
+        before, masters = self.host_cpu.read(live=True), self.mux.cpu()
         t = run()
-        return t, self.host_cpu.read() - before
+        time.sleep(0.2)  # the last sessions' processes reaped by their sshd
+        spent = self.host_cpu.read(live=True) - before
+        return dataclasses.replace(t, cpu=t.cpu + self.mux.cpu() - masters), spent
 
     def row(self, name: str, hosts: int) -> Row:
         if self.warming:
@@ -210,17 +222,21 @@ class Bench:
 
     # -- contenders ----------------------------------------------------------------------------
 
-    def floor(self, hosts: Sequence[harness.SshHost]) -> None:
+    def floor(self, hosts: Sequence[harness.SshHost], mux: bool = False) -> None:
+        name = "floor-mux" if mux else "floor"
         names = self.work / f"names-{len(hosts)}"
         names.write_text("".join(h.name + "\n" for h in hosts))
         remote = f"sed -i {shlex.quote(SED)} {shlex.quote(self.standin.remote_target)}"
-        ssh = ["ssh", "-F", str(self.standin.lab.ssh_config), "-T", "-n", "{}", "--", remote]
+        config = self.mux.config if mux else self.standin.lab.ssh_config
+        ssh = ["ssh", "-F", str(config), "-T", "-n", "{}", "--", remote]
         xargs = ["xargs", "-a", str(names), "-P", str(len(hosts)), "-I{}", *ssh]
-        t, cpu = self.measure(lambda: timed(xargs))
+        if mux:
+            self.mux.warm(hosts)
+        t, cpu = self.measure(lambda: timed(xargs), mux=mux)
         if t.code != 0:
-            raise _fail("floor", t, "ssh+sed failed")
-        self._files_are(hosts, self.expected, "floor", t)
-        self.row("floor", len(hosts)).add(t, hosts_cpu_s=cpu)
+            raise _fail(name, t, "ssh+sed failed")
+        self._files_are(hosts, self.expected, name, t)
+        self.row(name, len(hosts)).add(t, hosts_cpu_s=cpu)
 
     def ansible_run(self, hosts: Sequence[harness.SshHost], pipelining: bool) -> None:
         name = "ansible-pipelining" if pipelining else "ansible"
@@ -247,14 +263,28 @@ class Bench:
                 raise _fail("pyinfra", t, f"{h.name}: not one backup with pip's bytes")
         self.row("pyinfra", len(hosts)).add(t, hosts_cpu_s=cpu)
 
-    def _vpatch(self, command: str, inv: Path, n: int, *extra: str, cold: bool = False) -> Timed:
+    def _vpatch(
+        self, command: str, inv: Path, n: int, *extra: str, cold: bool = False, mux: bool = False
+    ) -> Timed:
+        config = self.mux.config if mux else self.standin.lab.ssh_config
         argv = [*self.vpatch, command, str(self.spec), "--inventory", str(inv)]
-        argv += ["--ssh-config", str(self.standin.lab.ssh_config), "--python", labs.PYTHON]
+        argv += ["--ssh-config", str(config), "--python", labs.PYTHON]
         argv += ["--parallel", str(n), "--json", *extra]
         env = child_env({"VPATCH_CACHE_DIR": str(self.cache_dir), "VPATCH_NO_CACHE": "1"})
         if not cold:
             del env["VPATCH_NO_CACHE"]
         return timed(argv, env=env, cwd=str(REPO))
+
+    def vpatch_apply_mux(self, hosts: Sequence[harness.SshHost]) -> None:
+        """`vpatch apply` over warm shared connections (bench/mux.py), rewrite cache warm."""
+        n = len(hosts)
+        inv = labs.write_inventory(self.work / f"hosts-{n}.toml", hosts)
+        self.mux.warm(hosts)
+        apply = lambda: self._vpatch("apply", inv, n, "--level", "static", mux=True)  # noqa: E731
+        t, cpu = self.measure(apply, mux=True)
+        self._vpatch_doc(t, "vpatch apply (shared connections)", "applied", n)
+        self._files_are(hosts, self.expected, "vpatch apply (shared connections)", t)
+        self.row("vpatch-apply-mux", n).add(t, hosts_cpu_s=cpu)
 
     def vpatch_apply_rollback(
         self, hosts: Sequence[harness.SshHost], cold: bool = False, rollback: bool = True
@@ -356,6 +386,8 @@ def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str],
         ("ansible-pipelining", lambda: bench.ansible_run(hosts, pipelining=True)),
         ("pyinfra", lambda: bench.pyinfra_run(hosts)),
         ("vpatch", lambda: bench.vpatch_apply_rollback(hosts, rollback=not big)),
+        ("floor-mux", lambda: bench.floor(hosts, mux=True)),
+        ("vpatch-mux", lambda: bench.vpatch_apply_mux(hosts)),
     ]
     if big:
         steps = [s for s in steps if s[0] != "ansible"]
@@ -376,6 +408,7 @@ def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str],
             bench.startup()
         log(f"  {n:>3} hosts: repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)")
     bench.standin.reset(hosts)
+    bench.mux.close()
 
 
 def run_import(bench: Bench, reps: int, warmup: bool, log: Callable[[str], None]) -> None:
@@ -609,6 +642,8 @@ _ORDER = [
     "vpatch-apply",
     "vpatch-apply-cold",
     "vpatch-rollback",
+    "floor-mux",
+    "vpatch-apply-mux",
     "vpatch-startup",
     "vpatch-check",
     "vpatch-verify-import",

@@ -25,6 +25,8 @@ ROWS = {
     ("vpatch-apply", 2),
     ("vpatch-apply-cold", 2),
     ("vpatch-rollback", 2),
+    ("floor-mux", 2),
+    ("vpatch-apply-mux", 2),
     ("vpatch-startup", 1),
     ("vpatch-check", 1),
     ("vpatch-verify-import", 1),
@@ -66,6 +68,9 @@ def test_quick_bench_reports_every_row_and_target(tmp_path: Path) -> None:
     # the first with an empty rewrite cache, the cold one without the cache.
     assert rows[("vpatch-apply", 2)]["libcst_parses"]["samples"] == [1]
     assert rows[("vpatch-apply-cold", 2)]["libcst_parses"]["samples"] == [1]
+    # The shared connections' masters (bench/mux.py) were closed afterwards: none is left.
+    masters = subprocess.run(["pgrep", "-f", "ssh_config_bench_mux"], capture_output=True)
+    assert masters.stdout == b"", masters.stdout
     targets = {t["target"]: t for t in doc["targets"]}
     assert set(targets) == TARGETS
     assert targets["scale"]["met"] is None  # one host count: nothing to compare
