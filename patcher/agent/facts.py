@@ -42,6 +42,7 @@ def _journal_state(
     warnings: list[str] | None = None,
     orphans: dict[str, list[str]] | None = None,
     steps: list[journal.Entry] | None = None,
+    located: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -53,7 +54,9 @@ def _journal_state(
 
     Also per file the installed version of its package and RECORD's hash now (an upgrade
     retires old entries), and the transactions a crash left half-written (journal.pending).
-    Journaled files whose package is gone go to `orphans` (path -> spec ids; confined)."""
+    Journaled files whose package is gone go to `orphans` (path -> spec ids; confined).
+    `located`: the distributions this request already located (package -> Dist or None), not
+    located again (an inspect's answer describes one moment of each package)."""
     warnings = [] if warnings is None else warnings
     orphaned: dict[str, list[str]] = {}
     raw = _read_journal(sdir)
@@ -73,7 +76,7 @@ def _journal_state(
             except OSError:
                 current[p] = None
     state = journal.fold(entries, current)
-    installed = _installed(entries)
+    installed = _installed(entries, located or {})
     for path, st in state.items():
         st["current"] = current.get(path)
         st["base_text"] = _backup_text(sdir, st["base"], st) if st["applied"] else None
@@ -98,13 +101,15 @@ def _journal_state(
     return state, half
 
 
-def _installed(entries: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+def _installed(
+    entries: list[dict[str, Any]], located: dict[str, Any]
+) -> dict[str, tuple[str, dict[str, Any]]]:
     """package -> (installed version, RECORD) for every package the journal names."""
     from . import locate
 
     out: dict[str, tuple[str, dict[str, Any]]] = {}
     for name in sorted({str(e["package"]) for e in entries if isinstance(e.get("package"), str)}):
-        dist = locate.distribution(name)
+        dist = located[name] if name in located else locate.distribution(name)
         if dist is not None:
             out[name] = (dist.version, dict(dist.record or {}))
     return out
@@ -212,8 +217,9 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     packages: dict[str, Any] = {}
     current: dict[str, str | None] = {}
     known = set(req.get("known") or [])
+    located: dict[str, Any] = {}
     for name, files in (req.get("packages") or {}).items():
-        dist = locate.distribution(name)
+        dist = located[name] = locate.distribution(name)
         if dist is None:
             packages[name] = {"version": None, "files": {}}
             continue
@@ -231,7 +237,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     warnings: list[str] = []
     orphans: dict[str, list[str]] = {}
     steps: list[journal.Entry] = []  # `vpatch rollout`'s step entries (journal.last_run)
-    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans, steps)
+    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans, steps, located)
     out = {
         "python": {
             "executable": sys.executable,

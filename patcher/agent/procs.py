@@ -293,14 +293,14 @@ def _scan(before: float, where: tuple[str, str, list[str]] | None) -> list[dict[
             # os.path.realpath would only re-walk it, an lstat per component and process.
             if not view and os.readlink("/proc/%d/exe" % pid) != exe:
                 continue
-            if view and not _same_file("/proc/%d/exe" % pid, exe):
-                continue  # (its exe link shows a path in its own view)
+            if view and ours is None and not _same_file("/proc/%d/exe" % pid, exe):
+                continue  # (its exe link shows a path in its own view; `ours` checked it)
+            argv = _argv(pid)
+            if _is_agent(argv):
+                continue  # (first: other agents are most of the same binary's processes)
             started = _start_ticks(pid) / hz
             if started >= before:
                 continue
-            argv = _argv(pid)
-            if _is_agent(argv):
-                continue  # (before the maps: an agent of another env is one too)
             if not (_in_bin_dir(pid, argv, bin_dir, view) or _maps_site(pid, sites, view)):
                 continue  # (first: most processes of the same binary are other envs')
             if _agent_or_child(pid, argv):
