@@ -3,10 +3,15 @@
 A large distribution is ~12,000 files (torch), so the cost per file is the cost of the scan:
 each directory is walked once (fdwalk: from the distribution's root, no component a link),
 and each file in it costs one open relative to that directory, the fstat that checks it and,
-in the common case, one read (fdwalk.read_fd) before its hash. On a host with cores, a large
-scan hashes in threads (the reads and OpenSSL's sha256 run without the GIL); a small one stays
-in one thread with the agent's own sha256, paying for neither threads nor OpenSSL's load.
-Every read is still bounded and checked on its descriptor, exactly as scan.py's single reads.
+in the common case, one read (fdwalk.read_fd) before its hash: OpenSSL's sha256 for a large
+scan, the agent's own for a small one (no OpenSSL load). Every read is bounded and checked on
+its descriptor, exactly as scan.py's single reads.
+
+One thread: on a 16-core H200 host, torch 2.11's 11,839 files took 321-443 ms of wall and CPU
+in one thread against 300-396 ms for one plain Python process hashing them (1.07-1.12x), and
+more in threads (2: ~410 ms wall, ~540 ms CPU; 4: ~530 / ~765; 8: ~485 / ~745): the Python
+work per file holds the GIL, and threads handing it over at every read and hash cost more than
+the hashing they overlap (docs/design.md, "What a large environment costs").
 """
 
 from __future__ import annotations
@@ -23,8 +28,7 @@ if TYPE_CHECKING:
     Result = Dict[str, Tuple[str, Optional[bytes]]]  # rel -> (state, bytes when modified)
 
 SAME, MODIFIED, MISSING, SKIPPED = "same", "modified", "missing", "skipped"
-PARALLEL_FILES = 1024  # from this many files on, a scan hashes in threads (when it has cores)
-MAX_THREADS = 8  # past this, the Python work per file (it holds the GIL) is the limit
+OPENSSL_FILES = 1024  # from this many files on, OpenSSL's sha256 pays for its load
 
 
 def groups(items: list[tuple[str, str]]) -> tuple[list[Group], list[str]]:
@@ -42,49 +46,15 @@ def groups(items: list[tuple[str, str]]) -> tuple[list[Group], list[str]]:
     return list(by_dir.items()), bad
 
 
-def threads_for(files: int, cpus: int) -> int:
-    """How many threads a scan of `files` files uses on a host with `cpus` usable cores."""
-    if files < PARALLEL_FILES or cpus < 2:
-        return 1
-    return min(cpus, MAX_THREADS)
-
-
 def check(top: fdwalk.Dir, items: list[tuple[str, str]], limit: int) -> Result:
     """rel -> (SAME | MODIFIED | MISSING | SKIPPED, the bytes when MODIFIED) for each
     (rel, RECORD sha256) below the open distribution root `top`; files over `limit` bytes,
     and what the walk refuses, are SKIPPED."""
     todo, bad = groups(items)
     out: Result = {rel: (SKIPPED, None) for rel in bad}
-    n = threads_for(len(items), _cpus())
-    sha = _sha256(len(items) >= PARALLEL_FILES)
-    if n == 1:
-        for group in todo:
-            _check_dir(top, group, limit, sha, out)
-        return out
-    import threading
-
-    lock = threading.Lock()
-    queue = iter(todo)
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        while not errors:
-            with lock:
-                group = next(queue, None)
-            if group is None:
-                return
-            try:
-                _check_dir(top, group, limit, sha, out)
-            except BaseException as exc:  # re-raised by the caller's thread below
-                errors.append(exc)
-
-    pool = [threading.Thread(target=work, daemon=True) for _ in range(n)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    if errors:
-        raise errors[0]
+    sha = _sha256(len(items) >= OPENSSL_FILES)
+    for group in todo:
+        _check_dir(top, group, limit, sha, out)
     return out
 
 
@@ -119,17 +89,9 @@ def _check_dir(
             out[rel] = (SAME, None) if sha(data).hexdigest() == want else (MODIFIED, data)
 
 
-def _cpus() -> int:
-    """Cores this process may run on (a container's or taskset's share, not the machine's)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _sha256(large: bool) -> Callable[..., Any]:
-    """OpenSSL's sha256 for a large scan (faster, and it releases the GIL while it hashes);
-    the agent's own (fsops: no OpenSSL load) for a small one or where hashlib is missing."""
+    """OpenSSL's sha256 for a large scan (faster per byte); the agent's own (fsops: no OpenSSL
+    load) for a small one or where hashlib is missing."""
     if large:
         try:
             from hashlib import sha256

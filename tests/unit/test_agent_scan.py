@@ -92,12 +92,11 @@ def test_namespace_directory_of_another_dist_is_not_added(site: Path) -> None:
     assert res["files"] == []
 
 
-def test_threaded_scan_answers_as_one_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """hashed.check in threads (forced here: threshold 2 files, 4 cores) gives what one thread
-    gives, entry for entry, on a tree with every kind of file: same, edited, gone, a gone
-    directory, a link, a FIFO, a file over the bound, a link as a directory, a RECORD `..`."""
+def test_large_scan_answers_as_a_small_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """hashed.check with OpenSSL's sha256 (forced here: threshold 2 files) gives what the
+    agent's own sha256 gives, entry for entry, on a tree with every kind of file: same,
+    edited, gone, a gone directory, a link, a FIFO, a file over the bound, a link as a
+    directory, a RECORD `..`."""
     from patcher.agent import fdwalk, fsops, hashed
 
     root = tmp_path / "dist"
@@ -122,12 +121,12 @@ def test_threaded_scan_answers_as_one_thread(
     (root / "pkg/d4").symlink_to(root / "pkg/real4")
     items.append(("pkg/../../etc/passwd", "0" * 64))
     with fdwalk.open_root(os.path.realpath(root)) as top:
+        assert hashed._sha256(False) is fsops.SHA256
         one = hashed.check(top, items, 64)
-        monkeypatch.setattr(hashed, "PARALLEL_FILES", 2)
-        monkeypatch.setattr(hashed, "_cpus", lambda: 4)
-        assert hashed.threads_for(len(items), hashed._cpus()) == 4
-        many = hashed.check(top, items, 64)
-    assert many == one
+        monkeypatch.setattr(hashed, "OPENSSL_FILES", 2)
+        assert hashed._sha256(True) is not fsops.SHA256
+        large = hashed.check(top, items, 64)
+    assert large == one
     states = {rel: state for rel, (state, _data) in one.items()}
     assert states["pkg/d0/m0.py"] == hashed.SAME and one["pkg/d0/m0.py"][1] is None
     assert one["pkg/d0/m1.py"] == (hashed.MODIFIED, b"edited\n")
@@ -136,12 +135,3 @@ def test_threaded_scan_answers_as_one_thread(
         assert states[rel] == hashed.SKIPPED, rel
     assert states["pkg/../../etc/passwd"] == hashed.SKIPPED
     assert len(one) == len(items)
-
-
-def test_one_thread_below_the_threshold_or_on_one_core() -> None:
-    from patcher.agent import hashed
-
-    assert hashed.threads_for(hashed.PARALLEL_FILES - 1, 64) == 1
-    assert hashed.threads_for(100_000, 1) == 1
-    assert hashed.threads_for(hashed.PARALLEL_FILES, 3) == 3
-    assert hashed.threads_for(100_000, 200) == hashed.MAX_THREADS
