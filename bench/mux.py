@@ -52,6 +52,7 @@ class Mux:
 
     def warm(self, hosts: Sequence[harness.SshHost]) -> None:
         """A master for every host (outside the clock): one `ssh h true` each, all at once."""
+        self.control.mkdir(mode=0o700, exist_ok=True)  # (close() removed it after a size)
         procs = [
             subprocess.Popen(
                 ["ssh", "-F", str(self.config), "-n", h.name, "true"],
