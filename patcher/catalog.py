@@ -169,12 +169,12 @@ class Catalog:
         """Every spec; duplicate ids are an input error (they would fight over one journal)."""
         if not args:
             return []
-        from patcher.spec import load_spec
+        from patcher import speccache
 
         specs: list[PatchSpec] = []
         seen: dict[str, str] = {}
         for arg in args:
-            spec = load_spec(self.resolve(arg))
+            spec = speccache.load(self.resolve(arg))
             if spec.id in seen:
                 raise SpecError(
                     f"{arg}: spec id {spec.id!r} is also used by {seen[spec.id]}",

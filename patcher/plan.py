@@ -95,7 +95,9 @@ _memo_diff = functools.lru_cache(maxsize=16)(_unified_diff)
 
 
 def dump_edits(edits: Sequence[Edit]) -> list[Any]:
-    return [e.model_dump(mode="json", exclude_none=True) for e in edits]
+    """The edits as journal entries record them (each edit's `dumped`: one dump per edit
+    object, shared, so nothing here changes it)."""
+    return [e.dumped for e in edits]
 
 
 def load_edits(raw: Any) -> list[Edit]:

@@ -165,6 +165,12 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
         "source_sha256": sha256_of(result.source),
         "message": result.message,
     }
+    write_entry(d, _name(text_sha, spec, index), entry, KEEP)
+
+
+def write_entry(d: Path, name: str, entry: Any, keep: int) -> None:
+    """`entry` as JSON in `d/name`, atomically (a temp file, fsync, rename), then at most `keep`
+    entries kept (prune). A cache that cannot be written is a cache that misses next time."""
     tmp = ""
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
@@ -172,11 +178,11 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
             json.dump(entry, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, d / _name(text_sha, spec, index))
+        os.replace(tmp, d / name)
         tmp = ""
-        prune(d, KEEP)
+        prune(d, keep)
     except OSError:
-        pass  # a cache that cannot be written is a cache that misses next time
+        pass
     finally:
         if tmp:
             try:

@@ -13,6 +13,9 @@ import json
 import keyword
 import re
 import textwrap
+import types
+import typing
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -105,6 +108,12 @@ class _Edit(_Model):
         if v and not _DOTTED.fullmatch(v):
             raise ValueError("scope must be a dotted path like 'Class.method' (or empty)")
         return v
+
+    @cached_property
+    def dumped(self) -> dict[str, Any]:
+        """The edit as journal entries record it (JSON, None fields left out). Shared by
+        every caller, so never changed by one (plan.dump_edits)."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 def _check_dotted(v: str | None, what: str) -> str | None:
@@ -615,7 +624,7 @@ class PatchSpec(_Model):
                 return i, var
         return None
 
-    @property
+    @cached_property
     def digest(self) -> str:
         """Stable hash of the validated content: journal entries record which spec text applied."""
         blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
@@ -686,8 +695,8 @@ def toml_loads(text: str) -> dict[str, Any]:
         raise tomllib.TOMLDecodeError("arrays or inline tables nested too deeply") from None
 
 
-def load_spec(path: Path | str) -> PatchSpec:
-    """Read and validate one TOML spec; any problem is a SpecError naming file and field."""
+def read_spec(path: Path | str) -> bytes:
+    """A spec file's bytes, bounded; a SpecError when it cannot be read."""
     path = Path(path)
     try:
         with path.open("rb") as fh:  # bounded: `vpatch apply /dev/zero` must not eat memory
@@ -702,6 +711,17 @@ def load_spec(path: Path | str) -> PatchSpec:
             f"{path}: spec is larger than {MAX_SPEC_BYTES // 1024} KiB",
             "a spec holds a few edits; is this the right file?",
         )
+    return raw
+
+
+def load_spec(path: Path | str) -> PatchSpec:
+    """Read and validate one TOML spec; any problem is a SpecError naming file and field."""
+    return parse_spec(read_spec(path), path)
+
+
+def parse_spec(raw: bytes, path: Path | str) -> PatchSpec:
+    """Validate one spec's bytes (read from `path`, which errors name)."""
+    path = Path(path)
     try:
         data = toml_loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -724,3 +744,59 @@ def load_spec(path: Path | str) -> PatchSpec:
             hint = "see docs/spec.md for the allowed fields and values"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise SpecError(f"{path}: {loc}: {msg}{more}", hint) from None
+
+
+def kept_form(spec: PatchSpec) -> dict[str, Any]:
+    """What the spec cache (patcher/speccache.py) keeps of a validated spec: its fields as
+    given (JSON), its digest and each edit's journal form, which from_kept sets again."""
+    return {
+        "fields": spec.model_dump(mode="json", exclude_unset=True),
+        "digest": spec.digest,
+        "edits": [[e.dumped for e in v.edit] for v in spec.variant],
+    }
+
+
+def from_kept(doc: dict[str, Any]) -> PatchSpec:
+    """The spec `kept_form` kept, rebuilt without validating it again: pydantic's
+    model_construct, field by field (each nested model by its annotation, each edit by its
+    `op`), and the derived values a dump would need (digest, edits' journal forms) set from
+    what was kept, so that no validator or serializer is built for it."""
+    spec = _construct(PatchSpec, doc["fields"])
+    spec.__dict__["digest"] = str(doc["digest"])
+    for variant, dumps in zip(spec.variant, doc["edits"], strict=True):  # ValueError if not
+        for edit, dumped in zip(variant.edit, dumps, strict=True):
+            edit.__dict__["dumped"] = dict(dumped)
+    return spec
+
+
+_M = typing.TypeVar("_M", bound=BaseModel)
+
+
+def _construct(cls: type[_M], data: dict[str, Any]) -> _M:
+    fields = cls.model_fields
+    values = {k: _constructed(fields[k].annotation, v) for k, v in data.items()}
+    return cls.model_construct(_fields_set=set(data), **values)
+
+
+def _edit_classes() -> dict[str, type[BaseModel]]:
+    union = typing.get_args(Edit)[0]
+    return {typing.get_args(c.model_fields["op"].annotation)[0]: c for c in typing.get_args(union)}
+
+
+def _constructed(ann: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = typing.get_origin(ann)
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return _construct(ann, value)
+    if origin is list:
+        (inner,) = typing.get_args(ann)
+        return [_constructed(inner, v) for v in value]
+    if origin is typing.Annotated and isinstance(value, dict) and "op" in value:
+        return _construct(_edit_classes()[value["op"]], value)  # the Edit union, by its tag
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(ann)
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if models and isinstance(value, dict):
+            return _construct(models[0], value)  # `Model | None`
+    return value

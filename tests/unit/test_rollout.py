@@ -264,14 +264,18 @@ def test_a_second_ctrl_c_does_not_wait_for_the_hosts_in_flight() -> None:
         release.wait(30)
         return HostResult(target="h1", ok=True)
 
+    # Python's own handler to start from, whatever this process inherited (a test runner
+    # started in the background by a shell without job control inherits SIGINT ignored).
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             fleet.run(["h1", "h2"], work, fleet.Policy(parallel=1), [], interrupted=interrupted)
         assert time.monotonic() - started < 10
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     finally:
         release.set()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        signal.signal(signal.SIGINT, inherited)
 
 
 def _report(tmp_path: Path, doc: object) -> str:

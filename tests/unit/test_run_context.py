@@ -27,10 +27,12 @@ NOT_RUN_STATE = {
     "result.py:_FIELDS": "a dataclass type's field names (what dataclasses.fields says)",
     "plan.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
     "rewrite_cache.py:code_version": "cache: the hash of the installed rewrite/ sources",
+    "speccache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
     "capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
+    "spec.py:_M": "a TypeVar (typing's marker for from_kept's model type)",
     "matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
     "transports/__init__.py:DEFAULTS": "a Settings() NamedTuple (immutable)",
     # the agent: a process of its own per host and run (it ends with os._exit after its last
