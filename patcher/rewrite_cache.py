@@ -283,6 +283,18 @@ class Caches:
     # sha256 of the texts rewritten, by the text's identity (the str held, so its id stays
     # its own): a fleet's hosts hand the same few text objects (the content cache's) over.
     shas: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # rewrites asked for by each thread (asked()): a plan made once and copied for other
+    # hosts (exchange.RunContext.planned) counts the cache hits its rewrites stand for
+    calls: threading.local = field(default_factory=threading.local, repr=False)
+
+    def asked(self) -> int:
+        """How many rewrites this thread asked this cache for so far."""
+        return int(getattr(self.calls, "n", 0))
+
+    def hit(self, n: int) -> None:
+        """`n` more rewrites answered from the cache without being asked again (a copied plan's)."""
+        with self.lock:
+            self.stats["hits"] += n
 
     def _sha(self, text: str) -> str:
         hit = self.shas.get(id(text))
@@ -299,6 +311,7 @@ class Caches:
     ) -> RewriteResult:
         """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE
         parse. Misses go to the on-disk cache of earlier runs (patcher.rewrite_cache)."""
+        self.calls.n = self.asked() + 1
         key = (self._sha(text), spec.digest, index, rel)
         hit = self.rewrites.get(key)  # every host after the first: no lock but the count's
         if hit is not None:
