@@ -11,7 +11,7 @@ a plan made ahead matches) and what a run shares across its hosts (texts, rewrit
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -207,6 +207,7 @@ class _Writing:
     done: frozenset[str]  # outcomes of specs that wrote (not_done on a failure)
     guessing: bool  # plan ahead
     refusing: bool  # apply: refuse an editable install, and a plan preflight stops
+    recipe: Hashable  # what `make` plans from besides the facts (exchange.commit_ahead)
 
 
 def _write_host(
@@ -214,7 +215,11 @@ def _write_host(
 ) -> HostResult:
     def once(host: HostResult) -> None:
         request = exchange.inspect_request(ctx, w.specs, state_dir)
-        ahead = exchange.commit_ahead(ctx, request, w.make, opts.level) if w.guessing else None
+        ahead = (
+            exchange.commit_ahead(ctx, request, w.make, opts.level, w.recipe)
+            if w.guessing
+            else None
+        )
         got = exchange.look(ctx, transport, request, host, ahead)
         if w.refusing:
             refuse_editable(transport.target, got.answer, w.specs)
@@ -281,8 +286,14 @@ def apply(
         frozenset({"applied", "would_apply"}),
         guessing=not (opts.dry_run or opts.adopt),
         refusing=True,
+        recipe=("apply", _identity(specs), opts),
     )
     return _write_host(writing, run_ctx, transport, opts, state_dir)
+
+
+def _identity(specs: Sequence[PatchSpec]) -> tuple[tuple[str, str], ...]:
+    """The specs as a plan depends on them: each one's id and digest, in order."""
+    return tuple((s.id, s.digest) for s in specs)
 
 
 def _refused_hand_edit(plan: Plan) -> bool:
@@ -427,6 +438,12 @@ def rollback(
         frozenset({"rolled_back"}),
         guessing=not opts.dry_run,
         refusing=False,
+        recipe=(
+            "rollback",
+            None if wanted is None else tuple(sorted(wanted)),
+            _identity(specs or []),
+            opts,
+        ),
     )
     return _write_host(writing, run_ctx, transport, opts, state_dir)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,12 @@ class RunContext:
     planned_ahead: int = 0  # hosts whose commit rode in their inspect's exchange
     unsupported: set[str] = field(default_factory=set)  # errors.Unsupported: the CLI exits 2
     hosts: factcache.Memo = field(default_factory=factcache.Memo)
+    # (recipe, id of a peer's facts) -> (those facts, the plan made ahead on them or None, the
+    # rewrites making it asked for): a fleet's hosts guess on the same few peer answers, each
+    # planned on once (planned())
+    ahead_plans: dict[tuple[Hashable, int], tuple[HostFacts, Plan | None, int]] = field(
+        default_factory=dict
+    )
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -101,8 +107,36 @@ class RunContext:
             have = self.peers.setdefault(peers, [])
             if all(f != fp for f, _, _ in have):
                 have.insert(0, (fp, got, facts))
+                for _, _, gone in have[_PEERS_KEPT:]:  # its plans go with it
+                    for k in [k for k, (f, _, _) in self.ahead_plans.items() if f is gone]:
+                        del self.ahead_plans[k]
                 del have[_PEERS_KEPT:]
         return fp
+
+    def planned(
+        self, recipe: Hashable, facts: HostFacts, make: Callable[[HostFacts], Plan | None]
+    ) -> Plan | None:
+        """`make(facts)`: on a peer's facts (what a host before this one answered) made once per
+        run and `recipe` (what else the plan is made of: the command, its specs, options), and
+        each caller given a copy of its own (Plan.copy); on any other facts (a host's own
+        stored answer) made per call."""
+        key = (recipe, id(facts))  # the entry holds the facts: their id stays theirs
+        with self.lock:
+            peer = any(f is facts for have in self.peers.values() for _, _, f in have)
+            hit = self.ahead_plans.get(key) if peer else None
+        if hit is not None:
+            # A copy's rewrites are the cache's answers, counted as if it were planned again.
+            self.caches.hit(hit[2])
+            return hit[1].copy() if hit[1] is not None else None
+        if not peer:
+            return make(facts)
+        before = self.caches.asked()
+        made = make(facts)
+        asked = self.caches.asked() - before
+        with self.lock:
+            if any(f is facts for have in self.peers.values() for _, _, f in have):
+                self.ahead_plans.setdefault(key, (facts, made, asked))
+        return made.copy() if made is not None else None  # the entry's stays untouched
 
 
 def call(transport: Transport, request: Answer, ctx: RunContext | None = None) -> Answer:
@@ -224,14 +258,26 @@ def look(
 
 
 def commit_ahead(
-    ctx: RunContext, request: Answer, make: Callable[[HostFacts], Plan], level: Level
+    ctx: RunContext,
+    request: Answer,
+    make: Callable[[HostFacts], Plan],
+    level: Level,
+    recipe: Hashable | None = None,
 ) -> Ahead:
     """look()'s `ahead` for apply and rollback: `make`'s plan on a guessed answer, as a commit
-    chain, when it would commit and nothing stops it there."""
+    chain, when it would commit and nothing stops it there. `recipe`: what `make` makes its
+    plans of besides the facts (equal recipes, equal plans on the same facts): a peer's answer
+    is then planned on once per run (RunContext.planned); None: per host."""
 
-    def ahead(fp: str, facts: HostFacts) -> Guess | None:
+    def worth(facts: HostFacts) -> Plan | None:
         plan = make(facts)
         if not plan.needs_commit() or preflight(facts, plan):
+            return None
+        return plan
+
+    def ahead(fp: str, facts: HostFacts) -> Guess | None:
+        plan = worth(facts) if recipe is None else ctx.planned(recipe, facts, worth)
+        if plan is None:
             return None
         return Guess(fp, facts, plan, _chain(ctx, plan, level, request))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import signal
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
@@ -92,7 +93,8 @@ def run(
     `interrupted` is set on the first Ctrl-C (a host's work may stop at its next safe point)."""
     # Here, not at the top: cli reads the policy (first_wave) before the first host
     # connects, and concurrent.futures brings logging along.
-    from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
 
     progress = progress or Progress()
     results: list[HostResult | None] = [None] * len(targets)
@@ -103,27 +105,32 @@ def run(
 
     def phase(indices: list[int]) -> bool:
         """Run a group of hosts; False when scheduling must stop."""
-        pending = list(indices)
+        pending = deque(indices)
         running: dict[Future[HostResult], int] = {}
+        # Each host's future puts itself here when done: the scheduler takes the hosts in the
+        # order they finish, at a cost per host (concurrent.futures.wait costs one per host in
+        # flight, every time one finishes).
+        finished: queue.SimpleQueue[Future[HostResult]] = queue.SimpleQueue()
         pool = ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices))))
         try:
             while pending or running:
                 while pending and len(running) < policy.parallel and not stop.is_set():
-                    i = pending.pop(0)
-                    running[pool.submit(work, i)] = i
+                    i = pending.popleft()
+                    fut = pool.submit(work, i)
+                    running[fut] = i
+                    fut.add_done_callback(finished.put)
                 if not running:
                     break
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = running.pop(fut)
-                    res = fut.result()
-                    results[i] = res
-                    progress.advance(res)
-                    if not res.ok:
-                        failures[0] += 1
-                        if policy.max_fail and failures[0] >= policy.max_fail and not stop.is_set():
-                            why[0] = f"max-fail reached ({failures[0]} failed)"
-                            stop.set()
+                fut = finished.get()  # a Ctrl-C's handler runs while this waits
+                i = running.pop(fut)
+                res = fut.result()
+                results[i] = res
+                progress.advance(res)
+                if not res.ok:
+                    failures[0] += 1
+                    if policy.max_fail and failures[0] >= policy.max_fail and not stop.is_set():
+                        why[0] = f"max-fail reached ({failures[0]} failed)"
+                        stop.set()
         except BaseException:  # the second Ctrl-C: no waiting for the hosts in flight
             pool.shutdown(wait=False, cancel_futures=True)
             raise

@@ -165,6 +165,20 @@ class Plan:
     def result(self, spec_id: str) -> PatchResult:
         return next(r for r in self.results if r.id == spec_id)
 
+    def copy(self) -> Plan:
+        """The same decisions with results of its own: a host's run fills its results in (the
+        checks' probes, an outcome that did not come true). The writes (frozen) and the
+        journal entries are shared: nothing changes them once planned."""
+        return Plan(
+            [replace(r, files=list(r.files), probes=list(r.probes)) for r in self.results],
+            list(self.writes),
+            list(self.entries),
+            dict(self.checks),
+            dict(self.touched),
+            list(self.gc),
+            list(self.backups),
+        )
+
 
 def checks_for(spec: PatchSpec, variant: Variant | None, level: Level) -> list[dict[str, Any]]:
     """Import and probe checks for one spec. A probe imports its module itself, so a module

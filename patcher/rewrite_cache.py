@@ -255,13 +255,44 @@ class Caches:
     stats: dict[str, int] = field(default_factory=lambda: {"parses": 0, "hits": 0})
     lock: threading.Lock = field(default_factory=threading.Lock)
     key_locks: dict[tuple[str, str, int, str], threading.Lock] = field(default_factory=dict)
+    # sha256 of the texts rewritten, by the text's identity (the str held, so its id stays
+    # its own): a fleet's hosts hand the same few text objects (the content cache's) over.
+    shas: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # rewrites asked for by each thread (asked()): a plan made once and copied for other
+    # hosts (exchange.RunContext.planned) counts the cache hits its rewrites stand for
+    calls: threading.local = field(default_factory=threading.local, repr=False)
+
+    def asked(self) -> int:
+        """How many rewrites this thread asked this cache for so far."""
+        return int(getattr(self.calls, "n", 0))
+
+    def hit(self, n: int) -> None:
+        """`n` more rewrites answered from the cache without being asked again (a copied plan's)."""
+        with self.lock:
+            self.stats["hits"] += n
+
+    def _sha(self, text: str) -> str:
+        hit = self.shas.get(id(text))
+        if hit is not None and hit[0] is text:
+            return hit[1]
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        if len(self.shas) >= 64:
+            self.shas.clear()
+        self.shas[id(text)] = (text, sha)
+        return sha
 
     def rewrite(
         self, text: str, spec: PatchSpec, index: int, rel: str, edits: Sequence[Edit]
     ) -> RewriteResult:
         """Single-flight per key: 8 hosts inspected at once with the same file wait for ONE
         parse. Misses go to the on-disk cache of earlier runs (patcher.rewrite_cache)."""
-        key = (hashlib.sha256(text.encode()).hexdigest(), spec.digest, index, rel)
+        self.calls.n = self.asked() + 1
+        key = (self._sha(text), spec.digest, index, rel)
+        hit = self.rewrites.get(key)  # every host after the first: no lock but the count's
+        if hit is not None:
+            with self.lock:
+                self.stats["hits"] += 1
+            return hit
         part = f"{index}:{rel}"
         with self.lock:
             key_lock = self.key_locks.setdefault(key, threading.Lock())

@@ -15,9 +15,10 @@ import re
 import textwrap
 import types
 import typing
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -53,11 +54,28 @@ def _empty() -> list[Any]:
     return []
 
 
+_M = TypeVar("_M", bound="_Model")
+
+
 class _Model(BaseModel):
     # defer_build: the validators are built by the first validation, not at import. A command
     # that imports the models without loading a spec (rollback or status by the journal, via
     # the planner) skips that build (~30 ms) and the plugin lookup pydantic does with it.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    # What a model derives from its fields (a spec's digest, a variant's version range parsed)
+    # is a functools.cached_property: a fleet's run asks it per host, and a frozen model's
+    # fields do not change. Kept in the instance's __dict__ beside the fields, which pydantic
+    # compares, dumps and validates by its own list of fields alone.
+
+    def model_copy(self: _M, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> _M:
+        """pydantic's copy, less the derived values: `update` may change what they derive from
+        (the copy computes them again when asked)."""
+        copied = super().model_copy(update=update, deep=deep)
+        fields = type(self).model_fields
+        for name in [k for k in copied.__dict__ if k not in fields]:
+            del copied.__dict__[name]
+        return copied
 
 
 def _check_statements(source: str, what: str) -> str:
@@ -495,7 +513,7 @@ class Variant(_Model):
             out.setdefault(rel, []).append(e)
         return list(out.items())
 
-    @property
+    @cached_property
     def specifier(self) -> SpecifierSet:
         return SpecifierSet(self.versions)
 
@@ -503,7 +521,11 @@ class Variant(_Model):
     def modules(self) -> list[str]:
         """Import names of the files it changes (``vllm/config/speculative.py`` ->
         ``vllm.config.speculative``)."""
-        return [module_of(rel) for rel, _ in self.files()]
+        return list(self._modules)
+
+    @cached_property
+    def _modules(self) -> tuple[str, ...]:
+        return tuple(module_of(rel) for rel, _ in self.files())
 
 
 def module_of(rel: str) -> str:
@@ -615,6 +637,22 @@ class PatchSpec(_Model):
 
     def choose_variant(self, version: str) -> tuple[int, Variant] | None:
         """The variant whose range contains `version` (pre-releases included), or None."""
+        chosen = self._chosen  # a fleet has a few versions: each parsed once
+        try:
+            return chosen[version]
+        except KeyError:
+            pass
+        got = self._choose_variant(version)
+        if len(chosen) >= 64:
+            chosen.clear()
+        chosen[version] = got
+        return got
+
+    @cached_property
+    def _chosen(self) -> dict[str, tuple[int, Variant] | None]:
+        return {}
+
+    def _choose_variant(self, version: str) -> tuple[int, Variant] | None:
         try:
             v = Version(version)
         except InvalidVersion:
@@ -769,16 +807,13 @@ def from_kept(doc: dict[str, Any]) -> PatchSpec:
     return spec
 
 
-_M = typing.TypeVar("_M", bound=BaseModel)
-
-
 def _construct(cls: type[_M], data: dict[str, Any]) -> _M:
     fields = cls.model_fields
     values = {k: _constructed(fields[k].annotation, v) for k, v in data.items()}
     return cls.model_construct(_fields_set=set(data), **values)
 
 
-def _edit_classes() -> dict[str, type[BaseModel]]:
+def _edit_classes() -> dict[str, type[_Model]]:
     union = typing.get_args(Edit)[0]
     return {typing.get_args(c.model_fields["op"].annotation)[0]: c for c in typing.get_args(union)}
 
@@ -787,7 +822,7 @@ def _constructed(ann: Any, value: Any) -> Any:
     if value is None:
         return None
     origin = typing.get_origin(ann)
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
+    if isinstance(ann, type) and issubclass(ann, _Model):
         return _construct(ann, value)
     if origin is list:
         (inner,) = typing.get_args(ann)
@@ -796,7 +831,7 @@ def _constructed(ann: Any, value: Any) -> Any:
         return _construct(_edit_classes()[value["op"]], value)  # the Edit union, by its tag
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(ann)
-        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        models = [a for a in args if isinstance(a, type) and issubclass(a, _Model)]
         if models and isinstance(value, dict):
             return _construct(models[0], value)  # `Model | None`
     return value

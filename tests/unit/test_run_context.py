@@ -32,7 +32,6 @@ NOT_RUN_STATE = {
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
     "capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
-    "spec.py:_M": "a TypeVar (typing's marker for from_kept's model type)",
     "matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
     "transports/__init__.py:DEFAULTS": "a Settings() NamedTuple (immutable)",
     # the agent: a process of its own per host and run (it ends with os._exit after its last
