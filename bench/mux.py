@@ -12,7 +12,9 @@ What is counted, so the figures compare with the other rows: the controller colu
 CPU the masters (our own background `ssh` processes, which encrypt every shared session) spent
 during the run; the hosts column counts the live sshd connection processes too
 (HostCpu.read(live=True)), since the master's sshd outlives the command. The masters' own
-handshakes happen before the clock starts (`warm`), and they are closed afterwards (`close`).
+handshakes happen before the clock starts (`warm`), and they are closed right after the row's
+run (`close`): a master's sshd is a live child of its host's listener, and the other rows
+read the hosts' CPU once every session is reaped.
 """
 
 from __future__ import annotations

@@ -232,7 +232,10 @@ class Bench:
         xargs = ["xargs", "-a", str(names), "-P", str(len(hosts)), "-I{}", *ssh]
         if mux:
             self.mux.warm(hosts)
-        t, cpu = self.measure(lambda: timed(xargs), mux=mux)
+        try:
+            t, cpu = self.measure(lambda: timed(xargs), mux=mux)
+        finally:
+            self.mux.close()  # no master outlives its row: the others count reaped sessions
         if t.code != 0:
             raise _fail(name, t, "ssh+sed failed")
         self._files_are(hosts, self.expected, name, t)
@@ -281,7 +284,10 @@ class Bench:
         inv = labs.write_inventory(self.work / f"hosts-{n}.toml", hosts)
         self.mux.warm(hosts)
         apply = lambda: self._vpatch("apply", inv, n, "--level", "static", mux=True)  # noqa: E731
-        t, cpu = self.measure(apply, mux=True)
+        try:
+            t, cpu = self.measure(apply, mux=True)
+        finally:
+            self.mux.close()
         self._vpatch_doc(t, "vpatch apply (shared connections)", "applied", n)
         self._files_are(hosts, self.expected, "vpatch apply (shared connections)", t)
         self.row("vpatch-apply-mux", n).add(t, hosts_cpu_s=cpu)
@@ -408,7 +414,6 @@ def run_size(bench: Bench, n: int, reps: int, warmup: bool, log: Callable[[str],
             bench.startup()
         log(f"  {n:>3} hosts: repetition {rep + 1}/{reps} ({time.monotonic() - started:.1f} s)")
     bench.standin.reset(hosts)
-    bench.mux.close()
 
 
 def run_import(bench: Bench, reps: int, warmup: bool, log: Callable[[str], None]) -> None:
