@@ -14,6 +14,7 @@ import zipfile
 import zlib
 from importlib.util import MAGIC_NUMBER
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -320,6 +321,51 @@ def _module(tmp_path: Path, text: str) -> Path:
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text(text)
     return src
+
+
+def test_a_kept_bundle_carries_slim_code_that_behaves_as_the_source(tmp_path: Path) -> None:
+    """Where the bundle is kept, its code objects are compiled without docstrings (a body that
+    was only one runs as `pass`) and, from 3.11, without column positions; asserts, line
+    numbers and every other constant stay. The agent's own kept bundle is such a build; one that
+    cannot be kept (the agent's directory read-only to this user) takes the .pyc bodies."""
+    text = (
+        '"""module doc"""\n'
+        "X = 0\n"
+        "def f():\n"
+        '    """only a doc"""\n'
+        "class C:\n"
+        '    """class doc"""\n'
+        "    y = 'kept'\n"
+        "def g():\n"
+        "    assert X, 'asserts stay'\n"
+    )
+    slim = bundle._slim_codes({"vpatch_agent.mod": text.encode()})
+    assert slim is not None
+    code = marshal.loads(slim["vpatch_agent.mod"])
+    assert code.co_filename == "<vpatch_agent.mod>"
+    ns: dict[str, Any] = {}
+    exec(code, ns)
+    f, c, g = ns["f"], ns["C"], ns["g"]
+    assert ns.get("__doc__") is None and f.__doc__ is None and c.__doc__ is None
+    assert f() is None and c.y == "kept"
+    with pytest.raises(AssertionError, match="asserts stay"):
+        g()
+    assert 9 in {line for _, _, line in g.__code__.co_lines()}  # the assert's own line
+    if sys.version_info >= (3, 11):
+        assert {p[2] for p in g.__code__.co_positions()} == {None}
+    plain = compile(text, "<vpatch_agent.mod>", "exec", dont_inherit=True)
+    assert len(marshal.dumps(code)) < len(marshal.dumps(plain))
+    # The agent's own: the kept bundle has no module docstring among its constants.
+    mods = json.loads(agent_bundle())
+    key = f"#{MAGIC_NUMBER.hex()}:vpatch_agent.wire"
+    wire_code = marshal.loads(_unpacked(mods[key]))
+    source = (Path(bundle.__file__).parent.parent / "agent" / "wire.py").read_text()
+    assert compile(source, "x", "exec").co_consts[0] not in wire_code.co_consts
+    assert not bundle._keepable(tmp_path / "missing")
+    if os.geteuid() != 0:  # (root may write anywhere: os.access says so)
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o555)
+        assert not bundle._keepable(ro)
 
 
 def test_bundle_code_comes_from_a_current_pyc_only(tmp_path: Path) -> None:
