@@ -60,6 +60,11 @@ class RunContext:
     )
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def flush(self) -> None:
+        """Write the hosts' answers the run kept for its end (factcache.Memo.defer): a fleet
+        command calls it once its hosts are done, whatever ended them."""
+        factcache.flush(self.hosts)
+
     @property
     def content(self) -> rewrite_cache.Texts:
         """File texts by sha256, every one checked against its hash on arrival."""
@@ -292,8 +297,8 @@ def remember(
 ) -> None:
     """Keep a host's answers, newest first, for the next run's guesses (patcher.factcache):
     the inspect's (its Exchange: its fingerprint is known) and, after a commit, its chain's
-    closing inspect (the state the next command will meet). Once per host and command, one
-    file: a cache write is the costliest step a controller takes per host."""
+    closing inspect (the state the next command will meet). Once per host and command, into
+    its bucket: written at once, or with the run's other hosts at its end (RunContext.flush)."""
     got: list[tuple[str, Answer]] = []
     for a in answers:
         if isinstance(a, Exchange):

@@ -11,12 +11,17 @@ checked against the sha256 the answer gives it when it is loaded: an edited or c
 a guess that does not match, or no guess, never a wrong write.
 
 Where: `hosts/` next to the rewrite cache (patcher.rewrite_cache.directory: same switch, same
-ownership rules), ONE JSON file per (target, state dir): per files asked (the inspect's
-`packages`, newest first, at most `KEEP_ASKED`) the last `KEEP_PER_HOST` distinct answers,
-newest first. An inspect that asks for no package files (`rollback ID`, `status`) is answered
-from every entry with its package files left out: the journal is the same. One file a host
-and command is one write: the costliest step a controller takes per host. Writes are atomic,
-not fsync'ed: a torn or lost entry is only a miss.
+ownership rules), in BUCKETS files named by the first two hex digits of each (target, state
+dir)'s name: per (target, state dir), per files asked (the inspect's `packages`, newest first,
+at most `KEEP_ASKED`), the last `KEEP_PER_HOST` distinct answers, newest first. An inspect that
+asks for no package files (`rollback ID`, `status`) is answered from every entry with its
+package files left out: the journal is the same. A file per host made a fleet's first run
+create one inode per host, the costliest step a controller took per host (ext4 allocating
+it: ~30 % of the 10,000-target simulation's CPU on the bench machine); a bucket holds up to
+`KEEP_PER_BUCKET` hosts, least recently written out first. A fleet command defers its writes
+(Memo.defer) and writes each bucket it touched once, at its end (flush: the bucket read again
+and merged, so another run's hosts in it stay); any other caller writes through. Writes are
+atomic, not fsync'ed: a torn or lost entry (two runs racing on one bucket) is only a miss.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from patcher.agent import protocol
 
 KEEP_PER_HOST = 2  # answers per files asked
 KEEP_ASKED = 4  # sets of files asked, per host file
-KEEP_HOSTS = 4096
+BUCKETS = 256  # host files: the first two hex digits of name()
+KEEP_PER_BUCKET = 64  # hosts per bucket file: 16,384 in all
 KEEP_TEXTS = 1024
 MAX_BYTES = 32 * 1024 * 1024  # an entry bigger than this is not read (a cache, not an input)
 
@@ -53,8 +59,14 @@ class Memo:
     pruned: set[Path] = field(default_factory=set)
     written: set[tuple[str, str]] = field(default_factory=set)  # (texts dir, sha256)
     checked: Path | None = None  # hosts/, found usable by this run
-    unread: set[str] = field(default_factory=set)  # host files load found nothing usable in
     texts_made: bool = False  # hosts/texts/ made (or found) by this run
+    defer: bool = False  # store() keeps its writes for flush() (a fleet command's memo)
+    # bucket file -> {host file name: its document}: as this run read or wrote the bucket
+    # (read once a run), and what store() has not written yet
+    read: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    flushing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 def key(target: str, request: dict[str, Any]) -> str:
@@ -93,10 +105,8 @@ def load(
     d = _directory(memo)
     if d is None:
         return []
-    tag, file = asked(request), f"{name(target, request)}.json"
-    entries = _entries(_read_json(d / file))
-    if not entries:
-        memo.unread.add(file)  # remember() then writes it without reading it again
+    tag, host = asked(request), name(target, request)
+    entries = _entries(_host_doc(d, host, memo))
     out: list[tuple[str, Answer]] = []
     for entry_tag, answers in entries:
         if entry_tag != tag and tag != _NONE_ASKED:
@@ -191,14 +201,9 @@ def store(
     d = _directory(memo, create=True)  # one check for the read and the write
     if d is None:
         return
-    tag, file = asked(request), f"{name(target, request)}.json"
+    tag, host = asked(request), name(target, request)
     others: list[dict[str, Any]] = []
-    if file in memo.unread:
-        memo.unread.discard(file)
-        entries = []
-    else:
-        entries = _entries(_read_json(d / file))
-    for entry_tag, old in entries:
+    for entry_tag, old in _entries(_host_doc(d, host, memo)):
         if entry_tag != tag:
             if len(others) < KEEP_ASKED - 1:
                 others.append({"asked": entry_tag, "answers": old})  # checked when loaded
@@ -217,12 +222,80 @@ def store(
             except FileExistsError:
                 pass
             memo.texts_made = True
-        stored = [_without_texts(texts, a, memo) for _, a in keep]
-        doc = {"entries": [{"asked": tag, "answers": stored}, *others]}
-        _write(d, file, json.dumps(doc).encode())
-        _prune_once(d, texts, memo)
+        stored = [_without_texts(texts, a, memo) for _, a in keep]  # texts first, always
     except OSError:
-        pass
+        return
+    with memo.lock:
+        memo.pending.setdefault(_bucket(host), {})[host] = {
+            "entries": [{"asked": tag, "answers": stored}, *others]
+        }
+    if not memo.defer:
+        flush(memo)
+
+
+def flush(memo: Memo) -> None:
+    """Write every bucket store() left pending in `memo`: each read again (another run's hosts
+    in it are kept, this run's replace theirs and move to its end), trimmed to KEEP_PER_BUCKET,
+    written once. Never fails a run."""
+    with memo.flushing:
+        with memo.lock:
+            pending, memo.pending = memo.pending, {}
+        d = memo.checked
+        if not pending or d is None:
+            return
+        for bucket, hosts in pending.items():
+            now = _hosts_of(_read_json(d / bucket))
+            for host in hosts:
+                now.pop(host, None)
+            now.update(hosts)
+            for host in list(now)[: max(0, len(now) - KEEP_PER_BUCKET)]:
+                del now[host]
+            try:
+                _write(d, bucket, json.dumps({"hosts": now}).encode())
+            except OSError:
+                continue
+            with memo.lock:
+                memo.read[bucket] = now
+        try:
+            _prune_once(d, d / "texts", memo)
+        except OSError:
+            pass
+
+
+def _bucket(host: str) -> str:
+    return f"{host[:2]}.json"
+
+
+def _host_doc(d: Path, host: str, memo: Memo) -> Any:
+    """The stored document of one (target, state dir): this run's own not yet written, else
+    its bucket's as this run first read it (one read a bucket and run)."""
+    bucket = _bucket(host)
+    with memo.lock:
+        mine = memo.pending.get(bucket, {}).get(host)
+        if mine is not None:
+            return mine
+        hosts = memo.read.get(bucket)
+    if hosts is None:
+        hosts = _hosts_of(_read_json(d / bucket))
+        with memo.lock:
+            hosts = memo.read.setdefault(bucket, hosts)
+    return hosts.get(host)
+
+
+def _hosts_of(doc: Any) -> dict[str, Any]:
+    """A bucket's {host file name: document}, only names as name() makes them (each document
+    is checked as it is used: _entries, then every answer and text)."""
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(hosts, dict):
+        return {}
+    return {
+        h: v
+        for h, v in hosts.items()
+        if isinstance(h, str) and len(h) == 40 and all(c in _HEX for c in h)
+    }
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def _directory(memo: Memo, create: bool = False) -> Path | None:
@@ -383,11 +456,18 @@ _serial = itertools.count()  # temp file names: unique within the process, not r
 
 
 def _prune_once(d: Path, texts: Path, memo: Memo) -> None:
-    """Once a run: at most KEEP_HOSTS answer files and KEEP_TEXTS texts, oldest out first."""
+    """Once a run: the host files of the older layout out, at most BUCKETS bucket files (and a
+    killed run's temp files) and KEEP_TEXTS texts, oldest out first."""
     if d in memo.pruned:
         return
     memo.pruned.add(d)
-    rewrite_cache.prune(d, KEEP_HOSTS)
+    for n in os.listdir(d):  # one file per host, as an older vpatch kept them: never read
+        if len(n) == 45 and n.endswith(".json"):
+            try:
+                os.unlink(d / n)
+            except OSError:
+                continue
+    rewrite_cache.prune(d, BUCKETS)
     rewrite_cache.prune(texts, KEEP_TEXTS)
 
 

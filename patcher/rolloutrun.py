@@ -504,6 +504,7 @@ def command(
     opts = engine.Options(level=args.level, force=args.force)
     ctrl_c = threading.Event()
     ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
+    ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     ids = [(s.id, s.package) for s in specs]
     path = args.report or rolloutreport.default_report(run)
     report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
@@ -544,6 +545,7 @@ def command(
         import signal  # a Ctrl-C from here on must not cost the report
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ctx.flush()
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     from patcher.report import emit
 

@@ -152,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
     from patcher.result import RunResult
 
     ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
+    ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     pristine = WheelTexts(getattr(args, "wheelhouse", []))  # this run's wheels, shared
     try:
         with progress_for(len(targets), args.json or progress.quiet()) as bar:
@@ -167,6 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
         progress.stop_live()  # the result and errors print on a clean terminal
+        ctx.flush()
     if args.command == "rollback" and ids:
         _unknown_ids(hosts, ids)
     stats = ctx.stats()

@@ -134,9 +134,10 @@ def test_a_cache_that_lies_never_decides_a_write(
     _run("rollback", common, env)
     pristine = _site_file(lab.hosts[0]).read_text()
     hosts_dir = tmp_path / "cache" / "hosts"
-    # the host's one file; in it, the answers to the apply's own request
+    # the host's one bucket file; in it, the host's answers to the apply's own request
     [entry] = hosts_dir.glob("*.json")
-    doc = json.loads(entry.read_text())
+    bucket = json.loads(entry.read_text())
+    [doc] = bucket["hosts"].values()
     [asked] = [e for e in doc["entries"] if e["answers"][0]["packages"]]
     lie = pristine.replace('"qwen",', '"qwen",\n            "attacker",')
     lie_sha = hashlib.sha256(lie.encode()).hexdigest()
@@ -145,7 +146,7 @@ def test_a_cache_that_lies_never_decides_a_write(
         for pkg in answer["packages"].values():
             for info in pkg["files"].values():
                 info["sha256"], info["text"] = lie_sha, "@" + lie_sha
-    entry.write_text(json.dumps(doc))
+    entry.write_text(json.dumps(bucket))
 
     res = _run("apply", common, env)
     assert _counts(res) == (2, 0)  # planned from the host's own answer

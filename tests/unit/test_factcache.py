@@ -1,5 +1,6 @@
-"""patcher/factcache.py: the answers a run plans on ahead are stored in one file per host, texts
-once per content, and nothing read back is used unless every text is what its sha256 says."""
+"""patcher/factcache.py: the answers a run plans on ahead are stored per host in bucket files
+(a fleet command writes each bucket once, at its end), texts once per content, and nothing read
+back is used unless every text is what its sha256 says."""
 
 from __future__ import annotations
 
@@ -63,7 +64,12 @@ BARE = dict(REQ, packages={})  # `rollback ID`, `status`: no package files asked
 
 
 def entry(target: str) -> str:
-    return f"{factcache.name(target, REQ)}.json"
+    """The bucket file that holds `target`'s answers to REQ."""
+    return f"{factcache.name(target, REQ)[:2]}.json"
+
+
+def host_doc(cache: Path, target: str) -> Any:
+    return json.loads((cache / entry(target)).read_text())["hosts"][factcache.name(target, REQ)]
 
 
 def remember(target: str, answers: list[dict[str, Any]], req: dict[str, Any] = REQ) -> None:
@@ -96,7 +102,7 @@ def test_round_trip_newest_first_one_per_fingerprint(cache: Path) -> None:
     remember("h1", [c])
     assert len(load("h1")) == factcache.KEEP_PER_HOST
     # The envelope is not kept; texts are stored once per content, outside the answers.
-    stored = json.loads((cache / entry("h1")).read_text())
+    stored = host_doc(cache, "h1")
     assert (
         "pid" not in stored["entries"][0]["answers"][0]
         and "newer" not in (cache / entry("h1")).read_text()
@@ -122,7 +128,10 @@ def test_nothing_unverified_comes_back(cache: Path) -> None:
         *broken_docs,
         json.dumps({"entries": [{"asked": factcache.asked(REQ), "answers": [1, {}]}]}),
     ):
-        (cache / entry("h")).write_text(broken)
+        (cache / entry("h")).write_text(broken)  # a whole bucket of nothing usable
+        assert load("h") == []
+        doc = {"hosts": {factcache.name("h", REQ): json.loads(broken) if broken != "{" else 7}}
+        (cache / entry("h")).write_text(json.dumps(doc))  # the host's document broken
         assert load("h") == []
 
 
@@ -217,3 +226,81 @@ def test_texts_the_run_checked_are_not_read_again(cache: Path) -> None:
     assert got["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "base\n"
     # A text is taken from `known` only under the sha256 the stored answer names.
     assert factcache.load("h", REQ, factcache.Memo(), {sha("other\n"): "other\n"}) == []
+
+
+def targets_in_one_bucket(n: int, not_in: str = "") -> list[str]:
+    """`n` target names whose answers to REQ share one bucket file."""
+    out: list[str] = []
+    first = ""
+    for i in range(100000):
+        t = f"h{i}"
+        b = entry(t)
+        if b == not_in:
+            continue
+        first = first or b
+        if b == first:
+            out.append(t)
+            if len(out) == n:
+                return out
+    raise AssertionError("no such names")
+
+
+def test_a_fleet_run_writes_each_bucket_once_at_its_end(cache: Path) -> None:
+    """Memo.defer (a fleet command): stores are held until flush, seen meanwhile by the same
+    run's loads, then written one file per bucket touched; another run's hosts in a bucket
+    stay, this run's replace theirs, and a bucket keeps the KEEP_PER_BUCKET last written."""
+    a, b = answer("base\n"), answer("new\n", applied=True)
+    mine = targets_in_one_bucket(3)
+    elsewhere = targets_in_one_bucket(1, not_in=entry(mine[0]))
+    remember(mine[0], [a])  # an earlier run's, written through
+    memo = factcache.Memo(defer=True)
+    made: list[str] = []
+    real_write = factcache._write
+
+    def write(d: Path, name: str, data: bytes) -> None:
+        made.append(name)
+        real_write(d, name, data)
+
+    factcache._write = write  # type: ignore[assignment]
+    try:
+        for t in [*mine[1:], *elsewhere]:
+            factcache.remember(t, REQ, [b], memo)
+        assert made and all(len(n) == 64 for n in made)  # texts only: no bucket written yet
+        assert not (cache / entry(elsewhere[0])).exists()
+        [(fp, _)] = factcache.load(mine[1], REQ, memo)  # the run's own, not yet written
+        assert fp == protocol.fingerprint(b)
+        assert load(mine[1]) == []  # another run does not see it yet
+        factcache.flush(memo)
+        buckets = [n for n in made if n.endswith(".json")]
+        assert sorted(buckets) == sorted({entry(mine[0]), entry(elsewhere[0])})
+        factcache.flush(memo)  # nothing left: nothing written
+        assert [n for n in made if n.endswith(".json")] == buckets
+    finally:
+        factcache._write = real_write  # type: ignore[assignment]
+    assert [fp for fp, _ in load(mine[0])] == [protocol.fingerprint(a)]  # kept from before
+    assert [fp for fp, _ in load(mine[2])] == [protocol.fingerprint(b)]
+    assert [fp for fp, _ in load(elsewhere[0])] == [protocol.fingerprint(b)]
+    hosts = json.loads((cache / entry(mine[0])).read_text())["hosts"]
+    assert list(hosts)[-2:] == [factcache.name(t, REQ) for t in mine[1:]]  # newest last
+    more = targets_in_one_bucket(factcache.KEEP_PER_BUCKET + 3)
+    memo = factcache.Memo(defer=True)
+    for t in more:
+        factcache.remember(t, REQ, [a], memo)
+    factcache.flush(memo)
+    hosts = json.loads((cache / entry(mine[0])).read_text())["hosts"]
+    assert list(hosts) == [factcache.name(t, REQ) for t in more[3:]]
+    assert load(more[2]) == [] and load(more[3])  # the least recently written went first
+
+
+def test_host_files_of_the_older_layout_are_removed(cache: Path) -> None:
+    """One file per host (the layout before the buckets) is never read, and a flush removes
+    it; a bucket's names that are not name()'s are not read either."""
+    remember("h", [answer("base\n")])
+    old = cache / f"{factcache.name('h', REQ)}.json"
+    old.write_text(json.dumps(host_doc(cache, "h")))
+    doc = json.loads((cache / entry("h")).read_text())
+    doc["hosts"] = {"../../x": doc["hosts"][factcache.name("h", REQ)]}
+    (cache / entry("h")).write_text(json.dumps(doc))
+    assert load("h") == []
+    remember("h2", [answer("base\n")])  # a new run's flush: the old layout's file goes
+    assert not old.exists()
