@@ -12,7 +12,6 @@ runs the environment's interpreter (patcher/agent/privsep.py). The bundle is exa
 
 from __future__ import annotations
 
-import json
 import os
 from functools import cache
 from pathlib import Path
@@ -198,6 +197,8 @@ def _slim_codes(texts: dict[str, bytes]) -> dict[str, bytes] | None:
     import sys
 
     flags = ["-X", "no_debug_ranges"] if sys.version_info >= (3, 11) else []
+    import json
+
     sources = json.dumps({name: text.decode("utf-8") for name, text in texts.items()})
     try:
         res = subprocess.run(
@@ -224,6 +225,8 @@ def _build(texts: dict[str, bytes], codes: dict[str, bytes]) -> bytes:
 
     mods = {name: packed(text) for name, text in texts.items()}
     mods |= {name: packed(code) for name, code in codes.items()}
+    import json
+
     body = json.dumps({"#child": CHILD_BOOT} | mods)
     size = len(_HEADER % 0) + len(body)  # the header replaces body's "{", the newline ends it
     return (_HEADER % size + body[1:]).encode() + b"\n"
@@ -319,12 +322,16 @@ TRUSTED_PYTHON = "/usr/bin/python3"
 
 def request_line(request: dict[str, Any]) -> bytes:
     """One request of a session: compact JSON never contains a raw newline."""
+    import json  # (here, not at the top: a session starts before any request is made)
+
     return json.dumps(request).encode() + b"\n"
 
 
 def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
     """The agent's JSON answer, or an AgentError that says what went wrong on the host."""
     try:
+        import json
+
         res = json.loads(stdout.decode("utf-8", "replace"))
     except ValueError:
         tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {status}"]

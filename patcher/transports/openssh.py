@@ -31,11 +31,12 @@ from patcher.transports.ssh import SshOptions, exec_error, options, remote_comma
 if TYPE_CHECKING:
     from patcher.transports import Settings, Target
 
-_FINGERPRINT = re.compile(r"Server host key: (\S+) (SHA256:\S+)")
-_UNKNOWN = re.compile(r"No (\S+) host key is known for (\S+) and you have requested strict")
-_CHANGED_FP = re.compile(r"key sent by the remote host is\s+(SHA256:[\w+/]+)")
-_OFFENDING = re.compile(r"Offending \S+ key in (.+):(\d+)")
-_REVOKED = re.compile(r"The (\S+) host key for (\S+) is marked as revoked")
+# Patterns of ssh's own words, compiled by `re` at their first use: only an error reads them.
+_FINGERPRINT = r"Server host key: (\S+) (SHA256:\S+)"
+_UNKNOWN = r"No (\S+) host key is known for (\S+) and you have requested strict"
+_CHANGED_FP = r"key sent by the remote host is\s+(SHA256:[\w+/]+)"
+_OFFENDING = r"Offending \S+ key in (.+):(\d+)"
+_REVOKED = r"The (\S+) host key for (\S+) is marked as revoked"
 _CONNECT = (  # ssh's own words for "never got as far as running the command"
     "ssh: ",
     "kex_exchange_identification",
@@ -148,7 +149,7 @@ class OpenSshTransport(PipeTransport):
     def _ssh_error(self, text: str) -> HostError:
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         t, timeout = self.target, self.opts.connect_timeout
-        if "Host key verification failed." in lines or _REVOKED.search(text):
+        if "Host key verification failed." in lines or re.search(_REVOKED, text):
             return self._host_key_error(text)
         for line in lines:
             if line.startswith(_MUX):
@@ -186,10 +187,10 @@ class OpenSshTransport(PipeTransport):
 
     def _host_key_error(self, text: str) -> HostError:
         t = self.target
-        changed = _CHANGED_FP.search(text)
+        changed = re.search(_CHANGED_FP, text)
         if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text:
             got = f"got {changed[1]}, " if changed else ""
-            where = _OFFENDING.search(text)
+            where = re.search(_OFFENDING, text)
             old = f"{where[1]}:{where[2]}" if where else "known_hosts"
             return HostError(
                 f"{t}: HOST KEY CHANGED for {self.host}: {got}{old} has another key; refused "
@@ -198,7 +199,7 @@ class OpenSshTransport(PipeTransport):
             )
         key = self._server_key()
         shown = f" ({key[0]} {key[1]})" if key else ""
-        revoked = _REVOKED.search(text)
+        revoked = re.search(_REVOKED, text)
         if revoked:
             return HostError(
                 f"{t}: the host key of {revoked[2]}{shown} is marked @revoked in known_hosts; "
@@ -206,7 +207,7 @@ class OpenSshTransport(PipeTransport):
                 "a revoked key is never trusted: find out why it was revoked, and give the host "
                 "a new key",
             )
-        unknown = _UNKNOWN.search(text)
+        unknown = re.search(_UNKNOWN, text)
         name = unknown[2] if unknown else self.host
         user_files, system_files = self._known_hosts_files()
         first = user_files[0] if user_files else "~/.ssh/known_hosts"
@@ -247,7 +248,7 @@ class OpenSshTransport(PipeTransport):
             )
         except (OSError, subprocess.TimeoutExpired):
             return None
-        found = _FINGERPRINT.search(done.stderr)
+        found = re.search(_FINGERPRINT, done.stderr)
         return (found[1], found[2]) if found else None
 
     def _known_hosts_files(self) -> tuple[list[str], list[str]]:
