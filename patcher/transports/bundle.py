@@ -183,7 +183,13 @@ sys.stdout.buffer.write(marshal.dumps({k:code(k,v) for k,v in m.items()}))
 
 def _keepable(where: Path) -> bool:
     """Whether a bundle built now is kept for the next runs (this user may write beside the
-    agent's .pyc files): only then is the slimmer compile worth its one interpreter start."""
+    agent's .pyc files, `__pycache__` made here where it is missing, as py_compile would
+    make it: under PYTHONDONTWRITEBYTECODE nothing else does): only then is the slimmer
+    compile worth its one interpreter start."""
+    try:
+        where.mkdir(exist_ok=True)
+    except OSError:
+        return False
     return where.is_dir() and os.access(where, os.W_OK)
 
 

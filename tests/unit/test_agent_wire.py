@@ -361,7 +361,7 @@ def test_a_kept_bundle_carries_slim_code_that_behaves_as_the_source(tmp_path: Pa
     wire_code = marshal.loads(_unpacked(mods[key]))
     source = (Path(bundle.__file__).parent.parent / "agent" / "wire.py").read_text()
     assert compile(source, "x", "exec").co_consts[0] not in wire_code.co_consts
-    assert not bundle._keepable(tmp_path / "missing")
+    assert not bundle._keepable(tmp_path / "no" / "such")  # nowhere to make it
     if os.geteuid() != 0:  # (root may write anywhere: os.access says so)
         ro = tmp_path / "ro"
         ro.mkdir(mode=0o555)
