@@ -61,10 +61,10 @@ class Memo:
     checked: Path | None = None  # hosts/, found usable by this run
     texts_made: bool = False  # hosts/texts/ made (or found) by this run
     defer: bool = False  # store() keeps its writes for flush() (a fleet command's memo)
-    # bucket file -> {host file name: its document}: as this run read or wrote the bucket
-    # (read once a run), and what store() has not written yet
-    read: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # bucket file -> {host file name: its document's JSON text}: as this run read or wrote the
+    # bucket (read once a run), and what store() has not written yet
+    read: dict[str, dict[str, str]] = field(default_factory=dict)
+    pending: dict[str, dict[str, str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     flushing: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -225,10 +225,9 @@ def store(
         stored = [_without_texts(texts, a, memo) for _, a in keep]  # texts first, always
     except OSError:
         return
+    text = json.dumps({"entries": [{"asked": tag, "answers": stored}, *others]})
     with memo.lock:
-        memo.pending.setdefault(_bucket(host), {})[host] = {
-            "entries": [{"asked": tag, "answers": stored}, *others]
-        }
+        memo.pending.setdefault(_bucket(host), {})[host] = text
     if not memo.defer:
         flush(memo)
 
@@ -271,27 +270,32 @@ def _host_doc(d: Path, host: str, memo: Memo) -> Any:
     its bucket's as this run first read it (one read a bucket and run)."""
     bucket = _bucket(host)
     with memo.lock:
-        mine = memo.pending.get(bucket, {}).get(host)
-        if mine is not None:
-            return mine
-        hosts = memo.read.get(bucket)
-    if hosts is None:
-        hosts = _hosts_of(_read_json(d / bucket))
-        with memo.lock:
-            hosts = memo.read.setdefault(bucket, hosts)
-    return hosts.get(host)
+        text = memo.pending.get(bucket, {}).get(host)
+        hosts = memo.read.get(bucket) if text is None else None
+    if text is None:
+        if hosts is None:
+            hosts = _hosts_of(_read_json(d / bucket))
+            with memo.lock:
+                hosts = memo.read.setdefault(bucket, hosts)
+        text = hosts.get(host)
+    try:
+        return json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
 
 
-def _hosts_of(doc: Any) -> dict[str, Any]:
-    """A bucket's {host file name: document}, only names as name() makes them (each document
-    is checked as it is used: _entries, then every answer and text)."""
+def _hosts_of(doc: Any) -> dict[str, str]:
+    """A bucket's {host file name: its document's JSON text}, only names as name() makes them.
+    Each host's document is kept as text, parsed when that host is looked up (and checked then:
+    _entries, then every answer and text): a run holds a bucket's hosts as compact strings,
+    and what it stores waits for the flush as the text it will write."""
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(hosts, dict):
         return {}
     return {
         h: v
         for h, v in hosts.items()
-        if isinstance(h, str) and len(h) == 40 and all(c in _HEX for c in h)
+        if isinstance(h, str) and isinstance(v, str) and len(h) == 40 and all(c in _HEX for c in h)
     }
 
 

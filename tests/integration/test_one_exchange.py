@@ -137,7 +137,8 @@ def test_a_cache_that_lies_never_decides_a_write(
     # the host's one bucket file; in it, the host's answers to the apply's own request
     [entry] = hosts_dir.glob("*.json")
     bucket = json.loads(entry.read_text())
-    [doc] = bucket["hosts"].values()
+    [(host, text)] = bucket["hosts"].items()
+    doc = json.loads(text)
     [asked] = [e for e in doc["entries"] if e["answers"][0]["packages"]]
     lie = pristine.replace('"qwen",', '"qwen",\n            "attacker",')
     lie_sha = hashlib.sha256(lie.encode()).hexdigest()
@@ -146,6 +147,7 @@ def test_a_cache_that_lies_never_decides_a_write(
         for pkg in answer["packages"].values():
             for info in pkg["files"].values():
                 info["sha256"], info["text"] = lie_sha, "@" + lie_sha
+    bucket["hosts"][host] = json.dumps(doc)
     entry.write_text(json.dumps(bucket))
 
     res = _run("apply", common, env)

@@ -69,7 +69,8 @@ def entry(target: str) -> str:
 
 
 def host_doc(cache: Path, target: str) -> Any:
-    return json.loads((cache / entry(target)).read_text())["hosts"][factcache.name(target, REQ)]
+    hosts = json.loads((cache / entry(target)).read_text())["hosts"]
+    return json.loads(hosts[factcache.name(target, REQ)])
 
 
 def remember(target: str, answers: list[dict[str, Any]], req: dict[str, Any] = REQ) -> None:
@@ -130,9 +131,10 @@ def test_nothing_unverified_comes_back(cache: Path) -> None:
     ):
         (cache / entry("h")).write_text(broken)  # a whole bucket of nothing usable
         assert load("h") == []
-        doc = {"hosts": {factcache.name("h", REQ): json.loads(broken) if broken != "{" else 7}}
-        (cache / entry("h")).write_text(json.dumps(doc))  # the host's document broken
-        assert load("h") == []
+        for text in (broken, json.loads(broken) if broken != "{" else 7):
+            doc = {"hosts": {factcache.name("h", REQ): text}}
+            (cache / entry("h")).write_text(json.dumps(doc))  # the host's document broken
+            assert load("h") == []
 
 
 @pytest.mark.parametrize(
