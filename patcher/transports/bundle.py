@@ -198,13 +198,12 @@ def _slim_codes(texts: dict[str, bytes]) -> dict[str, bytes] | None:
     very interpreter in a child started with `-X no_debug_ranges` (a flag read only at an
     interpreter's start): ~40 % fewer compressed bytes for every host's sshd to decrypt and every
     agent to read, once per agent source. None where that child fails: the .pyc bodies then."""
+    import json
     import marshal
     import subprocess
     import sys
 
     flags = ["-X", "no_debug_ranges"] if sys.version_info >= (3, 11) else []
-    import json
-
     sources = json.dumps({name: text.decode("utf-8") for name, text in texts.items()})
     try:
         res = subprocess.run(
