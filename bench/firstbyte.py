@@ -3,7 +3,7 @@
     python -m bench.firstbyte            # 15 runs; --runs N for more
 
 The host is local: a stand-in package in its own venv (tests/standin.py), patched with
-`vpatch apply --level static` and a warm on-disk rewrite cache (patcher/rewrite_cache.py), as a
+`vpatch apply --level static` and a warm on-disk rewrite cache (patcher/caches/rewrites.py), as a
 controller that has patched this content before runs it. Each run is rolled back (outside the
 clock) so every apply does the same work.
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import compact, statedir
-from patcher.spec import PatchSpec, load_spec
+from patcher.specs.model import PatchSpec, load_spec
 from tests import envs, standin
 from tests.support import cycles
 from tests.support.standin_specs import SPEC_A, SPEC_B

@@ -20,7 +20,7 @@ Rows (all wall-clock seconds of the whole command, as a user would run it):
 - vpatch-apply-cold   vpatch-apply (smallest host count only) without the on-disk rewrite cache
                       (VPATCH_NO_CACHE=1): every run imports libcst and parses. The other vpatch
                       rows use a bench-owned cache dir, warm after the warm-up round, as a
-                      controller that patched these contents before is (patcher/rewrite_cache.py)
+                      controller that patched these contents before is (patcher/caches/rewrites.py)
 - vpatch-startup      `vpatch --version`: interpreter start + imports, nothing else
 - vpatch-check        `vpatch check SPEC`: start-up plus loading the spec, what an apply spends
                       before it contacts a host (the split of the 1-host apply uses it)

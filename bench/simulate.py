@@ -5,7 +5,7 @@
 
 What runs is the real `vpatch apply SPEC --level static --parallel P --json` path, in this
 process: `patcher.cli.run` parses the arguments, loads an inventory of N hosts, schedules them
-with `patcher.fleet`, runs `engine.apply` per host (inspect, plan, rewrite through the cache,
+with `patcher.run.fleet`, runs `engine.apply` per host (inspect, plan, rewrite through the cache,
 commit) and renders the JSON document. Only the transport is replaced, by
 `patcher.commands._targets._open` patched for the measured run (`patch.object`: nothing in
 patcher/ changes), with `ReplayTransport`.
@@ -56,7 +56,7 @@ from unittest import mock
 
 from patcher import cli
 from patcher.commands import _targets
-from patcher.inventory import Target
+from patcher.inventory.targets import Target
 from patcher.transports.bundle import decode_answer, request_line
 from patcher.transports.pipe import LocalTransport
 from tests import standin
@@ -354,7 +354,7 @@ def measure(
 
     # The engine (and with it the planner, the spec models, pydantic) is imported before the
     # clock starts: the measurement is the run per target, not the controller's start-up.
-    import patcher.engine  # noqa: F401
+    import patcher.run.engine  # noqa: F401
 
     if traced:
         tracemalloc.start()

@@ -1,11 +1,12 @@
 """mkdocs hooks: replace each `<!-- vpatch:NAME -->` line with reference text generated from the
-code (patcher.docgen), so the spec, CLI and JSON references cannot drift from what vpatch does;
+code (patcher.commands._docgen), so the spec, CLI and JSON references cannot drift from what vpatch
+does;
 and write the man page, vpatch(1), from the same parser into the site (site/vpatch.1)."""
 
 from pathlib import Path
 from typing import Any
 
-from patcher.docgen import expand, manpage
+from patcher.commands._docgen import expand, manpage
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:

@@ -55,13 +55,13 @@ def _wants_json(argv: Sequence[str]) -> bool:
 def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
     """`error:` and `hint:` on stderr, and with --json the same as one document on stdout;
     the exit status `code`."""
-    from patcher.inert import clean
+    from patcher.output.inert import clean
 
     print(clean(f"error: {message}"), file=sys.stderr)
     if hint:
         print(clean(f"hint: {hint}"), file=sys.stderr)
     if as_json:
-        from patcher.report import emit, error_document
+        from patcher.output.report import emit, error_document
 
         emit(error_document(message, hint))
     return code
@@ -113,6 +113,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from patcher.entry import finish
+    from patcher.exitcodes import finish
 
     finish(main())

@@ -13,7 +13,10 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from enum import IntEnum
+from typing import NoReturn
 
 
 class ExitCode(IntEnum):
@@ -30,3 +33,18 @@ class ExitCode(IntEnum):
 def of(ok: bool) -> ExitCode:
     """OK when `ok`, else FAILED: a command's usual last word."""
     return ExitCode.OK if ok else ExitCode.FAILED
+
+
+def finish(code: int) -> NoReturn:
+    """Exit now, skipping the interpreter's teardown: tearing down pydantic's schemas and every
+    other module object costs ~25 ms, a tenth of a one-host apply, and serves nothing once a
+    command has returned. By then every file vpatch wrote is closed (atomic writes), every
+    child reaped (each transport is closed before its host's result exists), stdout and
+    stderr flushed (cli.main); the one thread that can still run, the libcst prefetch
+    (daemon), only imports."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # cli.main flushed and handled a closed reader already
+    os._exit(code)

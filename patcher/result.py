@@ -75,7 +75,7 @@ class PatchResult:
 @dataclass
 class RolloutStep:
     """The newest step of a `vpatch rollout` that the host's journal records (`vpatch status`):
-    the host's own record, shape-checked (patcher.rollout.last_step). `verdict` is set on the
+    the host's own record, shape-checked (patcher.rollout.decide.last_step). `verdict` is set on the
     step that ended the host's rollout; without one the rollout stopped after this step."""
 
     run: str
@@ -102,7 +102,7 @@ class HostResult:
     # path outside site-packages): the host's owner can write there, so it is data to check.
     warnings: list[str] = field(default_factory=list)
     # `vpatch rollout`: verdict, step reached, every phase with its times, the measures before
-    # and after the restart and each gate (patcher/rolloutrun.py); None for other commands.
+    # and after the restart and each gate (patcher/rollout/walk.py); None for other commands.
     rollout: dict[str, Any] | None = None
     # `vpatch status`: where the host's last rollout got to, from its journal (None: none).
     rollout_step: RolloutStep | None = None

@@ -18,7 +18,7 @@ import pytest
 
 from tests import envs, jsondoc, standin
 
-# No on-disk rewrite cache (patcher/rewrite_cache.py) unless a test asks for one: tests assert
+# No on-disk rewrite cache (patcher/caches/rewrites.py) unless a test asks for one: tests assert
 # exact libcst parse counts, which a cache shared between tests would make order-dependent (and
 # ~/.cache is not the suite's to fill). Set before any test starts a vpatch, so every child
 # process inherits it; tests/unit/test_rewrite_cache.py and the bench turn it back on.

@@ -10,8 +10,8 @@ from typing import Any
 
 import jsonschema
 
-from patcher import schema
 from patcher.result import SCHEMA_VERSION
+from patcher.specs import schema
 
 
 @cache

@@ -2,7 +2,7 @@
 
 Why: a cached apply over SSH spent one round trip inspecting and another committing, and a
 round trip is most of what a one-host apply costs beyond the SSH handshake. The controller
-remembers the answers a host gave before (patcher/factcache.py), plans on each, and sends the
+remembers the answers a host gave before (patcher/caches/facts.py), plans on each, and sends the
 plans along with the inspect, keyed by the answer's fingerprint (protocol.fingerprint). The
 agent runs the chain only when the answer it just made has one of those fingerprints: the
 decision was made on exactly the facts the host has. Any other answer (the host changed, or

@@ -127,9 +127,9 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     faults.point("commit.unlocked")
     restart: list[dict[str, Any]] = []
     if written_at >= 0:
-        from . import procs
+        from . import privsep
 
-        restart = procs.scan(written_at)
+        restart = privsep.processes(written_at)
     return {
         "txn": txn,
         "written": [w[0] for w in planned],

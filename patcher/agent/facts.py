@@ -339,4 +339,6 @@ def op_procs(req: dict[str, Any]) -> dict[str, Any]:
             continue
     if not mtimes:
         return {"restart_required": []}
-    return {"restart_required": procs.scan(procs.from_wall(max(mtimes)))}
+    from . import privsep
+
+    return {"restart_required": privsep.processes(procs.from_wall(max(mtimes)))}

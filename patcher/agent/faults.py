@@ -5,7 +5,7 @@ every step of a commit and shows the next run recovers (tests/integration/test_f
 each step calls `point(name)`; unarmed, that costs one comparison and does nothing else.
 
 How a test arms a point (no public CLI flag exists, on purpose):
-    VPATCH_TEST_FAULT=<spec>   read by the CONTROLLER (patcher.engine), which copies it into the
+    VPATCH_TEST_FAULT=<spec>   read by the CONTROLLER (patcher.run.engine), which copies it into the
                                `fault` field of its commit requests, so it also reaches agents
                                over SSH (a remote host never sees the controller's environment);
     VPATCH_AGENT_FAULT=<spec>  read by the agent itself (local runs only; any op).

@@ -546,6 +546,19 @@ def _pth_facts(d: str) -> list[tuple[str, int, int, int]]:
     return out
 
 
+def processes(before: float) -> list[dict[str, Any]]:
+    """The restart scan for this worker (procs.scan): asked of stage 0 when the worker
+    dropped root (it cannot read other users' processes), else scanned here. Here, not in
+    procs, so that procs (which stage 0 runs) never imports privsep back."""
+    from . import procs
+
+    if before >= 0 and os.path.isdir("/proc"):
+        asked = scan(before, procs.site_dirs())
+        if asked is not None:
+            return asked
+    return procs.scan(before)
+
+
 def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
     """Ask stage 0 for the restart scan; None when this worker may scan itself (it is root,
     or there is no stage 0)."""

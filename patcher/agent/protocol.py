@@ -104,7 +104,7 @@ def health_request(
 
 # `vpatch rollout`'s journal: one entry per step a host finished (no file, no txn), so a
 # stopped rollout can be resumed and `vpatch status` can say where a host got to. The step
-# and verdict names are defined here, once, for the agent's shape check and patcher.rollout.
+# and verdict names are defined here, once, for the agent's shape check and patcher.rollout.decide.
 STEP = "rollout_step"
 ROLLOUT = "rollout"  # the journal action of a step entry
 ROLLOUT_STEPS = (

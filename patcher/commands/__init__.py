@@ -17,8 +17,10 @@ import importlib
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
 
-from patcher import __version__, clidocs, progress
+from patcher import __version__
+from patcher.commands import _help as clidocs
 from patcher.errors import UsageError
+from patcher.output import progress
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-from patcher.inert import clean, line
-from patcher.report import problems
+from patcher.output.inert import clean, line
+from patcher.output.report import problems
 from patcher.result import GOOD, HostResult, PatchResult, RunResult
 
 

@@ -16,8 +16,8 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from patcher.matrix import Matrix, Progress, Release
-from patcher.plan import MATRIX_FAILING as FAILING
+from patcher.plan.planner import MATRIX_FAILING as FAILING
+from patcher.wheels.matrix import Matrix, Progress, Release
 
 _STYLE = {
     "would_apply": "yellow",

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from patcher.errors import HostError, UsageError
 
 if TYPE_CHECKING:
-    from patcher import fleet
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
+    from patcher.run import fleet
     from patcher.transports import Settings, Transport
 
 
@@ -161,7 +161,7 @@ def platform_option(p: argparse.ArgumentParser) -> None:
 
 
 def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
     from patcher.transports.ssh import parse_target
 
     def make(spec: str) -> Target:
@@ -195,7 +195,7 @@ def targets(args: argparse.Namespace) -> list[Target]:
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
     if args.ray or args.ray_python_map:
         return ray_targets(args)
-    from patcher.inventory import load_inventory, select
+    from patcher.inventory.targets import load_inventory, select
 
     inv = None
     if args.inventory:
@@ -230,7 +230,7 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
             "--ray runs on every alive node of the cluster; --python or --ray-python-map "
             "picks each node's interpreter",
         )
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
     from patcher.transports import ray as ray_transport
 
     pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
@@ -279,7 +279,7 @@ def settings(args: argparse.Namespace) -> Settings:
 
 
 def policy(args: argparse.Namespace, total: int) -> fleet.Policy:
-    from patcher import fleet
+    from patcher.run import fleet
 
     return fleet.Policy(
         parallel=args.parallel,
@@ -295,7 +295,8 @@ def _start_early(
     """Open the first wave's transports and start their sessions (transports.start): the
     SSH handshakes and remote interpreters run while this process loads the specs. A host
     that cannot even be opened keeps its error for its turn."""
-    from patcher import fleet, transports
+    from patcher import transports
+    from patcher.run import fleet
 
     out: dict[int, Transport | HostError] = {}
     for i in fleet.first_wave(policy, len(targets)):

@@ -1,6 +1,8 @@
 """Writing specs from what exists: `vpatch diff` (every file of a package that differs from
-pip's RECORD), `vpatch capture` (a host's hand edits, from `patcher.handedit`'s scan -> a spec
-file, `patcher.capture`, pure) and `vpatch backport` (an upstream diff applied to release V's
+pip's RECORD), `vpatch capture` (a host's hand edits, from `patcher.authoring.handedit`'s scan -> a
+spec
+file, `patcher.authoring.capture`, pure) and `vpatch backport` (an upstream diff applied to release
+V's
 files -> captured the same way). A captured spec is checked by loading it back and replaying
 it on the pristine files, then (unless --no-matrix) by the release matrix over the
 neighbouring releases: where it fits."""
@@ -23,16 +25,17 @@ from patcher import pyast
 from patcher.commands import _targets
 from patcher.errors import UsageError, VpatchError
 from patcher.exitcodes import ExitCode
-from patcher.inert import clean, line
+from patcher.output.inert import clean, line
 
 # `vpatch diff` needs the scan only: capture's machinery (pydantic's spec models, the
 # rewriters, the release matrix, rich) is imported by the functions that use it.
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from patcher import handedit, matrix
-    from patcher.capture import Captured
-    from patcher.spec import PatchSpec
+    from patcher.authoring import handedit
+    from patcher.authoring.capture import Captured
+    from patcher.specs.model import PatchSpec
+    from patcher.wheels import matrix
     from patcher.wheels.store import Store
 
 
@@ -113,8 +116,9 @@ def run(args: argparse.Namespace) -> int:
         return backport(args)
     if args.command == "capture":
         validate(args)
-    from patcher import handedit, progress
-    from patcher.report import emit
+    from patcher.authoring import handedit
+    from patcher.output import progress
+    from patcher.output.report import emit
     from patcher.wheels.store import Store
 
     hw = args.host_wheel
@@ -180,7 +184,8 @@ def _from_host_wheels(
     import base64
     import hashlib
 
-    from patcher import exchange, handedit
+    from patcher.authoring import handedit
+    from patcher.run import exchange
 
     left = False
     for target, scan in zip(targets, scans, strict=True):
@@ -229,7 +234,7 @@ def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    from patcher.names import ID as _ID
+    from patcher.specs.names import ID as _ID
 
     if not _ID.fullmatch(args.id):
         raise UsageError(
@@ -270,8 +275,8 @@ class FileResult:
 
 def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]:
     """Capture every hand-edited .py file of one host; notes say what was left out and why."""
-    from patcher import handedit
-    from patcher.capture import CaptureError, capture
+    from patcher.authoring import handedit
+    from patcher.authoring.capture import CaptureError, capture
 
     out: list[FileResult] = []
     notes: list[str] = []
@@ -306,7 +311,7 @@ def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
     from patcher._compat import tomllib
     from patcher.rewrite import apply_edits
-    from patcher.spec import PatchSpec
+    from patcher.specs.model import PatchSpec
 
     spec = PatchSpec.model_validate(tomllib.loads(text))
     variant = spec.variant[0]
@@ -351,8 +356,8 @@ def fits(
     store: Store | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
-    from patcher import matrix
-    from patcher.spec import Variant
+    from patcher.specs.model import Variant
+    from patcher.wheels import matrix
     from patcher.wheels.cache import Cache, default_cache
     from patcher.wheels.store import Store
 
@@ -393,7 +398,7 @@ def suggest(releases: Sequence[matrix.Release], installed: str) -> str | None:
 
 def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store: Store) -> int:
     """capture: one group of hosts with the same edits -> the spec."""
-    from patcher import handedit
+    from patcher.authoring import handedit
 
     failed = [s for s in scans if s.error]
     if failed:
@@ -432,9 +437,9 @@ def finish(
 ) -> int:
     """Write the spec (checked by replay), run the matrix over the neighbours (through the
     run's `store`), report."""
-    from patcher.capture import spec_toml
+    from patcher.authoring.capture import spec_toml
     from patcher.commands import _matrixview
-    from patcher.report import emit
+    from patcher.output.report import emit
     from patcher.result import SCHEMA_VERSION
 
     versions = args.versions or f"=={version}"
@@ -482,7 +487,7 @@ def finish(
         return ExitCode.OK
     if not args.output:
         # the spec's bytes as they are when redirected (they are the spec); on a terminal,
-        # what a host's file put in them is shown escaped (patcher.inert)
+        # what a host's file put in them is shown escaped (patcher.output.inert)
         sys.stdout.write(clean(text) if sys.stdout.isatty() else text)
     out = sys.stderr if not args.output else sys.stdout
     for r in results:
@@ -509,8 +514,8 @@ def backport(args: argparse.Namespace) -> int:
     """A unified diff made against release V -> V's pristine files patched -> captured."""
     from packaging.version import InvalidVersion, Version
 
-    from patcher import udiff
-    from patcher.capture import CaptureError, capture
+    from patcher.authoring import udiff
+    from patcher.authoring.capture import CaptureError, capture
     from patcher.wheels.store import Store
 
     validate(args)

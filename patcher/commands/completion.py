@@ -1,4 +1,4 @@
-"""`vpatch completion`: a shell's completion script (patcher.completion has shtab write it
+"""`vpatch completion`: a shell's completion script (patcher.commands._completion has shtab write it
 from the whole parser), and the host and group names the scripts ask for while a person types."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from patcher import completion
+    from patcher.commands import _completion as completion
 
     if args.names:
         for name in completion.names(args.names, args.inventory, args.ssh_config):

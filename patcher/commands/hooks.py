@@ -1,7 +1,7 @@
 """`vpatch exec` (ensure on the command's python, then become the command) and `vpatch hook
 systemd` (a drop-in whose ExecStartPre runs `vpatch ensure` before every start).
 
-The ensure itself is patcher.hooks (logic); what a hook prints is patcher.commands._ensureview.
+The ensure itself is patcher.run.ensure (logic); what a hook prints is patcher.commands._ensureview.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
+from patcher.commands._help import SPEC_HELP
 from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from patcher.engine import Options, RunContext
     from patcher.result import HostResult
-    from patcher.spec import PatchSpec
+    from patcher.run.engine import Options, RunContext
+    from patcher.specs.model import PatchSpec
 
 _STATE_DIR_HELP = "journal/backup dir (default: <prefix>/.vpatch)"
 
@@ -69,9 +69,11 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
     """ensure, then become CMD; CMD never starts unless every spec is in place."""
     if command is None:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
-    from patcher import catalog, engine, hooks
     from patcher.commands import _ensureview
     from patcher.result import RunResult
+    from patcher.run import engine
+    from patcher.run import ensure as hooks
+    from patcher.specs import catalog
 
     specs = catalog.load_all(args.specs)
     exe = resolve_command(command)
@@ -91,8 +93,9 @@ def _ensure_local(
     specs: list[PatchSpec], python: str, opts: Options, state_dir: str | None, ctx: RunContext
 ) -> HostResult:
     """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
-    from patcher import engine, hooks
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
+    from patcher.run import engine
+    from patcher.run import ensure as hooks
     from patcher.transports import open_transport
 
     try:
@@ -254,7 +257,7 @@ def systemd_dropin(
             f"--python {python!r} is not an absolute path",
             "a unit does not run with your PATH: pass e.g. --python /srv/venv/bin/python",
         )
-    from patcher import catalog
+    from patcher.specs import catalog
 
     catalogs = catalog.Catalog()
     catalogs.load_all(spec_args)  # bad spec -> exit 2 now, not a unit that never starts

@@ -1,7 +1,8 @@
 """`vpatch apply | verify | rollback | status | ensure`: one command across the targets.
 
-Every host runs the same engine command (patcher.engine; ensure: patcher.hooks.ensure) under
-the fleet policy (patcher.fleet); the results become one RunResult, rendered for a person or as
+Every host runs the same engine command (patcher.run.engine; ensure: patcher.run.ensure.ensure)
+under
+the fleet policy (patcher.run.fleet); the results become one RunResult, rendered for a person or as
 one JSON document. Exit: 0 every host in the desired state; 1 a host failed; 2 bad input, or a
 target that holds something vpatch cannot patch (errors.Unsupported).
 """
@@ -13,16 +14,16 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
-from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
+from patcher.commands._help import SPEC_HELP
 from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
 
 if TYPE_CHECKING:
-    from patcher import engine
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
     from patcher.result import HostResult
-    from patcher.spec import PatchSpec
+    from patcher.run import engine
+    from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
 
 _FORCE_HELP = "patch files not pristine per RECORD"
@@ -99,7 +100,7 @@ def _one_host(
 ) -> HostResult:
     """Connect (or take the transport _start_early opened), run the command, close; any
     per-host failure becomes that host's error."""
-    from patcher import engine
+    from patcher.run import engine
 
     try:
         if isinstance(early, HostError):
@@ -114,7 +115,7 @@ def _one_host(
 
 
 def run(args: argparse.Namespace) -> int:
-    from patcher import progress
+    from patcher.output import progress
 
     # One host on a terminal: a live line from the start (the specs load, the host connects,
     # its probes run), erased before the result prints. A fleet has its bar (progress_for).
@@ -124,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from patcher import fleet, progress
+    from patcher.output import progress
+    from patcher.run import fleet
 
     # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
     # targets come first, and the first hosts' sessions start while the specs load.
@@ -141,8 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     except BaseException:
         _targets._close_early(early)  # a session started early and never asked is killed
         raise
-    from patcher import engine
-    from patcher.report import (
+    from patcher.output.report import (
         progress_for,
         render_human,
         render_json,
@@ -150,6 +151,7 @@ def _run(args: argparse.Namespace) -> int:
         write_report,
     )
     from patcher.result import RunResult
+    from patcher.run import engine
 
     ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
@@ -212,7 +214,9 @@ def _prepare(
 ) -> tuple[list[PatchSpec], list[str], engine.Options]:
     """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
     error here comes before any host is asked anything."""
-    from patcher import catalog, engine, rewrite_cache
+    from patcher.caches import rewrites as rewrite_cache
+    from patcher.run import engine
+    from patcher.specs import catalog
 
     ids: list[str] = []
     if args.command in ("rollback", "verify"):
@@ -229,7 +233,7 @@ def _prepare(
         **_metrics_values(args),
     )
     if args.command == "ensure":
-        from patcher import hooks
+        from patcher.run import ensure as hooks
 
         opts = hooks.ensure_options(args.level, args.force)
     return specs, ids, opts
@@ -245,7 +249,7 @@ def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--metrics-window needs --metrics URL", "add --metrics URL")
     if url is None:
         return {"metrics_url": None, "min_acceptance": None, "metrics_window": None}
-    from patcher import metrics
+    from patcher.serving import metrics
 
     return {
         "metrics_url": metrics.check_url(url),
@@ -264,13 +268,13 @@ def _dispatch(
     ctx: engine.RunContext | None = None,
     pristine: engine.Pristine | None = None,
 ) -> HostResult:
-    """The host's result of `command` (ensure: patcher.hooks; the rest: engine.run);
+    """The host's result of `command` (ensure: patcher.run.ensure; the rest: engine.run);
     `pristine` is pip's text of a file (default: a wheel store of this host's own)."""
-    from patcher import engine
+    from patcher.run import engine
 
     ctx = ctx if ctx is not None else engine.RunContext()
     if command == "ensure":
-        from patcher import hooks
+        from patcher.run import ensure as hooks
 
         return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
     wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
@@ -312,7 +316,7 @@ class WheelTexts:
 def _prefetch_rewriters() -> None:
     """libcst costs ~0.3 s to import: do it while the hosts connect and inspect (I/O waits),
     not after, on the critical path. The import lock makes the engine's own import wait.
-    Skipped when earlier runs left rewrites of every spec on disk (patcher.rewrite_cache):
+    Skipped when earlier runs left rewrites of every spec on disk (patcher.caches.rewrites):
     then the run most likely needs no libcst at all, and a miss imports it on demand."""
     import threading
 

@@ -1,4 +1,4 @@
-"""`vpatch matrix`: does a spec fit every release of its package (patcher.matrix decides, no
+"""`vpatch matrix`: does a spec fit every release of its package (patcher.wheels.matrix decides, no
 host needed)? Exit 0 when the spec fits every release in range; 1 when one is anchor_missing,
 ambiguous, not_covered or failed (or pip lists none); 2 for a bad spec or range."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
+from patcher.commands._help import SPEC_HELP
 from patcher.errors import UsageError
 from patcher.exitcodes import of
 
@@ -27,8 +27,9 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from patcher import catalog, matrix
     from patcher.commands import _matrixview  # rich: only once there is a table to show
+    from patcher.specs import catalog
+    from patcher.wheels import matrix
 
     [spec] = catalog.load_all([args.spec])
     if args.jobs < 1:

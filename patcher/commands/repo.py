@@ -29,15 +29,15 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "schema":
-        from patcher import schema
+        from patcher.specs import schema
 
         print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
         return ExitCode.OK
     if args.command == "catalog":
         _catalog(args.json)
         return ExitCode.OK
-    from patcher import check
-    from patcher.report import emit
+    from patcher.output.report import emit
+    from patcher.specs import check
 
     report = check.check(args.paths)
     if args.json:
@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _catalog(as_json: bool) -> None:
     """`vpatch catalog`: each id once, from the first catalog that has it (what SPEC loads)."""
-    from patcher import catalog
-    from patcher.inert import line
-    from patcher.report import emit
+    from patcher.output.inert import line
+    from patcher.output.report import emit
     from patcher.result import SCHEMA_VERSION
+    from patcher.specs import catalog
 
     catalogs = catalog.Catalog()  # listed once: ./patches's warning said once
     found = catalogs.entries()

@@ -1,12 +1,17 @@
 """`vpatch rollout`: apply's targets and checks, then per host restart, health and live-metric
-gates, rolled back when worse (patcher.rolloutrun; docs/rollout.md)."""
+gates, rolled back when worse (patcher.rollout.walk; docs/rollout.md)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING
 
-from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
+from patcher.commands._help import SPEC_HELP
+
+if TYPE_CHECKING:
+    from patcher.rollout.walk import Settings
 
 
 def add_options(op: argparse.ArgumentParser, name: str) -> None:
@@ -85,9 +90,65 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def settings(args: argparse.Namespace) -> Settings:
+    """The rollout's options from argv, checked before any host is contacted (exit 2)."""
+    from patcher.rollout.walk import make_settings
+
+    return make_settings(
+        restart=args.restart,
+        restart_timeout=args.restart_timeout,
+        health=args.health,
+        health_timeout=args.health_timeout,
+        metrics=args.metrics,
+        window=args.window,
+        min_drafts=args.min_drafts,
+        min_acceptance=args.min_acceptance,
+        min_throughput_ratio=args.min_throughput_ratio,
+        allow_no_traffic=args.allow_no_traffic,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from patcher import rolloutrun
+    """Exit 0 when every host kept the patch, 1 otherwise (as apply); 130 after a second
+    Ctrl-C, whose report has every host as far as it got."""
+    from patcher.rollout.driver import Request, drive
+    from patcher.rollout.view import BatchLines, render_problems, render_table
+    from patcher.run import fleet
 
     targets = _targets.targets(args)
     policy = _targets.policy(args, len(targets))
-    return rolloutrun.command(args, targets, policy, lambda t: _targets._open(t, args))
+    request = Request(
+        specs=args.specs,
+        level=args.level,
+        force=args.force,
+        state_dir=args.state_dir,
+        report=args.report,
+        resume=args.resume,
+        settings=settings(args),
+    )
+
+    def started(run: str, path: str) -> None:
+        if not args.report:
+            print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
+
+    names = [t.name for t in targets]
+    lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
+    done = drive(request, targets, policy, lambda t: _targets._open(t, args), lines, started)
+    result = done.result
+    if args.json:
+        from patcher.output.report import emit
+
+        emit(result.to_json())
+    else:
+        render_table(result, sys.stdout)
+    if not result.ok:
+        render_problems(result, sys.stderr)
+    if done.interrupted:
+        print(
+            f"note: rollout {done.run} stopped by Ctrl-C; report: {done.report}; the same "
+            f"command with --resume {done.report} continues it",
+            file=sys.stderr,
+        )
+    if done.cut_short:
+        return 130
+    return 0 if result.ok else 1

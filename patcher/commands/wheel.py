@@ -1,4 +1,4 @@
-"""`vpatch wheel`: a patched wheel of a release (patcher.wheelbuild), for images, lock files and
+"""`vpatch wheel`: a patched wheel of a release (patcher.wheels.build), for images, lock files and
 indexes. Exit 0 with the wheel written; 1 when a spec does not fit the release or no wheel can
 be had; 2 for bad input."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from patcher.clidocs import SPEC_HELP
 from patcher.commands import _targets
+from patcher.commands._help import SPEC_HELP
 from patcher.errors import VpatchError
 from patcher.exitcodes import ExitCode
 
@@ -31,7 +31,8 @@ def add_options(wp: argparse.ArgumentParser, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from patcher import catalog, wheelbuild
+    from patcher.specs import catalog
+    from patcher.wheels import build as wheelbuild
     from patcher.wheels import wheelhouse
     from patcher.wheels.store import Store, progress_for
     from patcher.wheels.wheel import CorruptWheel
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     path, sha = wheelbuild.write(wheel, package, version, baked, Path(args.output_dir))
     store.close()
     if args.json:
-        from patcher.report import emit
+        from patcher.output.report import emit
         from patcher.result import SCHEMA_VERSION
 
         emit(

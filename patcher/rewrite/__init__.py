@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from patcher.spec import Edit
+from patcher.specs.model import Edit
 
 Status = Literal["changed", "unchanged", "anchor_missing", "ambiguous", "invalid"]
 

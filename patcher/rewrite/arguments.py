@@ -28,7 +28,7 @@ from patcher.rewrite._scope import (
     scope_label,
     string_quote,
 )
-from patcher.spec import SetArgument
+from patcher.specs.model import SetArgument
 
 Site = cst.Call | cst.Decorator  # a Decorator only for a bare `@name` without parentheses
 

@@ -19,7 +19,7 @@ from patcher.rewrite._scope import (
     parse_module,
     replace_node,
 )
-from patcher.spec import EnsureBase, RemoveBase
+from patcher.specs.model import EnsureBase, RemoveBase
 
 
 def _class(module: cst.Module, scope: str) -> cst.ClassDef:

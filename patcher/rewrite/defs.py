@@ -27,7 +27,7 @@ from patcher.rewrite._scope import (
     snippet_key,
     statement_key,
 )
-from patcher.spec import EnsureDef
+from patcher.specs.model import EnsureDef
 
 
 def _appended(node: cst.Module | cst.ClassDef, new: cst.BaseStatement) -> cst.CSTNode:

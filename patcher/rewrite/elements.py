@@ -35,7 +35,7 @@ from patcher.rewrite._scope import (
     string_quote,
     value_key,
 )
-from patcher.spec import EnsureElements, RemoveElements
+from patcher.specs.model import EnsureElements, RemoveElements
 
 Collection = cst.List | cst.Tuple | cst.Set | cst.Dict
 Item = cst.BaseElement | cst.BaseDictElement

@@ -28,7 +28,7 @@ from patcher.rewrite._scope import (
     replace_node,
     suites,
 )
-from patcher.spec import EnsureImport
+from patcher.specs.model import EnsureImport
 
 Alias = tuple[str, str | None]  # (imported name, `as` name)
 

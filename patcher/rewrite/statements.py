@@ -33,7 +33,7 @@ from patcher.rewrite._scope import (
     statement_key,
     suites,
 )
-from patcher.spec import InsertStatement, RemoveStatement, ReplaceStatement, _StatementEdit
+from patcher.specs.model import InsertStatement, RemoveStatement, ReplaceStatement, _StatementEdit
 
 
 @dataclass(frozen=True)

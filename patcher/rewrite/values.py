@@ -28,7 +28,7 @@ from patcher.rewrite._scope import (
     value_key,
 )
 from patcher.rewrite.elements import append, build, read_layout
-from patcher.spec import SetValue
+from patcher.specs.model import SetValue
 
 
 def _new_code(edit: SetValue, quote: str) -> str:

@@ -42,7 +42,7 @@ KINDS: dict[str, str] = {
 
 
 class Target(Protocol):
-    """What a transport needs to know of one host (patcher.inventory.Target is one)."""
+    """What a transport needs to know of one host (patcher.inventory.targets.Target is one)."""
 
     @property
     def name(self) -> str: ...  # labels the host in reports and JSON

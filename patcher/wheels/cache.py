@@ -10,7 +10,7 @@ release's RECORD lists.
 
 Root: $VPATCH_MATRIX_CACHE, else $XDG_CACHE_HOME/vpatch/matrix, else ~/.cache/vpatch/matrix:
 `<root>/<package>/<version>/{manifest.json,RECORD,files/<rel>}` (`<root>/results/` holds the
-matrix's decisions, `patcher.matrix.Decisions`).
+matrix's decisions, `patcher.wheels.matrix.Decisions`).
 """
 
 from __future__ import annotations

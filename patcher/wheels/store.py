@@ -47,8 +47,8 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from patcher import progress as feedback
 from patcher.errors import VpatchError
+from patcher.output import progress as feedback
 from patcher.wheels import index, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel

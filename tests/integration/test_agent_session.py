@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from patcher import engine
 from patcher.errors import HostError
-from patcher.spec import PatchSpec, load_spec
+from patcher.run import engine
+from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.paramiko_ssh import SshTransport

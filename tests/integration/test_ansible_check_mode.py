@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from patcher import exchange
-from patcher.hostfacts import HostFacts
-from patcher.plan import Options, plan_apply
-from patcher.spec import load_spec
+from patcher.plan.hostfacts import HostFacts
+from patcher.plan.planner import Options, plan_apply
+from patcher.run import exchange
+from patcher.specs.model import load_spec
 from patcher.transports.bundle import BOOT, BOOT0, agent_bundle
 from patcher.transports.pipe import LocalTransport
 from tests.conftest import Env, fingerprint

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.spec import MAX_SPEC_BYTES
+from patcher.specs.model import MAX_SPEC_BYTES
 from tests import jsondoc, standin
 from tests.conftest import REPO, vpatch
 from tests.support.badinputs import (
@@ -242,7 +242,7 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
     agent's commit then fails on the first byte it stages, before any backup or journal line,
     and takes its temp file with it. Driven as one request to the agent of a venv that lives on
     a really full tmpfs (a commit writes only inside its env's site-packages)."""
-    from patcher import engine
+    from patcher.run import engine
 
     fs = tmp_path / "fs"
     fs.mkdir()

@@ -15,7 +15,7 @@ import pytest
 from packaging.version import Version
 
 from patcher.commands import authoring as capturecmd
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import vpatch

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engine, hooks
 from patcher.agent import compact, journal
-from patcher.spec import PatchSpec, load_spec
+from patcher.run import engine
+from patcher.run import ensure as hooks
+from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports.pipe import LocalTransport
 from tests import standin
 from tests.support import cycles

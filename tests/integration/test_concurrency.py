@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from patcher import engine
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec, load_spec
+from patcher.run import engine
+from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
 from patcher.transports.pipe import LocalTransport
 from tests.conftest import REPO, Env, vpatch

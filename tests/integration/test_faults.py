@@ -34,12 +34,12 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engine
 from patcher.agent import faults
 from patcher.agent import lock as agent_lock
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec, load_spec
+from patcher.run import engine
+from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.paramiko_ssh import SshTransport

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from patcher.rewrite import apply_edits
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests import sshd as harness
 from tests.conftest import vpatch
 from tests.support.liar import BACKDOOR, make_liar

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 from packaging.version import Version
 
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests import envs
 from tests.conftest import REPO, vpatch
 

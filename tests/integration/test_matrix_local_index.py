@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import matrix
-from patcher.spec import PatchSpec
+from patcher.specs.model import PatchSpec
+from patcher.wheels import matrix
 from patcher.wheels.index import list_versions, versions_from_download_error
 from patcher.wheels.wheel import record_files
 from tests.conftest import vpatch
@@ -146,7 +146,7 @@ def spec_file(tmp_path: Path) -> Path:
 
 
 def _spec(path: Path) -> PatchSpec:
-    from patcher.spec import load_spec
+    from patcher.specs.model import load_spec
 
     return load_spec(path)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher import engine
 from patcher.agent import faults
 from patcher.result import HostResult
+from patcher.run import engine
 from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.paramiko_ssh import SshTransport

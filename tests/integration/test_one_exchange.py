@@ -1,4 +1,4 @@
-"""One exchange per host once the controller has seen the host (patcher/factcache.py,
+"""One exchange per host once the controller has seen the host (patcher/caches/facts.py,
 patcher/agent/chain.py), on real sshd hosts through the real CLI: the counts of round trips,
 the fallback when the host changed, and a cache that lies."""
 

@@ -1,4 +1,4 @@
-"""What a person sees while vpatch works (patcher/progress.py), in a real terminal and piped:
+"""What a person sees while vpatch works (patcher/output/progress.py), in a real terminal and piped:
 a one-host apply whose probe takes seconds shows a live line within 1 s in tmux and erases it
 before the result; piped, no live line and no escape codes; -q and -v change what stderr says
 and nothing else (errors still print under -q; --json is the same document)."""

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher import engine
-from patcher.plan import Options
+from patcher.plan.planner import Options
 from patcher.result import GOOD
+from patcher.run import engine
 from patcher.transports.pipe import LocalTransport
 from tests import envs, standin
 from tests.support.stackprops import (

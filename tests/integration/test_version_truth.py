@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from patcher.rewrite import apply_edits
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests.conftest import vpatch
 from tests.support import realpkgs
 from tests.support.handedits import record_sha

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests import envs
 from tests.conftest import REPO, SPEC, Env, fingerprint, vpatch
 from tests.support import vllm_models

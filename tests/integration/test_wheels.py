@@ -1,4 +1,4 @@
-"""The wheel store (patcher.wheels.store) and `vpatch wheel` (patcher.wheelbuild), on real wheels.
+"""The wheel store (patcher.wheels.store) and `vpatch wheel` (patcher.wheels.build), on real wheels.
 
 click 8.1.7 comes from the package index through pip's own configuration (cached in the test
 cache by tests/support/realpkgs.py); vLLM 0.16.0 is the suite's cached wheel (tests/envs.py).
@@ -21,7 +21,7 @@ import pytest
 from packaging.version import Version
 
 from patcher.rewrite import apply_edits
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from patcher.wheels.cache import Cache, Extracted
 from patcher.wheels.store import Store
 from tests import envs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests import envs
 from tests.conftest import vpatch
 from tests.support import handedits, rangeindex, realpkgs, wheellab

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from patcher.spec import Edit
+from patcher.specs.model import Edit
 
 CASES = Path(__file__).resolve().parent.parent / "cases"
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)

@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher import hooks
-from patcher.spec import PatchSpec
+from patcher.run import ensure as hooks
+from patcher.specs.model import PatchSpec
 from patcher.transports.pipe import LocalTransport
 
 

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patcher.spec import PatchSpec, load_spec
+from patcher.specs.model import PatchSpec, load_spec
 from tests import envs
 
 FILES = ("servekit/__init__.py", "servekit/aux.py", "servekit/config.py")

@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
-from patcher.hostfacts import HostFacts
-from patcher.plan import Options, Plan, dump_edits
-from patcher.spec import PatchSpec
+from patcher.plan.hostfacts import HostFacts
+from patcher.plan.planner import Options, Plan, dump_edits
+from patcher.specs.model import PatchSpec
 
 ROOT = "/env/lib/python3.11/site-packages/"
 CASES = Path(__file__).resolve().parent.parent / "cases" / "plan"

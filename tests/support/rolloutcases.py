@@ -1,4 +1,4 @@
-"""The golden cases of tests/cases/rollout/, run through patcher.rollout's pure functions."""
+"""The golden cases of tests/cases/rollout/, run through patcher.rollout.decide's pure functions."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patcher import rollout, rolloutresume
+from patcher.rollout import decide as rollout
+from patcher.rollout import resume as rolloutresume
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
 

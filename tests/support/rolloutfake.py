@@ -1,7 +1,7 @@
-"""A fake host for `vpatch rollout`'s executor (patcher/rolloutrun.py) in milliseconds: the
+"""A fake host for `vpatch rollout`'s executor (patcher/rollout/walk.py) in milliseconds: the
 agent's answers to the rollout's requests (fetch, restart, health, rollout_step, inspect) from
 a server whose counters grow at a set acceptance rate, a journal of the step entries the
-executor records, and apply/rollback as counted stand-ins for patcher.engine.
+executor records, and apply/rollback as counted stand-ins for patcher.run.engine.
 
 What the lab (tests/support/rolloutlab.py) proves on real parts, this lets a unit test drive
 through every phase: a Ctrl-C or a lost controller (`Lost`, raised from inside a step, as a
@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patcher import rollout, rolloutrun
 from patcher.agent import protocol
 from patcher.result import PatchResult
+from patcher.rollout import decide as rollout
+from patcher.rollout import walk as rolloutrun
 
 if TYPE_CHECKING:
-    from patcher.inventory import Target
-    from patcher.spec import PatchSpec
+    from patcher.inventory.targets import Target
+    from patcher.specs.model import PatchSpec
 
 DRAFTS_PER_SCRAPE = 100
 TOKENS_PER_DRAFT = 3
@@ -83,7 +84,7 @@ class FakeHost:
         return "\n".join(f"# TYPE {ln.split()[0].split('{')[0][:-6]} counter\n{ln}" for ln in lines)
 
     def engine_step(self, h: rolloutrun._Host, which: str) -> str:
-        """patcher.engine's apply or rollback, as rolloutrun._engine_step runs it: counted."""
+        """patcher.run.engine's apply or rollback, as rolloutrun._engine_step runs it: counted."""
         step = self.current()
         assert step is not None
         self.ran.append(step)
@@ -128,7 +129,7 @@ def host(
     run: str,
 ) -> rolloutrun._Host:
     """The executor's state for one host on `fake`, and `fake` told which step is running."""
-    from patcher import engine
+    from patcher.run import engine
 
     h = rolloutrun._host(target, fake, specs, engine.Options(level="static"), None, cfg, run)
     fake.current = lambda: h.current

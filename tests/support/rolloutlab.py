@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patcher import rollout
+from patcher.rollout import decide as rollout
 from tests import envs
 from tests import sshd as harness
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
-from patcher.hostfacts import HostFacts
-from patcher.plan import Plan
-from patcher.spec import PatchSpec
+from patcher.plan.hostfacts import HostFacts
+from patcher.plan.planner import Plan
+from patcher.specs.model import PatchSpec
 from tests.support.cases import CASES, load_case
 
 PACKAGE = "propkit"

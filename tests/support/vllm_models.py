@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from patcher.spec import PatchSpec
+from patcher.specs.model import PatchSpec
 from tests import envs
 
 # vLLM requirements the CPU base lacks, at versions that import with its torch/transformers.

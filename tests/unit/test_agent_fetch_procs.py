@@ -137,8 +137,8 @@ def test_fetch_timeout_is_for_the_whole_fetch(base_url: str, path: str) -> None:
 
 
 def test_fetch_errors_quote_nothing_the_server_sent(base_url: str) -> None:
-    from patcher import metrics
-    from patcher.metrics import Scrape
+    from patcher.serving import metrics
+    from patcher.serving.metrics import Scrape
 
     bad = fetch.fetch(base_url + "/badstatus")
     assert "error" in bad and "SECRET" not in bad["error"], bad

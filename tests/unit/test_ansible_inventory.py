@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from patcher.errors import SpecError
-from patcher.inventory import load_inventory
+from patcher.inventory.targets import load_inventory
 from patcher.transports.ssh import remote_command
 from tests import scale
 

@@ -1,4 +1,5 @@
-"""`patcher.capture` (pure): golden cases tests/cases/capture/*.json, each a pristine text, a
+"""`patcher.authoring.capture` (pure): golden cases tests/cases/capture/*.json, each a pristine
+text, a
 hand-edited one and the edits capture must find (the finest op that fits), replayed."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from patcher._compat import tomllib
-from patcher.capture import CaptureError, capture, spec_toml
+from patcher.authoring.capture import CaptureError, capture, spec_toml
 from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec
+from patcher.specs.model import PatchSpec
 from tests.support.cases import EDIT
 
 CASES = sorted((Path(__file__).resolve().parent.parent / "cases" / "capture").glob("*.json"))
@@ -79,7 +80,7 @@ def test_unparsable_edit_is_an_error() -> None:
 
 def test_suggested_range_around_the_installed_release() -> None:
     from patcher.commands.authoring import suggest
-    from patcher.matrix import Release
+    from patcher.wheels.matrix import Release
 
     rows = [
         Release("0.13.0", 0, "anchor_missing"),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from packaging.version import Version
 
-from patcher.catalog import catalog_dir
-from patcher.spec import load_spec
+from patcher.specs.catalog import catalog_dir
+from patcher.specs.model import load_spec
 from tests.conftest import REPO
 from tests.support.catalog import BOTH_WAYS
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patcher import check
+from patcher.specs import check
 from tests.conftest import REPO, SPEC, vpatch
 
 GOOD = """\

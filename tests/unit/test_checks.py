@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patcher import plan
-from patcher.spec import load_spec
+from patcher.plan import planner as plan
+from patcher.specs.model import load_spec
 
 # A multi-file variant: the package's __init__, two submodules; a probe on one submodule.
 SPEC = """

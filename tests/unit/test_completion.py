@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher.clidocs import subcommands
 from patcher.commands import build_parser
+from patcher.commands._help import subcommands
 from tests.conftest import REPO, SPEC, vpatch
 
 # `vpatch` of the dev venv on PATH: the script asks it for catalog ids.

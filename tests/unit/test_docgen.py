@@ -1,4 +1,5 @@
-"""The generated reference pages (patcher.docgen) cover everything they claim to, and the docs
+"""The generated reference pages (patcher.commands._docgen) cover everything they claim to, and the
+docs
 pages this site is built from open with the commands a user types."""
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from patcher import docgen, plan, result
-from patcher.clidocs import help_with_default, subcommands
+from patcher import result
+from patcher.commands import _docgen as docgen
 from patcher.commands import build_parser
-from patcher.spec import PatchSpec
+from patcher.commands._help import help_with_default, subcommands
+from patcher.plan import planner as plan
+from patcher.specs.model import PatchSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -26,7 +29,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[Base
     seen.add(model)
     for field in model.model_fields.values():
         for arg in re.findall(r"[A-Za-z]+", str(field.annotation)):
-            sub = getattr(__import__("patcher.spec", fromlist=[arg]), arg, None)
+            sub = getattr(__import__("patcher.specs.model", fromlist=[arg]), arg, None)
             if isinstance(sub, type) and issubclass(sub, BaseModel) and sub not in seen:
                 _models(sub, seen)
     return seen

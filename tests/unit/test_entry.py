@@ -16,7 +16,7 @@ def test_version_imports_nothing_of_the_cli() -> None:
         "from patcher.entry import main\n"
         "rc = main()\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(('pydantic', 'patcher.cli',"
-        " 'patcher.spec', 'paramiko', 'fabric', 'libcst', 'rich')))\n"
+        " 'patcher.specs.model', 'paramiko', 'fabric', 'libcst', 'rich')))\n"
         "print(rc, heavy)\n"
     )
     out = subprocess.run(

@@ -1,4 +1,4 @@
-"""patcher/factcache.py: the answers a run plans on ahead are stored per host in bucket files
+"""patcher/caches/facts.py: the answers a run plans on ahead are stored per host in bucket files
 (a fleet command writes each bucket once, at its end), texts once per content, and nothing read
 back is used unless every text is what its sha256 says."""
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from patcher import factcache
 from patcher.agent import protocol
+from patcher.caches import facts as factcache
 
 
 def sha(text: str) -> str:

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from patcher import fleet
 from patcher.errors import UsageError
 from patcher.result import HostResult
+from patcher.run import fleet
 
 IDS = [("spec-a", "pkg")]
 

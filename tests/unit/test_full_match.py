@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from patcher import catalog, inventory, names
 from patcher.commands import hooks
 from patcher.errors import InputError, SpecError
-from patcher.spec import load_spec
+from patcher.inventory import targets as inventory
+from patcher.specs import catalog, names
+from patcher.specs.model import load_spec
 from patcher.transports import ssh as transport
 from tests.support.standin_specs import SPEC_A
 

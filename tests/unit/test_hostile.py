@@ -26,7 +26,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from patcher.errors import HostError, UsageError
 from patcher.rewrite import apply_edit
-from patcher.spec import Edit
+from patcher.specs.model import Edit
 from patcher.transports.pipe import LocalTransport
 from patcher.transports.ssh import parse_target
 from tests import standin

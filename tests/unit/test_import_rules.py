@@ -1,8 +1,10 @@
 """The rooms of patcher/ (docs/design.md, "Rooms") and the imports between them, kept by the
 code's own ast: every `import`/`from ... import` of every module, function-level ones included
-(a lazy import is still a dependency). A change that makes the pure planner reach for a
-transport, a transport reach for the spec models, or one command import another fails here with
-the module and the line, long before a newcomer has to untangle it."""
+(a lazy import is still a dependency). A room is a folder; the edge modules (cli, entry, errors,
+result, ...) sit at the top. A change that makes the pure planner reach for a transport, a
+transport reach for the spec models, one command import another, a module outside the command
+layer read argv, or two modules import each other fails here with the module and the line, long
+before a newcomer has to untangle it."""
 
 from __future__ import annotations
 
@@ -17,25 +19,83 @@ from tests.conftest import REPO
 
 PATCHER = REPO / "patcher"
 
+# The rooms, one folder each, and the rooms each may import (besides itself and the edge).
+# Read as layers: a room may import only rooms listed for it; nothing imports commands but
+# commands and the edge, and nothing imports cli but entry.
+MAY_IMPORT: dict[str, set[str]] = {
+    "agent": set(),  # stdlib only (checked apart)
+    "transports": {"agent"},
+    "rewrite": {"specs"},
+    # schema describes every document, the diff and matrix ones too
+    "specs": {"rewrite", "output", "caches", "authoring", "wheels"},
+    "plan": {"specs", "rewrite", "agent"},
+    "caches": {"specs", "rewrite", "transports", "agent"},
+    "output": {"specs", "agent", "run"},
+    "serving": {"specs", "agent", "transports", "output"},
+    "authoring": {
+        "specs",
+        "plan",
+        "rewrite",
+        "wheels",
+        "transports",
+        "agent",
+        "output",
+        "caches",
+        "run",
+    },
+    "inventory": {"specs", "transports", "output"},
+    "wheels": {"specs", "plan", "rewrite", "transports", "agent", "output", "caches", "run"},
+    # engine's status reads the rollout steps a journal holds (rollout.resume, pure)
+    "run": {
+        "specs",
+        "plan",
+        "rewrite",
+        "caches",
+        "output",
+        "transports",
+        "agent",
+        "serving",
+        "rollout",
+    },
+    "rollout": {"specs", "plan", "run", "serving", "output", "transports", "agent", "inventory"},
+    "commands": {
+        "agent",
+        "authoring",
+        "caches",
+        "inventory",
+        "output",
+        "plan",
+        "rewrite",
+        "rollout",
+        "run",
+        "serving",
+        "specs",
+        "transports",
+        "wheels",
+    },
+}
+# The edge: the process's entry and the types every room shares.
+EDGE = {"_compat", "errors", "exitcodes", "result", "pyast"}
 # Pure modules: they decide; they read no disk, start no process and open no socket.
-CORE = {
+PURE_ROOMS = {"rewrite", "plan"}
+PURE = {
     "patcher._compat",
     "patcher.errors",
     "patcher.result",
-    "patcher.spec",
-    "patcher.hostfacts",
-    "patcher.plan",
-    "patcher.capture",
-    "patcher.udiff",
-    "patcher.tomlpos",
-    "patcher.linemerge",
-    "patcher.inert",
-    "patcher.rollout",
-    "patcher.rolloutresume",
-    "patcher.names",
-    "patcher.promtext",
     "patcher.pyast",
+    "patcher.specs.model",
+    "patcher.specs.names",
+    "patcher.specs.tomlpos",
+    "patcher.authoring.capture",
+    "patcher.authoring.udiff",
+    "patcher.output.inert",
+    "patcher.rollout.decide",
+    "patcher.rollout.resume",
+    "patcher.serving.promtext",
 }
+# The one definition of the wire and of the journal, shared by controller and agent: data and
+# parsing a pure module may use (journal.append writes only to a descriptor its caller holds).
+SHARED = {"patcher.agent.protocol", "patcher.agent.journal"}
 # What a pure module may not import from the standard library: the I/O edges.
 IO_STDLIB = {
     "subprocess",
@@ -53,7 +113,7 @@ IO_STDLIB = {
 }
 # The one exception, argued: pyast takes a lock around CPython's parser (threads of the
 # executors share its state before 3.13); a lock is no I/O, and it starts no thread.
-CORE_MAY = {("patcher.pyast", "threading")}
+PURE_MAY = {("patcher.pyast", "threading")}
 # The C modules behind hashlib and json, which the agent imports directly to start cheaper
 # (docs/design.md, "What an agent start costs the host"): standard library, private names.
 PRIVATE_STDLIB = {"_sha2", "_sha256", "_json", "_hashlib"}
@@ -71,8 +131,12 @@ def modules() -> dict[str, Path]:
     return {module_name(p): p for p in sorted(PATCHER.rglob("*.py"))}
 
 
+ALL = modules()
+
+
 def imports(name: str, path: Path, text: str | None = None) -> Iterator[tuple[int, str]]:
-    """(line, imported module) for every import in a module, relative ones resolved."""
+    """(line, imported module) for every import in a module, relative ones resolved; `from
+    package import module` yields the module too (it is what gets imported)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     source = path.read_text() if text is None else text
     for node in ast.walk(ast.parse(source, str(path))):
@@ -87,24 +151,19 @@ def imports(name: str, path: Path, text: str | None = None) -> Iterator[tuple[in
             else:
                 mod = node.module or ""
             yield node.lineno, mod
-            for alias in node.names:  # `from patcher import spec` imports patcher.spec
+            for alias in node.names:
                 if f"{mod}.{alias.name}" in ALL:
                     yield node.lineno, f"{mod}.{alias.name}"
 
 
-ALL = modules()
-
-
 def room(name: str) -> str:
-    """Which room a patcher module lives in."""
-    if name == "patcher" or name == "patcher.entry":
-        return "entry"
-    if name == "patcher.cli":
-        return "cli"
-    for prefix in ("agent", "transports", "commands", "rewrite"):
-        if name == f"patcher.{prefix}" or name.startswith(f"patcher.{prefix}."):
-            return "core" if prefix == "rewrite" else prefix
-    return "core" if name in CORE else "executor"
+    """Which room a patcher module lives in: its folder, or the edge module's own name."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return "entry"  # patcher/__init__.py
+    if parts[1] in MAY_IMPORT:
+        return parts[1]
+    return parts[1]  # an edge module: cli, entry, errors, ...
 
 
 def top(mod: str) -> str:
@@ -115,6 +174,10 @@ def top(mod: str) -> str:
 def _stdlib(mod: str) -> bool:
     """Whether `mod` is the standard library's (what the agent may import)."""
     return top(mod) in sys.stdlib_module_names or top(mod) in PRIVATE_STDLIB
+
+
+def _pure(name: str) -> bool:
+    return name in PURE or room(name) in PURE_ROOMS
 
 
 def violations(sources: dict[str, str] | None = None) -> list[str]:
@@ -133,59 +196,124 @@ def violations(sources: dict[str, str] | None = None) -> list[str]:
             inside = mod == "patcher" or mod.startswith("patcher.")
             there = room(mod) if inside else None
             if here == "agent":
-                if inside and there != "agent":
+                if (inside and there != "agent") or (not inside and not _stdlib(mod)):
                     out.append(f"{where} (the agent imports only stdlib and agent)")
-                elif not inside and not _stdlib(mod):
-                    out.append(f"{where} (the agent imports only stdlib and agent)")
+                continue
+            if top(mod) == "argparse" and here not in {"commands", "cli"}:
+                out.append(f"{where} (only commands read argv)")
+            if _pure(name):
+                if inside and not _pure(mod) and there not in EDGE and mod not in SHARED:
+                    if mod != f"patcher.{there}" and mod != "patcher":  # no code there
+                        out.append(f"{where} (a pure module imports only pure ones)")
+                if top(mod) in IO_STDLIB and (name, top(mod)) not in PURE_MAY:
+                    out.append(f"{where} (a pure module does no I/O)")
+            if not inside or there is None or there == here or mod == "patcher":
+                continue
             if there == "cli" and here != "entry":
                 out.append(f"{where} (only entry imports cli)")
-            if here == "core":
-                if there in {"transports", "commands", "cli", "executor"}:
-                    out.append(f"{where} (core imports no transport, command or executor)")
-                if top(mod) in IO_STDLIB and (name, top(mod)) not in CORE_MAY:
-                    out.append(f"{where} (core does no I/O)")
-            if (
-                here == "transports"
-                and inside
-                and there
-                in {"commands", "cli", "executor"}
-                | (
-                    {"core"}
-                    if mod in {"patcher.spec", "patcher.plan", "patcher.hostfacts"}
-                    else set()
-                )
-            ):
-                out.append(f"{where} (transports import no spec, plan, engine or command)")
-            if (
-                here == "commands"
-                and there == "commands"
-                and mod != "patcher.commands"
-                and not mod.rpartition(".")[2].startswith("_")  # shared helpers, not commands
-                and mod != name
-            ):
-                out.append(f"{where} (commands never import each other)")
+            elif there == "commands" and here not in {"cli", "entry"}:
+                out.append(f"{where} (only cli and entry import commands)")
+            elif here in MAY_IMPORT and there in MAY_IMPORT and there not in MAY_IMPORT[here]:
+                out.append(f"{where} ({here}/ may not import {there}/)")
+            elif here in MAY_IMPORT and there not in MAY_IMPORT and there not in EDGE:
+                out.append(f"{where} ({here}/ imports only rooms and the edge)")
+        if here == "commands":
+            for line, mod in imports(name, path, text):
+                if (
+                    mod.startswith("patcher.commands.")
+                    and not mod.rpartition(".")[2].startswith("_")  # shared helpers
+                    and mod != name
+                ):
+                    out.append(f"{name}:{line} imports {mod} (commands never import each other)")
     return out
+
+
+def graph() -> dict[str, set[str]]:
+    """module -> the patcher modules it imports (function-level imports included)."""
+    edges: dict[str, set[str]] = {}
+    for name, path in ALL.items():
+        found = {mod for _, mod in imports(name, path) if mod in ALL and mod != name}
+        # `import patcher.x.y` also imports the packages above it, which hold no code
+        edges[name] = {m for m in found if not ALL[m].name == "__init__.py" or m == "patcher"}
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return sorted(found)
 
 
 def test_rooms_keep_their_rules() -> None:
     assert violations() == []
 
 
+def test_no_import_cycles() -> None:
+    """No two modules import each other, directly or around a longer circle (lazy imports
+    count): a circle is one module in two files."""
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_can_fail() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_module_has_a_room() -> None:
+    """A module is in a room's folder or is one of the edge's few files: a new flat module
+    must choose its room."""
+    flat = {n.split(".")[1] for n in ALL if n.count(".") == 1 and ALL[n].name != "__init__.py"}
+    flat -= set(MAY_IMPORT)
+    assert flat == EDGE | {"cli", "entry"}, sorted(flat)
+
+
 def test_the_rules_can_fail() -> None:
     """The checker sees what it must refuse: a planner that opens a transport, an agent that
-    imports pydantic, a command importing another, a transport reading specs."""
-    assert room("patcher.plan") == "core" and room("patcher.rewrite_cache") == "executor"
+    imports pydantic, a command importing another, a transport reading specs, a walk reading
+    argv, a room reaching up into the commands."""
+    assert room("patcher.plan.planner") == "plan" and room("patcher.caches.rewrites") == "caches"
     assert room("patcher.commands._targets") == "commands" and room("patcher.entry") == "entry"
     bad = {
-        "patcher.plan": "from patcher.transports import open_transport\nimport subprocess\n",
-        "patcher.agent.facts": "import pydantic\nfrom patcher import spec\n",
+        "patcher.plan.planner": "from patcher.transports import open_transport\nimport socket\n",
+        "patcher.agent.facts": "import pydantic\nfrom patcher.specs import model\n",
         "patcher.commands.hosts": "from patcher.commands import matrix\n",
-        "patcher.transports.ray": "from patcher.spec import PatchSpec\n",
-        "patcher.engine": "from patcher import cli\n",
+        "patcher.transports.ray": "from patcher.specs.model import PatchSpec\n",
+        "patcher.run.engine": "from patcher import cli\n",
+        "patcher.rollout.walk": "import argparse\n",
+        "patcher.specs.catalog": "from patcher.commands import _targets\n",
     }
     found = violations(bad)
     assert sorted({f.split(":")[0] for f in found}) == sorted(bad), found
-    assert sum("(core does no I/O)" in f for f in found) == 1, found
+    assert sum("(a pure module does no I/O)" in f for f in found) == 1, found
 
 
 def test_only_commands_choose_a_transport() -> None:
@@ -206,7 +334,7 @@ def test_only_commands_choose_a_transport() -> None:
 def test_module_size(name: str) -> None:
     """One module, one job: ~600 lines, except the planner, the capture algorithm and the spec
     schema (one decision, one algorithm, one schema)."""
-    if name in {"patcher.plan", "patcher.capture", "patcher.spec"}:
+    if name in {"patcher.plan.planner", "patcher.authoring.capture", "patcher.specs.model"}:
         return
     lines = ALL[name].read_text().count("\n")
     assert lines <= 620, f"{name}: {lines} lines"

@@ -1,4 +1,4 @@
-"""patcher/inert.py: what a host or a journal wrote reaches the operator's terminal inert.
+"""patcher/output/inert.py: what a host or a journal wrote reaches the operator's terminal inert.
 Golden cases for the sanitizer, then every human printer given hostile strings: no raw control,
 ESC or bidi character comes out, and --json keeps the raw text (escaped by json)."""
 
@@ -9,9 +9,10 @@ import json
 
 import pytest
 
-from patcher import handedit, report
+from patcher.authoring import handedit
 from patcher.commands import _ensureview
-from patcher.inert import clean, line
+from patcher.output import report
+from patcher.output.inert import clean, line
 from patcher.result import FileChange, HostResult, PatchResult, ProbeResult, RunResult
 
 GOLDEN = [

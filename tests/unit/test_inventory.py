@@ -1,4 +1,5 @@
-"""The hosts.toml checks (patcher/inventory.py `_validate`): plain code, as every run reads the
+"""The hosts.toml checks (patcher/inventory/targets.py `_validate`): plain code, as every run reads
+the
 inventory before it contacts a host. Each case: the data, then where and what is wrong (or
 None for data that passes)."""
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from patcher.errors import SpecError
-from patcher.inventory import load_inventory
+from patcher.inventory.targets import load_inventory
 
 H = {"name": "a", "address": "a"}
 

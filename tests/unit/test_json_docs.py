@@ -12,8 +12,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patcher import schema
 from patcher.result import SCHEMA_VERSION
+from patcher.specs import schema
 from tests import jsondoc
 from tests.conftest import REPO, SPEC, VPATCH, Env, vpatch
 
@@ -147,7 +147,7 @@ def test_every_command_document_validates(standin_env: Env, tmp_path: Path) -> N
     assert gone.doc["errors"] and not gone.doc["ok"]
     status = vpatch("status", "--python", standin_env.python, "--json")
     assert status.doc["command"] == "status"
-    from patcher.matrix import Matrix, Release
+    from patcher.wheels.matrix import Matrix, Release
 
     table = Matrix(
         "s", "p", [Release("1.0", 0, "would_apply"), Release("2.0", None, "not_covered")]

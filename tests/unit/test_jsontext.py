@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from patcher import jsontext
+from patcher.output import jsontext
 from patcher.result import FileChange, HostResult, PatchResult, ProbeResult, RunResult
 
 

@@ -12,10 +12,11 @@ import math
 import prometheus_client as pc
 import pytest
 
-from patcher import cli, metrics
+from patcher import cli
 from patcher.errors import SpecError, UsageError
-from patcher.metrics import Scrape, SpecDecodeStats, Thresholds
-from patcher.spec import MetricsThresholds, load_spec
+from patcher.serving import metrics
+from patcher.serving.metrics import Scrape, SpecDecodeStats, Thresholds
+from patcher.specs.model import MetricsThresholds, load_spec
 
 
 def exposition(engines: dict[str, tuple[int, int, int, list[int]]]) -> str:

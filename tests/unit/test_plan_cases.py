@@ -15,7 +15,7 @@ from typing import Any, get_args
 
 import pytest
 
-from patcher import plan as planner
+from patcher.plan import planner
 from patcher.result import Outcome, PatchResult, ProbeResult
 from tests.support import plancases
 from tests.support.plancases import ROOT, PlanCase

@@ -5,9 +5,8 @@ while older journals fold as before, and a failed check after --adopt taking the
 
 from __future__ import annotations
 
-from patcher import linemerge
-from patcher import plan as planner
 from patcher.agent import journal, protocol
+from patcher.plan import linemerge, planner
 from patcher.result import ProbeResult
 from tests.support import plancases
 

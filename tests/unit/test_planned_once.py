@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from patcher.exchange import RunContext
-from patcher.hostfacts import HostFacts
-from patcher.plan import Plan
+from patcher.plan.hostfacts import HostFacts
+from patcher.plan.planner import Plan
 from patcher.result import FileChange, PatchResult, ProbeResult
+from patcher.run.exchange import RunContext
 
 
 def _maker(ctx: RunContext, made: list[HostFacts]) -> Callable[[HostFacts], Plan | None]:

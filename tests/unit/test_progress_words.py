@@ -1,4 +1,4 @@
-"""patcher.progress's pure parts: the words of the live line (read off an agent request), the
+"""patcher.output.progress's pure parts: the words of the live line (read off an agent request), the
 agent command line -v shows, and the global options read before the command word."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from patcher import progress
 from patcher.commands import leading_globals
+from patcher.output import progress
 
 
 def test_an_exchange_is_named_by_its_ops() -> None:

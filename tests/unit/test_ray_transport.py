@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from patcher import cli, engine
+from patcher import cli
 from patcher.errors import HostError, SpecError, UsageError
-from patcher.spec import load_spec
+from patcher.run import engine
+from patcher.specs.model import load_spec
 from patcher.transports import ray as ray_transport
 from tests import standin
 from tests.support.standin_specs import SPEC_A
@@ -276,7 +277,7 @@ def test_dead_node_slow_node_and_missing_python_are_host_errors(
 def test_each_run_reaches_the_nodes_it_listed(fake: FakeRay, pythons: dict[str, str]) -> None:
     """Two runs in one process (the tests, an Ansible worker): each reaches the nodes its own
     listing found, through its own Settings; a node the run did not list is a HostError."""
-    from patcher.inventory import Target
+    from patcher.inventory.targets import Target
     from patcher.transports import Settings, open_transport
 
     first = ray_transport.nodes("auto", pythons["n1"], {})

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from patcher import rewrite_cache
+from patcher.caches import rewrites as rewrite_cache
 from patcher.rewrite import apply_edits
-from patcher.spec import PatchSpec, load_spec
+from patcher.specs.model import PatchSpec, load_spec
 from tests.conftest import REPO, Env, vpatch
 from tests.support.standin_specs import REL, SPEC_A
 
@@ -184,7 +184,7 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     doc = json.loads(proc.stdout)
-    # The run plans on the two states the first apply saw (patcher/factcache.py): pristine
+    # The run plans on the two states the first apply saw (patcher/caches/facts.py): pristine
     # (a rewrite: one hit) and patched (nothing to rewrite). The full rollback asked for other
     # files (a state remembered apart), so neither matched; the plan on the host's answer is
     # the second hit.
@@ -198,7 +198,7 @@ def test_second_run_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     assert p["outcome"] == "applied" and [pr["ok"] for pr in p["probes"]] == [True]
     assert '"kimi_k2",' in standin_env.file(REL).read_text() != pristine
     imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
-    assert "patcher.engine" in imported and "libcst" not in imported
+    assert "patcher.run.engine" in imported and "libcst" not in imported
     # Without the cache (the suite's default), the same run parses again.
     assert vpatch("rollback", *py).code == 0
     again = vpatch("apply", a, *py, "--json")
@@ -224,7 +224,7 @@ def test_rollback_needs_no_libcst(tmp_path: Path, standin_env: Env) -> None:
     [f] = p["files"]
     assert p["outcome"] == "rolled_back" and '-            "kimi_k2",\n' in f["diff"], f["diff"]
     imported = [line.split("|")[-1].strip() for line in proc.stderr.splitlines()]
-    assert "patcher.engine" in imported and "libcst" not in imported
+    assert "patcher.run.engine" in imported and "libcst" not in imported
 
 
 @pytest.mark.parametrize(

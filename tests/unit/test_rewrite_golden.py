@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from patcher.rewrite import RewriteResult, apply_edit
-from patcher.spec import EDIT_OPS
+from patcher.specs.model import EDIT_OPS
 from tests.support.cases import CASES, EDIT, load_case
 
 

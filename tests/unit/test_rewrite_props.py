@@ -17,7 +17,7 @@ from pydantic import JsonValue
 
 from patcher.rewrite._scope import quote_string, render_literal
 from patcher.rewrite.elements import ensure, remove
-from patcher.spec import EnsureElements, RemoveElements
+from patcher.specs.model import EnsureElements, RemoveElements
 
 FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -22,7 +22,7 @@ from pydantic import JsonValue, TypeAdapter
 
 from patcher.rewrite import apply_edit
 from patcher.rewrite._scope import render_literal
-from patcher.spec import Edit
+from patcher.specs.model import Edit
 
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)

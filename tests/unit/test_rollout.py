@@ -1,4 +1,4 @@
-"""patcher.rollout: the step machine and the gates, on the golden cases (milliseconds)."""
+"""patcher.rollout.decide: the step machine and the gates, on the golden cases (milliseconds)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from patcher import fleet, rollout, rolloutreport, rolloutresume, rolloutview
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
-from patcher.spec import MetricsThresholds
+from patcher.rollout import decide as rollout
+from patcher.rollout import report as rolloutreport
+from patcher.rollout import resume as rolloutresume
+from patcher.rollout import view as rolloutview
+from patcher.run import fleet
+from patcher.specs.model import MetricsThresholds
 from tests.support import rolloutcases
 
 

@@ -1,4 +1,4 @@
-"""patcher.rolloutrun's walk over a fake host (tests/support/rolloutfake.py), in milliseconds:
+"""patcher.rollout.walk's walk over a fake host (tests/support/rolloutfake.py), in milliseconds:
 a Ctrl-C in each phase, and a controller lost in each phase, then `--resume` from the report
 and the steps the host's journal recorded. The lab (tests/integration/test_rollout_lab.py)
 covers a few of these on real parts; here every phase, forward and on the way back."""
@@ -13,10 +13,14 @@ from typing import Any
 
 import pytest
 
-from patcher import catalog, rollout, rolloutreport, rolloutresume, rolloutrun
 from patcher.errors import UsageError
-from patcher.inventory import Target
-from patcher.spec import PatchSpec
+from patcher.inventory.targets import Target
+from patcher.rollout import decide as rollout
+from patcher.rollout import report as rolloutreport
+from patcher.rollout import resume as rolloutresume
+from patcher.rollout import walk as rolloutrun
+from patcher.specs import catalog
+from patcher.specs.model import PatchSpec
 from tests import jsondoc
 from tests.conftest import REPO
 from tests.support import rolloutfake
@@ -219,7 +223,7 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
 ) -> None:
     """A group commit: the first write is held on its way to disk; 7 more hosts ask
     meanwhile; one more write covers them all, and each returns only once it is on disk."""
-    from patcher import report as reportmod
+    from patcher.output import report as reportmod
 
     first_in, release = threading.Event(), threading.Event()
     written: list[list[str | None]] = []

@@ -9,30 +9,30 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from patcher import engine, exchange
-from patcher.plan import Options
-from patcher.spec import load_spec
+from patcher.plan.planner import Options
+from patcher.run import engine, exchange
+from patcher.specs.model import load_spec
 from patcher.transports.pipe import LocalTransport
 from tests.conftest import Env
 from tests.support.standin_specs import SPEC_A, write
 
-PATCHER = Path(engine.__file__).parent
+PATCHER = Path(engine.__file__).parent.parent
 
 # Module state that is not a run's, each with why. Everything else a module binds at import is
 # a constant: a literal table nothing writes, a compiled regex, a frozenset, a str or number.
 NOT_RUN_STATE = {
     # pure memos: a function of immutable input, the same for every run
-    "factcache.py:_SHAS": "sha256 of a text keyed by its identity, the str held (immutable)",
-    "factcache.py:_serial": "the counter that makes temp file names unique in the process",
+    "caches/facts.py:_SHAS": "sha256 of a text keyed by its identity, the str held (immutable)",
+    "caches/facts.py:_serial": "the counter that makes temp file names unique in the process",
     "result.py:_FIELDS": "a dataclass type's field names (what dataclasses.fields says)",
-    "plan.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
-    "rewrite_cache.py:code_version": "cache: the hash of the installed rewrite/ sources",
-    "speccache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
+    "plan/planner.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
+    "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
+    "specs/cache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
-    "capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
-    "matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
+    "authoring/capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
+    "wheels/matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
     "transports/__init__.py:DEFAULTS": "a Settings() NamedTuple (immutable)",
     # the agent: a process of its own per host and run (it ends with os._exit after its last
     # answer), so its module state is that run's, gone with it
@@ -45,8 +45,8 @@ NOT_RUN_STATE = {
     "agent/fsops.py:_COMPILED": "the last compile_check's code, cleared with every request",
     "agent/privsep.py:STATE": "who the agent works as, settled once at start",
     # the process's terminal, not a run's: made anew by configure() at each command's start
-    "progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
-    "progress.py:global _state": "configure() makes it anew for each command",
+    "output/progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
+    "output/progress.py:global _state": "configure() makes it anew for each command",
     "pyast.py:_LOCK": "guards CPython's own parser state (shared by threads before 3.13)",
 }
 # Calls whose result at import is a constant (immutable, or a str/number read once).
@@ -168,20 +168,24 @@ def test_the_state_check_can_fail() -> None:
     """The checker sees what it must refuse (a set a function fills, a dict another module
     writes, a `global`, an lru_cache, an object made at import) and lets constants be."""
     planted = {
-        "catalog.py": "_warned: set[str] = set()\ndef warn(why):\n    _warned.add(why)\n",
-        "handedit.py": "_PRISTINE = {}\nTABLE = {'a': 1}\nWORDS = re.compile('x')\n",
-        "engine.py": "from patcher import handedit\ndef f(p):\n    handedit._PRISTINE[p] = 1\n",
+        "specs/catalog.py": "_warned: set[str] = set()\ndef warn(why):\n    _warned.add(why)\n",
+        "authoring/handedit.py": "_PRISTINE = {}\nTABLE = {'a': 1}\nWORDS = re.compile('x')\n",
+        "run/engine.py": (
+            "from patcher.authoring import handedit\ndef f(p):\n    handedit._PRISTINE[p] = 1\n"
+        ),
         "transports/ray.py": "_N = None\ndef make():\n    global _N\n    _N = 1\n",
-        "plan.py": "import functools\n@functools.lru_cache(maxsize=None)\ndef facts(h): ...\n",
-        "exchange.py": "import threading\n_LOCK = threading.Lock()\n_X = [1]\n_X[:] = []\n",
+        "plan/planner.py": (
+            "import functools\n@functools.lru_cache(maxsize=None)\ndef facts(h): ...\n"
+        ),
+        "run/exchange.py": "import threading\n_LOCK = threading.Lock()\n_X = [1]\n_X[:] = []\n",
         "result.py": "_FIELDS = dict.fromkeys('ab')\nGOOD = frozenset({'applied'})\n",
     }
     assert module_state(planted) == [
-        "catalog.py:_warned",
-        "exchange.py:_LOCK",
-        "exchange.py:_X",
-        "handedit.py:_PRISTINE",
-        "plan.py:facts",
+        "authoring/handedit.py:_PRISTINE",
+        "plan/planner.py:facts",
+        "run/exchange.py:_LOCK",
+        "run/exchange.py:_X",
+        "specs/catalog.py:_warned",
         "transports/ray.py:global _N",
     ]
 

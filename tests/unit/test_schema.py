@@ -13,9 +13,9 @@ from typing import Any
 
 import jsonschema
 
-from patcher import check
 from patcher._compat import tomllib
-from patcher.spec import EDIT_OPS
+from patcher.specs import check
+from patcher.specs.model import EDIT_OPS
 from tests.conftest import SPEC, vpatch
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from patcher.rewrite import apply_edits
-from patcher.spec import load_spec
+from patcher.specs.model import load_spec
 from tests.support.cases import CASES, changed_lines, load_case
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"

@@ -1,4 +1,4 @@
-"""The spec cache (patcher/speccache.py): a kept spec is the validated spec, and a command that
+"""The spec cache (patcher/specs/cache.py): a kept spec is the validated spec, and a command that
 meets it again builds no pydantic validator.
 
 The corpus is every spec file of the repository that validates (the catalog's and the test
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from patcher import plan, speccache
-from patcher import spec as spec_module
 from patcher.errors import SpecError
-from patcher.spec import PatchSpec, from_kept, kept_form, load_spec
+from patcher.plan import planner as plan
+from patcher.specs import cache as speccache
+from patcher.specs import model as spec_module
+from patcher.specs.model import PatchSpec, from_kept, kept_form, load_spec
 from tests.conftest import REPO
 from tests.support.standin_specs import SPEC_A
 
@@ -165,7 +166,7 @@ def _same(a: object, b: object) -> None:
 
 
 def test_every_edit_op_is_in_the_round_trip(every_op: Path) -> None:
-    from patcher.spec import EDIT_OPS
+    from patcher.specs.model import EDIT_OPS
 
     assert {e.op for v in load_spec(every_op).variant for e in v.edit} == set(EDIT_OPS)
     _round_trip(every_op)
@@ -194,7 +195,9 @@ def _load_in_child(cache: Path, spec: Path) -> dict[str, object]:
     pydantic built any validator for it."""
     code = (
         "import json, sys\n"
-        "from patcher import plan, speccache, spec as S\n"
+        "from patcher.plan import planner as plan\n"
+        "from patcher.specs import cache as speccache\n"
+        "from patcher.specs import model as S\n"
         "got = speccache.load(sys.argv[1])\n"
         "out = {'digest': got.digest, 'edits': [plan.dump_edits(v.edit) for v in got.variant],\n"
         "       'built': [c.__name__ for c in (S.PatchSpec, S.Variant, S.EnsureElements)\n"

@@ -5,7 +5,7 @@ whose fields `model_copy(update=...)` changed."""
 
 from __future__ import annotations
 
-from patcher.spec import PatchSpec, Variant, toml_loads
+from patcher.specs.model import PatchSpec, Variant, toml_loads
 from tests.support.standin_specs import SPEC_A
 
 

@@ -13,7 +13,7 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher import plan as planner
+from patcher.plan import planner
 from patcher.result import GOOD
 from tests.support.stackprops import PICKS, SHARED, PaperHost, Pick, base_files, specs_of
 

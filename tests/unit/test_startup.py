@@ -67,7 +67,7 @@ def test_warm_apply_imports_no_heavy_package(tmp_path: Path, standin_env: Env) -
     found = modules_of(args, env, tmp_path / "modules.json")
     heavy = sorted({m.split(".")[0] for m in found} & set(NEVER))
     assert heavy == [], f"an apply on a local target imported {heavy}"
-    assert "patcher.engine" in found and "patcher.transports.pipe" in found  # it did the work
+    assert "patcher.run.engine" in found and "patcher.transports.pipe" in found  # it did the work
     assert len(found) <= MAX_MODULES, f"{len(found)} modules (bound {MAX_MODULES})"
 
 
@@ -82,5 +82,7 @@ def test_catalog_needs_no_spec_models(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     found = json.loads((tmp_path / "m.json").read_text())
-    loaded = [m for m in found if m.startswith(("pydantic", "patcher.spec", "patcher.engine"))]
+    loaded = [
+        m for m in found if m.startswith(("pydantic", "patcher.specs.model", "patcher.run.engine"))
+    ]
     assert loaded == [] and len(found) <= 150, (loaded, len(found))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from patcher import tomlpos
+from patcher.specs import tomlpos
 
 TEXT = '''\
 id = "x"

@@ -16,7 +16,7 @@ import pytest
 
 from patcher import transports
 from patcher.errors import HostError, UsageError
-from patcher.inventory import Target
+from patcher.inventory.targets import Target
 from patcher.transports import KINDS, Settings, kind_for, open_transport, sshnames
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.pipe import LocalTransport

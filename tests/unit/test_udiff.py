@@ -1,4 +1,5 @@
-"""`patcher.udiff` (pure): unified diffs parsed and applied the way `vpatch backport` needs."""
+"""`patcher.authoring.udiff` (pure): unified diffs parsed and applied the way `vpatch backport`
+needs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import difflib
 
 import pytest
 
-from patcher import udiff
+from patcher.authoring import udiff
 
 OLD = "".join(f"line {i}\n" for i in range(1, 31))
 

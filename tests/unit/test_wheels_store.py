@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher import wheelbuild
 from patcher.errors import UsageError
+from patcher.wheels import build as wheelbuild
 from patcher.wheels.store import StderrProgress, Store
 from patcher.wheels.trust import UnsafeStore
 from patcher.wheels.wheel import CorruptWheel
@@ -107,7 +107,7 @@ def test_baked_versions_and_package_argument() -> None:
 
 def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
     """RECORD regenerated, METADATA and dist-info renamed, vpatch.json, members copied."""
-    from patcher.spec import PatchSpec
+    from patcher.specs.model import PatchSpec
 
     spec = PatchSpec.model_validate(
         {

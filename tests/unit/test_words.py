@@ -7,10 +7,11 @@ import io
 
 from rich.console import Console
 
-from patcher import commands, matrix
+from patcher import commands
 from patcher.commands import _matrixview
-from patcher.human import summary_table
+from patcher.output.human import summary_table
 from patcher.result import HostResult, PatchResult, RunResult
+from patcher.wheels import matrix
 
 QUOTED = 'anchor "supported = [...]" not found; [bold]kept[/bold] [red]'
 

@@ -3,7 +3,7 @@
 Split, and why:
 - The thinking runs HERE, in the action plugin on the controller: spec loading, variant choice,
   libcst rewrites (one parse per distinct file content per fork), diffs, outcomes. It is
-  `patcher.engine` itself, unchanged, so a playbook gets exactly the outcomes, messages and JSON
+  `patcher.run.engine` itself, unchanged, so a playbook gets exactly the outcomes, messages and JSON
   document of `vpatch apply|verify|rollback --json`. libcst and pydantic are needed only here.
 - The target only runs vpatch's stdlib agent (inspect / commit / verify), reached through
   `_execute_module("vpatch.core.patch_agent")`: Ansible's normal module transfer, so every
@@ -13,7 +13,7 @@ Split, and why:
 That is one `Transport` (see patcher.transports.base) whose `call()` is `_execute_module`.
 
 With `restart`, `health_url` or `metrics_url` a `state: present` task is a rollout of this one
-host: `patcher.rolloutrun.one_host`, the same steps as `vpatch rollout` (baseline, apply,
+host: `patcher.rollout.walk.one_host`, the same steps as `vpatch rollout` (baseline, apply,
 restart, health, window, gates; rolled back, restarted and healthy again when a step fails),
 over the same transport. The fleet policy is the play's own (`serial`, `max_fail_percentage`).
 """
@@ -41,7 +41,9 @@ WRITING = frozenset({"applied", "rolled_back", "would_apply", "would_roll_back"}
 def _import_vpatch() -> Any:
     """patcher lives on the controller, in the Python that runs ansible-playbook."""
     try:
-        from patcher import catalog, engine, errors, result
+        from patcher import errors, result
+        from patcher.run import engine
+        from patcher.specs import catalog
         from patcher.transports import bundle as transport
     except ImportError as exc:
         raise AnsibleActionFail(
@@ -168,26 +170,23 @@ class ActionModule(ActionBase):
         ctx: Any,
         errors: Any,
     ) -> Any:
-        """This host's rollout (patcher.rolloutrun): the options are checked as the CLI's."""
-        from argparse import Namespace
+        """This host's rollout (patcher.rollout.walk): the options are checked as the CLI's."""
+        from patcher.inventory.targets import Target
+        from patcher.rollout import walk as rolloutrun
 
-        from patcher import rolloutrun
-        from patcher.inventory import Target
-
-        given = Namespace(
-            restart=args["restart"],
-            restart_timeout=str(args["restart_timeout"]),
-            health=args["health_url"],
-            health_timeout=str(args["health_timeout"]),
-            metrics=args["metrics_url"],
-            window=str(args["window"]),
-            min_drafts=str(args["min_drafts"]),
-            min_acceptance=args["min_acceptance"],
-            min_throughput_ratio=args["min_throughput_ratio"],
-            allow_no_traffic=args["allow_no_traffic"],
-        )
         try:
-            cfg = rolloutrun.settings(given)
+            cfg = rolloutrun.make_settings(
+                restart=args["restart"],
+                restart_timeout=str(args["restart_timeout"]),
+                health=args["health_url"],
+                health_timeout=str(args["health_timeout"]),
+                metrics=args["metrics_url"],
+                window=str(args["window"]),
+                min_drafts=str(args["min_drafts"]),
+                min_acceptance=args["min_acceptance"],
+                min_throughput_ratio=args["min_throughput_ratio"],
+                allow_no_traffic=args["allow_no_traffic"],
+            )
         except errors.VpatchError as exc:
             raise AnsibleActionFail(_error_text(exc)) from None
         target = Target(transport.target, transport.target)

@@ -15,7 +15,7 @@ ARGUMENT_SPEC = {
     "catalog": {"type": "path"},
     "timeout": {"type": "float", "default": 600},
     # A rollout (state=present only): restart, health and live-metric gates, rolled back when
-    # worse; the same steps as one host of `vpatch rollout` (patcher.rolloutrun).
+    # worse; the same steps as one host of `vpatch rollout` (patcher.rollout.walk).
     "restart": {"type": "str"},
     "restart_timeout": {"type": "float", "default": 600},
     "health_url": {"type": "str"},

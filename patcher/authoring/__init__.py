@@ -1,0 +1,1 @@
+"""The authoring room (docs/design.md, "Rooms")."""

@@ -1,0 +1,331 @@
+"""`vpatch diff` and `vpatch capture`: what was changed by hand in an installed package, on
+every target, against the bytes pip installed; and the spec that reproduces it.
+
+The agent's `scan` op lists the distribution's files whose bytes are not RECORD's (modified,
+missing, or added under the package's directories). The pristine side of each diff is
+vpatch's own backup when the journal has one (vpatch wrote the change), else the file as the
+wheel of that exact release ships it (`patcher.wheels`: a wheelhouse, or pip's wheel fetched
+once into the wheel store, every file checked against the wheel's RECORD). Hosts whose
+changed files have the same hashes form one group: a fleet edited the same way prints one diff.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TextIO
+
+from packaging.version import InvalidVersion
+
+from patcher.caches import rewrites as rewrite_cache
+from patcher.errors import HostError, VpatchError
+from patcher.output.inert import clean, line
+from patcher.result import SCHEMA_VERSION
+from patcher.run import exchange
+from patcher.transports import Transport
+
+VPATCH = "vpatch"  # the pristine side is vpatch's own backup (the journal's base)
+WHEEL = "wheel"  # ... the file in the release's wheel
+NONE = "none"  # ... nothing: the file is not in RECORD (added)
+UNAVAILABLE = "unavailable"  # ... could not be had (no wheel, not text)
+
+
+@dataclass
+class FileDiff:
+    rel: str
+    path: str
+    state: str  # modified | missing | added
+    sha256: str | None
+    record_sha256: str | None
+    pristine_from: str
+    before: str | None  # pristine text
+    after: str | None  # text on the host
+    note: str = ""
+
+    @property
+    def diff(self) -> str:
+        if self.before is None or (self.after is None and self.state != "missing"):
+            return ""
+        return "".join(
+            difflib.unified_diff(
+                self.before.splitlines(keepends=True),
+                (self.after or "").splitlines(keepends=True),
+                fromfile=f"a/{self.rel}",
+                tofile=f"b/{self.rel}",
+            )
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.rel,
+            "path": self.path,
+            "state": self.state,
+            "sha256": self.sha256,
+            "record_sha256": self.record_sha256,
+            "pristine": self.pristine_from,
+            "note": self.note,
+            "diff": self.diff,
+        }
+
+
+@dataclass
+class HostScan:
+    target: str
+    version: str | None = None
+    files: list[FileDiff] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    error: str | None = None
+    hint: str | None = None
+    unsupported: bool = False  # an editable install: the CLI exits 2 (errors.Unsupported)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        files = tuple((f.rel, f.state, f.sha256) for f in self.files)
+        return (self.version, files, tuple(self.skipped))
+
+
+@dataclass
+class Group:
+    hosts: list[str]
+    scan: HostScan
+
+
+class Pristine:
+    """Pip's bytes of (version, file), fetched once per run (thread-safe); None if unknown."""
+
+    def __init__(self, package: str, fetch: Callable[[str, str], bytes | None] | None = None):
+        self.package = package
+        self._fetch = fetch
+        self._got: dict[tuple[str, str], tuple[bytes | None, str]] = {}
+        self._lock = threading.Lock()
+        # why a release's wheel could not be had (no wheelhouse, no index): the command's error
+        self.failures: dict[str, VpatchError] = {}
+
+    def get(self, version: str, rel: str) -> tuple[bytes | None, str]:
+        """(bytes, why-not) of the file in the wheel."""
+        with self._lock:
+            if (version, rel) not in self._got:
+                self._got[(version, rel)] = self._load(version, rel)
+            return self._got[(version, rel)]
+
+    def _load(self, version: str, rel: str) -> tuple[bytes | None, str]:
+        try:
+            if self._fetch is None:  # a wheel store of this Pristine's own (its run's)
+                from patcher.wheels.store import Store
+
+                self._fetch = partial(Store.for_run().file, self.package)
+            return self._fetch(version, rel), ""
+        except InvalidVersion:
+            return None, f"{version} is not a PEP 440 version"
+        except VpatchError as exc:  # no wheel to be had, or a store that is not safe
+            self.failures.setdefault(version, exc)
+            return None, exc.message
+        except OSError as exc:
+            return None, f"wheel store: {exc}"
+
+
+def scan_host(
+    transport: Transport,
+    package: str,
+    files: Sequence[str],
+    state_dir: str | None,
+    pristine: Pristine,
+    texts: dict[str, str],
+) -> HostScan:
+    """One host: the agent's scan, then the pristine side of every file."""
+    out = HostScan(transport.target)
+    res = exchange.call(  # the agent call of every command: one error shape for all
+        transport,
+        {
+            "op": "scan",
+            "package": package,
+            "files": list(files),
+            "state_dir": state_dir,
+            "known": sorted(texts.copy()),  # other hosts add to it meanwhile
+        },
+    )
+    out.version = res.get("version")
+    if out.version is None:
+        out.error = f"{transport.target}: package {package} is not installed"
+        out.hint = "check the package name and --python (the interpreter of that environment)"
+        return out
+    if res.get("editable"):
+        out.error = (
+            f"{transport.target}: {package} is an editable install (pip install -e "
+            f"{res['editable']}): its code is that source tree, not pip's RECORD files, so "
+            "vpatch cannot tell what differs"
+        )
+        out.hint = "diff the source tree with its own VCS (`git diff` there)"
+        out.unsupported = True
+        return out
+    out.skipped = list(res.get("skipped") or [])
+    bases = res.get("journal") or {}
+    for info in res.get("files") or []:
+        sha = info.get("sha256")
+        if info.get("text") is not None:
+            _keep(transport.target, texts, f"{package}/{info.get('rel')}", sha, info["text"])
+        after = texts.get(sha) if sha else None
+        f = FileDiff(
+            str(info["rel"]),
+            str(info["path"]),
+            str(info["state"]),
+            sha,
+            info.get("record_sha256"),
+            UNAVAILABLE,
+            None,
+            after,
+        )
+        base = bases.get(f.path)
+        # vpatch's backup is the pristine side only when it IS pip's bytes (or vpatch created
+        # the file): after `apply --force` the base is the hand-edited file, and a diff against
+        # it would hide that hand edit. Then the wheel's bytes are the pristine side.
+        own = base and (base.get("created") or base.get("base") == f.record_sha256)
+        if base and own:
+            text = base.get("base_text")
+            if text is not None:
+                _keep(transport.target, texts, f"{f.path} (its backup)", base.get("base"), text)
+            f.before = "" if base.get("created") else texts.get(str(base.get("base")))
+            f.pristine_from = VPATCH
+        elif f.state == "added":
+            f.before, f.pristine_from = "", NONE
+        else:
+            data, why = pristine.get(out.version, f.rel)
+            if data is None:
+                f.note = why or "not in the release's wheel"
+            else:
+                try:
+                    f.before, f.pristine_from = data.decode("utf-8"), WHEEL
+                except UnicodeDecodeError:
+                    f.note = "not UTF-8 text"
+        if sha and after is None:
+            f.note = f.note or "not UTF-8 text, or too large to show"
+        out.files.append(f)
+    return out
+
+
+def _keep(target: str, texts: dict[str, str], where: str, sha: Any, text: Any) -> None:
+    """A host's text joins the run's texts only under its own sha256 (rewrite_cache.Texts):
+    another host's diff never shows this host's bytes."""
+    try:
+        texts[sha] = text
+    except (TypeError, ValueError):
+        raise exchange.forged(target, where) from None
+
+
+def group(scans: Sequence[HostScan]) -> list[Group]:
+    """Hosts with the same version and the same changed files (by hash) share one group."""
+    groups: dict[tuple[Any, ...], Group] = {}
+    for s in scans:
+        if s.error:
+            continue
+        g = groups.get(s.key)
+        if g is None:
+            groups[s.key] = Group([s.target], s)
+        else:
+            g.hosts.append(s.target)
+    return list(groups.values())
+
+
+def label(f: FileDiff, package: str, version: str | None) -> str:
+    return {
+        VPATCH: "pristine side: vpatch's own (the backup the journal's base names)",
+        WHEEL: f"pristine side: {package} {version} wheel (pip's RECORD bytes)",
+        NONE: "not in pip's RECORD: added on the host",
+        UNAVAILABLE: f"pristine side unavailable: {f.note}",
+    }[f.pristine_from]
+
+
+def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": "diff",
+        "package": package,
+        "ok": all(s.error is None for s in scans),
+        "groups": [
+            {
+                "hosts": g.hosts,
+                "version": g.scan.version,
+                "files": [f.to_json() for f in g.scan.files],
+                "skipped": g.scan.skipped,
+            }
+            for g in group(scans)
+        ],
+        "errors": [
+            {"target": s.target, "error": s.error, "hint": s.hint} for s in scans if s.error
+        ],
+    }
+
+
+def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) -> None:
+    """For people: every string here but the counts came from a host (patcher.output.inert)."""
+    for g in group(scans):
+        s = g.scan
+        who = line(", ".join(g.hosts))
+        package, version = line(package), line(s.version)
+        count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
+        if not s.files and not s.skipped:
+            print(f"# {count} ({who}): {package} {version}: every file is pip's", file=out)
+            continue
+        if not s.files:
+            print(
+                f"# {count} ({who}): {package} {version}: every file checked is pip's; "
+                f"{line(_unchecked(s.skipped))}",
+                file=out,
+            )
+            continue
+        changed = len(s.files)
+        print(
+            f"# {count} ({who}): {package} {version}: {changed} file(s) differ from pip's RECORD",
+            file=out,
+        )
+        for f in s.files:
+            print(line(f"# {f.rel}: {f.state}; {label(f, package, s.version)}"), file=out)
+            text = clean(f.diff)
+            if text:
+                out.write(text if text.endswith("\n") else text + "\n")
+        if s.skipped:
+            print(line(f"# {_unchecked(s.skipped)}"), file=out)
+
+
+def _unchecked(skipped: Sequence[str]) -> str:
+    """Which files the scan did not hash (over its size limit, or not a plain file it may read:
+    a link, a foreign hard link, a `..` RECORD line): named, never counted as pip's."""
+    shown = ", ".join(skipped[:10]) + (
+        f" and {len(skipped) - 10} more" if len(skipped) > 10 else ""
+    )
+    why = "larger than the scan's limit or not a plain file"
+    return f"NOT checked ({why}): {len(skipped)} file(s): {shown}"
+
+
+def scan_all(
+    package: str,
+    files: Sequence[str],
+    targets: Sequence[Any],
+    open_transport: Callable[[Any], Transport],
+    state_dir: str | None,
+    parallel: int,
+    pristine: Pristine | None = None,
+) -> list[HostScan]:
+    """Every target, `parallel` at a time, in target order."""
+    pristine = pristine or Pristine(package)
+    texts: dict[str, str] = rewrite_cache.Texts()
+
+    def one(target: Any) -> HostScan:
+        try:
+            transport = open_transport(target)
+        except HostError as exc:
+            return HostScan(target.name, error=exc.message, hint=exc.hint or None)
+        try:
+            return scan_host(transport, package, files, state_dir, pristine, texts)
+        except VpatchError as exc:
+            return HostScan(target.name, error=exc.message, hint=exc.hint or None)
+        finally:
+            transport.close()
+
+    with ThreadPoolExecutor(max_workers=max(1, min(parallel, len(targets)))) as pool:
+        return list(pool.map(one, targets))

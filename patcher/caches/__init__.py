@@ -1,0 +1,1 @@
+"""The caches room (docs/design.md, "Rooms")."""

@@ -1,0 +1,1 @@
+"""The inventory room (docs/design.md, "Rooms")."""

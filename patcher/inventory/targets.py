@@ -1,0 +1,251 @@
+"""Targets: where a command runs. From `--host` flags or a TOML inventory of a fleet.
+
+An inventory has an optional `[defaults]` table and one `[[host]]` table per host; a host's own
+fields win over `[defaults]`, which win over command-line flags, which win over built-in
+defaults. Hosts keep inventory order, so reports read the same way every run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from patcher._compat import tomllib
+from patcher.errors import SpecError, UsageError
+from patcher.transports import sshnames
+
+
+class Target(NamedTuple):
+    """One host to run on; `name` labels it in reports and JSON. (A NamedTuple, as the
+    other values read before the first host connects: dataclasses costs its import.)"""
+
+    name: str
+    address: str  # what ssh connects to; "local" (with local=True) for this machine
+    user: str | None = None
+    port: int | None = None
+    python: str = "python3"
+    identity: str | None = None
+    sudo: bool = False
+    # `vpatch rollout`: this host's restart command and health/metrics URLs (over the flags').
+    restart: str | None = None
+    health: str | None = None
+    metrics: str | None = None
+    sudo_user: str | None = None  # `sudo -n -u USER` (None: root)
+    # This machine, no SSH: only when written so (`--host local`, `address = "local"`,
+    # ansible_connection=local), never because a host is NAMED local.
+    local: bool = False
+
+
+class Inventory(NamedTuple):
+    hosts: list[tuple[Target, frozenset[str]]]
+
+    def names(self) -> list[str]:
+        return [t.name for t, _ in self.hosts]
+
+
+_FIELDS: dict[str, type] = {
+    "user": str,
+    "port": int,
+    "python": str,
+    "identity": str,
+    "sudo": bool,
+    "sudo_user": str,
+}
+_FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rollout/walk.py)
+_HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
+_TRUE = {"1", "true", "t", "yes", "y", "on"}
+_FALSE = {"0", "false", "f", "no", "n", "off"}
+_HINT = (
+    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user; for rollout "
+    "restart, health, metrics) and [[host]] tables with name, address and optional groups"
+)
+
+
+class _Invalid(Exception):
+    """Where (a path of keys and indices) and what is wrong in an inventory."""
+
+    def __init__(self, loc: tuple[int | str, ...], msg: str) -> None:
+        super().__init__(msg)
+        self.loc, self.msg = loc, msg
+
+
+def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
+    """Parse and validate; `flags` are the command line's values (None = not given). A file
+    that is not a hosts.toml is read as an Ansible inventory (patcher.inventory.ansible)."""
+    try:
+        text = Path(path).read_text("utf-8")
+    except OSError as exc:
+        raise SpecError(
+            f"{path}: cannot read inventory ({exc.strerror})", "pass a hosts.toml"
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    data = _toml(path, text)
+    local: list[bool] | None = None  # from the Ansible reader: ansible_connection=local only
+    if data is None:
+        from patcher.inventory import ansible as ansible_inventory
+
+        entries = ansible_inventory.hosts(path, text)
+        local = [bool(e.pop("local")) for e in entries]
+        data = {"host": entries}
+    try:
+        defaults, hosts = _validate(data)
+    except _Invalid as exc:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
+        raise SpecError(f"{path}: {where.lstrip('.') or '(top level)'}: {exc.msg}", _HINT) from None
+    if local is None:  # a hosts.toml: the local target is written `address = "local"`
+        local = [h["address"] == "local" for h in hosts]
+    out = []
+    for h, here in zip(hosts, local, strict=True):
+        sudo = bool(_pick("sudo", h, defaults, flags))
+        target = Target(
+            name=h["name"],
+            address=h["address"],
+            user=_pick("user", h, defaults, flags),
+            port=_pick("port", h, defaults, flags),
+            python=_pick("python", h, defaults, flags) or "python3",
+            identity=_pick("identity", h, defaults, flags),
+            sudo=sudo,
+            restart=_pick("restart", h, defaults, flags),
+            health=_pick("health", h, defaults, flags),
+            metrics=_pick("metrics", h, defaults, flags),
+            sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
+            local=here,
+        )
+        if here and sudo:
+            raise SpecError(
+                f"{path}: host {h['name']!r}: sudo on the local target is not supported",
+                "run vpatch itself as the environment's owner (e.g. `sudo -u OWNER vpatch ...`)",
+            )
+        out.append((target, frozenset(h["groups"])))
+    return Inventory(out)
+
+
+def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """([defaults], [[host]] tables) checked and normalised: known keys only, each of its
+    type, names unique; ssh-facing strings as transports.sshnames accepts them. Plain code, not a
+    model: an inventory is read before the first host is contacted, on every run."""
+    _only(data, {"defaults", "host"}, ())
+    defaults = _table(data.get("defaults", {}), _FIELDS, ("defaults",))
+    hosts = data.get("host")
+    if hosts is None:
+        raise _Invalid(("host",), "Field required")
+    if not isinstance(hosts, list):
+        raise _Invalid(("host",), "Input should be a valid list")
+    if not hosts:
+        raise _Invalid(("host",), "List should have at least 1 item after validation, not 0")
+    out, seen = [], set()
+    for i, raw in enumerate(hosts):
+        loc: tuple[int | str, ...] = ("host", i)
+        host = _table(raw, _HOST_FIELDS, loc)
+        for key in ("name", "address"):
+            if key not in host:
+                raise _Invalid((*loc, key), "Field required")
+        if not _NAME.fullmatch(host["name"]):
+            raise _Invalid((*loc, "name"), "name must be letters, digits and . _ - : @ (no spaces)")
+        problem = sshnames.host_problem(host["address"])
+        if problem:  # checked like a --host: `ssh -G` may hand it to `Match exec` commands
+            raise _Invalid((*loc, "address"), f"host name {problem}")
+        groups = host.setdefault("groups", [])
+        for j, g in enumerate(groups):
+            if not isinstance(g, str):
+                raise _Invalid((*loc, "groups", j), "Input should be a valid string")
+        if host["name"] in seen:
+            raise _Invalid((), f"host name {host['name']!r} appears twice")
+        seen.add(host["name"])
+        out.append(host)
+    return defaults, out
+
+
+def _only(table: dict[str, Any], keys: Iterable[str], loc: tuple[int | str, ...]) -> None:
+    for key in table:
+        if key not in keys:
+            raise _Invalid((*loc, key), "Extra inputs are not permitted")
+
+
+def _table(raw: Any, fields: dict[str, type], loc: tuple[int | str, ...]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise _Invalid(loc, "Input should be a valid dictionary")
+    _only(raw, fields, loc)
+    return {key: _value(value, fields[key], (*loc, key)) for key, value in raw.items()}
+
+
+def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
+    """One field's value as its type (TOML's own types; numbers and booleans also as the
+    strings an Ansible inventory gives them)."""
+    name = loc[-1]
+    if kind is str:
+        if not isinstance(value, str):
+            raise _Invalid(loc, "Input should be a valid string")
+        problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
+        if problem:
+            raise _Invalid(loc, f"user name {problem}")
+        return value
+    if kind is list:
+        if not isinstance(value, list):
+            raise _Invalid(loc, "Input should be a valid list")
+        return list(value)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise _Invalid(loc, "Input should be a valid boolean")
+    number = value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None:
+        raise _Invalid(loc, "Input should be a valid integer")
+    if not 1 <= number <= 65535:  # the one int field: a port
+        raise _Invalid(loc, "Input should be between 1 and 65535")
+    return number
+
+
+def _toml(path: str, text: str) -> dict[str, Any] | None:
+    """The hosts.toml data; None when the file is not one (no .toml name, and not TOML with a
+    [[host]] or [defaults] table): then it is an Ansible inventory."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if not path.endswith(".toml"):
+            return None
+        raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+    if path.endswith(".toml") or "host" in data or "defaults" in data:
+        return data
+    return None
+
+
+def _pick(field: str, host: dict[str, Any], defaults: dict[str, Any], flags: dict[str, Any]) -> Any:
+    for value in (host.get(field), defaults.get(field), flags.get(field)):
+        if value is not None:
+            return value
+    return None
+
+
+def select(
+    inventory: Inventory | None,
+    hosts: list[str],
+    groups: list[str],
+    flag_target: Any,
+) -> list[Target]:
+    """Targets in inventory order: --group selects, --host selects by name or adds a new one."""
+    if inventory is None:
+        if groups:
+            raise UsageError("--group needs --inventory", "pass --inventory hosts.toml")
+        return [flag_target(h) for h in hosts or ["local"]]
+    known = {t.name: (t, g) for t, g in inventory.hosts}
+    all_groups = set().union(*(g for _, g in inventory.hosts))
+    for g in groups:
+        if g not in all_groups:
+            raise UsageError(
+                f"--group {g}: no host is in that group", f"groups: {sorted(all_groups)}"
+            )
+    if not hosts and not groups:
+        return [t for t, _ in inventory.hosts]
+    chosen = [t for t, g in inventory.hosts if t.name in hosts or g & set(groups)]
+    extra = [flag_target(h) for h in hosts if h not in known]
+    return chosen + extra

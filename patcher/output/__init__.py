@@ -1,0 +1,1 @@
+"""The output room (docs/design.md, "Rooms")."""

@@ -1,0 +1,1 @@
+"""The plan room (docs/design.md, "Rooms")."""

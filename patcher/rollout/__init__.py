@@ -1,0 +1,1 @@
+"""The rollout room (docs/design.md, "Rooms")."""

@@ -1,0 +1,118 @@
+"""`vpatch rollout` over the fleet: each target's walk (patcher.rollout.walk) under the fleet
+policy (patcher.run.fleet), the live report written as it goes (patcher.rollout.report), and
+`--resume`'s decision per host. It returns what happened and prints nothing: the command
+(patcher.commands.rollout) says it and chooses the exit status.
+
+The module sits above walk and report, which never import it, so the rollout has no circle.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from patcher.errors import HostError, VpatchError
+from patcher.result import HostResult, RunResult
+from patcher.rollout import report as rolloutreport
+from patcher.rollout import resume as rolloutresume
+from patcher.rollout import walk
+from patcher.run import fleet
+
+if TYPE_CHECKING:
+    from patcher.inventory.targets import Target
+    from patcher.plan.planner import Level
+    from patcher.transports import Transport
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One rollout as asked: the specs (paths or catalog ids), apply's level and --force, the
+    state dir, the report path (None: the default one), the report to resume, the options."""
+
+    specs: list[str]
+    level: Level
+    force: bool
+    state_dir: str | None
+    report: str | None
+    resume: str | None
+    settings: walk.Settings
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a rollout did: its result, its run id and report path, whether a Ctrl-C stopped it
+    (`interrupted`) and whether a second one cut it short (`cut_short`: hosts in flight were
+    reported as far as they got)."""
+
+    result: RunResult
+    run: str
+    report: str
+    interrupted: bool
+    cut_short: bool
+
+
+def drive(
+    request: Request,
+    targets: list[Target],
+    policy: fleet.Policy,
+    open_transport: Callable[[Target], Transport],
+    lines: fleet.Progress,
+    started: Callable[[str, str], None],
+) -> Outcome:
+    """Roll the specs out over `targets`. `started(run, report)` is called once the report
+    exists, before any host is contacted; `lines` shows the batches as they go."""
+    from patcher.run import engine
+    from patcher.specs import catalog
+
+    cfg = request.settings
+    walk.check_targets(targets)
+    names = [t.name for t in targets]
+    reported = rolloutreport.load_report(request.resume, names) if request.resume else None
+    run = (reported.run if reported else None) or walk.new_run()
+    specs = catalog.load_all(request.specs)
+    opts = engine.Options(level=request.level, force=request.force)
+    ctrl_c = threading.Event()
+    ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
+    ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
+    ids = [(s.id, s.package) for s in specs]
+    path = request.report or rolloutreport.default_report(run)
+    report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
+    report.write(start=True)  # before any host is contacted; UsageError: exit 2
+    started(run, path)
+
+    def work(i: int) -> HostResult:
+        t = targets[i]
+        try:
+            transport = open_transport(t)
+        except HostError as exc:
+            return report.ended(i, engine.connect_error(t.name, exc))
+        try:
+            h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
+            report.live[i] = h
+            if reported is not None:
+                try:
+                    decision = walk.resume_host(h, reported.steps.get(t.name))
+                except (VpatchError, walk._StepFailed) as exc:
+                    decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
+                if decision.action != rolloutresume.RESUME_CONTINUE:
+                    return report.ended(i, walk.finish(h, decision.why))
+            return report.ended(i, walk.walk(h, ctrl_c, report.step))
+        finally:
+            transport.close()
+
+    cut_short = False
+    try:
+        hosts = fleet.run(names, work, policy, ids, lines, interrupted=ctrl_c)
+    except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
+        cut_short = True
+        hosts = report.hosts("interrupted (Ctrl-C twice): not started")
+    if threading.current_thread() is threading.main_thread():
+        import signal  # a Ctrl-C from here on must not cost the report
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ctx.flush()
+    result = RunResult("rollout", all(h.ok for h in hosts), hosts)
+    report.close(result)
+    return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)

@@ -1,0 +1,206 @@
+"""`vpatch rollout`'s report: written as the rollout goes (LiveReport), so that a controller
+lost at any moment still leaves one, and read back for `--resume` (load_report). The
+decisions about what a report and a host's journal say are patcher/rollout/resume.py's."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from patcher.errors import UsageError
+from patcher.result import HostResult, RunResult
+from patcher.rollout import decide as rollout
+from patcher.rollout import resume as rolloutresume
+from patcher.rollout import walk as rolloutrun
+from patcher.run import fleet
+
+if TYPE_CHECKING:
+    from patcher.inventory.targets import Target
+    from patcher.specs.model import PatchSpec
+
+
+def default_report(run: str) -> str:
+    """Where a rollout's report goes without --report: `$XDG_STATE_HOME/vpatch/rollouts/
+    RUN.json`, else `~/.local/state/vpatch/rollouts/RUN.json`. State, not cache (deleting it
+    costs --resume its starting point); the XDG rule: a relative $XDG_STATE_HOME is ignored."""
+    import os
+
+    base = os.environ.get("XDG_STATE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "vpatch", "rollouts", f"{run}.json")
+
+
+class LiveReport:
+    """The rollout's report on disk from its start to its end, so that a controller lost at
+    any moment (SIGKILL, its machine gone: no Ctrl-C handler runs) still leaves one for
+    `--resume`: written before any host is contacted (every host, the run id, the options),
+    as each host begins each step (the steps before it are then in its journal) and as each
+    host ends; each time whole, atomically (patcher.output.report.write_report: a temp file, fsync,
+    rename). What it says of a host is only ever behind its journal, never ahead (walk
+    records a step before the host's state says it is done), which is what --resume accepts
+    (rolloutresume.resume). A write costs one document of the fleet and an fsync; hosts that
+    ask during one share the next."""
+
+    def __init__(
+        self,
+        path: str,
+        targets: Sequence[Target],
+        specs: Sequence[PatchSpec],
+        cfg: rolloutrun.Settings,
+        run: str,
+    ) -> None:
+        self.path = path
+        self.targets = list(targets)
+        self.ids = [(s.id, s.package) for s in specs]
+        tables = [s.metrics for s in specs]
+        self.gates = rollout.Gates.of(
+            tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic
+        )
+        self.cfg = cfg
+        self.run = run
+        self.live: dict[int, rolloutrun._Host] = {}  # hosts that started (by target index)
+        self.finished: dict[int, HostResult] = {}
+        self._cond = threading.Condition()
+        self._asked = 0  # writes asked for
+        self._written = 0  # the newest ask a finished write covered
+        self._writing = False
+        self._closed = False
+        self._warned = False
+
+    def hosts(self, why: str, running: bool = False) -> list[HostResult]:
+        """Every host as far as it got: ended, in flight, or not started (`why`)."""
+        out = []
+        for i, t in enumerate(self.targets):
+            if i in self.finished:
+                out.append(self.finished[i])
+            elif i in self.live:
+                h = self.live[i]
+                with h.lock:
+                    out.append(rolloutrun.finish(h, running=running))
+            else:
+                host = fleet.skipped(t.name, self.ids, why)
+                if running:  # the run and the options, before the host starts
+                    host.rollout = pending(t, self.cfg, self.gates, self.run)
+                out.append(host)
+        return out
+
+    def write(self, start: bool = False) -> None:
+        """The report as of now, on disk when this returns. Hosts that ask while a write is
+        on its way wait for the next one, which covers them all (a group commit: 8 hosts
+        beginning a step cost two writes, not eight). At the start a failure is bad input
+        (exit 2, no host was contacted); later, one warning: the journals have every step."""
+        import os
+
+        from patcher.output.report import write_report
+
+        with self._cond:
+            self._asked += 1
+            ask = self._asked
+            while self._writing and self._written < ask:
+                self._cond.wait()
+            if self._written >= ask or self._closed:
+                return
+            self._writing = True
+            covers = self._asked  # every ask so far: their hosts' state is in this snapshot
+            hosts = self.hosts(f"not started yet (rollout {self.run} is running)", running=True)
+        try:
+            if start:
+                os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+            write_report(RunResult("rollout", False, hosts), self.path)
+        except OSError as exc:
+            why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
+            if start:
+                hint = "give --report FILE in a directory you can write"
+                raise UsageError(why, hint) from None
+            if not self._warned:
+                self._warned = True
+                print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
+        finally:
+            with self._cond:
+                self._writing = False
+                self._written = covers
+                self._cond.notify_all()
+
+    def step(self, h: rolloutrun._Host) -> None:
+        self.write()
+
+    def ended(self, i: int, result: HostResult) -> HostResult:
+        self.finished[i] = result
+        self.write()
+        return result
+
+    def close(self, result: RunResult) -> None:
+        """The final report; no live write lands after it (a host thread still in flight
+        after a second Ctrl-C writes nothing more)."""
+        from patcher.output.report import write_report
+
+        with self._cond:
+            while self._writing:
+                self._cond.wait()
+            self._closed = True
+            try:
+                write_report(result, self.path)
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+                print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)
+
+
+def pending(
+    target: Target, cfg: rolloutrun.Settings, gates: rollout.Gates, run: str
+) -> dict[str, Any]:
+    """A live report's `rollout` of a host not started yet: its run and options, no step."""
+    return {
+        "run": run,
+        "verdict": None,
+        "reached": rollout.NOTHING,
+        "stopped_in": None,
+        "patched": False,
+        **rolloutrun.options_of(target, cfg, gates),
+        "before": None,
+        "after": None,
+        "gates": [],
+        "phases": [],
+    }
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What a report says of a rollout: its run id and, per host, the steps it ran."""
+
+    run: str | None
+    steps: dict[str, list[tuple[str, bool]] | None]
+
+
+def load_report(path: str, names: Sequence[str]) -> Reported:
+    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
+    contacted. What it says of each host is only the controller's word: every host's journal
+    is asked too (rolloutresume.resume)."""
+    import json
+
+    hint = "give the --report file of this rollout (else the one it named on stderr)"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not JSON"
+        raise UsageError(f"--resume {path}: {why}", hint) from None
+    hosts = doc.get("hosts") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
+        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
+    try:
+        parsed = rolloutresume.reported_steps(hosts)
+    except ValueError as exc:
+        raise UsageError(f"--resume {path}: {exc}", hint) from None
+    steps, runs = parsed
+    if sorted(steps) != sorted(names):
+        raise UsageError(
+            f"--resume {path}: the report is of other hosts than the targets given",
+            "give the same --inventory/--group/--host as the rollout that wrote it",
+        )
+    if len(runs) > 1:
+        raise UsageError(f"--resume {path}: the report names more than one run", hint)
+    return Reported(next(iter(runs), None), steps)

@@ -1,0 +1,192 @@
+"""`vpatch rollout --resume` and `vpatch status`: the rollout steps a host's journal records,
+read back, and what a resumed rollout does with each host. Pure, like patcher/rollout/decide.py
+(golden cases in tests/cases/rollout/resume/).
+
+A step entry comes from the host (protocol.step_entry, appended by the agent right after the
+step ran), so it is checked here with the agent's own shape check before it counts: the host
+may lie, and the report a resume starts from may be stale or edited.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from patcher.agent import journal
+from patcher.rollout.decide import STEPS, Measures, Phase, Plan, is_walk, next_step
+
+if TYPE_CHECKING:
+    from patcher.result import RolloutStep
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step entry of a host's journal (protocol.step_entry), as the host sent it back."""
+
+    run: str
+    step: str
+    ok: bool
+    detail: str = ""
+    started: str = ""
+    seconds: float = 0.0
+    verdict: str | None = None
+    measures: dict[str, Any] | None = None
+    specs: tuple[str, ...] = ()
+    ts: str = ""
+
+    def phase(self) -> Phase:
+        return Phase(self.step, self.ok, self.detail, self.started, float(self.seconds))
+
+
+def read_steps(raw: Any) -> tuple[list[Step], list[str]]:
+    """The step entries of an inspect answer's `rollout` (the journal's newest run), each
+    checked by the agent's own shape check (journal._step_error): the host may lie, and an
+    entry that is not one is a problem line, never a step."""
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        return [], ["the host's rollout steps are not a list; ignored"]
+    out: list[Step] = []
+    problems: list[str] = []
+    for n, e in enumerate(raw, 1):
+        why = journal._step_error(e) if journal.is_step(e) else "not a rollout step entry"
+        if why:
+            problems.append(f"rollout step {n} from the host's journal ignored: {why}")
+            continue
+        out.append(
+            Step(
+                e["run"],
+                e["step"],
+                e["ok"],
+                e.get("detail", ""),
+                e.get("started", ""),
+                float(e.get("seconds", 0)),
+                e.get("verdict"),
+                e.get("measures"),
+                tuple(e["specs"]),
+                e.get("ts", ""),
+            )
+        )
+    return out, problems
+
+
+def measures_of(data: Any) -> Measures | None:
+    """A Measures from its to_json() (a journal's or a report's): None unless every number is
+    a finite number or None, as to_json writes them."""
+    if not isinstance(data, dict):
+        return None
+    keys = ("acceptance_rate", "mean_acceptance_length", "tokens_per_s", "error_rate")
+    vals: list[float | None] = []
+    for k in ("seconds", "drafts", *keys):
+        v = data.get(k)
+        if v is None and k in keys:
+            vals.append(None)
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return None
+        vals.append(float(v))
+    why = data.get("why") or {}
+    if not isinstance(why, dict) or not all(isinstance(v, str) for v in why.values()):
+        return None
+    seconds, drafts = vals[0], vals[1]
+    assert seconds is not None and drafts is not None
+    return Measures(seconds, drafts, vals[2], vals[3], vals[4], vals[5], dict(why))
+
+
+def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:
+    """`vpatch status`: the newest well-formed step of an inspect answer's `rollout`."""
+    from patcher.result import RolloutStep
+
+    steps, problems = read_steps(raw)
+    if not steps:
+        return None, problems
+    s = steps[-1]
+    return RolloutStep(s.run, s.step, s.ok, s.verdict, s.detail, s.ts, list(s.specs)), problems
+
+
+# What --resume does with a host.
+RESUME_DONE = "done"  # its rollout ended (the journal says how): nothing runs on it
+RESUME_CONTINUE = "continue"  # the next step after `done` (none done: a fresh start)
+RESUME_REFUSE = "refuse"  # the report and the host disagree: touch nothing, a person looks
+
+
+@dataclass(frozen=True)
+class Resume:
+    action: str
+    done: tuple[tuple[str, bool], ...] = ()
+    why: str = ""
+
+
+def resume(
+    plan: Plan,
+    run: str,
+    reported: Sequence[tuple[str, bool]] | None,
+    steps: Sequence[Step],
+    specs: Sequence[str] = (),
+) -> Resume:
+    """What `--resume` does with one host, from the report's steps for it (None: never
+    started) and the step entries its journal holds (its newest run's).
+
+    The host's journal is what happened there: each step is recorded right after it ran, so
+    it is the one to continue from. The report is the controller's word, which may be stale
+    (written before the last record, a second Ctrl-C) or edited; it must agree with the host:
+    the same walk, or one step behind it, or one step ahead (a step that ran but whose record
+    was lost; it runs again: every step may, apply and rollback being hash-checked and
+    idempotent). Anything else, or a walk this rollout's steps cannot take (other options, a
+    forged entry, other specs), touches nothing on the host."""
+    mine = [s for s in steps if s.run == run]
+    if steps and not mine and reported:
+        other = steps[-1].run
+        return Resume(RESUME_REFUSE, (), f"another rollout (run {other}) ran on the host since")
+    done = tuple((s.step, s.ok) for s in mine)
+    said = tuple(reported or ())
+    if any(s.specs != tuple(specs) for s in mine):
+        return Resume(RESUME_REFUSE, done, "its journal's steps are of other specs")
+    if not is_walk(plan, done):
+        return Resume(RESUME_REFUSE, done, "its journal's steps are not a walk of this rollout")
+    if not is_walk(plan, said):
+        return Resume(RESUME_REFUSE, done, "the report's steps are not a walk of this rollout")
+    if said == done[: len(said)] or (len(said) == len(done) + 1 and said[: len(done)] == done):
+        if next_step(plan, done) is None:
+            return Resume(RESUME_DONE, done)
+        return Resume(RESUME_CONTINUE, done)
+    return Resume(
+        RESUME_REFUSE,
+        done,
+        f"the report says {_walk(said)}; the host's journal says {_walk(done)}",
+    )
+
+
+def reported_steps(
+    hosts: list[Any],
+) -> tuple[dict[str, list[tuple[str, bool]] | None], set[str]]:
+    """Per host of a report's `hosts`, the (step, ok) it says ran (None: never started), and
+    the run ids it names. ValueError: not a report's shape."""
+    out: dict[str, list[tuple[str, bool]] | None] = {}
+    runs: set[str] = set()
+    for h in hosts:
+        if not isinstance(h, dict) or not isinstance(h.get("target"), str):
+            raise ValueError("a host without a target name")
+        r = h.get("rollout")
+        if r is None:
+            out[h["target"]] = None
+            continue
+        phases = r.get("phases") if isinstance(r, dict) else None
+        if not isinstance(phases, list) or not all(
+            isinstance(p, dict) and p.get("step") in STEPS and isinstance(p.get("ok"), bool)
+            for p in phases
+        ):
+            raise ValueError(f"host {h['target']!r}: its phases are not rollout steps")
+        run = r.get("run")
+        if run is not None:
+            if not isinstance(run, str) or not run.isalnum() or len(run) > 64:
+                raise ValueError(f"host {h['target']!r}: its run is not an id")
+            runs.add(run)
+        out[h["target"]] = [(p["step"], p["ok"]) for p in phases]
+    return out, runs
+
+
+def _walk(done: Sequence[tuple[str, bool]]) -> str:
+    return " -> ".join(f"{s}{'' if ok else ' (failed)'}" for s, ok in done) or "nothing ran"

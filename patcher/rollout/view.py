@@ -1,0 +1,126 @@
+"""`vpatch rollout`'s human output: one line per finished batch on stderr, the final table
+(host, step reached, acceptance and tokens/s before -> after, verdict) and the `error:` /
+`hint:` lines. Every string from a host goes through patcher.output.inert.clean."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from patcher.result import HostResult, RunResult
+from patcher.rollout import decide as rollout
+from patcher.run import fleet
+
+
+class BatchLines(fleet.Progress):
+    """One line on stderr per finished batch (the canary counts as one)."""
+
+    def __init__(self, targets: Sequence[str], policy: fleet.Policy, out: TextIO) -> None:
+        self.out = out
+        self.phase_of: dict[str, int] = {}
+        self.names: list[list[str]] = []
+        order = list(targets)
+        groups = [order[: policy.canary]] if policy.canary else []
+        rest = order[policy.canary :]
+        size = policy.batch or max(1, len(rest))
+        groups += [rest[i : i + size] for i in range(0, len(rest), size)]
+        for i, names in enumerate(groups):
+            self.names.append(names)
+            for n in names:
+                self.phase_of[n] = i
+        self.canary = bool(policy.canary)
+        self.done: dict[int, list[HostResult]] = {}
+
+    def advance(self, result: HostResult) -> None:
+        i = self.phase_of.get(result.target)
+        if i is None:
+            return
+        got = self.done.setdefault(i, [])
+        got.append(result)
+        if len(got) < len(self.names[i]):
+            return
+        label = "canary" if self.canary and i == 0 else f"batch {i + (0 if self.canary else 1)}"
+        counts: dict[str, int] = {}
+        for r in got:
+            v = (r.rollout or {}).get("verdict", "failed")
+            counts[v] = counts.get(v, 0) + 1
+        tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+        bad = [f"{r.target}: {r.error}" for r in got if not r.ok]
+        line = f"rollout {label} ({len(got)} host(s)): {tally}"
+        from patcher.output.inert import clean
+
+        print(clean(line + "".join(f"\n  {b}" for b in bad)), file=self.out, flush=True)
+
+
+def _pair(before: Any, after: Any, show: Callable[[float], str]) -> str:
+    b = show(before) if before is not None else "-"
+    a = show(after) if after is not None else "-"
+    return f"{b} -> {a}"
+
+
+def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
+    """host, step reached, acceptance before -> after, tokens/s before -> after, verdict."""
+    rows = []
+    for h in result.hosts:
+        r = h.rollout
+        if r is None:  # never started (the policy stopped first), or could not connect
+            skipped = any(p.outcome == "skipped" for p in h.patches) or "skipped" in (h.error or "")
+            rows.append((h.target, "-", "-", "-", "skipped" if skipped else "failed"))
+            continue
+        before, after = r["before"] or {}, r["after"] or {}
+        rows.append(
+            (
+                h.target,
+                r["reached"],
+                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), rollout.pct),
+                _pair(before.get("tokens_per_s"), after.get("tokens_per_s"), lambda x: f"{x:.1f}"),
+                r["verdict"],
+            )
+        )
+    return rows
+
+
+def render_table(result: RunResult, out: TextIO) -> None:
+    from patcher.output.inert import clean
+
+    head = ("host", "step reached", "acceptance", "tokens/s", "verdict")
+    rows = [head, *table_rows(result)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for r in rows:
+        line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+        print(clean(line.rstrip()), file=out)
+    kept = [h.target for h in result.hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
+    started = [h for h in result.hosts if h.rollout is not None]
+    if result.ok:
+        print(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", file=out)
+    else:
+        print(
+            f"rollout: not ok: {len(kept)} of {len(result.hosts)} host(s) patched"
+            + (f" and staying patched ({', '.join(kept)})" if kept else "")
+            + f"; {len(result.hosts) - len(started)} not started",
+            file=out,
+        )
+
+
+def render_problems(result: RunResult, err: TextIO) -> None:
+    """`error:` per host that did not keep the patch, then the first one's `hint:`."""
+    from patcher.output.inert import clean
+
+    found: list[tuple[str, str]] = []
+    for h in result.hosts:
+        if h.ok:
+            continue
+        if h.error:
+            found.append((f"{h.target}: {h.error}", h.hint or "run `vpatch status` on it"))
+        elif h.patches:
+            p = h.patches[0]
+            found.append(
+                (
+                    f"{h.target}: {p.outcome}: {p.message}",
+                    "an earlier host failed and the fleet policy stopped; fix it, run again",
+                )
+            )
+    for msg, _hint in found:
+        print(f"error: {clean(msg.splitlines()[0])}", file=err)
+    if found:
+        print(f"hint: {clean(found[0][1])}", file=err)

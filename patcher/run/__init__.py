@@ -1,0 +1,1 @@
+"""The run room (docs/design.md, "Rooms")."""

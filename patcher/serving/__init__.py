@@ -1,0 +1,1 @@
+"""The serving room (docs/design.md, "Rooms")."""

@@ -1,0 +1,1 @@
+"""The specs room (docs/design.md, "Rooms")."""
