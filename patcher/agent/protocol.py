@@ -123,6 +123,7 @@ STEP_DETAIL_MAX = 400  # characters of a step's detail the journal keeps
 
 
 def step_entry(
+    *,
     run: str,
     step: str,
     ok: bool,
@@ -216,6 +217,7 @@ def error(kind: str, message: str) -> Dict[str, Any]:
 
 
 def apply_entry(
+    *,
     spec: str,
     spec_hash: str,
     package: str,

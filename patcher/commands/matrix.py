@@ -39,7 +39,13 @@ def run(args: argparse.Namespace) -> int:
     progress = _matrixview.progress_for(args.json)
     store = Store.for_run(args.wheelhouse, args.platform, Progress())  # the matrix's bar says
     table, _stats = matrix.build(
-        spec, args.versions, args.pre, args.jobs, args.platform, progress=progress, store=store
+        spec,
+        versions=args.versions,
+        pre=args.pre,
+        jobs=args.jobs,
+        platforms=args.platform,
+        progress=progress,
+        store=store,
     )
     if args.json:
         _matrixview.render_json(table)

@@ -853,22 +853,22 @@ class _Apply:
         )
         self.entries.append(
             protocol.apply_entry(
-                spec.id,
-                spec.digest,
-                spec.package,
-                self.facts.versions.get(spec.package),
-                fact.rel,
-                fact.path,
-                before,
-                after,
-                dump_edits([e for r, es in variant.files() if r == fact.rel for e in es]),
-                fact.record_sha256,
-                checks_for(spec, variant, "full"),
-                reason,
-                part.relies,
-                self.opts.level,
-                sha256_text(part.base) if part.base is not None else None,
-                variant.versions,
+                spec=spec.id,
+                spec_hash=spec.digest,
+                package=spec.package,
+                version=self.facts.versions.get(spec.package),
+                file=fact.rel,
+                path=fact.path,
+                before=before,
+                after=after,
+                edits=dump_edits([e for r, es in variant.files() if r == fact.rel for e in es]),
+                record_sha256=fact.record_sha256,
+                checks=checks_for(spec, variant, "full"),
+                reason=reason,
+                relies_on=part.relies,
+                level=self.opts.level,
+                base=sha256_text(part.base) if part.base is not None else None,
+                versions=variant.versions,
             )
         )
         res.files.append(

@@ -375,15 +375,15 @@ def _record(
     ended = rollout.next_step(plan, done) is None
     measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
     entry = protocol.step_entry(
-        h.run,
-        phase.step,
-        phase.ok,
-        [s.id for s in h.specs],
-        phase.detail,
-        phase.started,
-        phase.seconds,
-        rollout.verdict(done)[1] if ended else None,
-        measures.to_json() if measures is not None and phase.ok else None,
+        run=h.run,
+        step=phase.step,
+        ok=phase.ok,
+        specs=[s.id for s in h.specs],
+        detail=phase.detail,
+        started=phase.started,
+        seconds=phase.seconds,
+        verdict=rollout.verdict(done)[1] if ended else None,
+        measures=measures.to_json() if measures is not None and phase.ok else None,
     )
     why = ""
     try:

@@ -261,6 +261,7 @@ def _release(version: Version, verdict: planner.Verdict) -> Release:
 
 def build(
     spec: PatchSpec,
+    *,
     versions: str | None,
     pre: bool = False,
     jobs: int = DEFAULT_JOBS,

@@ -205,7 +205,7 @@ def test_matrix_table_every_outcome_and_cache(pip_env: dict[str, str], spec_file
     assert (cache / PKG / "1.0" / "files" / MOD).read_text() == OLD
     assert (cache / PKG / "1.5" / "files" / MOD).read_text() == OLD  # .data/purelib mapped
     assert "RECORD" in os.listdir(cache / PKG / "1.4")
-    again, stats = matrix.build(_spec(spec_file), ">=0.9", cache_root=cache)
+    again, stats = matrix.build(_spec(spec_file), versions=">=0.9", cache_root=cache)
     assert [(r.version, r.variant, r.outcome) for r in again.releases] == EXPECTED
     assert stats.downloaded == 0 and stats.reused_wheels == 0
     assert stats.cached_files == 7  # 1.0-1.6 (1.4 from RECORD alone)
@@ -249,7 +249,7 @@ def test_wheels_on_disk_are_reused_and_kept(
     kept = make_wheel(mine, "1.1", RELEASES["1.1"])
     (mine / "vpatch_fake-1.0-py3-none-any.whl").write_bytes(b"half a download")  # corrupt
     monkeypatch.setenv("VPATCH_MATRIX_WHEELS", f"{tmp_path / 'missing'}{os.pathsep}{mine}")
-    m, stats = matrix.build(_spec(spec_file), ">=1.0,<1.2", cache_root=tmp_path / "c")
+    m, stats = matrix.build(_spec(spec_file), versions=">=1.0,<1.2", cache_root=tmp_path / "c")
     assert [r.outcome for r in m.releases] == ["would_apply", "satisfied_upstream"]
     assert stats.reused_wheels == 1 and stats.downloaded == 1  # the corrupt one is re-fetched
     assert kept.exists() and (mine / "vpatch_fake-1.0-py3-none-any.whl").exists()
@@ -276,7 +276,7 @@ def test_download_failure_is_a_failed_row(pip_env: dict[str, str], spec_file: Pa
         return [Version("1.0"), Version("1.8")]  # 1.8 is not in the index
 
     m, _ = matrix.build(
-        spec, None, cache_root=Path(pip_env["VPATCH_MATRIX_CACHE"]), list_versions=listing
+        spec, versions=None, cache_root=Path(pip_env["VPATCH_MATRIX_CACHE"]), list_versions=listing
     )
     assert [(r.version, r.outcome) for r in m.releases] == [
         ("1.0", "would_apply"),

@@ -38,15 +38,15 @@ def _commit(env: Env, before: str, after: str) -> dict[str, Any]:
         "writes": [{"path": path, "expect_sha256": sha256_text(before), "text": after}],
         "journal": [
             protocol.apply_entry(
-                "s",
-                "0" * 16,
-                "servekit",
-                "1.0.0",
-                REL,
-                path,
-                sha256_text(before),
-                sha256_text(after),
-                [],
+                spec="s",
+                spec_hash="0" * 16,
+                package="servekit",
+                version="1.0.0",
+                file=REL,
+                path=path,
+                before=sha256_text(before),
+                after=sha256_text(after),
+                edits=[],
             )
         ],
     }

@@ -356,3 +356,21 @@ def test_only_pyast_calls_ast_parse() -> None:
             ):
                 found.append(f"{name}:{node.lineno}")
     assert found == []
+
+
+def test_record_builders_take_keywords_only() -> None:
+    """A journal entry or a matrix has many fields of one type (`str | None`): a swapped
+    positional argument would still type-check, so their builders take keywords only."""
+    import inspect
+
+    from patcher.agent import protocol
+    from patcher.wheels import matrix
+
+    for fn, positional in (
+        (protocol.apply_entry, 0),
+        (protocol.step_entry, 0),
+        (matrix.build, 1),
+    ):
+        kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
+        assert kinds[:positional] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * positional
+        assert set(kinds[positional:]) == {inspect.Parameter.KEYWORD_ONLY}, fn

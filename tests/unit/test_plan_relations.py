@@ -41,7 +41,18 @@ def test_merge_refuses_an_insertion_at_the_edge_of_the_other_change() -> None:
 
 
 def _apply(spec: str, before: str | None, after: str, txn: str, **kw: object) -> dict[str, object]:
-    e = protocol.apply_entry(spec, "d", "pkg", "1.0", "m.py", "/p/m.py", before, after, [], **kw)  # type: ignore[arg-type]
+    e = protocol.apply_entry(
+        spec=spec,
+        spec_hash="d",
+        package="pkg",
+        version="1.0",
+        file="m.py",
+        path="/p/m.py",
+        before=before,
+        after=after,
+        edits=[],
+        **kw,
+    )  # type: ignore[arg-type]
     return dict(e, txn=txn)
 
 

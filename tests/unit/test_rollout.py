@@ -154,7 +154,12 @@ def test_there_are_resume_cases_of_every_action() -> None:
 def _entry(**over: object) -> dict[str, object]:
     from patcher.agent import protocol
 
-    return dict(protocol.step_entry("r1", "apply", True, ["s"], "ok", "t", 1.0), **over)
+    return dict(
+        protocol.step_entry(
+            run="r1", step="apply", ok=True, specs=["s"], detail="ok", started="t", seconds=1.0
+        ),
+        **over,
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,7 +221,7 @@ def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path:
     sdir = str(tmp_path / "state")
     before = agent.handle({"op": "inspect", "packages": {}, "state_dir": sdir})
     for run, step in (("old1", "baseline"), ("new2", "baseline"), ("new2", "apply")):
-        entry = protocol.step_entry(run, step, True, ["s"], f"{step} done")
+        entry = protocol.step_entry(run=run, step=step, ok=True, specs=["s"], detail=f"{step} done")
         assert agent.handle(protocol.step_request(entry, sdir)) == {"ok": True, "protocol": 2}
     got = agent.handle({"op": "inspect", "packages": {}, "state_dir": sdir})
     runs = [(e["run"], e["step"]) for e in got["rollout"]]
@@ -228,10 +233,22 @@ def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path:
     raw = (tmp_path / "state" / "journal.jsonl").read_bytes()
     steps: list[dict[str, object]] = []
     assert journal.parse(raw, [], steps) == [] and len(steps) == 3
-    apply = protocol.apply_entry("x", "h", "pkg", "1", "f.py", "/p/f.py", "a" * 64, "b" * 64, [])
+    apply = protocol.apply_entry(
+        spec="x",
+        spec_hash="h",
+        package="pkg",
+        version="1",
+        file="f.py",
+        path="/p/f.py",
+        before="a" * 64,
+        after="b" * 64,
+        edits=[],
+    )
     lines = [wire.dumps(dict(apply, txn="t1")), wire.dumps(protocol.marker("t1"))]
     many = [
-        wire.dumps(protocol.step_entry("r9", "baseline", True, ["x"], str(i)))
+        wire.dumps(
+            protocol.step_entry(run="r9", step="baseline", ok=True, specs=["x"], detail=str(i))
+        )
         for i in range(journal.STEPS_KEPT + 5)
     ]
     live = compact.live("\n".join([lines[0], *many, lines[1]]).encode())
