@@ -25,7 +25,7 @@ from typing import Any, get_args
 
 from patcher import result
 from patcher.commands._help import subcommands
-from patcher.plan import planner as plan
+from patcher.plan.verdicts import MATRIX_FAILING, MatrixOutcome
 from patcher.specs.model import PatchSpec
 from patcher.wheels import matrix
 
@@ -249,8 +249,8 @@ def outcomes() -> str:
 
 def matrix_json() -> str:
     rows = ["| outcome | exit 1? |", "|---|---|"]
-    for name in get_args(plan.MatrixOutcome):
-        rows.append(f"| `{name}` | {'yes' if name in plan.MATRIX_FAILING else ''} |")
+    for name in get_args(MatrixOutcome):
+        rows.append(f"| `{name}` | {'yes' if name in MATRIX_FAILING else ''} |")
     return "\n".join(_dataclass_table(matrix.Release) + rows) + "\n"
 
 

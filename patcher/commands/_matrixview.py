@@ -16,7 +16,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
-from patcher.plan.planner import MATRIX_FAILING as FAILING
+from patcher.plan.verdicts import MATRIX_FAILING as FAILING
 from patcher.wheels.matrix import Matrix, Progress, Release
 
 _STYLE = {

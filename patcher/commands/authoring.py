@@ -317,7 +317,7 @@ def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     variant = spec.variant[0]
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
-        rw = apply_edits(res.pristine if not _adds(edits) else "", edits)
+        rw = apply_edits(res.pristine if not adds(edits) else "", edits)
         if ast.dump(pyast.parse(rw.source)) != ast.dump(pyast.parse(res.edited)):
             raise VpatchError(
                 f"{rel}: the captured spec does not reproduce the edit",
@@ -327,7 +327,7 @@ def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
     return spec
 
 
-def _adds(edits: Sequence[Any]) -> bool:
+def adds(edits: Sequence[Any]) -> bool:
     return any(e.op == "add_file" for e in edits)
 
 

@@ -22,7 +22,7 @@ from patcher.run import fleet
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
-    from patcher.plan.planner import Level
+    from patcher.plan.base import Level
     from patcher.transports import Transport
 
 

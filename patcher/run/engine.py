@@ -2,7 +2,7 @@
 status. An executor, nothing more.
 
 Every decision (variant, outcome, bytes to write, journal entries, what to undo) is made by the
-pure planner, `patcher.plan.planner`; this module carries the host's facts to it and the plan's
+pure planner, `patcher.plan`; this module carries the host's facts to it and the plan's
 writes
 back to the agent, in one agent session per host. How the requests travel (one exchange when
 a plan made ahead matches) and what a run shares across its hosts (texts, rewrites, counts) is
@@ -19,27 +19,30 @@ from typing import Any, Literal
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.output import progress
-from patcher.plan.hostfacts import HostFacts
-from patcher.plan.planner import (
+from patcher.plan.apply import plan_apply, preflight
+from patcher.plan.base import (
     Level,
     Options,
     Plan,
     checks_for,
-    could_not_check,
     drift_state,
-    judge_probes,
-    not_done,
-    plan_apply,
-    plan_redo,
-    plan_rollback,
-    plan_undo,
-    preflight,
     sha256_text,
-    status_journal,
+    unified_diff,
+)
+from patcher.plan.hostfacts import HostFacts
+from patcher.plan.rollback import plan_rollback
+from patcher.plan.undo import (
+    could_not_check,
+    not_done,
+    plan_redo,
+    plan_undo,
     still_needed,
     undone,
-    unified_diff,
     verify_failed,
+)
+from patcher.plan.verify import (
+    judge_probes,
+    status_journal,
     verify_recorded,
     verify_spec,
     wants_probes,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from patcher.plan.planner import recheck, recheck_specs
+from patcher.plan.recheck import recheck, recheck_specs
 from patcher.result import HostResult, host_ok
 from patcher.run import engine
 from patcher.run.engine import Level, Options, RunContext

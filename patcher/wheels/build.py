@@ -1,7 +1,7 @@
 """`vpatch wheel`: pip's wheel of a release with specs baked in, for immutable images.
 
 The decision is the one `vpatch apply` makes, without a host: the variant is the planner's
-(`patcher.plan.planner.choose`), its edits run on the file as the release's wheel ships it
+(`patcher.plan.base.choose`), its edits run on the file as the release's wheel ships it
 (`patcher.rewrite.apply_edits`, specs stacked in the order given, as apply stacks them). The
 new wheel is the old one with:
 
@@ -35,7 +35,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import UsageError, VpatchError
-from patcher.plan import planner
+from patcher.plan.base import choose, rewrite_outcome, sha256_text
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
 from patcher.specs.model import PatchSpec
@@ -82,7 +82,7 @@ def decide(specs: list[PatchSpec], version: Version, wheel: Wheel) -> Baked:
     out = Baked(baked_version(version, specs_digest(specs)))
     pristine: dict[str, bytes | None] = {}
     for spec in specs:
-        res, index, variant = planner.choose(spec, str(version))
+        res, index, variant = choose(spec, str(version))
         entry: dict[str, Any] = {
             "id": spec.id,
             "digest": spec.digest,
@@ -111,7 +111,7 @@ def decide(specs: list[PatchSpec], version: Version, wheel: Wheel) -> Baked:
             except UnicodeDecodeError:
                 raise VpatchError(f"{spec.id}: {rel} is not UTF-8 text", "") from None
             rw = apply_edits(before, edits)
-            verdict = planner.rewrite_outcome(rw.status)
+            verdict = rewrite_outcome(rw.status)
             if verdict not in ("would_apply", "satisfied_upstream"):
                 raise VpatchError(
                     f"{spec.id}: {rel}: {rw.message} ({verdict})",
@@ -124,7 +124,7 @@ def decide(specs: list[PatchSpec], version: Version, wheel: Wheel) -> Baked:
                 {
                     "file": rel,
                     "pristine_sha256": None if data is None else hashlib.sha256(data).hexdigest(),
-                    "sha256": planner.sha256_text(out.texts.get(rel, before)),
+                    "sha256": sha256_text(out.texts.get(rel, before)),
                 }
             )
         entry["outcome"] = "applied" if changed else "satisfied_upstream"
@@ -265,6 +265,6 @@ def check_package(specs: list[PatchSpec], package: str, version: Version) -> Non
             "one wheel per package: pass only that package's specs",
         )
     for spec in specs:
-        res, _index, _variant = planner.choose(spec, str(version))
+        res, _index, _variant = choose(spec, str(version))
         if res.outcome == "not_applicable":
             raise UsageError(f"{spec.id}: {res.message}", "pick a release the spec covers")

@@ -1,7 +1,7 @@
 """`vpatch matrix`: which releases of a package does a spec fit, and which are fixed upstream?
 
 This module selects the releases and runs the matrix; every verdict is the planner's
-(`patcher.plan.planner.matrix_choose`, `judge_release`), made as on a host but with no host: the
+(`patcher.plan.verdicts.matrix_choose`, `judge_release`), made as on a host but with no host: the
 variant `choose` picks, `satisfied_upstream` for an `upstream` variant, otherwise the variant's
 edits run on the file as the release's wheel ships it.
 
@@ -32,7 +32,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from patcher.errors import UsageError, VpatchError
-from patcher.plan import planner
+from patcher.plan.verdicts import (
+    MATRIX_FAILING,
+    MatrixOutcome,
+    Verdict,
+    judge_release,
+    matrix_choose,
+)
 from patcher.result import SCHEMA_VERSION
 from patcher.specs.model import PatchSpec, Variant
 from patcher.wheels import index, wheelhouse
@@ -49,7 +55,7 @@ class Release:
 
     version: str
     variant: int | None
-    outcome: planner.MatrixOutcome
+    outcome: MatrixOutcome
     message: str = ""
 
 
@@ -62,7 +68,7 @@ class Matrix:
 
     @property
     def ok(self) -> bool:
-        return not any(r.outcome in planner.MATRIX_FAILING for r in self.releases)
+        return not any(r.outcome in MATRIX_FAILING for r in self.releases)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,7 +157,7 @@ class Decisions:
         blob = json.dumps([_RULES, spec.digest, index, hashlib.sha256(data).hexdigest()])
         return self.dir / f"{hashlib.sha256(blob.encode()).hexdigest()[:32]}.json"
 
-    def get(self, key: Path) -> tuple[planner.MatrixOutcome, str] | None:
+    def get(self, key: Path) -> tuple[MatrixOutcome, str] | None:
         """(outcome, message) decided before; None when there is none (or it is unreadable)."""
         try:
             doc = json.loads(key.read_text())
@@ -198,8 +204,8 @@ class Runner:
         answers: dict[Version, Release] = {}
         pending: list[tuple[Version, int, Variant]] = []
         for v in versions:
-            got = planner.matrix_choose(self.spec, str(v))
-            if isinstance(got, planner.Verdict):
+            got = matrix_choose(self.spec, str(v))
+            if isinstance(got, Verdict):
                 answers[v] = _release(v, got)
                 self.progress.done(answers[v])
             else:
@@ -230,7 +236,7 @@ class Runner:
         """The release's row from the planner's verdict, reused from `Decisions` when the
         same files were judged before (a verdict on a file the wheel lacks is not kept)."""
         if any(d is None for d in files.values()):
-            return _release(version, planner.judge_release(index, variant, files))
+            return _release(version, judge_release(index, variant, files))
         data = b"".join(
             rel.encode() + b"\0" + hashlib.sha256(d or b"").digest() for rel, d in files.items()
         )
@@ -240,7 +246,7 @@ class Runner:
         if hit is not None:
             self.stats.add("cached_results")
             return Release(str(version), index, hit[0], hit[1])
-        release = _release(version, planner.judge_release(index, variant, files))
+        release = _release(version, judge_release(index, variant, files))
         self.stats.add("computed")
         if release.outcome != "failed":
             decisions.put(key, release)
@@ -254,7 +260,7 @@ class Runner:
         return got.file(version, rel)
 
 
-def _release(version: Version, verdict: planner.Verdict) -> Release:
+def _release(version: Version, verdict: Verdict) -> Release:
     """The matrix's row for the planner's verdict on one release."""
     return Release(str(version), verdict.variant, verdict.outcome, verdict.message)
 

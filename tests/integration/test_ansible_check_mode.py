@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from patcher.plan.apply import plan_apply
+from patcher.plan.base import Options
 from patcher.plan.hostfacts import HostFacts
-from patcher.plan.planner import Options, plan_apply
 from patcher.run import exchange
 from patcher.specs.model import load_spec
 from patcher.transports.bundle import BOOT, BOOT0, agent_bundle

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher.plan.planner import Options
+from patcher.plan.base import Options
 from patcher.result import GOOD
 from patcher.run import engine
 from patcher.transports.pipe import LocalTransport

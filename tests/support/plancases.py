@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
+from patcher.plan.base import Options, Plan, dump_edits
 from patcher.plan.hostfacts import HostFacts
-from patcher.plan.planner import Options, Plan, dump_edits
 from patcher.specs.model import PatchSpec
 
 ROOT = "/env/lib/python3.11/site-packages/"

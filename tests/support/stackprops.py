@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import journal as agent_journal
+from patcher.plan.base import Plan
 from patcher.plan.hostfacts import HostFacts
-from patcher.plan.planner import Plan
 from patcher.specs.model import PatchSpec
 from tests.support.cases import CASES, load_case
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from patcher.agent import protocol
-from patcher.plan.planner import sha256_text
+from patcher.plan.base import sha256_text
 from patcher.transports.pipe import LocalTransport
 from tests.conftest import Env
 from tests.support.standin_specs import REL

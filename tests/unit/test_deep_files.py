@@ -58,4 +58,4 @@ def test_real_code_is_far_below_the_bound() -> None:
     assert nesting_problem("x = " + "-" * (MAX_DEPTH * 2) + "1\n") is not None
     assert nesting_problem("def f(:\n") is None  # a plain syntax error: libcst words it
     assert nesting_problem("type X = int\n" + "(" * 300 + ")" * 300) is not None
-    assert nesting_problem((REPO / "patcher" / "plan" / "planner.py").read_text()) is None
+    assert nesting_problem((REPO / "patcher" / "plan" / "apply.py").read_text()) is None

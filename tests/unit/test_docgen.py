@@ -19,7 +19,7 @@ from patcher import result
 from patcher.commands import _docgen as docgen
 from patcher.commands import build_parser
 from patcher.commands._help import help_with_default, subcommands
-from patcher.plan import planner as plan
+from patcher.plan.verdicts import MATRIX_FAILING
 from patcher.specs.model import PatchSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -117,7 +117,7 @@ def test_result_and_matrix_references_cover_the_models() -> None:
     outcomes = docgen.outcomes()
     assert all(f"`{o}`" in outcomes for o in ("applied", "drifted", "skipped"))
     assert "`not_covered` | yes" in docgen.matrix_json()
-    assert set(plan.MATRIX_FAILING) <= {"anchor_missing", "ambiguous", "not_covered", "failed"}
+    assert set(MATRIX_FAILING) <= {"anchor_missing", "ambiguous", "not_covered", "failed"}
 
 
 def test_unknown_marker_is_an_error() -> None:

@@ -15,7 +15,18 @@ from typing import Any, get_args
 
 import pytest
 
-from patcher.plan import planner
+from patcher.plan.apply import plan_apply, preflight
+from patcher.plan.base import Plan
+from patcher.plan.recheck import IN_PLACE, recheck, recheck_specs
+from patcher.plan.rollback import plan_rollback
+from patcher.plan.verdicts import MatrixOutcome, Verdict, judge_release, matrix_choose
+from patcher.plan.verify import (
+    judge_probes,
+    status_journal,
+    verify_recorded,
+    verify_spec,
+    wants_probes,
+)
 from patcher.result import Outcome, PatchResult, ProbeResult
 from tests.support import plancases
 from tests.support.plancases import ROOT, PlanCase
@@ -32,58 +43,58 @@ class _Row:
     probes: list[ProbeResult] = field(default_factory=list)
 
 
-def _ensure(case: PlanCase) -> tuple[list[PatchResult], planner.Plan]:
+def _ensure(case: PlanCase) -> tuple[list[PatchResult], Plan]:
     """ensure's decisions: apply's plan, then verify of the specs in place on the host as
     the commit left it (its checks answered by the case's probes), folded in by the planner."""
-    p = planner.plan_apply(case.specs, case.facts, case.opts)
+    p = plan_apply(case.specs, case.facts, case.opts)
     level = case.raw["recheck"]
-    todo = planner.recheck_specs(case.specs, p.results) if level is not None else []
+    todo = recheck_specs(case.specs, p.results) if level is not None else []
     after = plancases.after_commit(case, p) if p.needs_commit() else case.facts
     verified = []
     for spec in todo:
-        res, _variant = planner.verify_spec(spec, after)
-        if planner.wants_probes(res):
+        res, _variant = verify_spec(spec, after)
+        if wants_probes(res):
             res.probes = [ProbeResult(**x) for x in case.raw.get("probes", {}).get(spec.id, [])]
-        planner.judge_probes(res)
+        judge_probes(res)
         verified.append(res)
-    return planner.recheck(p.results, verified), p
+    return recheck(p.results, verified), p
 
 
 def _matrix(case: PlanCase) -> list[_Row]:
     """Each spec's verdict on the case's release: its files read only when a variant needs them."""
     rows = []
     for spec in case.specs:
-        got = planner.matrix_choose(spec, case.raw["release"]["version"])
-        if not isinstance(got, planner.Verdict):
-            got = planner.judge_release(*got, plancases.release_files(case))
+        got = matrix_choose(spec, case.raw["release"]["version"])
+        if not isinstance(got, Verdict):
+            got = judge_release(*got, plancases.release_files(case))
         rows.append(_Row(spec.id, got.outcome, got.message, got.variant))
     return rows
 
 
-def _run(case: PlanCase) -> tuple[list[PatchResult] | list[_Row], planner.Plan | None]:
+def _run(case: PlanCase) -> tuple[list[PatchResult] | list[_Row], Plan | None]:
     cmd = case.raw["command"]
     if cmd == "apply":
-        p = planner.plan_apply(case.specs, case.facts, case.opts)
+        p = plan_apply(case.specs, case.facts, case.opts)
         return p.results, p
     if cmd == "ensure":
         return _ensure(case)
     if cmd == "matrix":
         return _matrix(case), None
     if cmd == "verify":
-        return [planner.verify_spec(s, case.facts)[0] for s in case.specs], None
+        return [verify_spec(s, case.facts)[0] for s in case.specs], None
     if cmd == "rollback":
         wanted = case.raw.get("rollback")
-        p = planner.plan_rollback(
+        p = plan_rollback(
             None if wanted is None else set(wanted), case.facts, case.opts, case.specs
         )
         return p.results, p
     if cmd == "verify_id":
-        return [planner.verify_recorded(i, case.facts, "full")[0] for i in case.raw["ids"]], None
+        return [verify_recorded(i, case.facts, "full")[0] for i in case.raw["ids"]], None
     assert cmd == "status", cmd
-    return planner.status_journal(case.facts), None
+    return status_journal(case.facts), None
 
 
-def _write_names(case: PlanCase, plan: planner.Plan) -> dict[str, str | None]:
+def _write_names(case: PlanCase, plan: Plan) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for w in plan.writes:
         rel = w.path.removeprefix(ROOT)
@@ -130,12 +141,12 @@ def test_plan_case(path: Path) -> None:
     for sid, names in expect.get("check_names", {}).items():
         assert [c["name"] for c in plan.checks[sid]] == names, plan.checks[sid]
     if "preflight" in expect:
-        got = planner.preflight(case.facts, plan)
+        got = preflight(case.facts, plan)
         want = expect["preflight"]
         assert (got is None) if want is None else (got is not None and want in got[0]), got
     if case.raw["command"] in ("apply", "ensure") and plan.needs_commit() and not case.opts.dry_run:
         after = plancases.after_commit(case, plan)
-        again = planner.plan_apply(case.specs, after, case.opts)
+        again = plan_apply(case.specs, after, case.opts)
         assert again.writes == [], [(r.id, r.outcome, r.message) for r in again.results]
         first = {r.id: r.outcome for r in results}
         assert all(
@@ -144,7 +155,7 @@ def test_plan_case(path: Path) -> None:
             for r in again.results
         ), [(r.id, r.outcome, r.message) for r in again.results]
         # one decision: what apply wrote, verify accepts
-        verdicts = [planner.verify_spec(s, after)[0] for s in case.specs]
+        verdicts = [verify_spec(s, after)[0] for s in case.specs]
         applied = {r.id for r in results if r.outcome == "applied"}
         assert all(v.outcome == "applied" for v in verdicts if v.id in applied), [
             (v.id, v.outcome, v.message) for v in verdicts
@@ -162,8 +173,8 @@ def test_enough_cases_for_every_outcome() -> None:
     assert reachable <= seen, sorted(reachable - seen)
     matrix = [c for c in cases if c.raw["command"] == "matrix"]
     verdicts = {o for c in matrix for o in c.raw["expect"]["outcomes"].values()}
-    missing = set(get_args(planner.MatrixOutcome)) - verdicts
+    missing = set(get_args(MatrixOutcome)) - verdicts
     assert not missing, sorted(missing)
     ensure = [c for c in cases if c.raw["command"] == "ensure"]
     kept = {o for c in ensure for o in c.raw["expect"]["outcomes"].values()}
-    assert set(planner.IN_PLACE) | {"failed"} <= kept, sorted(kept)
+    assert set(IN_PLACE) | {"failed"} <= kept, sorted(kept)

@@ -6,7 +6,9 @@ while older journals fold as before, and a failed check after --adopt taking the
 from __future__ import annotations
 
 from patcher.agent import journal, protocol
-from patcher.plan import linemerge, planner
+from patcher.plan import linemerge
+from patcher.plan.apply import plan_apply
+from patcher.plan.undo import plan_undo, undone, verify_failed
 from patcher.result import ProbeResult
 from tests.support import plancases
 
@@ -101,14 +103,14 @@ def test_adopted_spec_whose_check_fails_is_taken_back() -> None:
     """--adopt writes nothing, so undoing it is its rollback entry alone; the spec is failed,
     not left `applied` (issue 25 case 8)."""
     case = plancases.load(plancases.CASES / "apply_adopt.json")
-    plan = planner.plan_apply(case.specs, case.facts, case.opts)
+    plan = plan_apply(case.specs, case.facts, case.opts)
     sid = case.specs[0].id
     assert plan.result(sid).outcome == "applied" and plan.writes == []
-    back = planner.plan_undo(plan, {sid}, "verify failed")
+    back = plan_undo(plan, {sid}, "verify failed")
     assert back.writes == []
     assert [e["action"] for e in back.entries] == [protocol.ROLLBACK]
     failed = {sid: ProbeResult("probe", False, "boom")}
-    planner.undone(plan, back, failed, planner.verify_failed)
+    undone(plan, back, failed, verify_failed)
     assert plan.result(sid).outcome == "failed"
     folded = journal.fold(
         [dict(e, txn="t1") for e in plan.entries]

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
+from patcher.plan.base import Plan
 from patcher.plan.hostfacts import HostFacts
-from patcher.plan.planner import Plan
 from patcher.result import FileChange, PatchResult, ProbeResult
 from patcher.run.exchange import RunContext
 

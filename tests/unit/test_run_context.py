@@ -9,7 +9,7 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-from patcher.plan.planner import Options
+from patcher.plan.base import Options
 from patcher.run import engine, exchange
 from patcher.specs.model import load_spec
 from patcher.transports.pipe import LocalTransport
@@ -25,7 +25,7 @@ NOT_RUN_STATE = {
     "caches/facts.py:_SHAS": "sha256 of a text keyed by its identity, the str held (immutable)",
     "caches/facts.py:_serial": "the counter that makes temp file names unique in the process",
     "result.py:_FIELDS": "a dataclass type's field names (what dataclasses.fields says)",
-    "plan/planner.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
+    "plan/base.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
     "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
     "specs/cache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
@@ -174,7 +174,7 @@ def test_the_state_check_can_fail() -> None:
             "from patcher.authoring import handedit\ndef f(p):\n    handedit._PRISTINE[p] = 1\n"
         ),
         "transports/ray.py": "_N = None\ndef make():\n    global _N\n    _N = 1\n",
-        "plan/planner.py": (
+        "plan/apply.py": (
             "import functools\n@functools.lru_cache(maxsize=None)\ndef facts(h): ...\n"
         ),
         "run/exchange.py": "import threading\n_LOCK = threading.Lock()\n_X = [1]\n_X[:] = []\n",
@@ -182,7 +182,7 @@ def test_the_state_check_can_fail() -> None:
     }
     assert module_state(planted) == [
         "authoring/handedit.py:_PRISTINE",
-        "plan/planner.py:facts",
+        "plan/apply.py:facts",
         "run/exchange.py:_LOCK",
         "run/exchange.py:_X",
         "specs/catalog.py:_warned",

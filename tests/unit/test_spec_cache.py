@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from patcher.errors import SpecError
-from patcher.plan import planner as plan
+from patcher.plan.base import dump_edits
 from patcher.specs import cache as speccache
 from patcher.specs import model as spec_module
 from patcher.specs.model import PatchSpec, from_kept, kept_form, load_spec
@@ -184,7 +184,7 @@ def _round_trip(path: Path) -> None:
     _same(kept, spec)
     assert kept.digest == spec.digest
     for a, b in zip(kept.variant, spec.variant, strict=True):
-        assert plan.dump_edits(a.edit) == plan.dump_edits(b.edit)
+        assert dump_edits(a.edit) == dump_edits(b.edit)
         assert a.specifier == b.specifier and a.modules == b.modules and a.files() == b.files()
     fresh = PatchSpec.model_validate(kept.model_dump(mode="json", exclude_unset=True))
     assert fresh == spec  # and what it dumps validates back to the same spec
@@ -195,11 +195,11 @@ def _load_in_child(cache: Path, spec: Path) -> dict[str, object]:
     pydantic built any validator for it."""
     code = (
         "import json, sys\n"
-        "from patcher.plan import planner as plan\n"
+        "from patcher.plan.base import dump_edits\n"
         "from patcher.specs import cache as speccache\n"
         "from patcher.specs import model as S\n"
         "got = speccache.load(sys.argv[1])\n"
-        "out = {'digest': got.digest, 'edits': [plan.dump_edits(v.edit) for v in got.variant],\n"
+        "out = {'digest': got.digest, 'edits': [dump_edits(v.edit) for v in got.variant],\n"
         "       'built': [c.__name__ for c in (S.PatchSpec, S.Variant, S.EnsureElements)\n"
         "                 if c.__pydantic_complete__]}\n"
         "print(json.dumps(out))\n"

@@ -13,7 +13,10 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patcher.plan import planner
+from patcher.plan.apply import plan_apply
+from patcher.plan.base import Options
+from patcher.plan.rollback import plan_rollback
+from patcher.plan.verify import verify_spec
 from patcher.result import GOOD
 from tests.support.stackprops import PICKS, SHARED, PaperHost, Pick, base_files, specs_of
 
@@ -36,29 +39,29 @@ def test_apply_verify_rollback(picks: list[Pick], one_shot: bool, keep: list[boo
     specs = specs_of(picks)
     base = base_files(picks)
     host = PaperHost.fresh(base)
-    opts = planner.Options(level="static")
+    opts = Options(level="static")
     good: set[str] = set()  # what apply called in place: applied, or already there
     for batch in [specs] if one_shot else [[s] for s in specs]:
-        plan = planner.plan_apply(batch, host.facts(), opts)
+        plan = plan_apply(batch, host.facts(), opts)
         host.commit(plan)
         good |= {r.id for r in plan.results if r.outcome in GOOD["apply"]}
     facts = host.facts()
     for spec in specs:
-        res, _ = planner.verify_spec(spec, facts)
+        res, _ = verify_spec(spec, facts)
         if spec.id in good:
             assert res.outcome in GOOD["verify"], (spec.id, res.outcome, res.message)
-        assert planner.plan_apply([spec], facts, opts).writes == [], spec.id
+        assert plan_apply([spec], facts, opts).writes == [], spec.id
     # a partial rollback keeps every other spec in place; then everything out: the base bytes
     out = {s.id for s, k in zip(specs, keep, strict=False) if not k}
-    part = planner.plan_rollback(out, host.facts(), opts)
+    part = plan_rollback(out, host.facts(), opts)
     if out and all(r.outcome in ("rolled_back", "not_applied") for r in part.results):
         host.commit(part)
         facts = host.facts()
         for spec in specs:
             if spec.id in good and spec.id not in out:
-                res, _ = planner.verify_spec(spec, facts)
+                res, _ = verify_spec(spec, facts)
                 assert res.outcome in GOOD["verify"], (spec.id, res.outcome, res.message)
-    whole = planner.plan_rollback(None, host.facts(), opts)
+    whole = plan_rollback(None, host.facts(), opts)
     assert all(r.outcome == "rolled_back" for r in whole.results), [
         (r.id, r.outcome, r.message) for r in whole.results
     ]
