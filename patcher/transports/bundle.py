@@ -211,6 +211,10 @@ def _slim_codes(texts: dict[str, bytes]) -> dict[str, bytes] | None:
             input=sources.encode(),
             capture_output=True,
             timeout=120,
+            # patcher/isolate.py's rules, written out (a transport imports no executor): `/` as
+            # the cwd, no PYTHON* variable
+            cwd="/",
+            env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
             check=False,
         )
         got = marshal.loads(res.stdout) if res.returncode == 0 else None
