@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patcher import plan as planner
+from patcher import safewrite
 from patcher.errors import UsageError, VpatchError
 from patcher.result import SCHEMA_VERSION
 from patcher.rewrite import apply_edits
@@ -226,6 +227,7 @@ def write(
             fh.flush()
             os.fsync(fh.fileno())
         target = out_dir / name
+        safewrite.check(target, "--output-dir")  # a link or a stranger's file: refused
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -113,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
         return backport(args)
     if args.command == "capture":
         validate(args)
+    if getattr(args, "report", None):  # a link or a stranger's file at the name: refused now
+        from patcher import safewrite
+
+        safewrite.check(args.report)
     from patcher import handedit, progress
     from patcher.report import emit
     from patcher.wheels.store import Store
@@ -146,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         return _capture(args, scans, store)
     doc = handedit.to_json(args.package, scans)
     if args.report:
-        with open(args.report, "w") as fh:
-            fh.write(json.dumps(doc, indent=2) + "\n")
+        from patcher import safewrite
+
+        safewrite.write(args.report, json.dumps(doc, indent=2) + "\n")
     if args.json:
         emit(doc)
     else:
@@ -242,7 +247,7 @@ def validate(args: argparse.Namespace) -> None:
             f"`vpatch apply {args.id}` cannot find it (`vpatch check` says so too)",
             f"-o {Path(args.output).with_name(args.id + '.toml')}",
         )
-    if args.output and os.path.exists(args.output):
+    if args.output and os.path.lexists(args.output):  # a dangling link too: never through it
         raise UsageError(
             f"-o {args.output}: exists; vpatch capture does not overwrite a spec",
             "pick another path, or move the old spec away first",
@@ -449,7 +454,9 @@ def finish(
     )
     spec = check_spec(text, results)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from patcher import safewrite
+
+        safewrite.write(args.output, text, "-o")
     table = None
     if not args.no_matrix:
         try:
