@@ -337,7 +337,13 @@ def request_line(request: dict[str, Any]) -> bytes:
 
 
 def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
-    """The agent's JSON answer, or an AgentError that says what went wrong on the host."""
+    """The agent's JSON answer, or an AgentError that says what went wrong on the host. One
+    answer past base.MAX_ANSWER_BYTES is refused before it is decoded (a transport that hands
+    over its whole stdout, Ray's, never streamed it through read_answer's cap)."""
+    from patcher.transports.base import MAX_ANSWER_BYTES, too_big
+
+    if len(stdout) > MAX_ANSWER_BYTES:
+        raise too_big(target)
     try:
         import json
 
