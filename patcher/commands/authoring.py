@@ -164,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
         hint = next((s.hint for s in scans if s.hint), None)
         print(line(f"hint: {hint or 'see the errors above'}"), file=sys.stderr)
     elif unavailable is not None:  # the hosts answered; pip's side of their files did not
-        print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
-        print(f"hint: {unavailable.hint}", file=sys.stderr)
+        print(line(f"error: pristine side unavailable: {unavailable.message}"), file=sys.stderr)
+        print(line(f"hint: {unavailable.hint}"), file=sys.stderr)
         return ExitCode.FAILED
     if any(s.unsupported for s in scans):
         return ExitCode.UNSUPPORTED  # an editable install (errors.Unsupported)
@@ -499,14 +499,16 @@ def finish(
     for n in notes:
         print(clean(f"note: {n}"), file=out)
     if args.output:
-        print(f"wrote {args.output}", file=out)
+        print(line(f"wrote {args.output}"), file=out)
     if table is not None:
         _matrixview.render_human(table, out)
         wider = doc["suggested_versions"]
         if wider and not args.versions:
             print(
-                f"hint: the edits fit every release in {wider}: rerun with --versions "
-                f"'{wider}' (or edit the variant's versions) after checking them",
+                line(
+                    f"hint: the edits fit every release in {wider}: rerun with --versions "
+                    f"'{wider}' (or edit the variant's versions) after checking them"
+                ),
                 file=out,
             )
     return ExitCode.OK
