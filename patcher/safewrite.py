@@ -90,9 +90,17 @@ def check(path: str | Path, what: str = "--report") -> None:
         os.close(dfd)
 
 
-def write(path: str | Path, data: bytes | str, what: str = "--report", mode: int = 0o666) -> None:
+def write(
+    path: str | Path,
+    data: bytes | str,
+    what: str = "--report",
+    mode: int = 0o666,
+    sync: bool = True,
+) -> None:
     """`data` as the whole content of `path`, atomically, never through a link (above).
-    Refused (exit 2) on a planted entry; OSError on a failing disk."""
+    Refused (exit 2) on a planted entry; OSError on a failing disk. `sync=False` for a cache
+    (whole or absent is all it needs; a lost entry is a miss). The temp file's name starts
+    with `.tmp-`, which the caches' prunes remove when a killed run left one."""
     shown = str(path)
     head, name = _split(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
@@ -100,7 +108,7 @@ def write(path: str | Path, data: bytes | str, what: str = "--report", mode: int
     tmp = ""  # set once the temp file is ours: only then is it removed on a failure
     try:
         _check_at(dfd, name, shown, what)
-        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        temp = f".tmp-{secrets.token_hex(8)}"
         fd = os.open(temp, _FLAGS, mode, dir_fd=dfd)
         tmp = temp
         try:
@@ -110,7 +118,8 @@ def write(path: str | Path, data: bytes | str, what: str = "--report", mode: int
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         _check_at(dfd, name, shown, what)

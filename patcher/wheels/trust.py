@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import IO
 
@@ -127,17 +126,14 @@ def hash_file(fh: IO[bytes]) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Nothing; `path` holds `data` whole (written to a temp file, synced, renamed)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Nothing; `path` holds `data` whole (written to a temp file, synced, renamed: never
+    through a planted name, patcher.safewrite); a planted name is UnsafeStore."""
+    from patcher import safewrite
+
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        safewrite.write(path, data, "the wheel store's", 0o600)
+    except safewrite.Refused as exc:
+        raise UnsafeStore(exc.message, STORE_HINT) from None
 
 
 def cache_dir(variable: str, sub: str) -> Path:
