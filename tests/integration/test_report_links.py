@@ -50,3 +50,31 @@ def test_capture_output_as_a_dangling_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="exists"):
         authoring.validate(args)
     assert not (tmp_path / "cron-job").exists()
+
+
+def test_wheel_output_name_planted_as_a_link_is_refused(tmp_path: Path) -> None:
+    """`vpatch wheel -o DIR` into a directory where the patched wheel's name (learnt from a
+    first run) was planted as a link: refused, the link's target untouched."""
+    from tests.support.wheellab import fake_wheel
+
+    wheel = fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b"X = 1\n"})
+    spec = tmp_path / "demo-fix.toml"
+    spec.write_text(
+        'id = "demo-fix"\nsummary = "demo"\npackage = "demo"\n\n[[variant]]\n'
+        'versions = ">=1.0"\nfile = "demo/__init__.py"\n  [[variant.edit]]\n'
+        '  op = "set_value"\n  target = "X"\n  value = "2"\n'
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ("wheel", spec, "--package", "demo==1.0", "--from-wheel", wheel, "-o", out)
+    first = vpatch(*args)
+    assert first.code == 0, first.err
+    [built] = out.glob("*.whl")
+    built.unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("root's\n")
+    built.symlink_to(victim)
+    again = vpatch(*args)
+    assert again.code == 2 and "symbolic link; refused" in again.err, again.err
+    assert victim.read_text() == "root's\n" and built.is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == [built.name]
