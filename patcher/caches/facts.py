@@ -27,7 +27,6 @@ atomic, not fsync'ed: a torn or lost entry (two runs racing on one bucket) is on
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
 import threading
@@ -436,27 +435,15 @@ def _sha_of(text: str) -> str:
 
 
 def _write(d: Path, name: str, data: bytes) -> None:
-    """Atomic (a temp file of this process and thread in the same directory, created
-    exclusively, then rename); no fsync: this is a cache."""
-    tmp = os.path.join(d, f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_serial)}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    """Atomic and never through a planted name (patcher.safewrite: a temp file created
+    exclusively in the same directory, then rename); no fsync: this is a cache. A refused
+    name is an OSError here: the cache misses, the run goes on."""
+    from patcher import safewrite
+
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, os.path.join(d, name))
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-_serial = itertools.count()  # temp file names: unique within the process, not run state
+        safewrite.write(os.path.join(d, name), data, "the fact cache's", 0o600, sync=False)
+    except safewrite.Refused as exc:
+        raise OSError(exc.message) from None
 
 
 def _prune_once(d: Path, texts: Path, memo: Memo) -> None:

@@ -28,7 +28,6 @@ import importlib.util
 import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -169,26 +168,16 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
 
 
 def write_entry(d: Path, name: str, entry: Any, keep: int) -> None:
-    """`entry` as JSON in `d/name`, atomically (a temp file, fsync, rename), then at most `keep`
-    entries kept (prune). A cache that cannot be written is a cache that misses next time."""
-    tmp = ""
+    """`entry` as JSON in `d/name`, atomically and never through a planted name
+    (patcher.safewrite: a temp file, fsync, rename), then at most `keep` entries kept (prune).
+    A cache that cannot be written is a cache that misses next time."""
+    from patcher import safewrite
+
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(entry, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, d / name)
-        tmp = ""
+        safewrite.write(d / name, json.dumps(entry), "the rewrite cache's", 0o600)
         prune(d, keep)
-    except OSError:
+    except (OSError, safewrite.Refused):
         pass
-    finally:
-        if tmp:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def prune(d: Path, keep: int) -> None:

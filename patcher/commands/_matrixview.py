@@ -16,6 +16,7 @@ from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
+from patcher.output.inert import clean, line
 from patcher.plan.verdicts import MATRIX_FAILING as FAILING
 from patcher.wheels.matrix import Matrix, Progress, Release
 
@@ -39,8 +40,10 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     console = Console(
         file=out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
     )
+    # every field may come from a spec, an index or a wheel: escaped (patcher.output.inert)
     console.print(
-        Text(f"{matrix.spec}: {matrix.package} {matrix.versions} ({len(matrix.releases)} releases)")
+        Text(line(f"{matrix.spec}: {matrix.package} {matrix.versions}"))
+        + Text(f" ({len(matrix.releases)} releases)")
     )
     table = Table(show_edge=False, pad_edge=False, box=None)
     for name in ("version", "variant", "outcome", "message"):
@@ -49,7 +52,8 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
         style = "red" if r.outcome in FAILING else _STYLE.get(r.outcome, "")
         variant = "-" if r.variant is None else str(r.variant)
         # Text, not str: a message quoting code (`[...]`, `[bold]`) is not rich markup.
-        table.add_row(Text(r.version), Text(variant), Text(r.outcome, style), Text(r.message))
+        cells = (line(r.version), variant, line(r.outcome), clean(r.message))
+        table.add_row(Text(cells[0]), Text(cells[1]), Text(cells[2], style), Text(cells[3]))
     console.print(table)
     counts: dict[str, int] = {}
     for r in matrix.releases:
@@ -59,7 +63,9 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
         console.print(Text(f"matrix: ok [{tally}]", "bold green"))
     else:
         bad = [r.version for r in matrix.releases if r.outcome in FAILING]
-        console.print(Text(f"matrix: spec does not fit {', '.join(bad)} [{tally}]", "bold red"))
+        console.print(
+            Text(line(f"matrix: spec does not fit {', '.join(bad)} [{tally}]"), "bold red")
+        )
     if not tty:
         out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 

@@ -116,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
         return backport(args)
     if args.command == "capture":
         validate(args)
+    if getattr(args, "report", None):  # a link or a stranger's file at the name: refused now
+        from patcher import safewrite
+
+        safewrite.check(args.report)
     from patcher.authoring import handedit
     from patcher.output import progress
     from patcher.output.report import emit
@@ -150,8 +154,9 @@ def run(args: argparse.Namespace) -> int:
         return _capture(args, scans, store)
     doc = handedit.to_json(args.package, scans)
     if args.report:
-        with open(args.report, "w") as fh:
-            fh.write(json.dumps(doc, indent=2) + "\n")
+        from patcher import safewrite
+
+        safewrite.write(args.report, json.dumps(doc, indent=2) + "\n")
     if args.json:
         emit(doc)
     else:
@@ -163,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
         hint = next((s.hint for s in scans if s.hint), None)
         print(line(f"hint: {hint or 'see the errors above'}"), file=sys.stderr)
     elif unavailable is not None:  # the hosts answered; pip's side of their files did not
-        print(f"error: pristine side unavailable: {unavailable.message}", file=sys.stderr)
-        print(f"hint: {unavailable.hint}", file=sys.stderr)
+        print(line(f"error: pristine side unavailable: {unavailable.message}"), file=sys.stderr)
+        print(line(f"hint: {unavailable.hint}"), file=sys.stderr)
         return ExitCode.FAILED
     if any(s.unsupported for s in scans):
         return ExitCode.UNSUPPORTED  # an editable install (errors.Unsupported)
@@ -247,7 +252,7 @@ def validate(args: argparse.Namespace) -> None:
             f"`vpatch apply {args.id}` cannot find it (`vpatch check` says so too)",
             f"-o {Path(args.output).with_name(args.id + '.toml')}",
         )
-    if args.output and os.path.exists(args.output):
+    if args.output and os.path.lexists(args.output):  # a dangling link too: never through it
         raise UsageError(
             f"-o {args.output}: exists; vpatch capture does not overwrite a spec",
             "pick another path, or move the old spec away first",
@@ -454,7 +459,9 @@ def finish(
     )
     spec = check_spec(text, results)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from patcher import safewrite
+
+        safewrite.write(args.output, text, "-o")
     table = None
     if not args.no_matrix:
         try:
@@ -497,14 +504,16 @@ def finish(
     for n in notes:
         print(clean(f"note: {n}"), file=out)
     if args.output:
-        print(f"wrote {args.output}", file=out)
+        print(line(f"wrote {args.output}"), file=out)
     if table is not None:
         _matrixview.render_human(table, out)
         wider = doc["suggested_versions"]
         if wider and not args.versions:
             print(
-                f"hint: the edits fit every release in {wider}: rerun with --versions "
-                f"'{wider}' (or edit the variant's versions) after checking them",
+                line(
+                    f"hint: the edits fit every release in {wider}: rerun with --versions "
+                    f"'{wider}' (or edit the variant's versions) after checking them"
+                ),
                 file=out,
             )
     return ExitCode.OK

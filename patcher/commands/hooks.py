@@ -182,6 +182,8 @@ def exec_command(exe: str, command: list[str]) -> NoReturn:
         if sig is not None:
             signal.signal(sig, signal.SIG_DFL)
     try:
+        # process-start: the operator's server command, exec'd as given: it is what `vpatch
+        # exec` runs in its place (same cwd and environment as without vpatch in front of it).
         os.execv(exe, command)
     except OSError as exc:
         raise HostError(

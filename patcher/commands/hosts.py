@@ -131,6 +131,10 @@ def _run(args: argparse.Namespace) -> int:
     # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
     # targets come first, and the first hosts' sessions start while the specs load.
     early: dict[int, Transport | HostError] = {}
+    if args.report:  # a link or a stranger's file at the name: refused before any host
+        from patcher import safewrite
+
+        safewrite.check(args.report)
     if not args.ray:
         targets = _targets.targets(args)
         policy = _targets.policy(args, len(targets))

@@ -71,8 +71,10 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         return ExitCode.OK
-    for entry in baked.specs:
+    from patcher.output.inert import line
+
+    for entry in baked.specs:  # names from specs, wheels and the command line: escaped
         files = ", ".join(f["file"] for f in entry["files"]) or "-"
-        print(f"{entry['id']}: {entry['outcome']} ({files})")
-    print(f"wrote {path}")
+        print(line(f"{entry['id']}: {entry['outcome']} ({files})"))
+    print(line(f"wrote {path}"))
     return ExitCode.OK

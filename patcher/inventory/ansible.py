@@ -50,6 +50,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from patcher import isolate
 from patcher.errors import SpecError
 
 HINT = (
@@ -284,8 +285,12 @@ def _vars_of(base: Path, name: str) -> dict[str, Any]:
 
 def _ansible_inventory(exe: str, path: str) -> _Tree:
     """What `ansible-inventory --list` resolves (variables already merged per host)."""
+    # process-start: ansible-inventory, the operator's program from PATH (a Python script: its own
+    # directory, not the cwd, is its sys.path[0]), without PYTHON* variables; it keeps the cwd,
+    # where Ansible reads ./ansible.cfg by design (Ansible itself refuses a world-writable one).
     done = subprocess.run(
         [exe, "-i", path, "--list"],
+        env=isolate.env(),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,

@@ -3,7 +3,6 @@ only then), and the `error:`/`hint:` summary of a failed run."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,13 +32,11 @@ def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:
 
 
 def write_report(result: RunResult, path: str) -> None:
-    """`--report FILE`: the same JSON document, written atomically."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        render_json(result, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """`--report FILE`: the same JSON document, written atomically and never through a link
+    planted at the name (patcher.safewrite)."""
+    from patcher import safewrite
+
+    safewrite.write(path, jsontext.dumps(result.to_json()) + "\n")
 
 
 def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.stdout) -> None:

@@ -111,6 +111,15 @@ class LiveReport:
             if start:
                 os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
             write_report(RunResult("rollout", False, hosts), self.path)
+        except UsageError as exc:  # something planted at the name (patcher.safewrite)
+            if start:
+                raise
+            if not self._warned:
+                self._warned = True
+                print(
+                    f"warning: {exc.message}; the hosts' journals record every step",
+                    file=sys.stderr,
+                )
         except OSError as exc:
             why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
             if start:
@@ -144,6 +153,8 @@ class LiveReport:
             self._closed = True
             try:
                 write_report(result, self.path)
+            except UsageError as exc:  # something planted at the name (patcher.safewrite)
+                print(f"warning: {exc.message}", file=sys.stderr)
             except OSError as exc:
                 why = exc.strerror or str(exc)
                 print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)

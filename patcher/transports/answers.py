@@ -1,7 +1,7 @@
 """The fleet's answer memory: one budget for the agent answers every host is sending at once.
 
-Why: `transport.MAX_ANSWER_BYTES` bounds one answer line (256 MiB), but a line of that size
-costs about three times as much once decoded (the bytes, the text, the JSON), and a fleet
+Why: `transport.MAX_ANSWER_BYTES` bounds one answer line (64 MiB), but a line of that size
+costs about four times as much once decoded (the bytes, the text, the JSON), and a fleet
 reads up to --parallel answers at once: hostile or broken hosts each sending a line just
 under the cap would make the controller hold gigabytes. Every byte a transport buffers for
 an answer is charged here when it arrives and given back when that call ends (decoded or

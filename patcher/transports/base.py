@@ -34,11 +34,14 @@ class Transport(Protocol):
 
 
 ERR_KEEP = 64 * 1024  # stderr kept per call: error messages quote only its last line
-# The largest answer line a controller reads from an agent. An inspect carries the text of
-# every target file (each at most 8 MiB: agent/fsops.MAX_FILE_BYTES) JSON-escaped (up to 6x
-# for control characters), plus journaled files' texts and backups: 256 MiB is several such
-# files' worst case, and bounds what a broken or hostile agent can make the controller hold.
-MAX_ANSWER_BYTES = 256 << 20
+# The largest answer line a controller reads from one agent, per answer (the fleet's sum is
+# answers.FLEET_ANSWER_BYTES). Decoding one costs about four times its size at the peak (the
+# line, its text, the parsed document), so this is what one broken or hostile host can make
+# the controller hold: 64 MiB read, ~256 MiB at the decode. Honest answers are far below it:
+# an inspect carries the target files' texts (each at most 8 MiB: agent/fsops.MAX_FILE_BYTES;
+# vLLM's largest module is ~0.2 MiB), a scan at most 16 MiB of texts (agent/scan), a host
+# wheel's members at most 64 MiB before JSON (agent/hostwheel; in practice a few files).
+MAX_ANSWER_BYTES = 64 << 20
 
 
 def too_big(target: str) -> AgentError:

@@ -211,6 +211,10 @@ def _slim_codes(texts: dict[str, bytes]) -> dict[str, bytes] | None:
             input=sources.encode(),
             capture_output=True,
             timeout=120,
+            # patcher/isolate.py's rules, written out (a transport imports no executor): `/` as
+            # the cwd, no PYTHON* variable
+            cwd="/",
+            env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
             check=False,
         )
         got = marshal.loads(res.stdout) if res.returncode == 0 else None
@@ -333,7 +337,13 @@ def request_line(request: dict[str, Any]) -> bytes:
 
 
 def decode_answer(target: str, stdout: bytes, stderr: bytes, status: int) -> dict[str, Any]:
-    """The agent's JSON answer, or an AgentError that says what went wrong on the host."""
+    """The agent's JSON answer, or an AgentError that says what went wrong on the host. One
+    answer past base.MAX_ANSWER_BYTES is refused before it is decoded (a transport that hands
+    over its whole stdout, Ray's, never streamed it through read_answer's cap)."""
+    from patcher.transports.base import MAX_ANSWER_BYTES, too_big
+
+    if len(stdout) > MAX_ANSWER_BYTES:
+        raise too_big(target)
     try:
         import json
 

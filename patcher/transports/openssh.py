@@ -239,6 +239,7 @@ class OpenSshTransport(PipeTransport):
             "exit",
         ]
         try:
+            # process-start: the OpenSSH client (not a Python)
             done = subprocess.run(
                 argv,
                 stdin=subprocess.DEVNULL,

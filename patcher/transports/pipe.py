@@ -186,6 +186,9 @@ class _LocalSession:
     def start(cls, target: str, argv: list[str]) -> _LocalSession:
         err = _stderr_file()
         try:
+            # process-start: the agent (bundle.agent_argv: `-I`, stage 0 `-I -S`; no cwd or
+            # PYTHON* variable reaches its path) or the OpenSSH client; a local agent keeps the
+            # operator's cwd, against which a relative --state-dir is meant.
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,

@@ -81,6 +81,7 @@ def run_agent(
     if boot0 and os.geteuid() == 0:
         argv = [trusted, "-I", "-S", "-c", boot0, exe]
     try:
+        # process-start: on the Ray node, not the controller: the agent `-I` (stage 0 `-I -S`)
         proc = subprocess.run(argv, input=payload, capture_output=True, timeout=timeout)
     except FileNotFoundError:
         if argv[0] == trusted:

@@ -78,6 +78,7 @@ def resolve(
     argv += ["-p", str(port)] if port else []
     argv += ["--", host]
     try:
+        # process-start: the OpenSSH client's `ssh -G` (not a Python)
         done = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
         )

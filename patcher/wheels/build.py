@@ -34,6 +34,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from patcher import safewrite
 from patcher.errors import UsageError, VpatchError
 from patcher.plan.base import choose, rewrite_outcome, sha256_text
 from patcher.result import SCHEMA_VERSION
@@ -226,6 +227,7 @@ def write(
             fh.flush()
             os.fsync(fh.fileno())
         target = out_dir / name
+        safewrite.check(target, "--output-dir")  # a link or a stranger's file: refused
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

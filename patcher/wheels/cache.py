@@ -139,7 +139,10 @@ class Cache:
         processes (two matrix runs must not download twice)."""
         locks = self.dir / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
-        with open(locks / f"{version}.lock", "w") as fh:
+        # never through a link planted at the name (plain open("w") truncated its target)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(locks / f"{version}.lock", flags, 0o644)
+        with os.fdopen(fd, "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             yield
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from patcher import isolate
 from patcher.errors import VpatchError
 from patcher.wheels import wheelhouse
 
@@ -54,11 +55,17 @@ def pip_command() -> list[str]:
 
 
 def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    cmd = [*pip_command(), *args]
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    cmd = isolate.argv([*pip_command(), *args])
+    env = isolate.env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"})
     try:
         return subprocess.run(
-            cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=isolate.WORKDIR,
+            env=env,
+            check=False,
         )
     except FileNotFoundError:
         raise PipError(
@@ -161,11 +168,16 @@ def _download(
 ) -> subprocess.CompletedProcess[str]:
     args = ["download", "--no-deps", "--only-binary", ":all:", "--retries", "0"]
     args += ["--progress-bar", bar, "--dest", str(dest), *_platform_args(platforms)]
-    cmd = [*pip_command(), *args, f"{package}=={version}"]
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    cmd = isolate.argv([*pip_command(), *args, f"{package}=={version}"])
+    env = isolate.env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"})
     try:
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=isolate.WORKDIR,
+            env=env,
         )
     except FileNotFoundError:
         raise PipError(

@@ -14,11 +14,12 @@ pip's interpreter) when the pip command is `PYTHON -m pip`, and never written he
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+from patcher import isolate
 
 # Settings pip applies that the ranged path does not: any of them set, pip does the fetch.
 _UNHONOURED = ("client-cert", "trusted-host", "keyring-provider", "proxy-cert", "use-feature")
@@ -117,13 +118,14 @@ def _local_path(link: str) -> Path:
 
 def read(pip: list[str]) -> IndexConfig:
     """pip's configuration, by `pip config list` run with the pip command vpatch uses."""
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    env = isolate.env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"})
     try:
         res = subprocess.run(
-            [*pip, "config", "list"],
+            isolate.argv([*pip, "config", "list"]),
             capture_output=True,
             text=True,
             timeout=CONFIG_TIMEOUT,
+            cwd=isolate.WORKDIR,
             env=env,
             check=False,
         )
@@ -146,10 +148,12 @@ def _default_index(pip: list[str]) -> str | None:
         return None
     try:
         res = subprocess.run(
-            [pip[0], "-I", "-c", _DEFAULT_SCRIPT],
+            isolate.argv([pip[0], "-c", _DEFAULT_SCRIPT]),
             capture_output=True,
             text=True,
             timeout=CONFIG_TIMEOUT,
+            cwd=isolate.WORKDIR,
+            env=isolate.env(),
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):

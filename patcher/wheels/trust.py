@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import IO
 
 from patcher.errors import VpatchError
+from patcher.output.inert import clean
 
 CHUNK = 1 << 20  # bytes read at a time from a wheel (a vLLM wheel is 300-500 MB)
 
@@ -69,18 +69,44 @@ def open_checked(path: Path) -> tuple[IO[bytes], os.stat_result]:
     return fh, st
 
 
+SOURCE_HINT = (
+    "wheels vpatch reads pristine bytes from, and their directory, must be yours (or root's) "
+    "and not writable by group or others"
+)
+
+
+def _source_problem(st: os.stat_result) -> str | None:
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by uid {st.st_uid}, not by uid {os.geteuid()} (or root)"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def open_source(path: Path) -> tuple[IO[bytes], os.stat_result]:
-    """(file, its stat) of a wheelhouse wheel: a regular file nobody but its owner (or root)
-    can change."""
+    """(file, its stat) of a wheelhouse wheel: a regular file that only the invoking user or
+    root owns and can change, in a directory of the same kind (whoever may write the directory
+    may put another wheel under the name). The file is checked on its open descriptor; its
+    directory is the one of the file's real path."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO must not hang us
     fh = os.fdopen(fd, "rb")
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_mode & 0o022:
+    try:
+        st = os.fstat(fd)
+        shown = clean(str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeStore(f"{shown}: not a regular file", SOURCE_HINT)
+        why = _source_problem(st)
+        if why is not None:
+            raise UnsafeStore(f"{shown}: {why}, refused", SOURCE_HINT)
+        proc = f"/proc/self/fd/{fd}"  # the opened file's own path (Linux); else the name's
+        real = os.readlink(proc) if os.path.exists(proc) else os.path.realpath(path)
+        parent = Path(real).parent
+        why = _source_problem(os.stat(parent))
+        if why is not None:
+            raise UnsafeStore(f"{shown}: its directory {clean(str(parent))} is {why}", SOURCE_HINT)
+    except BaseException:
         fh.close()
-        raise UnsafeStore(
-            f"{path}: not a regular file, or writable by group or others",
-            "wheels vpatch reads pristine bytes from must not be writable by others",
-        )
+        raise
     return fh, st
 
 
@@ -100,17 +126,14 @@ def hash_file(fh: IO[bytes]) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Nothing; `path` holds `data` whole (written to a temp file, synced, renamed)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Nothing; `path` holds `data` whole (written to a temp file, synced, renamed: never
+    through a planted name, patcher.safewrite); a planted name is UnsafeStore."""
+    from patcher import safewrite
+
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        safewrite.write(path, data, "the wheel store's", 0o600)
+    except safewrite.Refused as exc:
+        raise UnsafeStore(exc.message, STORE_HINT) from None
 
 
 def cache_dir(variable: str, sub: str) -> Path:

@@ -186,7 +186,7 @@ def test_answer_line_is_bounded_on_the_controller(tmp_path: Path) -> None:
     try:
         t.call({"op": "inspect"}, timeout=120)
     except AgentError as exc:
-        assert "larger than 256 MiB" in exc.message, exc.message
+        assert "larger than 64 MiB" in exc.message, exc.message
     else:
         raise AssertionError("a 300 MB answer was accepted")
     finally:

@@ -23,7 +23,6 @@ PATCHER = Path(engine.__file__).parent.parent
 NOT_RUN_STATE = {
     # pure memos: a function of immutable input, the same for every run
     "caches/facts.py:_SHAS": "sha256 of a text keyed by its identity, the str held (immutable)",
-    "caches/facts.py:_serial": "the counter that makes temp file names unique in the process",
     "result.py:_FIELDS": "a dataclass type's field names (what dataclasses.fields says)",
     "plan/base.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
     "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
