@@ -76,8 +76,10 @@ bench: install $(BIN)/pyinfra
 	VPATCH_BENCH_VPATCH=$(abspath $(BENCH_VPATCH))/bin/vpatch $(BIN)/python -m bench.run
 
 # The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
+# No --quiet: it hides warnings from the counter --strict aborts on, so a broken link or anchor
+# (mkdocs.yml's validation) would build without a word.
 docs: $(BIN)/mkdocs
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache site
