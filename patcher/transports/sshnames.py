@@ -52,9 +52,14 @@ def openssh() -> str | None:
     return shutil.which("ssh")
 
 
-PARAMIKO_HINT = (
-    "install the extra: `pipx install 'vpatch[paramiko]'` (or pip install 'vpatch[paramiko]')"
-)
+def paramiko_hint() -> str:
+    """How to add the `paramiko` extra to the environment vpatch runs in, in the words of the
+    installer that made it (patcher.installhint): its distribution is fabric, which brings
+    paramiko."""
+    from patcher import installhint
+
+    command = installhint.add_command(installhint.detect(), "fabric")
+    return f"add fabric (the paramiko extra) to vpatch's environment: {command}"
 
 
 def client_problem(choice: str) -> tuple[str, str] | None:
@@ -69,8 +74,8 @@ def client_problem(choice: str) -> tuple[str, str] | None:
     if importlib.util.find_spec("fabric") is not None:
         return None
     if choice == "paramiko":
-        return ("--ssh-client paramiko: fabric/paramiko is not installed", PARAMIKO_HINT)
+        return ("--ssh-client paramiko: fabric/paramiko is not installed", paramiko_hint())
     return (
         "no SSH client: no `ssh` on PATH, and fabric/paramiko is not installed",
-        "install the OpenSSH client, or " + PARAMIKO_HINT,
+        "install the OpenSSH client, or " + paramiko_hint(),
     )
