@@ -100,3 +100,8 @@ def detect(
 
         has_pip = importlib.util.find_spec("pip") is not None
     return Install("pip" if has_pip else "no-pip", python)
+
+
+def add_to_vpatch(dist: str) -> str:
+    """The command that adds `dist` to the environment this vpatch runs in."""
+    return add_command(detect(), dist)
