@@ -35,25 +35,41 @@ class Install:
     kind: Kind
     python: str  # vpatch's interpreter (sys.executable)
     name: str = ""  # pipx: the venv's name
-    source: str = ""  # uv tool: the requirement vpatch was installed from
+    source: tuple[str, ...] = ()  # uv tool: the words naming where vpatch was installed from
+    withs: tuple[str, ...] = ()  # uv tool: the other requirements installed with it
 
 
-def uv_source(receipt: dict[str, Any]) -> str:
-    """The requirement `uv tool install` took vpatch from, as a command line names it again:
-    a directory, file, URL or git source, else the name with its version specifier (then an
-    index has it). "" when the receipt says none of these."""
+def uv_source(receipt: dict[str, Any]) -> tuple[str, ...]:
+    """The words `uv tool install` names vpatch's source with again: a directory (editable or
+    not), file, URL or git source, else the name with its version specifier (then an index
+    has it). () when the receipt says none of these."""
     reqs = receipt.get("tool", {}).get("requirements", [])
     first = reqs[0] if reqs and isinstance(reqs[0], dict) else {}
     name = str(first.get("name", ""))
+    if isinstance(first.get("editable"), str):
+        return ("--editable", str(first["editable"]))
     for key in ("directory", "path", "url"):
         if isinstance(first.get(key), str):
-            return str(first[key])
+            return (str(first[key]),)
     if isinstance(first.get("git"), str):
         git = str(first["git"])
-        return git if git.startswith("git+") else f"git+{git}"
+        return (git if git.startswith("git+") else f"git+{git}",)
     if name:
-        return name + str(first.get("specifier", ""))
-    return ""
+        return (name + str(first.get("specifier", "")),)
+    return ()
+
+
+def uv_withs(receipt: dict[str, Any]) -> tuple[str, ...]:
+    """The `--with` requirements already in the tool's environment (named from an index): a
+    reinstall that did not name them again would take them out."""
+    reqs = receipt.get("tool", {}).get("requirements", [])[1:]
+    return tuple(
+        str(r["name"]) + str(r.get("specifier", ""))
+        for r in reqs
+        if isinstance(r, dict)
+        and isinstance(r.get("name"), str)
+        and set(r) <= {"name", "specifier"}
+    )
 
 
 def add_command(install: Install, dist: str) -> str:
@@ -62,7 +78,8 @@ def add_command(install: Install, dist: str) -> str:
     if install.kind == "pipx":
         return f"pipx inject {shlex.quote(install.name)} {dist}"
     if install.kind == "uv-tool" and install.source:
-        return f"uv tool install --with {dist} {shlex.quote(install.source)}"
+        withs = [w for req in (*install.withs, dist) for w in ("--with", req)]
+        return shlex.join(["uv", "tool", "install", *withs, *install.source])
     if install.kind in ("uv-venv", "uv-tool"):
         return f"uv pip install --python {python} {dist}"
     if install.kind == "pip":
@@ -85,10 +102,11 @@ def detect(
         from patcher._compat import tomllib
 
         try:
-            source = uv_source(tomllib.loads(receipt.read_text()))
+            data = tomllib.loads(receipt.read_text())
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            source = ""
-        return Install("uv-tool", python, source=source)
+            data = {}
+        withs = tuple(w for w in uv_withs(data) if w != "fabric")
+        return Install("uv-tool", python, source=uv_source(data), withs=withs)
     try:
         cfg = (prefix / "pyvenv.cfg").read_text()
     except (OSError, UnicodeDecodeError):

@@ -43,7 +43,11 @@ entrypoints = [
     ("files", "has_pip", "expected"),
     [
         ({"pipx_metadata.json": "{}"}, False, "pipx inject vpatch fabric"),
-        ({"uv-receipt.toml": RECEIPT_DIR}, False, "uv tool install --with fabric /src/vpatch"),
+        (
+            {"uv-receipt.toml": RECEIPT_DIR},
+            False,
+            "uv tool install --with six --with fabric /src/vpatch",  # six stays
+        ),
         (
             {"pyvenv.cfg": "home = /usr/bin\nuv = 0.13.9\n"},
             False,
@@ -72,13 +76,20 @@ def test_uv_sources_are_named_again_as_given() -> None:
     def first(**req: str) -> dict[str, object]:
         return {"tool": {"requirements": [{"name": "vpatch", **req}, {"name": "fabric"}]}}
 
-    assert uv_source(first(path="/w/vpatch-0.1.0-py3-none-any.whl")).endswith(".whl")
-    assert uv_source(first(url="https://example.invalid/v.whl")) == "https://example.invalid/v.whl"
-    assert uv_source(first(git="https://example.invalid/v.git")) == (
-        "git+https://example.invalid/v.git"
+    whl = "/w/vpatch-0.1.0-py3-none-any.whl"
+    assert uv_source(first(path=whl)) == (whl,)
+    assert uv_source(first(url="https://example.invalid/v.whl")) == (
+        "https://example.invalid/v.whl",
     )
-    assert uv_source(first(specifier=">=0.1")) == "vpatch>=0.1"  # then an index has it
-    assert uv_source({}) == ""
+    assert uv_source(first(git="https://example.invalid/v.git")) == (
+        "git+https://example.invalid/v.git",
+    )
+    # `uv tool install -e /src/vpatch` records it so, and is installed so again
+    assert uv_source(first(editable="/src/vpatch")) == ("--editable", "/src/vpatch")
+    said = add_command(Install("uv-tool", "/x/python", source=("--editable", "/s v")), "fabric")
+    assert said == "uv tool install --with fabric --editable '/s v'"
+    assert uv_source(first(specifier=">=0.1")) == ("vpatch>=0.1",)  # then an index has it
+    assert uv_source({}) == ()
     # no source in a receipt: uv's own venv words, never a bare `vpatch`
     said = add_command(Install("uv-tool", "/x/python"), "fabric")
     assert said == "uv pip install --python /x/python fabric"
