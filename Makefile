@@ -84,8 +84,7 @@ docs: $(BIN)/mkdocs
 # vpatch(1) from the parser, committed: the wheel installs man/vpatch.1 as share/man/man1/
 # (pyproject's data-files); tests/unit/test_docgen.py fails while it differs from the parser.
 man: install
-	$(BIN)/python -c 'import sys; from patcher.docgen import manpage; sys.stdout.write(manpage())' \
-	    > man/vpatch.1.tmp && mv man/vpatch.1.tmp man/vpatch.1
+	$(BIN)/python docs/_hooks.py > man/vpatch.1.tmp && mv man/vpatch.1.tmp man/vpatch.1
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache site
