@@ -52,7 +52,14 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return False
 
 
-def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand the command line names (after any global options), if vpatch has it:
+    the error document's `command`, known even when parsing failed."""
+    words = commands.leading_globals(list(argv))[0]
+    return words[0] if words and words[0] in commands.COMMANDS else None
+
+
+def _fail(message: str, hint: str, code: int, as_json: bool, command: str | None) -> int:
     """`error:` and `hint:` on stderr, and with --json the same as one document on stdout;
     the exit status `code`."""
     from patcher.output.inert import clean
@@ -63,7 +70,7 @@ def _fail(message: str, hint: str, code: int, as_json: bool) -> int:
     if as_json:
         from patcher.output.report import emit, error_document
 
-        emit(error_document(message, hint))
+        emit(error_document(message, hint, command))
     return code
 
 
@@ -99,10 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             code = run(args)
         except VpatchError as exc:
-            code = _fail(exc.message, exc.hint, exc.exit_code, as_json)
+            code = _fail(exc.message, exc.hint, exc.exit_code, as_json, _command_word(args))
         except KeyboardInterrupt:
             hint = "run `vpatch status` to see what state the targets are in"
-            code = _fail("interrupted", hint, ExitCode.INTERRUPTED, as_json)
+            code = _fail("interrupted", hint, ExitCode.INTERRUPTED, as_json, _command_word(args))
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
 from patcher import __version__
 from patcher.commands import _help as clidocs
 from patcher.errors import UsageError
-from patcher.output import progress
+from patcher.output import colour, progress
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -88,7 +88,18 @@ class Parser(argparse.ArgumentParser):
     argparse's own exit."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message, f"see `{self.prog} --help`")
+        see = f"see `{self.prog} --help`"
+        unknown = message.removeprefix("unrecognized arguments: ")
+        if unknown != message:  # options this parser does not have: the closest one it has
+            from patcher import suggest
+
+            longs = [o for o in self._option_string_actions if o.startswith("--")]
+            for word in unknown.split():
+                if word.startswith("--") and (
+                    close := suggest.closest(word.partition("=")[0], longs)
+                ):
+                    raise UsageError(message, f"did you mean {close[0]}? ({see})")
+        raise UsageError(message, see)
 
 
 def build_parser(
@@ -135,12 +146,19 @@ VERBOSE_HELP = (
 )
 
 
+COLOR_HELP = (
+    "colour in the output for people: auto (on a terminal, unless NO_COLOR is set; "
+    "CLICOLOR_FORCE forces it), always, never (default: auto; before or after COMMAND)"
+)
+
+
 def global_options(p: argparse.ArgumentParser) -> None:
-    """-q and -v: the same on `vpatch` and on every subcommand (`vpatch -q apply ...` is
-    `vpatch apply ... -q`)."""
+    """-q, -v and --color: the same on `vpatch` and on every subcommand (`vpatch -q apply ...`
+    is `vpatch apply ... -q`)."""
     group = p.add_argument_group("output")
     group.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     group.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
+    group.add_argument("--color", choices=colour.CHOICES, metavar="WHEN", help=COLOR_HELP)
 
 
 class Globals(NamedTuple):
@@ -150,6 +168,7 @@ class Globals(NamedTuple):
     json: bool
     quiet: bool
     verbose: int
+    color: str | None = None  # --color WHEN / --color=WHEN, as given (its parser checks it)
 
 
 def _global_word(arg: str) -> str | None:
@@ -166,17 +185,35 @@ def _global_word(arg: str) -> str | None:
     return None
 
 
+def _color_word(argv: list[str], i: int) -> tuple[int, str | None] | None:
+    """`--color WHEN` (two words) or `--color=WHEN` at argv[i], abbreviated as argparse would
+    take it everywhere (`--col`: `--co` is also --connect-timeout): (words it takes, WHEN), or
+    None when argv[i] is no --color."""
+    name, eq, value = argv[i].partition("=")
+    if not (len(name) >= 5 and "--color".startswith(name)):
+        return None
+    if eq:
+        return 1, value
+    return (2, argv[i + 1]) if i + 1 < len(argv) else (1, None)
+
+
 def leading_globals(argv: list[str]) -> tuple[list[str], Globals]:
     """The global options before the command word, taken off (abbreviations argparse would
     accept too); the rest of argv."""
-    i, json, quiet, verbose = 0, False, False, 0
-    while i < len(argv) and (kind := _global_word(argv[i])) is not None:
+    i, json, quiet, verbose, color = 0, False, False, 0, None
+    while i < len(argv):
+        if (took := _color_word(argv, i)) is not None:
+            color = took[1]
+            i += took[0]
+            continue
+        if (kind := _global_word(argv[i])) is None:
+            break
         json |= kind == "json"
         quiet |= kind == "quiet"
         if kind == "verbose":
             verbose += argv[i].count("v") if not argv[i].startswith("--") else 1
         i += 1
-    return argv[i:], Globals(argv[:i], json, quiet, verbose)
+    return argv[i:], Globals(argv[:i], json, quiet, verbose, color)
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -185,6 +222,16 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     that across subparsers, so the command word is looked up first."""
     argv, lead = leading_globals(list(argv))
     first = argv[0] if argv and not argv[0].startswith("-") else None
+    if first is not None and first not in COMMANDS:
+        from patcher import suggest
+
+        close = suggest.did_you_mean(first, COMMANDS, "`vpatch {}`")
+        raise UsageError(
+            f"unknown command {first!r}",
+            f"{close} (`vpatch --help` lists every command)"
+            if close
+            else f"the commands are {', '.join(COMMANDS)} (`vpatch --help` says what each does)",
+        )
     parser = build_parser([first], only=True) if first in COMMANDS else build_parser(())
     sub = clidocs.subcommands(parser)[first] if first in COMMANDS else None
     if sub is None:
@@ -197,8 +244,13 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         # parse_intermixed_args sets usage to its own formatted text, which argparse then
         # %-formats: a `%` in a metavar (`--batch N|P%`) would crash `--help`. Escaped here.
         sub.usage = sub.format_usage().removeprefix("usage: ").replace("%", "%%")
+    if lead.color is not None and lead.color not in colour.CHOICES:
+        sub.error(
+            f"argument --color: invalid choice: {lead.color!r} (choose from auto, always, never)"
+        )
     args = sub.parse_intermixed_args(argv[1:])
     args.command = first
+    args.color = args.color or lead.color
     args.json = getattr(args, "json", False) or lead.json
     args.quiet = args.quiet or lead.quiet
     args.verbose += lead.verbose
@@ -211,6 +263,7 @@ def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     """Parse `argv`, then run the command; `command` is exec's CMD (what followed `--`)."""
     args = parse(argv)
     progress.configure(args.quiet, args.verbose, args.json)
+    colour.configure(args.color)
     args.exec_argv = None if command is None else list(command)
     if getattr(args, "wheelhouse", None):
         from patcher.wheels import wheelhouse

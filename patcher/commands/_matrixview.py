@@ -10,12 +10,12 @@ import threading
 from typing import TextIO
 
 from packaging.version import Version
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Table
 from rich.text import Text
 
+from patcher.output import colour
 from patcher.output.inert import clean, line
 from patcher.plan.verdicts import MATRIX_FAILING as FAILING
 from patcher.wheels.matrix import Matrix, Progress, Release
@@ -37,8 +37,8 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     # Piped or redirected: plain text, one row per line (for grep), no trailing blanks.
     tty = out.isatty()
     buf = io.StringIO()
-    console = Console(
-        file=out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
+    console = colour.console(
+        out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
     )
     # every field may come from a spec, an index or a wheel: escaped (patcher.output.inert)
     console.print(
@@ -80,7 +80,7 @@ class Bar(Progress):
             MofNCompleteColumn(),
             TextColumn("{task.fields[fetching]}"),
             TimeElapsedColumn(),
-            console=Console(file=sys.stderr),
+            console=colour.console(sys.stderr),
             transient=True,
         )
         self.task = self.bar.add_task("releases", total=0, fetching="")

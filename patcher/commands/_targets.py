@@ -204,10 +204,22 @@ def targets(args: argparse.Namespace) -> list[Target]:
     found = select(inv, args.host, args.group, flag_target(args))
     from patcher.transports import sshnames
 
-    problem = None if all(t.local for t in found) else sshnames.client_problem(args.ssh_client)
+    problem = (
+        None
+        if all(t.local for t in found)
+        else sshnames.client_problem(args.ssh_client, _add_fabric)
+    )
     if problem:
         raise UsageError(*problem)
     return found
+
+
+def _add_fabric() -> str:
+    """The command that adds the paramiko extra to vpatch's environment (asked only when
+    --ssh-client paramiko finds it missing)."""
+    from patcher.commands import _installhint as installhint
+
+    return installhint.add_to_vpatch("fabric")
 
 
 def ray_targets(args: argparse.Namespace) -> list[Target]:

@@ -8,8 +8,10 @@ is read here, merged in Ansible's order (inventory `all` vars, then each group's
 vars, `host_vars/HOST`):
 
     INI        `[group]` host lines `NAME key=value...`, `[group:vars]`, `[group:children]`,
-               hosts before any section (ungrouped); no host ranges (`web[01:20]`)
+               hosts before any section (ungrouped)
     YAML       `all:` (or any group) with `hosts:` (name -> vars), `vars:` and `children:`
+    host names ranges expanded as Ansible does (`gpu[01:64]`, `[a:f]`, `[0:10:2]`; leading
+               zeros kept) and `NAME:PORT` (patcher.inventory.hostrange)
     vars dirs  `group_vars/` and `host_vars/` next to the inventory file: `NAME`, `NAME.yml`,
                `NAME.yaml` or `NAME.json` (the first that exists), or a directory `NAME/` whose
                files are read in sorted order, subdirectories included, as Ansible's
@@ -52,6 +54,7 @@ from typing import Any
 
 from patcher import isolate
 from patcher.errors import SpecError
+from patcher.inventory import hostrange
 
 HINT = (
     "an Ansible inventory (INI or YAML; docs/inventory.md lists what vpatch reads without "
@@ -177,13 +180,22 @@ def _ini(text: str, path: str) -> _Tree:
             values[key.strip()] = value.strip()
         if kind == "vars":
             tree.group(section)[2].update(values)
-        elif "[" in words[0] and ":" in words[0]:
-            raise SpecError(
-                f"{path}:{n}: host range {words[0]!r} needs ansible-inventory on PATH", HINT
-            )
         else:
-            tree.add_host(section, words[0], values)
+            _add_hosts(tree, section, words[0], values, f"{path}:{n}")
     return tree
+
+
+def _add_hosts(tree: _Tree, group: str, pattern: str, values: dict[str, Any], where: str) -> None:
+    """The hosts one inventory entry names: a range (`gpu[01:64]`) expanded and a `:PORT`
+    taken off as Ansible does (patcher.inventory.hostrange), the port set before the entry's own
+    vars."""
+    host, port = hostrange.split_port(pattern)
+    try:
+        names = hostrange.expand(host)
+    except hostrange.RangeError as exc:
+        raise SpecError(f"{where}: {exc}", HINT) from None
+    for name in names:
+        tree.add_host(group, name, {**({"ansible_port": port} if port else {}), **values})
 
 
 def _yaml(data: Any, path: str) -> _Tree:
@@ -198,7 +210,7 @@ def _yaml(data: Any, path: str) -> _Tree:
         for host, values in (body.get("hosts") or {}).items():
             if values is not None and not isinstance(values, dict):
                 raise SpecError(f"{path}: host {host!r}: its vars are not a mapping", HINT)
-            tree.add_host(name, str(host), dict(values or {}))
+            _add_hosts(tree, name, str(host), dict(values or {}), path)
         tree.group(name)[2].update(body.get("vars") or {})
         for child, child_body in (body.get("children") or {}).items():
             if child not in tree.group(name)[1]:

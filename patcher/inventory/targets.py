@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
+from patcher.specs import tomlpos
 from patcher.transports import sshnames
 
 
@@ -94,8 +95,11 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
     try:
         defaults, hosts = _validate(data)
     except _Invalid as exc:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc)
-        raise SpecError(f"{path}: {where.lstrip('.') or '(top level)'}: {exc.msg}", _HINT) from None
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc).lstrip(".")
+        # A hosts.toml's problem where it is written, `FILE:LINE:COL:` as `vpatch check` says a
+        # spec's (editors jump there); an Ansible inventory's fields are not where TOML says.
+        at = f":{':'.join(map(str, tomlpos.locate(text, where)))}" if local is None else ""
+        raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", _HINT) from None
     if local is None:  # a hosts.toml: the local target is written `address = "local"`
         local = [h["address"] == "local" for h in hosts]
     out = []
@@ -154,7 +158,7 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
             if not isinstance(g, str):
                 raise _Invalid((*loc, "groups", j), "Input should be a valid string")
         if host["name"] in seen:
-            raise _Invalid((), f"host name {host['name']!r} appears twice")
+            raise _Invalid((*loc, "name"), f"host name {host['name']!r} appears twice")
         seen.add(host["name"])
         out.append(host)
     return defaults, out
@@ -213,7 +217,9 @@ def _toml(path: str, text: str) -> dict[str, Any] | None:
     except tomllib.TOMLDecodeError as exc:
         if not path.endswith(".toml"):
             return None
-        raise SpecError(f"{path}: invalid TOML: {exc}", "fix the TOML syntax") from None
+        line_col = tomlpos.error_position(str(exc))
+        at = f":{line_col[0]}:{line_col[1]}" if line_col else ""
+        raise SpecError(f"{path}{at}: invalid TOML: {exc}", "fix the TOML syntax") from None
     if path.endswith(".toml") or "host" in data or "defaults" in data:
         return data
     return None

@@ -17,7 +17,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from patcher.output import progress
+from patcher.output import colour, progress
 from patcher.output.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RolloutStep, RunResult
 from patcher.run import fleet
@@ -37,7 +37,7 @@ _STYLE = {
 def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.stdout) -> None:
     """One host: its details. A fleet: a summary table, then details of hosts that are not ok
     (or of every host with --diff), then totals."""
-    console = Console(file=out, highlight=False, soft_wrap=True)
+    console = colour.console(out, highlight=False, soft_wrap=True)
     many = len(result.hosts) > 1
     if many:
         console.print(summary_table(result))
@@ -120,7 +120,7 @@ class Bar(fleet.Progress):
             MofNCompleteColumn(),
             TextColumn("{task.fields[failed]} failed"),
             TimeElapsedColumn(),
-            console=Console(file=sys.stderr),
+            console=colour.console(sys.stderr),
             transient=True,
         )
         self.task = self.bar.add_task("hosts", total=0, failed=0)

@@ -137,14 +137,15 @@ def live(title: str) -> Iterator[None]:
     if not shows_live():
         yield
         return
-    from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from patcher.output import colour
 
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}", markup=False),
         TimeElapsedColumn(),
-        console=Console(file=sys.stderr),
+        console=colour.console(sys.stderr),
         transient=True,
     )
     with _state.lock:

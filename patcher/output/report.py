@@ -21,10 +21,19 @@ def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
     out.write(jsontext.dumps(doc) + "\n")
 
 
-def error_document(message: str, hint: str, **more: Any) -> dict[str, Any]:
+def error_document(message: str, hint: str, command: str | None, **more: Any) -> dict[str, Any]:
     """What `--json` prints when vpatch stops on an error before (or instead of) a result: a
-    script reading stdout gets a document on every exit, never an empty string to fail on."""
-    return {"schema_version": SCHEMA_VERSION, "error": message, "hint": hint, **more}
+    script reading stdout gets a document on every exit, never an empty string to fail on.
+    `command` and `ok` as every document has them, so a reader tells the kinds apart by the
+    same two keys (`command` is None when the command line named no command vpatch knows)."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "command": command,
+        "ok": False,
+        "error": message,
+        "hint": hint,
+        **more,
+    }
 
 
 def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:

@@ -2,7 +2,7 @@
 
 The agent answers inspect with plain JSON (`patcher/agent/protocol.py` names its keys); these
 frozen dataclasses are that answer once, checked for shape and built by keyword, so a fact can
-never land in its neighbour's field. `patcher.plan.planner` decides from them and nothing else; the
+never land in its neighbour's field. `patcher.plan` decides from them and nothing else; the
 engine builds them (`HostFacts.from_answer`) and the golden cases build them from a case's data
 (`tests/support/plancases.py`).
 """

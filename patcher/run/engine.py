@@ -2,7 +2,7 @@
 status. An executor, nothing more.
 
 Every decision (variant, outcome, bytes to write, journal entries, what to undo) is made by the
-pure planner, `patcher.plan.planner`; this module carries the host's facts to it and the plan's
+pure planner, `patcher.plan`; this module carries the host's facts to it and the plan's
 writes
 back to the agent, in one agent session per host. How the requests travel (one exchange when
 a plan made ahead matches) and what a run shares across its hosts (texts, rewrites, counts) is

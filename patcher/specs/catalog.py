@@ -144,10 +144,15 @@ class Catalog:
             if candidate.exists():
                 return candidate
         where = ", ".join(f"{label} ({d})" for label, d in self.sources()) or "none found"
-        known = ", ".join(e.id for e in self.entries()) or "(none)"
+        ids = [e.id for e in self.entries()]
+        known = ", ".join(ids) or "(none)"
+        from patcher import suggest
+
+        close = suggest.did_you_mean(arg, ids)
         raise SpecError(
             f"no spec file or catalog id {arg!r}",
-            f"known ids: {known}; catalogs: {where} (`vpatch catalog` lists them)",
+            (f"{close} " if close else "")
+            + f"known ids: {known}; catalogs: {where} (`vpatch catalog` lists them)",
         )
 
     def load_or_ids(self, args: list[str]) -> tuple[list[PatchSpec], list[str]]:

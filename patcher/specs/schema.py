@@ -296,10 +296,16 @@ def result_schema(strict: bool = False) -> dict[str, Any]:
         "stderr as `error:` and `hint:` lines. Commands may add keys (check: `problems`).",
         "properties": {
             "schema_version": version,
+            "command": {
+                "type": ["string", "null"],
+                "description": "the subcommand that stopped, or null when there was none "
+                "(no command word, or one vpatch does not know)",
+            },
+            "ok": {"const": False, "description": "always false: nothing succeeded"},
             "error": {"type": "string", "description": "what is wrong (the `error:` line)"},
             "hint": {"type": "string", "description": "what to try next (the `hint:` line)"},
         },
-        "required": ["schema_version", "error", "hint"],
+        "required": ["schema_version", "command", "ok", "error", "hint"],
     }
     out = {
         "$schema": DIALECT,

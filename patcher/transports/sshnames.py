@@ -11,6 +11,7 @@ no blank or control characters, no leading '-', a sane length) before any ssh se
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 
 # What OpenSSH's valid_hostname() and valid_ruser() (ssh.c) refuse, plus `$` and `\` in user
 # names, which no account name needs.
@@ -52,16 +53,19 @@ def openssh() -> str | None:
     return shutil.which("ssh")
 
 
-PARAMIKO_HINT = (
-    "install the extra: `pipx install 'vpatch[paramiko]'` (or pip install 'vpatch[paramiko]')"
-)
+def paramiko_hint(add_fabric: str) -> str:
+    """How to add the `paramiko` extra (its distribution is fabric, which brings paramiko):
+    `add_fabric` is the command that adds fabric to vpatch's own environment, in the words of
+    the installer that made it (patcher.commands._installhint, which the command asks)."""
+    return f"add fabric (the paramiko extra) to vpatch's environment: {add_fabric}"
 
 
-def client_problem(choice: str) -> tuple[str, str] | None:
+def client_problem(choice: str, add_fabric: Callable[[], str]) -> tuple[str, str] | None:
     """Why the SSH client `--ssh-client CHOICE` picks cannot run here, as (error, hint), if it
     cannot: paramiko (fabric) is the optional `vpatch[paramiko]` extra, and `auto` falls back
     to it only where no OpenSSH client is on PATH. Asked before the first host connects, so a
-    missing client is one input error, not one per host."""
+    missing client is one input error, not one per host. `add_fabric()`: the command that
+    adds the extra (asked only when it is missing)."""
     if choice == "openssh" or (choice == "auto" and openssh()):
         return None
     import importlib.util
@@ -69,8 +73,11 @@ def client_problem(choice: str) -> tuple[str, str] | None:
     if importlib.util.find_spec("fabric") is not None:
         return None
     if choice == "paramiko":
-        return ("--ssh-client paramiko: fabric/paramiko is not installed", PARAMIKO_HINT)
+        return (
+            "--ssh-client paramiko: fabric/paramiko is not installed",
+            paramiko_hint(add_fabric()),
+        )
     return (
         "no SSH client: no `ssh` on PATH, and fabric/paramiko is not installed",
-        "install the OpenSSH client, or " + PARAMIKO_HINT,
+        "install the OpenSSH client, or " + paramiko_hint(add_fabric()),
     )

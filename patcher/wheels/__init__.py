@@ -13,5 +13,5 @@ files with the files pip installed from the release's wheel. Which module for wh
     cache       the matrix's cache: a release's target files + RECORD, kept without the wheel,
                 and the `Fetcher` that fills it from the store
 
-Nothing here decides an outcome (that is `patcher.plan.planner`) or prints (the commands do).
+Nothing here decides an outcome (that is `patcher.plan`) or prints (the commands do).
 """

@@ -38,7 +38,10 @@ VLLM = {
     "vllm/config/__init__.py": "",
     "vllm/config/speculative.py": SPECULATIVE,
 }
-SOURCES = ["pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "patcher", "patches", "vpatch"]
+SOURCES = [
+    "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "man", "patcher", "patches", "vpatch"
+]  # fmt: skip
+MAN = f"vpatch-{__version__}.data/data/share/man/man1/vpatch.1"
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +71,8 @@ def test_wheel_ships_the_catalog_license_and_types(wheel: Path) -> None:
         assert shipped in names, sorted(names)
         assert zipfile.ZipFile(wheel).read(shipped) == spec.read_bytes()
     assert "patcher/py.typed" in names
+    # vpatch(1) lands in the venv's share/man/man1, where `man vpatch` looks beside bin/
+    assert zipfile.ZipFile(wheel).read(MAN) == (REPO / "man" / "vpatch.1").read_bytes()
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
     meta = zipfile.ZipFile(wheel).read(f"vpatch-{__version__}.dist-info/METADATA").decode()
     assert "License-Expression: Apache-2.0" in meta and "Requires-Python: >=3.10" in meta
@@ -121,6 +126,14 @@ def test_controller_runs_on(version: str, wheel: Path, target: Path, tmp_path: P
     assert back.returncode == 0, back.stderr
     version_line = vpatch("--version").stdout.strip()
     assert version_line == f"vpatch {__version__}"
+    # `man vpatch` finds the installed page through PATH (man-db looks beside each bin/)
+    found = subprocess.run(
+        ["man", "-w", "vpatch"],
+        env={k: v for k, v in env.items() if k != "MANPATH"} | {"PATH": f"{venv}/bin:/usr/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert found.stdout.strip() == str(venv / "share/man/man1/vpatch.1"), found.stderr
     took = time.monotonic() - started
     print(f"python {version}: venv + pip install {installed:.1f}s, total {took:.1f}s")
     assert took < 60, f"{took:.0f}s: the install should come from pip's cache"
@@ -170,6 +183,11 @@ def test_uv_tool_install(version: str, wheel: Path, target: Path, tmp_path: Path
     assert outcomes == [(1, "not_applied"), (0, "applied"), (0, "applied")], outcomes
     assert vpatch("rollback", "--python", str(target), "--json").returncode == 0
     assert vpatch("verify", SPEC_ID, *static).returncode == 1
+    # the paramiko extra is added by reinstalling from the source the receipt names
+    asked = vpatch("status", "--host", "127.0.0.1:9", "--ssh-client", "paramiko")
+    assert asked.returncode == 2, asked.stderr
+    said = f"environment: uv tool install --with fabric {wheel}\n"
+    assert said in asked.stderr and "vpatch[" not in asked.stderr, asked.stderr
 
 
 # Every module of both packages, imported in the installed wheel's own interpreter: a
@@ -202,7 +220,11 @@ def _what_a_new_user_runs(venv: Path, env: dict[str, str], tmp_path: Path) -> No
     asked = run(
         str(venv / "bin" / "vpatch"), "status", "--host", "127.0.0.1:9", "--ssh-client", "paramiko"
     )
-    assert asked.returncode == 2 and "vpatch[paramiko]" in asked.stderr, asked.stderr
+    # the hint adds fabric to this venv, which has no pip (never `vpatch[paramiko]`: no index
+    # has a vpatch distribution)
+    assert asked.returncode == 2, asked.stderr
+    assert f"pip --python {venv / 'bin'}/python" in asked.stderr, asked.stderr
+    assert " install fabric" in asked.stderr and "vpatch[" not in asked.stderr, asked.stderr
     assert "Traceback" not in asked.stderr
     # A YAML inventory read by the built-in reader (PyYAML, declared), group_vars included: a
     # template there is refused by name, before any host is contacted.
@@ -261,6 +283,7 @@ def test_sdist_carries_tests_and_docs_and_passes_twine(tmp_path: Path) -> None:
     assert {
         "vpatch/__main__.py",
         "patcher/catalog_data/vllm-eagle3-mla-targets.toml",
+        MAN,  # the man page, from the sdist too
     } <= wheel_names
     assert not [n for n in wheel_names if n.startswith("tests/")]
     twine = subprocess.run(

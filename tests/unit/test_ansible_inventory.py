@@ -116,12 +116,74 @@ def test_builtin_reader_refuses_what_it_cannot_read(
 ) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     flags: dict[str, object] = {}
-    with pytest.raises(SpecError, match="needs ansible-inventory"):
-        load_inventory(write(tmp_path, "r.ini", "[web]\nweb[01:20].example.com\n"), flags)
+    with pytest.raises(SpecError, match=r"r.ini:2: host range 'web\[01:100\]' must specify equal"):
+        load_inventory(write(tmp_path, "r.ini", "[web]\nweb[01:100]\n"), flags)
     with pytest.raises(SpecError, match="not key=value"):
         load_inventory(write(tmp_path, "kv.ini", "[web]\nweb1 ansible_port\n"), flags)
     with pytest.raises(SpecError, match="host name contains"):
         load_inventory(write(tmp_path, "x.ini", "evil ansible_host='y;touch M'\n"), flags)
+
+
+# Host ranges and ports in the host name, as Ansible expands them: leading zeros kept (a width),
+# letters, a step, two ranges in one name (left to right), an empty begin (0), a range that
+# counts down (no host), `:PORT` (before the line's own vars: host_vars still win).
+RANGES_INI = """\
+[gpu]
+gpu[01:03] ansible_user=ops
+node-[a:c]:2222
+n[:6:3].example.com
+r[1:2]-g[08:10:2]
+db:5432 ansible_port=5433
+[none]
+h[9:1]
+"""
+RANGES_YAML = """\
+all:
+  children:
+    gpu:
+      hosts:
+        gpu[01:03]:
+          ansible_user: ops
+        node-[a:c]:2222:
+        n[:6:3].example.com:
+        r[1:2]-g[08:10:2]:
+        db:5432:
+          ansible_port: 5433
+    none:
+      hosts:
+        h[9:1]:
+"""
+RANGES = [
+    ("gpu01", None, "ops"),
+    ("gpu02", None, "ops"),
+    ("gpu03", None, "ops"),
+    ("node-a", 2222, None),
+    ("node-b", 2222, None),
+    ("node-c", 2222, None),
+    ("n0.example.com", None, None),
+    ("n3.example.com", None, None),
+    ("n6.example.com", None, None),
+    ("r1-g08", None, None),
+    ("r1-g10", None, None),
+    ("r2-g08", None, None),
+    ("r2-g10", None, None),
+    ("db", 5433, None),
+]
+
+
+@pytest.mark.parametrize("reader", ["builtin", "ansible-inventory"])
+@pytest.mark.parametrize("form", ["ini", "yml"])
+def test_host_ranges_expand_as_ansible_expands_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str, form: str
+) -> None:
+    """The built-in reader gives what ansible-inventory gives, host for host (the same table
+    is asserted of both)."""
+    _reader_path(tmp_path, monkeypatch, reader)
+    text = RANGES_INI if form == "ini" else RANGES_YAML
+    inv = load_inventory(write(tmp_path, f"hosts.{form}", text), {})
+    got = [(t.name, t.port, t.user) for t, _ in inv.hosts]
+    assert got == RANGES
+    assert {g for _, groups in inv.hosts for g in groups} == {"gpu"}
 
 
 # A 4-host fleet whose interpreter, port and users come from vars files only: group_vars/ and

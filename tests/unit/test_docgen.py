@@ -16,13 +16,16 @@ import pytest
 from pydantic import BaseModel
 
 from patcher import result
+from patcher._compat import tomllib
 from patcher.commands import _docgen as docgen
 from patcher.commands import build_parser
 from patcher.commands._help import help_with_default, subcommands
 from patcher.plan.verdicts import MATRIX_FAILING
 from patcher.specs.model import PatchSpec
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[BaseModel]]:
@@ -107,6 +110,16 @@ def test_man_page_has_every_command_and_option_and_renders_cleanly(tmp_path: Pat
     spec.loader.exec_module(hooks)
     hooks.on_post_build({"site_dir": str(tmp_path)})
     assert (tmp_path / "vpatch.1").read_text() == page
+
+
+def test_committed_man_page_is_the_parsers() -> None:
+    """The wheel installs man/vpatch.1 (pyproject's data-files: share/man/man1/vpatch.1); it is
+    committed because the isolated build cannot import the CLI, so it must be what the parser
+    says now (tests/integration/test_python_versions.py finds it in the built wheel)."""
+    committed = (REPO / "man" / "vpatch.1").read_text()
+    assert committed == docgen.manpage(), "man/vpatch.1 is stale: run `make man` and commit it"
+    data_files = PYPROJECT["tool"]["setuptools"]["data-files"]
+    assert data_files == {"share/man/man1": ["man/vpatch.1"]}
 
 
 def test_result_and_matrix_references_cover_the_models() -> None:

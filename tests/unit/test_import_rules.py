@@ -75,7 +75,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
 }
 # The edge: the process's entry and the types every room shares.
-EDGE = {"_compat", "errors", "exitcodes", "result", "pyast", "safewrite", "isolate"}
+EDGE = {"_compat", "errors", "exitcodes", "result", "pyast", "safewrite", "isolate", "suggest"}
 # Pure modules: they decide; they read no disk, start no process and open no socket.
 PURE_ROOMS = {"rewrite", "plan"}
 PURE = {

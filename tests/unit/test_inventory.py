@@ -5,6 +5,7 @@ None for data that passes)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,7 @@ CASES: list[tuple[str, dict[str, Any], str | None]] = [
     (
         "same name twice",
         {"host": [H, dict(H, address="b")]},
-        "(top level): host name 'a' appears twice",
+        "host[1].name: host name 'a' appears twice",
     ),
 ]
 
@@ -118,7 +119,9 @@ def test_inventory_cases(
         return
     with pytest.raises(SpecError) as got:
         load_inventory(str(path), {})
-    assert got.value.message.startswith(f"{path}: {error}"), got.value.message
+    assert re.match(rf"{re.escape(str(path))}:\d+:\d+: {re.escape(error)}", got.value.message), (
+        got.value.message
+    )
     assert "[[host]]" in (got.value.hint or "")
 
 
@@ -165,3 +168,41 @@ def test_rollout_fields_host_over_defaults(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as got:
         load_inventory(str(path), {})
     assert "host[0].restart: Input should be a valid string" in got.value.message
+
+
+HOSTS = """\
+[defaults]
+user = "ops"
+
+[[host]]
+name = "a"
+address = "a1"
+
+[[host]]
+name = "b"
+address = "b1"
+  prot = 22
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (HOSTS, "11:3: host[1].prot: Extra inputs are not permitted"),
+        (HOSTS.replace("prot = 22", "groups = [1]"), "11:3: host[1].groups[0]: Input should be"),
+        (HOSTS.replace("  prot = 22", "  port = 0"), "11:3: host[1].port: Input should be between"),
+        (HOSTS.replace('"b"', '"a"').replace("  prot = 22\n", ""), "9:1: host[1].name: host"),
+        (HOSTS.replace('user = "ops"', 'usr = "ops"'), "2:1: defaults.usr: Extra inputs"),
+        (HOSTS.replace('[[host]]\nname = "b"', '[[host]\nname = "b"'), "8:7: invalid TOML"),
+        ('[[host]]\nname = "a"\n', "1:1: host[0].address: Field required"),
+    ],
+    ids=["unknown field", "group item", "bad value", "same name", "defaults", "syntax", "missing"],
+)
+def test_errors_say_file_line_and_column(tmp_path: Path, text: str, error: str) -> None:
+    """`FILE:LINE:COL: FIELD: message`, as `vpatch check` says a spec's problems: the line and
+    column where the field is written, or the table that lacks it, or the TOML syntax error."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert got.value.message.startswith(f"{path}:{error}"), got.value.message

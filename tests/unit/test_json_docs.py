@@ -1,7 +1,8 @@
 """`--json` means one JSON document on stdout on EVERY exit: a result, or on an error (exit 2
-for bad input and usage) `{"schema_version", "error", "hint"}`, with the `error:`/`hint:` lines
-still on stderr. Scripts then never parse an empty stdout. Also: the result schema is valid and
-is what `vpatch schema --result` prints, and a closed stdout ends vpatch quietly."""
+for bad input and usage) `{"schema_version", "command", "ok": false, "error", "hint"}`, with
+the `error:`/`hint:` lines still on stderr. Scripts then never parse an empty stdout. Also: the
+result schema is valid and is what `vpatch schema --result` prints, and a closed stdout ends
+vpatch quietly."""
 
 from __future__ import annotations
 
@@ -49,7 +50,12 @@ def test_every_exit_2_prints_one_error_document(case: str, tmp_path: Path) -> No
     res = vpatch(*argv, flag) if "--" not in argv else vpatch(*argv[:2], flag, *argv[2:])
     assert res.code == 2, res.err
     doc = jsondoc.check(json.loads(res.out))  # exactly one document: json.loads takes one
-    assert set(doc) >= {"schema_version", "error", "hint"} and doc["hint"], doc
+    assert set(doc) >= {"schema_version", "command", "ok", "error", "hint"} and doc["hint"], doc
+    assert doc["ok"] is False
+    # `command` is the command word the line names, as in every other document; null where
+    # it names none vpatch has
+    named = argv[0] if argv and argv[0] != "frobnicate" else None
+    assert doc["command"] == named, doc
     lines = res.err.splitlines()
     assert lines[-1] == f"hint: {doc['hint']}", res.err
     assert f"error: {doc['error']}" in lines, res.err

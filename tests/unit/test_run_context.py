@@ -46,6 +46,7 @@ NOT_RUN_STATE = {
     # the process's terminal, not a run's: made anew by configure() at each command's start
     "output/progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
     "output/progress.py:global _state": "configure() makes it anew for each command",
+    "output/colour.py:global _choice": "--color for this process: configure() sets it per command",
     "pyast.py:_LOCK": "guards CPython's own parser state (shared by threads before 3.13)",
 }
 # Calls whose result at import is a constant (immutable, or a str/number read once).

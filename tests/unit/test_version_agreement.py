@@ -1,8 +1,8 @@
 """The released version is the one the changelog and the pre-commit docs name: `__version__`
 (what pyproject's dynamic version and `vpatch --version` take) is the newest release heading of
-CHANGELOG.md, and the `rev:` docs/hooks.md tells people to write is the tag `v` + that version
-(the tag put on the release commit). galaxy.yml and the other places a version is shown are
-test_packaging.py's test_one_version_everywhere."""
+CHANGELOG.md, and the tag docs/hooks.md names is `v` + that version (the tag a release commit
+gets once tags are published; until then the `rev:` shown is a commit). galaxy.yml and the
+other places a version is shown are test_packaging.py's test_one_version_everywhere."""
 
 from __future__ import annotations
 
@@ -37,10 +37,18 @@ def test_version_changelog_and_pre_commit_rev_agree() -> None:
     assert headings[0] in ("Unreleased", f"{releases[0][0]} ({releases[0][1]})"), headings[0]
     assert releases[0][0] == version, (releases[0], version)
     hooks = (ROOT / "docs/hooks.md").read_text()
-    revs = re.findall(r"^\s+rev: (\S+)$", hooks, re.M)
-    assert revs and set(revs) == {f"v{version}"}, revs
-    said = re.findall(r"tagged `v` \+ its version \(`(v[\d.]+)` for\s+vpatch ([\d.]+),", hooks)
+    said = re.findall(r"tagged `v` \+ its version\s+\(`(v[\d.]+)` for\s+vpatch ([\d.]+),", hooks)
     assert said == [(f"v{version}", version)], said
+
+
+def test_pre_commit_configs_pin_a_commit_while_no_tag_is_published() -> None:
+    """No release tag is published yet (CHANGELOG.md says so): a config naming `rev: v0.1.0`
+    stops at `git checkout v0.1.0`, so every config shown pins a commit until tags exist."""
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert "Release tags (`vX.Y.Z`) are not published yet" in changelog
+    for name in ("docs/hooks.md", ".pre-commit-hooks.yaml"):
+        revs = re.findall(r"^[\s#]+rev: (\S+)", (ROOT / name).read_text(), re.M)
+        assert revs and set(revs) == {"<sha>"}, (name, revs)
 
 
 def test_the_check_can_fail() -> None:
