@@ -11,7 +11,6 @@ changed files have the same hashes form one group: a fleet edited the same way p
 
 from __future__ import annotations
 
-import difflib
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -22,7 +21,7 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion
 
-from patcher import exchange, rewrite_cache
+from patcher import exchange, fastdiff, rewrite_cache
 from patcher.errors import HostError, VpatchError
 from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
@@ -51,7 +50,7 @@ class FileDiff:
         if self.before is None or (self.after is None and self.state != "missing"):
             return ""
         return "".join(
-            difflib.unified_diff(
+            fastdiff.unified_diff(
                 self.before.splitlines(keepends=True),
                 (self.after or "").splitlines(keepends=True),
                 fromfile=f"a/{self.rel}",
