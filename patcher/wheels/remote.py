@@ -338,9 +338,10 @@ class RangeFile(io.RawIOBase):
             self._pieces[start] = data
 
     def _fetch(self, spec: str, want: tuple[int, int] | None) -> tuple[int, bytes, int]:
-        """(start, bytes, total) of one ranged GET, checked: a 206 whose Content-Range is the
-        range asked for (a suffix range: the file's last bytes), of the length it says, of a
-        file whose length did not change."""
+        """(start, bytes, total) of one ranged GET, checked before its body is read: a 206
+        whose Content-Range is the range asked for (a suffix range: the file's last TAIL
+        bytes, or all of a shorter file), of the length it says, of a file whose length did
+        not change. At most the length asked for is read, whatever the server sends."""
         resp = self.client.open(self.url, {"Range": spec})
         with resp:
             status = resp.status
@@ -352,12 +353,15 @@ class RangeFile(io.RawIOBase):
             first, last, total = (int(g) for g in m.groups())
             if last < first or last >= total or (self.size >= 0 and total != self.size):
                 raise NoRanges(f"{_safe(self.url)}: inconsistent Content-Range {crange}")
-            if want is not None and (first, last) != want:
+            asked = want if want is not None else (max(0, total - TAIL), total - 1)
+            if (first, last) != asked:
                 raise NoRanges(f"{_safe(self.url)}: got {crange}, asked for {spec}")
-            if want is None and last != total - 1:
-                raise NoRanges(f"{_safe(self.url)}: suffix range {crange} is not the tail")
-            data = resp.read(last - first + 2)
-        if len(data) != last - first + 1:
+            length = last - first + 1
+            declared = resp.headers.get("Content-Length")
+            if declared is not None and declared.strip() != str(length):
+                raise NoRanges(f"{_safe(self.url)}: Content-Length {declared} for {crange}")
+            data = resp.read(length + 1)
+        if len(data) != length:
             raise NoRanges(f"{_safe(self.url)}: {len(data)} bytes for {crange}")
         self.client.moved.add(len(data))
         return first, data, total

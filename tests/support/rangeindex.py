@@ -4,7 +4,9 @@ or PEP 691 JSON when asked) listing wheels with their sha256, the wheels served 
 
 `serve(wheels, ranges=False)` is an index whose file server ignores `Range` (answers 200 with
 the whole file); `lie=True` answers a suffix range with the file's first bytes and any other
-range with the bytes one further on (its Content-Range says which); `auth=(user, password)`
+range with the bytes one further on (its Content-Range says which); `whole_tail=True` answers a
+suffix range 206 with the whole file (`bytes 0-(N-1)/N`, a hostile index's way to make a client
+read N bytes for the few it asked); `auth=(user, password)`
 makes every path ask for HTTP Basic credentials. The server runs in a thread of the test's
 process; the test reads `Index.sent` afterwards.
 """
@@ -36,6 +38,7 @@ class Index:
     ranges: bool = True
     auth: tuple[str, str] | None = None
     lie: bool = False  # answer a range with the bytes one further on (and say so)
+    whole_tail: bool = False  # answer a suffix range with the whole file (and say so)
     url: str = ""
     sent: int = 0  # body bytes written to clients
     requests: list[str] = field(default_factory=list)  # "GET /path Range" per request
@@ -140,6 +143,8 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
                 code = 206
                 if index.lie:  # a suffix range read as a prefix; any other range one further on
                     start, end = (0, end - start) if not m.group(1) else (start + 1, end)
+                if index.whole_tail and not m.group(1):
+                    start, end = 0, size - 1
             self.send_response(code)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(end - start + 1))
@@ -171,9 +176,10 @@ def serve(
     ranges: bool = True,
     auth: tuple[str, str] | None = None,
     lie: bool = False,
+    whole_tail: bool = False,
 ) -> Iterator[Index]:
     """An index of these wheels on 127.0.0.1 (a free port); yields it, `url` its /simple/."""
-    index = Index({w.name: w for w in wheels}, ranges, auth, lie)
+    index = Index({w.name: w for w in wheels}, ranges, auth, lie, whole_tail=whole_tail)
     hashes = {w.name: _sha256(w) for w in wheels}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(index, hashes))
     server.daemon_threads = True
