@@ -332,12 +332,13 @@ def neighbours(
     n: int,
     list_versions: Callable[..., list[Version]] | None = None,
 ) -> list[Version]:
-    """Up to n releases before and n after `version` (and it), as pip lists them."""
+    """Up to n releases before and n after `version` (and it), as the indexes list them
+    (`list_versions`: the run's `Store.list_versions`; pip's listing without one)."""
     from packaging.version import Version
 
-    from patcher.wheels import index
+    from patcher.wheels.store import Store
 
-    list_versions = list_versions or index.list_versions
+    list_versions = list_versions or Store.for_run().list_versions
     here = Version(version)
     listed = sorted(set(list_versions(spec.package)) | {here})
     i = listed.index(here)
@@ -453,7 +454,9 @@ def finish(
     table = None
     if not args.no_matrix:
         try:
-            table = fits(spec, neighbours(spec, version, args.neighbours), store=store)
+            listing = store.list_versions if store is not None else None
+            near = neighbours(spec, version, args.neighbours, listing)
+            table = fits(spec, near, store=store)
         except VpatchError as exc:
             notes.append(f"matrix skipped: {exc.message}")
     doc = {

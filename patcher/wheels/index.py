@@ -210,9 +210,9 @@ def unreachable_hint(package: str, version: Version, detail: str) -> str:
     """What to do when no configured index answers (found before pip is run: pip, reading the
     same configuration, could only retry into the same wall)."""
     return (
-        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or make `python -m pip "
-        f"download --no-deps {package}=={version}` work here (pip.conf); the package index is "
-        f"unreachable ({detail[:160]})"
+        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or point vpatch at an "
+        f"index it can reach: PIP_INDEX_URL (or index-url in pip.conf; proxy: HTTPS_PROXY or "
+        f"pip's proxy); the package index is unreachable ({detail[:160]})"
     )
 
 

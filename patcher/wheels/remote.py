@@ -93,13 +93,9 @@ class Client:
     def __init__(self, config: IndexConfig, moved: Moved | None = None) -> None:
         self.moved = moved or Moved()
         self.timeout = config.timeout  # pip's: an index that hangs fails as pip's would
-        context = ssl.create_default_context(cafile=config.cert) if config.cert else None
-        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
-        if config.proxy:
-            handlers.append(
-                urllib.request.ProxyHandler({"http": config.proxy, "https": config.proxy})
-            )
-        self.opener = urllib.request.build_opener(*handlers)
+        self.trusted = {h.split(":")[0] for h in config.trusted_hosts}  # pip's trusted-host
+        self.opener = self._opener(config, verify=True)
+        self.trusted_opener = self._opener(config, verify=False) if self.trusted else None
         self.auth: dict[str, tuple[str, str]] = {}  # netloc -> (user, password)
         self.index_urls: list[str] = []
         for url in config.index_urls:
@@ -109,6 +105,26 @@ class Client:
             if parts.username is not None:
                 self.auth[netloc] = (parts.username, parts.password or "")
             self.index_urls.append(urlunsplit(parts._replace(netloc=netloc)))
+
+    @staticmethod
+    def _opener(config: IndexConfig, verify: bool) -> urllib.request.OpenerDirector:
+        """urllib with pip's CA bundle (`cert`), client certificate and proxy; `verify=False`
+        is pip's trusted-host: TLS without checking the server's certificate."""
+        context = ssl.create_default_context(cafile=config.cert or None)
+        if not verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if config.client_cert:
+            try:
+                context.load_cert_chain(config.client_cert)
+            except (OSError, ssl.SSLError) as exc:
+                raise NoRanges(f"pip's client-cert {config.client_cert}: {exc}") from None
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
+        if config.proxy:
+            handlers.append(
+                urllib.request.ProxyHandler({"http": config.proxy, "https": config.proxy})
+            )
+        return urllib.request.build_opener(*handlers)
 
     def credentials(self, url: str) -> tuple[str, str] | None:
         """(user, password) for this URL's own host: the index URL's, else ~/.netrc's."""
@@ -122,16 +138,24 @@ class Client:
             return None
         return (found[0], found[2] or "") if found else None
 
-    def open(self, url: str, headers: dict[str, str]) -> urllib.response.addinfourl:
-        """The response (any status below 400); NoRanges for an error or an unreachable host."""
+    def open(
+        self, url: str, headers: dict[str, str], passing: tuple[int, ...] = ()
+    ) -> urllib.response.addinfourl:
+        """The response (any status below 400, or one in `passing`: e.g. 304 to a conditional
+        request, 404 for a project an index does not have); NoRanges for another error,
+        Unreachable when no HTTP answer came."""
         req = urllib.request.Request(url, headers={**headers, "Accept-Encoding": "identity"})
         creds = self.credentials(url)
         if creds is not None:  # never carried to a redirect's host
             token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
             req.add_unredirected_header("Authorization", f"Basic {token}")
+        trusted = self.trusted_opener is not None and urlsplit(url).hostname in self.trusted
+        opener = self.trusted_opener if trusted and self.trusted_opener else self.opener
         try:
-            resp: urllib.response.addinfourl = self.opener.open(req, timeout=self.timeout)
+            resp: urllib.response.addinfourl = opener.open(req, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
+            if exc.code in passing:
+                return exc
             exc.close()
             raise NoRanges(f"{_safe(url)}: HTTP {exc.code}") from None
         except urllib.error.URLError as exc:

@@ -118,6 +118,7 @@ class Wheel:
         with self._lock:
             try:
                 info = self.zip.getinfo(member)
+                self._same_size(member, info)
                 limit = min(MAX_READ, self.sizes.get(member, MAX_READ))
                 data = self._inflate(info, MAX_RECORD if member == self.record_name else limit)
             except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
@@ -136,9 +137,7 @@ class Wheel:
         with self._lock:
             try:
                 info = self.zip.getinfo(member)
-                size = self.sizes.get(member, info.file_size)
-                if info.file_size != size:
-                    raise CorruptWheel(f"{self.name}: {member}: its size is not RECORD's")
+                self._same_size(member, info)
                 with self.zip.open(info) as fh:
                     while chunk := fh.read(CHUNK):  # zipfile stops at the declared size
                         h.update(chunk)
@@ -147,6 +146,15 @@ class Wheel:
         if want is None or h.hexdigest() != want:
             raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
         return info
+
+    def _same_size(self, member: str, info: zipfile.ZipInfo) -> None:
+        """CorruptWheel when the zip declares another size than RECORD gives (no byte read)."""
+        size = self.sizes.get(member, info.file_size)
+        if info.file_size != size:
+            raise CorruptWheel(
+                f"{self.name}: {member} does not match RECORD's sha256 and size "
+                f"({info.file_size} bytes, RECORD: {size})"
+            )
 
     def _inflate(self, info: zipfile.ZipInfo, limit: int) -> bytes:
         """A member's bytes, inflated a chunk at a time and never past `limit` (RECORD's size

@@ -83,7 +83,7 @@ def test_a_zip_bomb_member_served_by_the_index_is_refused_uninflated(tmp_path: P
         wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
         err, peak = _peak(lambda: wheel.read("bomb/big.py"))
         wheel.close()
-    assert isinstance(err, CorruptWheel) and "allowed" in err.message, err
+    assert isinstance(err, CorruptWheel) and "RECORD: 300000" in err.message, err
     assert peak < 4 * 1024 * 1024, peak
 
 
@@ -97,7 +97,8 @@ def test_a_member_without_a_record_size_is_bounded_by_the_cap(
     with path.open("rb") as fh:
         wheel = Wheel(path, fh, "wheelhouse")
         err, peak = _peak(lambda: wheel.read("bomb/big.py"))
-    assert isinstance(err, CorruptWheel) and peak < 4 * 1024 * 1024, (err, peak)
+    assert isinstance(err, CorruptWheel) and "allowed" in err.message, err
+    assert peak < 4 * 1024 * 1024, peak
 
 
 def test_a_record_bomb_is_refused_when_the_wheel_is_opened(tmp_path: Path) -> None:
