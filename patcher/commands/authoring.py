@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             "name the wheel as the hosts see it, e.g. /var/cache/wheels/vllm-0.16.0-...whl",
         )
     targets = _targets.targets(args)
-    store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
+    store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # this run's: each wheel once
     store.warm()  # pip's configuration read while the hosts are scanned
     pristine = handedit.Pristine(args.package, partial(store.file, args.package))
     with progress.live(f"{args.command}: starting") if len(targets) == 1 else nullcontext():
@@ -531,7 +531,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = Store.for_run(args.wheelhouse)  # the release's wheel is opened once, for every file
+    store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # one wheel open, every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:

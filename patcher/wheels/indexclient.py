@@ -100,6 +100,7 @@ class Client:
     moved: remote.Moved = field(default_factory=remote.Moved)
     _http: remote.Client | None = field(default=None, repr=False)
     _pages: dict[str, list[File]] = field(default_factory=dict, repr=False)
+    _unasked: set[str] = field(default_factory=set, repr=False)  # pages served as kept
 
     @property
     def http(self) -> remote.Client:
@@ -143,6 +144,7 @@ class Client:
         kept = None if self.refresh else self._kept(url)
         if kept is not None and kept.fresh(time.time()):
             self.asked.fresh += 1
+            self._unasked.add(url)
             self._pages[url] = kept.files
             return kept.files
         headers = {"Accept": remote.ACCEPT}
@@ -158,9 +160,8 @@ class Client:
             if status == 304 and kept is not None:
                 self.asked.not_modified += 1
                 entry = Kept(url, kept.files, time.time(), max_age, kept.etag, kept.last_modified)
-            elif status in (404, 410):
-                self._pages[url] = []
-                return []
+            elif status in (404, 410):  # kept too: this index has no such project
+                entry = Kept(url, [], time.time(), max_age)
             else:
                 body = _bounded(resp, remote.MAX_PAGE, url)
                 ctype = resp.headers.get("Content-Type", "")
@@ -219,6 +220,37 @@ class Client:
 
     # -- releases and wheels
 
+    def candidates(
+        self, package: str, version: Version, pages: dict[str, list[remote.Candidate]]
+    ) -> None:
+        """Fill `pages` (page URL -> wheels with a sha256, the ranged path's `remote.find`)
+        from the kept or fetched pages of the http(s) indexes; a kept page without the
+        release is read again (it may be newer than the page)."""
+        name = canonicalize_name(package)
+        for index in self.http_indexes():
+            url = index.rstrip("/") + f"/{name}/"
+            files = self.page(url)
+            if url in self._unasked and not any(_release_of(f, name, version) for f in files):
+                self._pages.pop(url, None)
+                files = self._reread(url)
+            pages[url] = [
+                remote.Candidate(f.url, f.filename, f.sha256)
+                for f in files
+                if f.sha256 and f.filename.endswith(".whl") and not f.yanked
+            ]
+
+    def _reread(self, url: str) -> list[File]:
+        """The page asked for again, conditionally (a kept page was fresh but lacks a release)."""
+        refresh, self.refresh = self.refresh, False
+        self._unasked.discard(url)
+        kept = self._kept(url)
+        if kept is not None:  # stale on purpose: one conditional request
+            self._keep(Kept(url, kept.files, 0.0, 0, kept.etag, kept.last_modified))
+        try:
+            return self.page(url)
+        finally:
+            self.refresh = refresh
+
     def versions(
         self, package: str, pre: bool = False, platforms: Sequence[str] = ()
     ) -> list[Version]:
@@ -236,6 +268,9 @@ class Client:
         """The release's wheel pip would pick, whole, into the empty directory `dest`, its
         sha256 checked against the index's; NoRanges when no source has one."""
         got = listing.best_wheel(self.files(package), package, version, platforms)
+        if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
+            self.refresh, self._pages = True, {}
+            got = listing.best_wheel(self.files(package), package, version, platforms)
         if got is None:
             raise remote.NoRanges(
                 f"no configured index has a wheel of {package}=={version} for this platform"
@@ -338,3 +373,14 @@ def _copy(src: Path, target: Path, sha256: str | None) -> None:
             if trust.hash_file(fh) != sha256:
                 target.unlink(missing_ok=True)
                 raise remote.NoRanges(f"{src}: not the sha256 the index lists")
+
+
+def _release_of(f: File, name: str, version: Version) -> bool:
+    """Whether `f` is a wheel of name==version (an unparsable name is not)."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        got = parse_wheel_filename(f.filename) if f.filename.endswith(".whl") else None
+    except (InvalidWheelFilename, ValueError):
+        return False
+    return got is not None and got[0] == name and got[1] == version

@@ -481,6 +481,11 @@ class Store:
             return None
         config = self._index_config()  # waits for warm()'s read, if one is running
         pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
+        if self._native():
+            try:  # the client's kept pages: a release listed before is found without a request
+                self._client().candidates(package, version, pages)
+            except remote.NoRanges:
+                pass  # remote.find reads the pages itself, and says what it finds
         try:
             got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)

@@ -6,7 +6,9 @@ or PEP 691 JSON when asked) listing wheels with their sha256, the wheels served 
 the whole file); `lie=True` answers a suffix range with the file's first bytes and any other
 range with the bytes one further on (its Content-Range says which); `whole_tail=True` answers a
 suffix range 206 with the whole file (`bytes 0-(N-1)/N`, a hostile index's way to make a client
-read N bytes for the few it asked); `auth=(user, password)`
+read N bytes for the few it asked); project pages carry an ETag (a matching If-None-Match is
+answered 304, listed in `Index.not_modified`) and `cache_control` as their Cache-Control;
+`auth=(user, password)`
 makes every path ask for HTTP Basic credentials. The server runs in a thread of the test's
 process; the test reads `Index.sent` afterwards.
 """
@@ -39,6 +41,8 @@ class Index:
     auth: tuple[str, str] | None = None
     lie: bool = False  # answer a range with the bytes one further on (and say so)
     whole_tail: bool = False  # answer a suffix range with the whole file (and say so)
+    cache_control: str | None = None  # the project pages' Cache-Control header, if any
+    not_modified: list[str] = field(default_factory=list)  # pages answered 304
     url: str = ""
     sent: int = 0  # body bytes written to clients
     requests: list[str] = field(default_factory=list)  # "GET /path Range" per request
@@ -54,6 +58,7 @@ class Index:
         with self.lock:
             self.sent = 0
             self.requests.clear()
+            self.not_modified.clear()
 
 
 def _sha256(path: Path) -> str:
@@ -121,11 +126,28 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
                     ],
                 }
                 ctype = "application/vnd.pypi.simple.v1+json"
-                return self._send(200, json.dumps(doc).encode(), ctype, {})
+                return self._page(json.dumps(doc).encode(), ctype)
             links = "".join(
                 f'<a href="../../files/{f}#sha256={hashes[f]}">{f}</a><br/>' for f in files
             )
-            self._send(200, f"<html><body>{links}</body></html>".encode(), "text/html", {})
+            self._page(f"<html><body>{links}</body></html>".encode(), "text/html")
+
+        def _page(self, body: bytes, ctype: str) -> None:
+            """A project page with its ETag (and Cache-Control when the test set one); 304
+            to a request whose If-None-Match names it."""
+            etag = '"' + hashlib.sha256(body + ctype.encode()).hexdigest()[:16] + '"'
+            extra = {"ETag": etag}
+            if index.cache_control is not None:
+                extra["Cache-Control"] = index.cache_control
+            if self.headers.get("If-None-Match") == etag:
+                with index.lock:
+                    index.not_modified.append(self.path)
+                self.send_response(304)
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                return
+            self._send(200, body, ctype, extra)
 
         def _file(self, path: Path) -> None:
             size = path.stat().st_size
@@ -177,9 +199,11 @@ def serve(
     auth: tuple[str, str] | None = None,
     lie: bool = False,
     whole_tail: bool = False,
+    cache_control: str | None = None,
 ) -> Iterator[Index]:
     """An index of these wheels on 127.0.0.1 (a free port); yields it, `url` its /simple/."""
     index = Index({w.name: w for w in wheels}, ranges, auth, lie, whole_tail=whole_tail)
+    index.cache_control = cache_control
     hashes = {w.name: _sha256(w) for w in wheels}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(index, hashes))
     server.daemon_threads = True
