@@ -13,19 +13,26 @@ Where every line of the two sides is unique and one side is the other with lines
 added (no line moved), both ways find the same matching and the output is byte for byte
 difflib's (tests/unit/test_fastdiff.py checks this on generated cases); where lines repeat or
 move, both outputs are valid unified diffs of the same texts, possibly hunked differently.
-Small inputs go to difflib directly: it is fast there and its choice stays the reference.
+Small inputs go to difflib directly: it is fast there and its choice stays the reference. A
+large stretch with no unique line at all (generated code: the same few lines over and over)
+is matched by the system's `diff` where there is one (`patcher.sysdiff`), else by difflib.
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+
+from patcher import sysdiff
 
 # Below this many line pairs (len(a) * len(b)) difflib is fast enough and is used as it is.
 SMALL = 2_000_000
+# A stretch without anchors this large goes to the system's diff (`patcher.sysdiff`) if any.
+HUGE = 8_000_000
 
 Block = tuple[int, int, int]  # (i, j, n): a[i:i+n] == b[j:j+n]
+Matcher = Callable[[Sequence[str], Sequence[str]], "list[Block] | None"]
 
 
 def unified_diff(
@@ -36,6 +43,7 @@ def unified_diff(
     n: int = 3,
     lineterm: str = "\n",
     small: int = SMALL,
+    matcher: Matcher | None = sysdiff.matching_blocks,
 ) -> Iterator[str]:
     """The lines of `difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)`
     (no dates); large inputs are matched at unique-line anchors first (module docstring)."""
@@ -43,7 +51,7 @@ def unified_diff(
         yield from difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)
         return
     sm = difflib.SequenceMatcher(None, a, b)  # the grouping is difflib's, on our blocks
-    blocks = [difflib.Match(*blk) for blk in matching_blocks(a, b, small)]
+    blocks = [difflib.Match(*blk) for blk in matching_blocks(a, b, small, matcher)]
     sm.matching_blocks = blocks  # type: ignore[attr-defined]  # its cache, read first
     started = False
     for group in sm.get_grouped_opcodes(n):
@@ -79,12 +87,15 @@ def _range(start: int, stop: int) -> str:
     return f"{first},{length}"
 
 
-def matching_blocks(a: Sequence[str], b: Sequence[str], small: int = SMALL) -> list[Block]:
+def matching_blocks(
+    a: Sequence[str], b: Sequence[str], small: int = SMALL, matcher: Matcher | None = None
+) -> list[Block]:
     """Maximal matching blocks in order, ending with the (len(a), len(b), 0) sentinel, as
     `SequenceMatcher.get_matching_blocks` returns them. A stretch of at most `small` line
-    pairs goes to SequenceMatcher whole; a larger one is split at anchors first."""
+    pairs goes to SequenceMatcher whole; a larger one is split at anchors first, and one with
+    no anchor and over HUGE pairs goes to `matcher` (the system's diff) when it answers."""
     raw: list[Block] = []
-    _match(a, b, (0, len(a), 0, len(b)), small, raw)
+    _match(a, b, (0, len(a), 0, len(b)), (small, matcher), raw)
     merged: list[Block] = []
     for i, j, k in raw:
         if k == 0:
@@ -102,11 +113,12 @@ def _match(
     a: Sequence[str],
     b: Sequence[str],
     box: tuple[int, int, int, int],
-    small: int,
+    how: tuple[int, Matcher | None],
     out: list[Block],
 ) -> None:
     """Append the matching blocks of a[alo:ahi] and b[blo:bhi] (`box`) to `out`, in order."""
     alo, ahi, blo, bhi = box
+    small, matcher = how
     head = 0
     while alo + head < ahi and blo + head < bhi and a[alo + head] == b[blo + head]:
         head += 1
@@ -122,13 +134,18 @@ def _match(
     if anchors:
         i0, j0 = alo, blo
         for i, j in anchors:
-            _match(a, b, (i0, i, j0, j), small, out)
+            _match(a, b, (i0, i, j0, j), how, out)
             out.append((i, j, 1))
             i0, j0 = i + 1, j + 1
-        _match(a, b, (i0, ahi_in, j0, bhi_in), small, out)
+        _match(a, b, (i0, ahi_in, j0, bhi_in), how, out)
     elif alo < ahi_in and blo < bhi_in:
-        sm = difflib.SequenceMatcher(None, a[alo:ahi_in], b[blo:bhi_in])
-        out.extend((alo + i, blo + j, k) for i, j, k in sm.get_matching_blocks() if k)
+        found = None
+        if matcher is not None and (ahi_in - alo) * (bhi_in - blo) > HUGE:
+            found = matcher(a[alo:ahi_in], b[blo:bhi_in])
+        if found is None:
+            sm = difflib.SequenceMatcher(None, a[alo:ahi_in], b[blo:bhi_in])
+            found = [(i, j, k) for i, j, k in sm.get_matching_blocks() if k]
+        out.extend((alo + i, blo + j, k) for i, j, k in found)
     if tail:
         out.append((ahi_in, bhi_in, tail))
 

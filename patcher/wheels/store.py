@@ -102,7 +102,7 @@ class StderrProgress(Progress):
                 if what not in self.said:
                     self.said.add(what)
                     size = f" ({total / 1e6:.0f} MB)" if total else ""
-                    print(f"vpatch: downloading {what}{size} through pip", file=sys.stderr)
+                    print(f"vpatch: downloading {what}{size}", file=sys.stderr)
                 return
             if self.live is None:
                 from rich.console import Console

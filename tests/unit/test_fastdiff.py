@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patcher import fastdiff, udiff
+from patcher import fastdiff, sysdiff, udiff
 
 
 def _reference(a: list[str], b: list[str], n: int = 3) -> str:
@@ -105,3 +105,61 @@ def test_sequencematcher_sees_only_short_stretches(monkeypatch: pytest.MonkeyPat
     text = "".join(fastdiff.unified_diff(a, b, "a/m.py", "b/m.py"))
     assert text.count("\n-    v") == 2_000 and text.count("\n+    w") == 2_000
     assert sizes and max(sizes) <= 4, max(sizes)
+
+
+def test_no_unique_line_goes_to_the_system_diff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """20k lines drawn from 150 (no line unique, difflib's worst case): the system's diff
+    matches the stretch (patcher.sysdiff), SequenceMatcher is never asked to search it, and
+    the diff turns the old text into the new."""
+    if sysdiff.available() is None:
+        pytest.skip("no system diff on this machine")
+    rng = random.Random(5)
+    vocab = [f"    x{i} = y{i % 17}\n" for i in range(150)]
+    a = [rng.choice(vocab) for _ in range(20_000)]
+    b = list(a)
+    for i in rng.sample(range(20_000), 2_000):
+        b[i] = f"    changed = {i % 97}\n"
+    searched: list[int] = []
+
+    class Recording(difflib.SequenceMatcher):  # type: ignore[type-arg]
+        def get_matching_blocks(self) -> list[difflib.Match]:
+            if self.matching_blocks is None:
+                searched.append(len(self.a) * len(self.b))
+            return super().get_matching_blocks()
+
+    monkeypatch.setattr(fastdiff.difflib, "SequenceMatcher", Recording)
+    text = "".join(fastdiff.unified_diff(a, b, "a/m.py", "b/m.py"))
+    assert searched == []
+    assert _patched(a, text) == b
+
+
+def _patched(a: list[str], text: str) -> list[str]:
+    """`a` with the diff's hunks applied at the lines their headers name (each old line
+    checked): the diff's own positions, no search."""
+    out: list[str] = []
+    pos = 0
+    lines = text.splitlines(keepends=True)[2:]
+    for line in lines:
+        if line.startswith("@@"):
+            start = int(line.split()[1][1:].split(",")[0])
+            count = line.split()[1].split(",")
+            first = start - 1 if len(count) == 1 or count[1] != "0" else start
+            out += a[pos:first]
+            pos = first
+        elif line[:1] in (" ", "-"):
+            assert a[pos] == line[1:], (pos, line)
+            pos += 1
+            if line[:1] == " ":
+                out.append(line[1:])
+        else:
+            out.append(line[1:])
+    return out + a[pos:]
+
+
+def test_diffs_normal_output_as_matching_blocks() -> None:
+    """diff's change commands (a, c, d; single lines and ranges) leave these equal blocks."""
+    out = b"2c2\n< x\n---\n> y\n4a5,6\n> n\n> m\n7,8d8\n< p\n< q\n"
+    assert sysdiff.blocks_from_normal(out, 9, 9) == [(0, 0, 1), (2, 2, 2), (4, 6, 2), (8, 8, 1)]
+    assert sysdiff.blocks_from_normal(b"", 3, 3) == [(0, 0, 3)]
+    assert sysdiff.blocks_from_normal(b"garbage\n", 3, 3) is None
+    assert sysdiff.blocks_from_normal(b"1d0\n< a\n", 3, 3) is None  # does not add up
