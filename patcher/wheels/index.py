@@ -1,8 +1,6 @@
-"""Releases and wheels of a package, always through pip.
-
-vpatch never talks to a package index itself: it runs `python -m pip`, so the user's pip
-configuration (index URL, extra indexes, find-links, proxy, certificates, credentials) decides
-where releases come from, exactly as for `pip install`. Two pip commands are used:
+"""Releases and wheels of a package through pip: the fallback of vpatch's own index client
+(`patcher.wheels.indexclient`), used when $VPATCH_PIP names a pip or pip's configuration has a
+setting only pip honours (a keyring provider). Two pip commands are used:
 
 - `pip index versions NAME [--json]` lists releases. pip drops yanked releases there and,
   unless `--pre`, pre-releases. pip < 24 has no `--json`: its text line is parsed instead.

@@ -10,8 +10,10 @@ the release's wheel:
 2. `$VPATCH_MATRIX_WHEELS` directories (e.g. a test suite's wheel cache), used in place;
 3. the store itself: `<root>/blobs/<sha256>.whl`, named by its content, and
    `<root>/releases/<name>/<version>.json` pointing at it;
-4. pip (`patcher.wheels.index.download_wheel`: the user's pip configuration and cache, no retry
-   loop), once, under a per-release lock, so concurrent commands share one download; the
+4. the configured index: only the members needed by HTTP ranges (`patcher.wheels.remote`),
+   else the whole wheel by vpatch's index client (`patcher.wheels.indexclient`; pip,
+   `patcher.wheels.index`, only under $VPATCH_PIP or a pip-only setting), once, under a
+   per-release lock, so concurrent commands share one download; the
    wheel is then moved into the store (or, for the matrix, which walks many releases of
    300-500 MB wheels, read and dropped: `keep=False`).
 
