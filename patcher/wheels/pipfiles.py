@@ -218,12 +218,32 @@ def default_index_in(source: str) -> str | None:
     return None
 
 
+def _bundled_pip_source() -> str | None:
+    """pip's models/index.py inside the pip wheel ensurepip bundles with the stdlib (a Python
+    without pip installed, e.g. one uv manages, still has it), read without extracting."""
+    import zipfile
+
+    for base in dict.fromkeys((sys.prefix, sys.base_prefix)):
+        for wheel in sorted(Path(base).glob("lib/python3*/ensurepip/_bundled/pip-*.whl")):
+            try:
+                with zipfile.ZipFile(wheel) as zf:
+                    info = zf.getinfo("pip/_internal/models/index.py")
+                    if info.file_size > _MAX_FILE:
+                        continue
+                    return zf.read(info).decode("utf-8", "replace")
+            except (OSError, KeyError, zipfile.BadZipFile):
+                continue
+    return None
+
+
 def pip_default_index() -> str | None:
-    """pip's built-in index URL, read from pip's own source (the first pip found), or None
-    when no pip is anywhere (then an index must be configured: the hint says how)."""
+    """pip's built-in index URL, read from pip's own source (the first pip found: installed,
+    else the one ensurepip bundles), or None when there is no pip anywhere (then an index
+    must be configured: the hint says how)."""
     for path in _pip_index_module():
         text = _read_text(path)
         url = default_index_in(text) if text else None
         if url:
             return url
-    return None
+    bundled = _bundled_pip_source()
+    return default_index_in(bundled) if bundled else None

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from packaging.tags import sys_tags
 from packaging.version import Version
 
@@ -177,3 +178,16 @@ def test_freshness_from_cache_control() -> None:
     assert listing.cache_control_max_age("no-cache") == 0
     assert listing.cache_control_max_age("max-age=0") == 0
     assert listing.cache_control_max_age(None) == listing.DEFAULT_FRESH
+
+
+def test_a_python_without_pip_still_knows_pips_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pip installed anywhere (a uv-managed Python): the pip wheel ensurepip bundles names
+    the default index; with none of either, there is no default (the hint asks for one)."""
+    monkeypatch.setattr(pipfiles, "_pip_index_module", list)
+    bundled = pipfiles._bundled_pip_source()
+    if bundled is None:
+        pytest.skip("this Python bundles no pip wheel")
+    got = pipfiles.pip_default_index()
+    assert got is not None and got.startswith("https://") and got.endswith("/simple")
+    monkeypatch.setattr(pipfiles, "_bundled_pip_source", lambda: None)
+    assert pipfiles.pip_default_index() is None
