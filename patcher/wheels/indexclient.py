@@ -124,12 +124,17 @@ class Client:
         unreachable: list[str] = []
         pages = [u.rstrip("/") + f"/{name}/" for u in self.http_indexes()]
         answered = 0
+        failed: list[remote.NoRanges] = []
         for page in [*self.config.link_pages, *pages]:
             try:
                 out += self.page(page)
                 answered += 1
             except remote.Unreachable as exc:
                 unreachable.append(exc.message)
+            except remote.NoRanges as exc:  # pip, too, goes on to the next index
+                failed.append(exc)
+        if failed and not answered and not out:
+            raise failed[0]
         if unreachable and not answered and not out:
             raise remote.Unreachable("; ".join(unreachable))
         return out
@@ -165,7 +170,12 @@ class Client:
             else:
                 body = _bounded(resp, remote.MAX_PAGE, url)
                 ctype = resp.headers.get("Content-Type", "")
-                files = listing.parse_page(body, ctype, resp.geturl())
+                try:
+                    files = listing.parse_page(body, ctype, resp.geturl())
+                except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                    raise remote.NoRanges(
+                        f"{remote._safe(url)}: not a project page ({exc})"
+                    ) from None
                 etag, modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
                 entry = Kept(url, files, time.time(), max_age, etag, modified)
         self._keep(entry)

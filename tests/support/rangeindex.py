@@ -43,6 +43,8 @@ class Index:
     whole_tail: bool = False  # answer a suffix range with the whole file (and say so)
     cache_control: str | None = None  # the project pages' Cache-Control header, if any
     not_modified: list[str] = field(default_factory=list)  # pages answered 304
+    failing: int = 0  # answer this many project page requests 503 first
+    garbled: bool = False  # project pages are not JSON though they say so
     url: str = ""
     sent: int = 0  # body bytes written to clients
     requests: list[str] = field(default_factory=list)  # "GET /path Range" per request
@@ -135,6 +137,13 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
         def _page(self, body: bytes, ctype: str) -> None:
             """A project page with its ETag (and Cache-Control when the test set one); 304
             to a request whose If-None-Match names it."""
+            with index.lock:
+                fail = index.failing > 0
+                index.failing -= fail
+            if fail:
+                return self._send(503, b"busy", "text/plain", {})
+            if index.garbled:
+                body, ctype = b"{not json", "application/vnd.pypi.simple.v1+json"
             etag = '"' + hashlib.sha256(body + ctype.encode()).hexdigest()[:16] + '"'
             extra = {"ETag": etag}
             if index.cache_control is not None:

@@ -115,3 +115,28 @@ def test_an_honest_wheel_still_reads(tmp_path: Path) -> None:
         wheel = Wheel(path, fh, "wheelhouse")
         assert wheel.read("demo/__init__.py") == b"X = 1\n"
         assert wheel.check_member("demo/__init__.py").file_size == 6
+
+
+def test_a_busy_index_is_retried_a_garbled_page_is_one_clean_error(tmp_path: Path) -> None:
+    """pip's retries on a 503 (two busy answers, then the page); a page that says JSON and is
+    not: a NoRanges naming it (the command's one error line), never a traceback."""
+    from patcher.wheels import indexclient
+
+    wheel = wheellab.fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b""})
+    with rangeindex.serve([wheel]) as index:
+        config = pipconf.IndexConfig(index_urls=(index.url,), timeout=10, retries=2)
+        index.failing = 2
+        client = indexclient.Client(config, tmp_path / "store")
+        assert client.versions("demo") == [Version("1.0")]
+        assert index.requests.count("GET /simple/demo/") == 3
+        index.failing = 1
+        once = indexclient.Client(
+            pipconf.IndexConfig(index_urls=(index.url,), timeout=10, retries=0),
+            tmp_path / "store2",
+        )
+        with pytest.raises(remote.NoRanges, match="HTTP 503"):
+            once.versions("demo")
+        index.garbled = True
+        bad = indexclient.Client(config, tmp_path / "store3")
+        with pytest.raises(remote.NoRanges, match="not a project page"):
+            bad.versions("demo")
