@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -101,6 +102,8 @@ class Client:
     _http: remote.Client | None = field(default=None, repr=False)
     _pages: dict[str, list[File]] = field(default_factory=dict, repr=False)
     _unasked: set[str] = field(default_factory=set, repr=False)  # pages served as kept
+    # one page at a time: a matrix's jobs share the pages (and `refresh`) of one run
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
     def http(self) -> remote.Client:
@@ -144,6 +147,10 @@ class Client:
 
     def page(self, url: str) -> list[File]:
         """One http(s) page's files: kept and fresh, kept and not modified, or fetched."""
+        with self._lock:
+            return self._page(url)
+
+    def _page(self, url: str) -> list[File]:
         if url in self._pages:
             return self._pages[url]
         kept = None if self.refresh else self._kept(url)
@@ -237,6 +244,12 @@ class Client:
         from the kept or fetched pages of the http(s) indexes; a kept page without the
         release is read again (it may be newer than the page)."""
         name = canonicalize_name(package)
+        with self._lock:
+            self._candidates(name, version, pages)
+
+    def _candidates(
+        self, name: str, version: Version, pages: dict[str, list[remote.Candidate]]
+    ) -> None:
         for index in self.http_indexes():
             url = index.rstrip("/") + f"/{name}/"
             files = self.page(url)
@@ -277,10 +290,11 @@ class Client:
     ) -> Path:
         """The release's wheel pip would pick, whole, into the empty directory `dest`, its
         sha256 checked against the index's; NoRanges when no source has one."""
-        got = listing.best_wheel(self.files(package), package, version, platforms)
-        if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
-            self.refresh, self._pages = True, {}
+        with self._lock:
             got = listing.best_wheel(self.files(package), package, version, platforms)
+            if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
+                self.refresh, self._pages = True, {}
+                got = listing.best_wheel(self.files(package), package, version, platforms)
         if got is None:
             raise remote.NoRanges(
                 f"no configured index has a wheel of {package}=={version} for this platform"
