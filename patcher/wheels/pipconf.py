@@ -97,7 +97,8 @@ def decide(values: dict[str, str], default_index: str | None) -> IndexConfig:
             values=values,
         )
     for key in _UNHONOURED:
-        if setting(values, key):
+        value = (setting(values, key) or "").strip().lower()
+        if value and not (key == "keyring-provider" and value in ("disabled", "auto")):
             return IndexConfig(
                 supported=False, why=f"pip's {key} is set", pip_only=True, values=values
             )

@@ -48,6 +48,8 @@ def test_settings_only_pip_honours_leave_the_fetch_to_pip() -> None:
     )
     config = pipconf.decide(honoured, None)
     assert config.supported and config.client_cert == "/k.pem"
+    off = {**honoured, ":env:.keyring-provider": "disabled"}  # pip's own "no keyring"
+    assert not pipconf.decide(off, None).pip_only
     assert config.trusted_hosts == ("127.0.0.1", "other:8080")
     only_files = pipconf.decide(pipconf.parse_config_list("global.index-url='file:///x'\n"), None)
     assert not only_files.supported and only_files.index_urls == ()
