@@ -81,6 +81,8 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
             with os.fdopen(fd, "w") as fh:
                 fh.write("".join(f"{n}\n" for n in seq))
         try:
+            # process-start: the system's diff (not a Python): a fixed path, no shell, a
+            # private working directory, LC_ALL=C and nothing else from the environment
             res = subprocess.run(
                 [program, "a", "b"],
                 cwd=work,

@@ -48,9 +48,7 @@ class PipError(VpatchError):
 
 def pip_command() -> list[str]:
     configured = os.environ.get("VPATCH_PIP", "").strip()
-    # -I: the working directory (a planted `pip/`), PYTHON* variables and the user's site are
-    # not read by vpatch's own interpreter when it runs pip
-    return shlex.split(configured) if configured else [sys.executable, "-I", "-m", "pip"]
+    return shlex.split(configured) if configured else [sys.executable, "-m", "pip"]
 
 
 def _pip(args: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -386,9 +386,13 @@ def _file_index(project: Path) -> list[File]:
 
 
 def _copy(src: Path, target: Path, sha256: str | None) -> None:
-    """A wheel on this machine copied into the store's temp dir (hash checked when known)."""
+    """A wheel on this machine (find-links, a file:// index) copied into the store's temp
+    dir, read through the wheel sources' owner and mode checks (`trust.open_source`: one
+    that another user can write is refused, said, not skipped) and its hash checked when the
+    index gives one."""
     try:
-        with src.open("rb") as fh, target.open("xb") as out:
+        fh, _st = trust.open_source(src)
+        with fh, target.open("xb") as out:
             shutil.copyfileobj(fh, out, _CHUNK)
     except OSError as exc:
         raise remote.NoRanges(f"{src}: {exc.strerror or exc}") from None
