@@ -15,7 +15,8 @@ difflib's (tests/unit/test_fastdiff.py checks this on generated cases); where li
 move, both outputs are valid unified diffs of the same texts, possibly hunked differently.
 Small inputs go to difflib directly: it is fast there and its choice stays the reference. A
 large stretch with no unique line at all (generated code: the same few lines over and over)
-is matched by the system's `diff` where there is one (`patcher.sysdiff`), else by difflib.
+is matched by `matcher` where the caller passes one (the system's `diff`, `patcher.sysdiff`:
+an executor's choice; this module stays pure), else by difflib.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import bisect
 import difflib
 from collections.abc import Callable, Iterator, Sequence
-
-from patcher import sysdiff
 
 # Below this many line pairs (len(a) * len(b)) difflib is fast enough and is used as it is.
 SMALL = 2_000_000
@@ -43,10 +42,11 @@ def unified_diff(
     n: int = 3,
     lineterm: str = "\n",
     small: int = SMALL,
-    matcher: Matcher | None = sysdiff.matching_blocks,
+    matcher: Matcher | None = None,
 ) -> Iterator[str]:
     """The lines of `difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)`
-    (no dates); large inputs are matched at unique-line anchors first (module docstring)."""
+    (no dates); large inputs are matched at unique-line anchors first (module docstring), a
+    large stretch without any by `matcher` when given."""
     if len(a) * len(b) <= small:
         yield from difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)
         return

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion
 
-from patcher import exchange, fastdiff, rewrite_cache
+from patcher import exchange, fastdiff, rewrite_cache, sysdiff
 from patcher.errors import HostError, VpatchError
 from patcher.inert import clean, line
 from patcher.result import SCHEMA_VERSION
@@ -55,6 +55,7 @@ class FileDiff:
                 (self.after or "").splitlines(keepends=True),
                 fromfile=f"a/{self.rel}",
                 tofile=f"b/{self.rel}",
+                matcher=sysdiff.matching_blocks,  # a stretch without anchors: the system's diff
             )
         )
 

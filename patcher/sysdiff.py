@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 
 _DIFFS = ("/usr/bin/diff", "/bin/diff")
@@ -67,6 +64,10 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
     program = available()
     if program is None:
         return None
+    import shutil  # here, not at import: the planner imports this module on every run
+    import subprocess
+    import tempfile
+
     ids: dict[str, int] = {}
     a_ids = [ids.setdefault(line, len(ids)) for line in a]
     b_ids = [ids.setdefault(line, len(ids)) for line in b]

@@ -201,9 +201,11 @@ def default_index_in(source: str) -> str | None:
     source is parsed, never run)."""
     import ast
 
+    from patcher import pyast
+
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = pyast.parse(source)
+    except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
         if (

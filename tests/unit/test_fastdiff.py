@@ -128,7 +128,7 @@ def test_no_unique_line_goes_to_the_system_diff(monkeypatch: pytest.MonkeyPatch)
             return super().get_matching_blocks()
 
     monkeypatch.setattr(fastdiff.difflib, "SequenceMatcher", Recording)
-    text = "".join(fastdiff.unified_diff(a, b, "a/m.py", "b/m.py"))
+    text = "".join(fastdiff.unified_diff(a, b, "a/m.py", "b/m.py", matcher=sysdiff.matching_blocks))
     assert searched == []
     assert _patched(a, text) == b
 

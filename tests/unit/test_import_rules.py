@@ -27,6 +27,7 @@ CORE = {
     "patcher.plan",
     "patcher.capture",
     "patcher.udiff",
+    "patcher.fastdiff",
     "patcher.tomlpos",
     "patcher.linemerge",
     "patcher.inert",
