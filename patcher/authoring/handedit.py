@@ -11,7 +11,6 @@ changed files have the same hashes form one group: a fleet edited the same way p
 
 from __future__ import annotations
 
-import difflib
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -22,9 +21,11 @@ from typing import Any, TextIO
 
 from packaging.version import InvalidVersion
 
+from patcher.authoring import sysdiff
 from patcher.caches import rewrites as rewrite_cache
 from patcher.errors import HostError, VpatchError
 from patcher.output.inert import clean, line
+from patcher.plan import fastdiff
 from patcher.result import SCHEMA_VERSION
 from patcher.run import exchange
 from patcher.transports import Transport
@@ -52,11 +53,12 @@ class FileDiff:
         if self.before is None or (self.after is None and self.state != "missing"):
             return ""
         return "".join(
-            difflib.unified_diff(
+            fastdiff.unified_diff(
                 self.before.splitlines(keepends=True),
                 (self.after or "").splitlines(keepends=True),
                 fromfile=f"a/{self.rel}",
                 tofile=f"b/{self.rel}",
+                matcher=sysdiff.matching_blocks,  # a stretch without anchors: the system's diff
             )
         )
 

@@ -148,6 +148,12 @@ def wheelhouse_option(p: argparse.ArgumentParser) -> None:
         help="take release wheels from this directory or wheel file before asking pip (no "
         "network; repeatable; also $VPATCH_WHEELHOUSE)",
     )
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="read the package indexes' project pages again (vpatch keeps them: a warm run "
+        "asks no index for 10 minutes, then one conditional request per index)",
+    )
 
 
 def platform_option(p: argparse.ArgumentParser) -> None:

@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             "name the wheel as the hosts see it, e.g. /var/cache/wheels/vllm-0.16.0-...whl",
         )
     targets = _targets.targets(args)
-    store = Store.for_run(args.wheelhouse)  # this run's: each release's wheel opened once
+    store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # this run's: each wheel once
     store.warm()  # pip's configuration read while the hosts are scanned
     pristine = handedit.Pristine(args.package, partial(store.file, args.package))
     with progress.live(f"{args.command}: starting") if len(targets) == 1 else nullcontext():
@@ -342,12 +342,13 @@ def neighbours(
     n: int,
     list_versions: Callable[..., list[Version]] | None = None,
 ) -> list[Version]:
-    """Up to n releases before and n after `version` (and it), as pip lists them."""
+    """Up to n releases before and n after `version` (and it), as the indexes list them
+    (`list_versions`: the run's `Store.list_versions`; pip's listing without one)."""
     from packaging.version import Version
 
-    from patcher.wheels import index
+    from patcher.wheels.store import Store
 
-    list_versions = list_versions or index.list_versions
+    list_versions = list_versions or Store.for_run().list_versions
     here = Version(version)
     listed = sorted(set(list_versions(spec.package)) | {here})
     i = listed.index(here)
@@ -465,7 +466,9 @@ def finish(
     table = None
     if not args.no_matrix:
         try:
-            table = fits(spec, neighbours(spec, version, args.neighbours), store=store)
+            listing = store.list_versions if store is not None else None
+            near = neighbours(spec, version, args.neighbours, listing)
+            table = fits(spec, near, store=store)
         except VpatchError as exc:
             notes.append(f"matrix skipped: {exc.message}")
     doc = {
@@ -542,7 +545,7 @@ def backport(args: argparse.Namespace) -> int:
         patches = udiff.parse(raw)
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
-    store = Store.for_run(args.wheelhouse)  # the release's wheel is opened once, for every file
+    store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # one wheel open, every file
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:

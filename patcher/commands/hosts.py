@@ -159,7 +159,7 @@ def _run(args: argparse.Namespace) -> int:
 
     ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
-    pristine = WheelTexts(getattr(args, "wheelhouse", []))  # this run's wheels, shared
+    pristine = WheelTexts(getattr(args, "wheelhouse", []), getattr(args, "refresh", False))
     try:
         with progress_for(len(targets), args.json or progress.quiet()) as bar:
             hosts = fleet.run(
@@ -299,10 +299,11 @@ class WheelTexts:
     records as the base, and what verify names a hand edit's lines against. The store (and
     its imports) is made on first use: most runs need none. One per run, shared by its hosts."""
 
-    def __init__(self, wheelhouses: Sequence[Any]) -> None:
+    def __init__(self, wheelhouses: Sequence[Any], refresh: bool = False) -> None:
         import threading
 
         self.wheelhouses = list(wheelhouses)
+        self.refresh = refresh
         self._store: Any = None
         self._lock = threading.Lock()
 
@@ -311,7 +312,7 @@ class WheelTexts:
             if self._store is None:
                 from patcher.wheels.store import Store
 
-                self._store = Store.for_run(self.wheelhouses)
+                self._store = Store.for_run(self.wheelhouses, refresh=self.refresh)
             store = self._store
         text: str | None = store.text(package, version, rel)
         return text

@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from patcher.wheels.store import Progress, Store
 
     progress = _matrixview.progress_for(args.json)
-    store = Store.for_run(args.wheelhouse, args.platform, Progress())  # the matrix's bar says
+    store = Store.for_run(  # the matrix's bar says
+        args.wheelhouse, args.platform, Progress(), refresh=args.refresh
+    )
     table, _stats = matrix.build(
         spec,
         versions=args.versions,

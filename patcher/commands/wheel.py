@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     specs = catalog.load_all(args.specs)
     wheelbuild.check_package(specs, package, version)
     # the whole wheel: every member is copied into the patched one (no ranged reads)
-    store = Store.for_run(args.wheelhouse, args.platform, progress_for(args.json), partial=False)
+    store = Store.for_run(
+        args.wheelhouse, args.platform, progress_for(args.json), partial=False, refresh=args.refresh
+    )
     if args.from_wheel:
         store.sources = [Path(args.from_wheel)]
     try:

@@ -27,13 +27,13 @@ version and RECORD hash it applied against; the **base** (bytes before the first
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from patcher.plan import fastdiff
 from patcher.plan.hostfacts import FileFact
 from patcher.result import Outcome, PatchResult
 from patcher.rewrite import RewriteResult, Status, apply_edits
@@ -67,7 +67,7 @@ def sha256_text(text: str) -> str:
 
 def unified_diff(rel: str, before: str, after: str) -> str:
     """The file's diff for the report. A fleet's hosts have the same few (before, after)
-    pairs, and difflib is the planner's costliest step per host: the last pairs' diffs are
+    pairs, and the diff is the planner's costliest step per host: the last pairs' diffs are
     remembered (a pure function's results; texts up to 1 MiB, so the memo stays small)."""
     if len(before) + len(after) > _DIFF_MEMO_CHARS:
         return _unified_diff(rel, before, after)
@@ -79,7 +79,7 @@ _DIFF_MEMO_CHARS = 1 << 20
 
 def _unified_diff(rel: str, before: str, after: str) -> str:
     return "".join(
-        difflib.unified_diff(
+        fastdiff.unified_diff(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
             fromfile=f"a/{rel}",

@@ -1,8 +1,6 @@
-"""Releases and wheels of a package, always through pip.
-
-vpatch never talks to a package index itself: it runs `python -m pip`, so the user's pip
-configuration (index URL, extra indexes, find-links, proxy, certificates, credentials) decides
-where releases come from, exactly as for `pip install`. Two pip commands are used:
+"""Releases and wheels of a package through pip: the fallback of vpatch's own index client
+(`patcher.wheels.indexclient`), used when $VPATCH_PIP names a pip or pip's configuration has a
+setting only pip honours (a keyring provider). Two pip commands are used:
 
 - `pip index versions NAME [--json]` lists releases. pip drops yanked releases there and,
   unless `--pre`, pre-releases. pip < 24 has no `--json`: its text line is parsed instead.
@@ -222,9 +220,9 @@ def unreachable_hint(package: str, version: Version, detail: str) -> str:
     """What to do when no configured index answers (found before pip is run: pip, reading the
     same configuration, could only retry into the same wall)."""
     return (
-        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or make `python -m pip "
-        f"download --no-deps {package}=={version}` work here (pip.conf); the package index is "
-        f"unreachable ({detail[:160]})"
+        f"put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), or point vpatch at an "
+        f"index it can reach: PIP_INDEX_URL (or index-url in pip.conf; proxy: HTTPS_PROXY or "
+        f"pip's proxy); the package index is unreachable ({detail[:160]})"
     )
 
 

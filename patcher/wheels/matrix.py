@@ -43,7 +43,7 @@ from patcher.result import SCHEMA_VERSION
 from patcher.specs.model import PatchSpec, Variant
 from patcher.wheels import index, wheelhouse
 from patcher.wheels.cache import Cache, Fetcher, FetchStats, default_cache
-from patcher.wheels.store import Store
+from patcher.wheels.store import Store, index_hint
 
 DEFAULT_JOBS = 4
 
@@ -274,7 +274,7 @@ def build(
     platforms: Sequence[str] = (),
     cache_root: Path | None = None,
     progress: Progress | None = None,
-    list_versions: Callable[..., list[Version]] = index.list_versions,
+    list_versions: Callable[..., list[Version]] | None = None,
     store: Store | None = None,
 ) -> tuple[Matrix, Stats]:
     """(matrix, stats): releases listed through pip (else the wheelhouses), the range
@@ -282,6 +282,7 @@ def build(
     the matrix's own)."""
     store = store if store is not None else Store(platforms=platforms)
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
+    list_versions = list_versions or store.list_versions  # the index client (or pip's)
     try:
         available = list_versions(spec.package, pre=pre, platforms=platforms)
     except index.PipError:
@@ -296,15 +297,14 @@ def build(
         ]
     if not available:  # pip says the same for a typo, an unreachable index and no wheels
         raise index.PipError(
-            f"pip lists no release of {spec.package}",
-            f"check the spec's package name and that `python -m pip index versions "
-            f"{spec.package}` works here (pip.conf, network, proxy)",
+            f"no configured index lists a release of {spec.package}",
+            index_hint(spec.package),
         )
     chosen, described = select(spec, available, wanted, pre, versions or "")
     if not chosen:
         raise UsageError(
             f"no release of {spec.package} is in range {described} "
-            f"({len(available)} release(s) listed by pip)",
+            f"({len(available)} release(s) listed by the indexes)",
             "widen --versions (and --pre for pre-releases), or check the package name",
         )
     runner = Runner(

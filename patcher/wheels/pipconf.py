@@ -1,14 +1,14 @@
 """pip's own configuration of where wheels come from, read for a ranged fetch (`patcher.wheels.
 remote`): the index URLs, find-links, `no-index`, the CA bundle and the proxy.
 
-The values are pip's: `pip config list` prints every setting of pip's configuration files and
-its $PIP_* environment variables (`:env:.index-url`, `global.extra-index-url`, ...), already
-merged by pip in its own order, so vpatch reads exactly what `pip download` would use. A
-setting vpatch cannot honour itself (a client certificate, `trusted-host`, keyring) makes the
-ranged path step aside: `supported` is False and pip downloads the wheel as before.
+The values are pip's: its configuration files and $PIP_* environment variables read the way
+pip reads them (`patcher.wheels.pipfiles`, `native`), or, when $VPATCH_PIP names a pip, what
+`pip config list` prints (`read`): `:env:.index-url`, `global.extra-index-url`, ... A setting
+vpatch's client cannot honour (keyring) makes it step aside: `supported` is False and pip
+fetches, as before.
 
-No index URL configured means pip's default index; its URL is asked of pip's own code (in
-pip's interpreter) when the pip command is `PYTHON -m pip`, and never written here.
+No index URL configured means pip's default index; its URL is read from pip's own code
+(`pipfiles.pip_default_index`, or asked of pip's interpreter by `read`), never written here.
 """
 
 from __future__ import annotations
@@ -21,10 +21,13 @@ from urllib.parse import unquote, urlsplit
 
 from patcher import isolate
 
-# Settings pip applies that the ranged path does not: any of them set, pip does the fetch.
-_UNHONOURED = ("client-cert", "trusted-host", "keyring-provider", "proxy-cert", "use-feature")
-# Which section wins for a key: pip's environment, then its download command, then global.
-_SECTIONS = (":env:", "download", "global")
+# Settings pip applies that vpatch's client does not: any of them set, pip does the fetch.
+_UNHONOURED = ("keyring-provider", "proxy-cert", "use-feature")
+# Which section wins for a key: pip's environment, then its download command, then install
+# (where the hosts' files came from), then global; uv's settings (`patcher.wheels.pipfiles`)
+# only where pip's say nothing.
+_SECTIONS = (":env:", "download", "install", "global", "uv")
+PIP_RETRIES = 5  # pip's own default for `retries`
 CONFIG_TIMEOUT = 30.0
 PIP_TIMEOUT = 15.0  # pip's own default for `timeout`
 
@@ -38,8 +41,14 @@ class IndexConfig:
     cert: str | None = None  # CA bundle (pip's `cert`)
     proxy: str | None = None
     timeout: float = PIP_TIMEOUT  # pip's `timeout` (seconds per connect and read)
-    supported: bool = True  # False: a setting only pip honours; pip fetches
+    client_cert: str | None = None  # pip's `client-cert` (a PEM with the key)
+    trusted_hosts: tuple[str, ...] = ()  # pip's `trusted-host`: http allowed, TLS unverified
+    file_indexes: tuple[str, ...] = ()  # file:// index URLs (PEP 503 pages on disk)
+    link_pages: tuple[str, ...] = ()  # http(s) find-links: pages of links to wheels
+    retries: int = PIP_RETRIES
+    supported: bool = True  # False: no ranged reads (no http(s) index, or pip_only)
     why: str = ""
+    pip_only: bool = False  # a setting only pip honours (keyring): pip lists and fetches
     values: dict[str, str] = field(default_factory=dict, repr=False)
 
 
@@ -73,34 +82,71 @@ def _truthy(value: str | None) -> bool:
 
 def decide(values: dict[str, str], default_index: str | None) -> IndexConfig:
     """The configuration the ranged path works with (pure: pip's settings in, no I/O)."""
+    local: list[Path] = []
+    pages: list[str] = []
+    for link in (setting(values, "find-links") or "").split():
+        if urlsplit(link).scheme in ("http", "https"):
+            pages.append(link)
+        else:
+            local.append(_local_path(link))
     if _truthy(setting(values, "no-index")):
-        return IndexConfig(supported=False, why="pip is configured with no-index", values=values)
+        return IndexConfig(
+            local_dirs=tuple(local),
+            link_pages=tuple(pages),
+            supported=False,
+            why="pip is configured with no-index",
+            values=values,
+        )
     for key in _UNHONOURED:
-        if setting(values, key):
-            return IndexConfig(supported=False, why=f"pip's {key} is set", values=values)
+        value = (setting(values, key) or "").strip().lower()
+        if value and not (key == "keyring-provider" and value in ("disabled", "auto")):
+            return IndexConfig(
+                supported=False, why=f"pip's {key} is set", pip_only=True, values=values
+            )
     index = setting(values, "index-url") or default_index
     urls = [index] if index else []
     urls += (setting(values, "extra-index-url") or "").split()
-    local: list[Path] = []
-    for link in (setting(values, "find-links") or "").split():
-        local.append(_local_path(link))
     remote: list[str] = []
+    files: list[str] = []
     for url in urls:
         scheme = urlsplit(url).scheme
         if scheme == "file":
             local.append(_local_path(url))
+            files.append(url)
         elif scheme in ("http", "https"):
             remote.append(url)
-    if not remote:
-        return IndexConfig(local_dirs=tuple(local), supported=False, why="no http(s) index")
     return IndexConfig(
         index_urls=tuple(remote),
         local_dirs=tuple(local),
         cert=setting(values, "cert"),
         proxy=setting(values, "proxy"),
         timeout=_seconds(setting(values, "timeout") or setting(values, "default-timeout")),
+        client_cert=setting(values, "client-cert"),
+        trusted_hosts=tuple((setting(values, "trusted-host") or "").split()),
+        file_indexes=tuple(files),
+        link_pages=tuple(pages),
+        retries=_count(setting(values, "retries")),
+        supported=bool(remote),
+        why="" if remote else "no http(s) index",
         values=values,
     )
+
+
+def _count(value: str | None) -> int:
+    try:
+        return max(0, int(value)) if value else PIP_RETRIES
+    except ValueError:
+        return PIP_RETRIES
+
+
+def native() -> IndexConfig:
+    """pip's configuration (or uv's), read from their files and environment without pip
+    (`patcher.wheels.pipfiles`); pip's built-in index where none is configured."""
+    from patcher.wheels import pipfiles
+
+    values = pipfiles.read()
+    default = None if setting(values, "index-url") else pipfiles.pip_default_index()
+    return decide(values, default)
 
 
 def _seconds(value: str | None) -> float:

@@ -93,13 +93,9 @@ class Client:
     def __init__(self, config: IndexConfig, moved: Moved | None = None) -> None:
         self.moved = moved or Moved()
         self.timeout = config.timeout  # pip's: an index that hangs fails as pip's would
-        context = ssl.create_default_context(cafile=config.cert) if config.cert else None
-        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
-        if config.proxy:
-            handlers.append(
-                urllib.request.ProxyHandler({"http": config.proxy, "https": config.proxy})
-            )
-        self.opener = urllib.request.build_opener(*handlers)
+        self.trusted = {h.split(":")[0] for h in config.trusted_hosts}  # pip's trusted-host
+        self.opener = self._opener(config, verify=True)
+        self.trusted_opener = self._opener(config, verify=False) if self.trusted else None
         self.auth: dict[str, tuple[str, str]] = {}  # netloc -> (user, password)
         self.index_urls: list[str] = []
         for url in config.index_urls:
@@ -109,6 +105,26 @@ class Client:
             if parts.username is not None:
                 self.auth[netloc] = (parts.username, parts.password or "")
             self.index_urls.append(urlunsplit(parts._replace(netloc=netloc)))
+
+    @staticmethod
+    def _opener(config: IndexConfig, verify: bool) -> urllib.request.OpenerDirector:
+        """urllib with pip's CA bundle (`cert`), client certificate and proxy; `verify=False`
+        is pip's trusted-host: TLS without checking the server's certificate."""
+        context = ssl.create_default_context(cafile=config.cert or None)
+        if not verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if config.client_cert:
+            try:
+                context.load_cert_chain(config.client_cert)
+            except (OSError, ssl.SSLError) as exc:
+                raise NoRanges(f"pip's client-cert {config.client_cert}: {exc}") from None
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
+        if config.proxy:
+            handlers.append(
+                urllib.request.ProxyHandler({"http": config.proxy, "https": config.proxy})
+            )
+        return urllib.request.build_opener(*handlers)
 
     def credentials(self, url: str) -> tuple[str, str] | None:
         """(user, password) for this URL's own host: the index URL's, else ~/.netrc's."""
@@ -122,16 +138,24 @@ class Client:
             return None
         return (found[0], found[2] or "") if found else None
 
-    def open(self, url: str, headers: dict[str, str]) -> urllib.response.addinfourl:
-        """The response (any status below 400); NoRanges for an error or an unreachable host."""
+    def open(
+        self, url: str, headers: dict[str, str], passing: tuple[int, ...] = ()
+    ) -> urllib.response.addinfourl:
+        """The response (any status below 400, or one in `passing`: e.g. 304 to a conditional
+        request, 404 for a project an index does not have); NoRanges for another error,
+        Unreachable when no HTTP answer came."""
         req = urllib.request.Request(url, headers={**headers, "Accept-Encoding": "identity"})
         creds = self.credentials(url)
         if creds is not None:  # never carried to a redirect's host
             token = base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
             req.add_unredirected_header("Authorization", f"Basic {token}")
+        trusted = self.trusted_opener is not None and urlsplit(url).hostname in self.trusted
+        opener = self.trusted_opener if trusted and self.trusted_opener else self.opener
         try:
-            resp: urllib.response.addinfourl = self.opener.open(req, timeout=self.timeout)
+            resp: urllib.response.addinfourl = opener.open(req, timeout=self.timeout)
         except urllib.error.HTTPError as exc:
+            if exc.code in passing:
+                return exc
             exc.close()
             raise NoRanges(f"{_safe(url)}: HTTP {exc.code}") from None
         except urllib.error.URLError as exc:
@@ -338,9 +362,10 @@ class RangeFile(io.RawIOBase):
             self._pieces[start] = data
 
     def _fetch(self, spec: str, want: tuple[int, int] | None) -> tuple[int, bytes, int]:
-        """(start, bytes, total) of one ranged GET, checked: a 206 whose Content-Range is the
-        range asked for (a suffix range: the file's last bytes), of the length it says, of a
-        file whose length did not change."""
+        """(start, bytes, total) of one ranged GET, checked before its body is read: a 206
+        whose Content-Range is the range asked for (a suffix range: the file's last TAIL
+        bytes, or all of a shorter file), of the length it says, of a file whose length did
+        not change. At most the length asked for is read, whatever the server sends."""
         resp = self.client.open(self.url, {"Range": spec})
         with resp:
             status = resp.status
@@ -352,12 +377,15 @@ class RangeFile(io.RawIOBase):
             first, last, total = (int(g) for g in m.groups())
             if last < first or last >= total or (self.size >= 0 and total != self.size):
                 raise NoRanges(f"{_safe(self.url)}: inconsistent Content-Range {crange}")
-            if want is not None and (first, last) != want:
+            asked = want if want is not None else (max(0, total - TAIL), total - 1)
+            if (first, last) != asked:
                 raise NoRanges(f"{_safe(self.url)}: got {crange}, asked for {spec}")
-            if want is None and last != total - 1:
-                raise NoRanges(f"{_safe(self.url)}: suffix range {crange} is not the tail")
-            data = resp.read(last - first + 2)
-        if len(data) != last - first + 1:
+            length = last - first + 1
+            declared = resp.headers.get("Content-Length")
+            if declared is not None and declared.strip() != str(length):
+                raise NoRanges(f"{_safe(self.url)}: Content-Length {declared} for {crange}")
+            data = resp.read(length + 1)
+        if len(data) != length:
             raise NoRanges(f"{_safe(self.url)}: {len(data)} bytes for {crange}")
         self.client.moved.add(len(data))
         return first, data, total

@@ -10,8 +10,10 @@ the release's wheel:
 2. `$VPATCH_MATRIX_WHEELS` directories (e.g. a test suite's wheel cache), used in place;
 3. the store itself: `<root>/blobs/<sha256>.whl`, named by its content, and
    `<root>/releases/<name>/<version>.json` pointing at it;
-4. pip (`patcher.wheels.index.download_wheel`: the user's pip configuration and cache, no retry
-   loop), once, under a per-release lock, so concurrent commands share one download; the
+4. the configured index: only the members needed by HTTP ranges (`patcher.wheels.remote`),
+   else the whole wheel by vpatch's index client (`patcher.wheels.indexclient`; pip,
+   `patcher.wheels.index`, only under $VPATCH_PIP or a pip-only setting), once, under a
+   per-release lock, so concurrent commands share one download; the
    wheel is then moved into the store (or, for the matrix, which walks many releases of
    300-500 MB wheels, read and dropped: `keep=False`).
 
@@ -38,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +51,7 @@ from packaging.version import Version
 
 from patcher.errors import VpatchError
 from patcher.output import progress as feedback
-from patcher.wheels import index, pipconf, remote, trust, wheelhouse
+from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
 
@@ -102,7 +104,7 @@ class StderrProgress(Progress):
                 if what not in self.said:
                     self.said.add(what)
                     size = f" ({total / 1e6:.0f} MB)" if total else ""
-                    print(f"vpatch: downloading {what}{size} through pip", file=sys.stderr)
+                    print(f"vpatch: downloading {what}{size}", file=sys.stderr)
                 return
             if self.live is None:
                 from rich.console import Console
@@ -172,6 +174,7 @@ class Store:
     sources: Sequence[Path] | None = None  # default: everywhere(wheelhouses)
     wheelhouses: Sequence[Path] = ()  # this run's --wheelhouse paths (wheelhouse.checked)
     partial: bool = True  # may read only the members needed, by HTTP ranges (patcher.wheels.remote)
+    refresh: bool = False  # --refresh: ask the indexes again for every page kept
     moved: remote.Moved = field(default_factory=remote.Moved)  # bytes the ranges brought
     no_ranges: dict[str, str] = field(default_factory=dict)  # release -> why pip fetched it
     _config: pipconf.IndexConfig | None = field(default=None, repr=False)
@@ -181,14 +184,15 @@ class Store:
     _failed: dict[tuple[str, str], VpatchError] = field(default_factory=dict, repr=False)
     _guard: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _warming: threading.Thread | None = field(default=None, repr=False)
+    _index: indexclient.Client | None = field(default=None, repr=False)
     # pip's configuration is read under a lock of its own: a `pip config list` running (warm())
     # never holds up a wheel that a wheelhouse or the store already has
     _config_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def warm(self) -> None:
-        """Read pip's configuration in the background now (`pip config list` is a pip start,
-        ~0.3 s), while the command scans its hosts: a cold fetch then starts at once, and an
-        unreachable index is said within a second. Harmless when no fetch follows."""
+        """Read pip's configuration in the background now (under $VPATCH_PIP, `pip config
+        list` is a pip start, ~0.3 s), while the command scans its hosts: a cold fetch then
+        starts at once. Harmless when no fetch follows."""
         if self.partial and not self.platforms and self._warming is None:
             self._warming = threading.Thread(target=self._index_config, daemon=True)
             self._warming.start()
@@ -196,8 +200,36 @@ class Store:
     def _index_config(self) -> pipconf.IndexConfig:
         with self._config_lock:
             if self._config is None:
-                self._config = pipconf.read(index.pip_command())
+                self._config = pipconf.read(index.pip_command()) if _by_pip() else pipconf.native()
             return self._config
+
+    def _client(self) -> indexclient.Client:
+        """vpatch's index client for this run (its pages kept in this store)."""
+        config = self._index_config()
+        with self._guard:
+            if self._index is None:
+                self._index = indexclient.Client(config, self.root, self.refresh, moved=self.moved)
+            return self._index
+
+    def _native(self) -> bool:
+        """Whether vpatch's own client lists and fetches (else pip: $VPATCH_PIP is set, or
+        pip's configuration has a setting only pip honours, e.g. a keyring provider)."""
+        return not _by_pip() and not self._index_config().pip_only
+
+    def list_versions(
+        self, package: str, pre: bool = False, platforms: Sequence[str] = ()
+    ) -> list[Version]:
+        """Every release of `package` the configured indexes offer that pip would list here,
+        oldest first; pages kept in the store (warm: no request). `index.PipError` (the
+        matrix's "cannot list") when no index could be read."""
+        if not self._native():
+            return index.list_versions(package, pre, platforms)
+        try:
+            return self._client().versions(package, pre, platforms)
+        except remote.NoRanges as exc:  # Unreachable included
+            raise index.PipError(
+                f"could not list releases of {package}: {exc.message}", index_hint(package)
+            ) from None
 
     @classmethod
     def for_run(
@@ -206,6 +238,7 @@ class Store:
         platforms: Sequence[str] = (),
         progress: Progress | None = None,
         partial: bool = True,
+        refresh: bool = False,
     ) -> Store:
         """A command run's store (one per run, made by the command: a wheel is opened once
         however many files and hosts need it, and nothing outlives the run)."""
@@ -214,6 +247,7 @@ class Store:
             progress=progress if progress is not None else StderrProgress(),
             wheelhouses=wheelhouse.checked(wheelhouses),
             partial=partial,
+            refresh=refresh,
         )
 
     def file(self, package: str, version: str | Version, rel: str) -> bytes | None:
@@ -449,6 +483,11 @@ class Store:
             return None
         config = self._index_config()  # waits for warm()'s read, if one is running
         pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
+        if self._native():
+            try:  # the client's kept pages: a release listed before is found without a request
+                self._client().candidates(package, version, pages)
+            except remote.NoRanges:
+                pass  # remote.find reads the pages itself, and says what it finds
         try:
             got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
@@ -463,6 +502,29 @@ class Store:
         self.stats.add("ranged")
         return wheel
 
+    def _fetch_whole(
+        self,
+        package: str,
+        version: Version,
+        tmp: Path,
+        progress: Callable[[int, int], None],
+    ) -> Path:
+        """The release's whole wheel in `tmp`: by vpatch's client, else by pip (`_native`)."""
+        if not self._native():
+            return index.download_wheel(package, version, tmp, self.platforms, progress)
+        try:
+            return self._client().download(package, version, tmp, self.platforms, progress)
+        except remote.Unreachable as exc:
+            raise index.PipError(
+                f"no wheel for {package}=={version} in the wheelhouse or index",
+                index.unreachable_hint(package, version, exc.message),
+            ) from None
+        except remote.NoRanges as exc:
+            raise index.PipError(
+                f"no wheel for {package}=={version} in the wheelhouse or index: {exc.message}",
+                index_hint(package),
+            ) from None
+
     def _download(self, package: str, version: Version, keep: bool) -> Wheel:
         tmp_root = safe_dir(self.root / ".tmp", create=True)
         for stale in tmp_root.glob(f"{canonicalize_name(package)}-{version}-*"):
@@ -472,11 +534,10 @@ class Store:
         what = f"{package} {version}"
         self.progress.fetching(what)
         try:
-            path = index.download_wheel(
+            path = self._fetch_whole(
                 package,
                 version,
                 tmp,
-                self.platforms,
                 lambda done, total: self.progress.advance(what, done, total),
             )
         except BaseException:
@@ -504,3 +565,18 @@ class Store:
         fh, st = open_checked(blob)
         self._write_stamp(blob, st)
         return Wheel(blob, fh, "store", sha, path.name)
+
+
+def _by_pip() -> bool:
+    """$VPATCH_PIP names a pip: it lists and fetches, as before vpatch had its own client."""
+    return bool(os.environ.get("VPATCH_PIP", "").strip())
+
+
+def index_hint(package: str) -> str:
+    """What to do when no configured index has the release: the settings vpatch reads."""
+    return (
+        f"check the package name; put its wheel in a --wheelhouse DIR (or $VPATCH_WHEELHOUSE), "
+        f"or name the index that has {package}: PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / "
+        f"PIP_FIND_LINKS (or index-url in pip.conf; UV_DEFAULT_INDEX or uv.toml for uv); "
+        f"--refresh reads the index again"
+    )

@@ -21,6 +21,12 @@ from typing import IO
 from patcher.errors import VpatchError
 from patcher.wheels.trust import CHUNK
 
+# The most a member read whole may inflate to (sources and metadata, never a wheel's .so
+# files: those are streamed, `check_member`), and the most RECORD may: a wheel whose zip
+# says more is refused before anything is inflated (issue 37: a 300 KB member once cost 1.5 GB).
+MAX_READ = 64 * 1024 * 1024
+MAX_RECORD = 16 * 1024 * 1024
+
 
 class CorruptWheel(VpatchError):
     """A wheel (or a file in it) is not what its name or its RECORD says."""
@@ -74,14 +80,18 @@ class Wheel:
             if len(records) != 1:
                 raise CorruptWheel(f"{self.name}: expected one .dist-info/RECORD")
             self.record_name = records[0]
-            self.record = self.zip.read(records[0]).decode("utf-8")
+            info = self.zip.getinfo(records[0])
+            self.record = self._inflate(info, MAX_RECORD).decode("utf-8")
         except (zipfile.BadZipFile, OSError, UnicodeDecodeError, EOFError) as exc:
             raise CorruptWheel(f"{self.name}: not a readable wheel ({exc})") from None
         self.listed = record_files(self.record)
         self.hashes: dict[str, str | None] = {}  # archive member -> RECORD's sha256
+        self.sizes: dict[str, int] = {}  # archive member -> RECORD's size, where it gives one
         for row in csv.reader(io.StringIO(self.record)):
             if row:
                 self.hashes[row[0]] = record_sha256(row[1]) if len(row) > 1 else None
+                if len(row) > 2 and row[2].strip().isdigit():
+                    self.sizes[row[0]] = int(row[2])
         self.members: dict[str, str] = {}  # site-packages path -> archive member
         for name in names:
             parts = PurePosixPath(name).parts
@@ -107,7 +117,10 @@ class Wheel:
         """An archive member's bytes, checked against RECORD's sha256 (RECORD itself aside)."""
         with self._lock:
             try:
-                data = self.zip.read(member)
+                info = self.zip.getinfo(member)
+                self._same_size(member, info)
+                limit = min(MAX_READ, self.sizes.get(member, MAX_READ))
+                data = self._inflate(info, MAX_RECORD if member == self.record_name else limit)
             except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
                 raise CorruptWheel(f"{self.name}: {member}: unreadable ({exc})") from None
         if member == self.record_name:
@@ -124,14 +137,41 @@ class Wheel:
         with self._lock:
             try:
                 info = self.zip.getinfo(member)
+                self._same_size(member, info)
                 with self.zip.open(info) as fh:
-                    while chunk := fh.read(CHUNK):
+                    while chunk := fh.read(CHUNK):  # zipfile stops at the declared size
                         h.update(chunk)
             except (zipfile.BadZipFile, OSError, KeyError, EOFError) as exc:
                 raise CorruptWheel(f"{self.name}: {member}: unreadable ({exc})") from None
         if want is None or h.hexdigest() != want:
             raise CorruptWheel(f"{self.name}: {member} does not match RECORD's sha256")
         return info
+
+    def _same_size(self, member: str, info: zipfile.ZipInfo) -> None:
+        """CorruptWheel when the zip declares another size than RECORD gives (no byte read)."""
+        size = self.sizes.get(member, info.file_size)
+        if info.file_size != size:
+            raise CorruptWheel(
+                f"{self.name}: {member} does not match RECORD's sha256 and size "
+                f"({info.file_size} bytes, RECORD: {size})"
+            )
+
+    def _inflate(self, info: zipfile.ZipInfo, limit: int) -> bytes:
+        """A member's bytes, inflated a chunk at a time and never past `limit` (RECORD's size
+        for it or a cap) nor past what the zip declares: a member that says or gives more is
+        refused, not read on (the caller holds the lock)."""
+        if info.file_size > limit:
+            raise CorruptWheel(
+                f"{self.name}: {info.filename}: {info.file_size} bytes, more than the "
+                f"{limit} allowed (its RECORD size or vpatch's cap)"
+            )
+        out = bytearray()
+        with self.zip.open(info) as fh:
+            while chunk := fh.read(min(CHUNK, limit + 1 - len(out))):
+                out += chunk
+                if len(out) > limit:
+                    raise CorruptWheel(f"{self.name}: {info.filename}: longer than declared")
+        return bytes(out)
 
     def raw(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
         """A member's stored (compressed) bytes as they are in the archive, in chunks."""

@@ -4,7 +4,11 @@ or PEP 691 JSON when asked) listing wheels with their sha256, the wheels served 
 
 `serve(wheels, ranges=False)` is an index whose file server ignores `Range` (answers 200 with
 the whole file); `lie=True` answers a suffix range with the file's first bytes and any other
-range with the bytes one further on (its Content-Range says which); `auth=(user, password)`
+range with the bytes one further on (its Content-Range says which); `whole_tail=True` answers a
+suffix range 206 with the whole file (`bytes 0-(N-1)/N`, a hostile index's way to make a client
+read N bytes for the few it asked); project pages carry an ETag (a matching If-None-Match is
+answered 304, listed in `Index.not_modified`) and `cache_control` as their Cache-Control;
+`auth=(user, password)`
 makes every path ask for HTTP Basic credentials. The server runs in a thread of the test's
 process; the test reads `Index.sent` afterwards.
 """
@@ -36,6 +40,11 @@ class Index:
     ranges: bool = True
     auth: tuple[str, str] | None = None
     lie: bool = False  # answer a range with the bytes one further on (and say so)
+    whole_tail: bool = False  # answer a suffix range with the whole file (and say so)
+    cache_control: str | None = None  # the project pages' Cache-Control header, if any
+    not_modified: list[str] = field(default_factory=list)  # pages answered 304
+    failing: int = 0  # answer this many project page requests 503 first
+    garbled: bool = False  # project pages are not JSON though they say so
     url: str = ""
     sent: int = 0  # body bytes written to clients
     requests: list[str] = field(default_factory=list)  # "GET /path Range" per request
@@ -51,6 +60,7 @@ class Index:
         with self.lock:
             self.sent = 0
             self.requests.clear()
+            self.not_modified.clear()
 
 
 def _sha256(path: Path) -> str:
@@ -118,11 +128,35 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
                     ],
                 }
                 ctype = "application/vnd.pypi.simple.v1+json"
-                return self._send(200, json.dumps(doc).encode(), ctype, {})
+                return self._page(json.dumps(doc).encode(), ctype)
             links = "".join(
                 f'<a href="../../files/{f}#sha256={hashes[f]}">{f}</a><br/>' for f in files
             )
-            self._send(200, f"<html><body>{links}</body></html>".encode(), "text/html", {})
+            self._page(f"<html><body>{links}</body></html>".encode(), "text/html")
+
+        def _page(self, body: bytes, ctype: str) -> None:
+            """A project page with its ETag (and Cache-Control when the test set one); 304
+            to a request whose If-None-Match names it."""
+            with index.lock:
+                fail = index.failing > 0
+                index.failing -= fail
+            if fail:
+                return self._send(503, b"busy", "text/plain", {})
+            if index.garbled:
+                body, ctype = b"{not json", "application/vnd.pypi.simple.v1+json"
+            etag = '"' + hashlib.sha256(body + ctype.encode()).hexdigest()[:16] + '"'
+            extra = {"ETag": etag}
+            if index.cache_control is not None:
+                extra["Cache-Control"] = index.cache_control
+            if self.headers.get("If-None-Match") == etag:
+                with index.lock:
+                    index.not_modified.append(self.path)
+                self.send_response(304)
+                for k, v in extra.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                return
+            self._send(200, body, ctype, extra)
 
         def _file(self, path: Path) -> None:
             size = path.stat().st_size
@@ -140,6 +174,8 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
                 code = 206
                 if index.lie:  # a suffix range read as a prefix; any other range one further on
                     start, end = (0, end - start) if not m.group(1) else (start + 1, end)
+                if index.whole_tail and not m.group(1):
+                    start, end = 0, size - 1
             self.send_response(code)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(end - start + 1))
@@ -171,9 +207,12 @@ def serve(
     ranges: bool = True,
     auth: tuple[str, str] | None = None,
     lie: bool = False,
+    whole_tail: bool = False,
+    cache_control: str | None = None,
 ) -> Iterator[Index]:
     """An index of these wheels on 127.0.0.1 (a free port); yields it, `url` its /simple/."""
-    index = Index({w.name: w for w in wheels}, ranges, auth, lie)
+    index = Index({w.name: w for w in wheels}, ranges, auth, lie, whole_tail=whole_tail)
+    index.cache_control = cache_control
     hashes = {w.name: _sha256(w) for w in wheels}
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(index, hashes))
     server.daemon_threads = True

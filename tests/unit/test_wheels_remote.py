@@ -36,12 +36,21 @@ def test_pip_settings_env_over_download_over_global() -> None:
 def test_settings_only_pip_honours_leave_the_fetch_to_pip() -> None:
     for extra, why in (
         (":env:.no-index='1'", "no-index"),
-        ("global.client-cert='/k.pem'", "client-cert"),
-        ("global.trusted-host='127.0.0.1'", "trusted-host"),
+        ("global.keyring-provider='subprocess'", "keyring-provider"),
     ):
         values = pipconf.parse_config_list(f"global.index-url='http://127.0.0.1:1/s'\n{extra}\n")
         config = pipconf.decide(values, None)
         assert not config.supported and why in config.why
+        assert config.pip_only == (why != "no-index")
+    honoured = pipconf.parse_config_list(
+        "global.index-url='http://127.0.0.1:1/s'\nglobal.client-cert='/k.pem'\n"
+        "install.trusted-host='127.0.0.1 other:8080'\n"
+    )
+    config = pipconf.decide(honoured, None)
+    assert config.supported and config.client_cert == "/k.pem"
+    off = {**honoured, ":env:.keyring-provider": "disabled"}  # pip's own "no keyring"
+    assert not pipconf.decide(off, None).pip_only
+    assert config.trusted_hosts == ("127.0.0.1", "other:8080")
     only_files = pipconf.decide(pipconf.parse_config_list("global.index-url='file:///x'\n"), None)
     assert not only_files.supported and only_files.index_urls == ()
     assert pipconf.decide({}, "https://127.0.0.1/simple").index_urls == (

@@ -158,7 +158,7 @@ def test_download_goes_into_the_store_once_with_progress(
     assert store.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
     [blob] = (root / "blobs").glob("*.whl")
     assert blob.stem == hashlib.sha256(made.read_bytes()).hexdigest()
-    assert "vpatch: downloading demo 2.0 (10 MB) through pip" in capsys.readouterr().err
+    assert "vpatch: downloading demo 2.0 (10 MB)\n" in capsys.readouterr().err
     again = Store(root, sources=[])
     assert again.wheel("demo", Version("2.0")).read("demo/__init__.py") == MOD
     downloads = calls.read_text().split().count("download")  # `config list`: the ranged path's
