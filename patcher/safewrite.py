@@ -79,10 +79,9 @@ def _open_dir(head: str, shown: str, what: str) -> int:
 
 def check(path: str | Path, what: str = "--report") -> None:
     """Refuse now (exit 2) what `write` would refuse later: an existing entry that is not a
-    file of ours. A missing directory is left to the write (a rollout makes its own)."""
+    file of ours, or a directory that cannot be opened (a command checks before its hosts;
+    a rollout makes its report's directory itself, then writes)."""
     head, name = _split(path)
-    if not os.path.isdir(head):
-        return
     dfd = _open_dir(head, str(path), what)
     try:
         _check_at(dfd, name, str(path), what)

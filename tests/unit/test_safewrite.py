@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patcher import safewrite
+from patcher.errors import UsageError
 from patcher.output.report import write_report
 from patcher.result import RunResult
 from tests.support.stranger import shared_dir, stranger
@@ -111,3 +112,9 @@ def test_cache_writes_go_through_the_same_door(tmp_path: Path) -> None:
     rewrite_cache.write_entry(d, "fresh.json", {"x": 1}, 10)
     assert (d / "fresh.json").read_text() == '{"x": 1}'
     assert (d / "fresh.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_missing_directory_is_refused_by_the_early_check(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="cannot open its directory") as exc:
+        safewrite.check(tmp_path / "nowhere" / "r.json")
+    assert exc.value.exit_code == 2 and exc.value.hint
