@@ -28,7 +28,6 @@ import importlib.util
 import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -171,6 +170,8 @@ def put(text_sha: str, spec: PatchSpec, index: str, result: RewriteResult) -> No
 def write_entry(d: Path, name: str, entry: Any, keep: int) -> None:
     """`entry` as JSON in `d/name`, atomically (a temp file, fsync, rename), then at most `keep`
     entries kept (prune). A cache that cannot be written is a cache that misses next time."""
+    import tempfile  # a write (a cache miss) only: a warm run never imports it
+
     tmp = ""
     try:
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=d)
