@@ -73,6 +73,9 @@ class Forwarder:
         self.bytes_per_s = mbit * 1e6 / 8 if mbit > 0 else 0.0
         self.counts = {port: Counts() for port in routes}
         self.servers: list[asyncio.Server] = []
+        # Every connection's task, held: asyncio keeps only a weak reference to tasks, and one
+        # whose both ends went quiet would otherwise be collected mid-wait (and logged).
+        self.tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         for listen, target in self.routes.items():
@@ -83,7 +86,14 @@ class Forwarder:
                 listen: int = listen,
                 target: int = target,
             ) -> None:
-                await self.connection(r, w, listen, target)
+                task = asyncio.current_task()
+                if task is not None:
+                    self.tasks.add(task)
+                try:
+                    await self.connection(r, w, listen, target)
+                finally:
+                    if task is not None:
+                        self.tasks.discard(task)
 
             self.servers.append(await asyncio.start_server(accept, LOOPBACK, listen))
 
