@@ -162,8 +162,9 @@ class Forwarder:
         word, _, arg = line.strip().partition(" ")
         if word == "delay":
             self.delay = float(arg) / 1000.0
-        elif word == "reset":
-            self.counts = {port: Counts() for port in self.routes}
+        elif word == "reset":  # in place: a live connection (a master) keeps counting here
+            for c in self.counts.values():
+                c.connections = c.bytes_up = c.bytes_down = c.flights = c.round_trips = 0
         elif word != "stats":
             return {"error": f"unknown command {word!r}"}
         return {

@@ -25,7 +25,7 @@ def test_flights_count_direction_changes_and_answers() -> None:
     assert (counts.bytes_up, counts.bytes_down) == (8, 9)
 
 
-async def _ping_pong(k: int, blob: bytes) -> tuple[list[bytes], bytes, Counts, Counts]:
+async def _ping_pong(k: int, blob: bytes) -> tuple[list[bytes], bytes, Counts, Counts, Counts]:
     async def echo(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         w.write(b"banner\n")  # as sshd: the server speaks first
         while line := await r.readline():
@@ -45,21 +45,26 @@ async def _ping_pong(k: int, blob: bytes) -> tuple[list[bytes], bytes, Counts, C
         await w.drain()
         got.append(await r.readline())
     pinged = Counts(**vars(fwd.counts[listen]))
+    fwd.control("reset")  # a live connection (a shared master) counts on after a reset
+    w.write(b"again\n")
+    await w.drain()
+    got.append(await r.readline())
+    again = Counts(**vars(fwd.counts[listen]))
     w.write(blob)  # many chunks, one flight: the order of every byte kept
     await w.drain()
     echoed = await r.readexactly(len(blob))
     w.close()
     for s in [*fwd.servers, upstream]:
         s.close()
-    return got, echoed, pinged, fwd.counts[listen]
+    return got, echoed, pinged, again, fwd.counts[listen]
 
 
 def test_a_ping_pong_counts_its_round_trips_and_keeps_order() -> None:
     blob = b"".join(b"%07d\n" % i for i in range(40_000))  # 320 KB
-    got, echoed, pinged, counts = asyncio.run(_ping_pong(5, blob))
-    assert got == [b"banner\n"] + [b"req %d\n" % i for i in range(5)]
+    got, echoed, pinged, again, counts = asyncio.run(_ping_pong(5, blob))
+    assert got == [b"banner\n"] + [b"req %d\n" % i for i in range(5)] + [b"again\n"]
     assert echoed == blob
-    assert counts.connections == 1
+    assert (again.connections, again.flights, again.round_trips) == (0, 2, 1)
     # the banner, then 5 requests each answered: 11 one-way flights, 6 answers waited for
     assert (pinged.flights, pinged.round_trips) == (11, 6)
-    assert counts.bytes_up == sum(len(b"req %d\n" % i) for i in range(5)) + len(blob)
+    assert counts.bytes_up == len(b"again\n") + len(blob)
