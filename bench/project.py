@@ -33,6 +33,9 @@ TOOLS = {  # row name -> (label, usable cores: None = all of the controller's)
     "vpatch-apply": ("vpatch apply", None),
     "pyinfra": ("pyinfra", 1),
     "ansible-pipelining": ("ansible-core (pipelining)", None),
+    # the next command within ControlPersist: a session over the master, no handshake
+    "floor-mux": ("floor, warm shared connection", None),
+    "vpatch-apply-mux": ("vpatch apply, warm shared connection", None),
 }
 FLEETS = (128, 1_000, 10_000)
 CORES = (2, 16)
