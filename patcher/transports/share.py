@@ -29,9 +29,12 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from typing import NamedTuple
 
 PERSIST = "60s"
+KEEP_CONFIGS = 64  # -F files kept in the control directory (one per --ssh-config path)
+PRUNE_AFTER = 86400.0  # ...and none pruned that a run used within this many seconds
 SOCKET_MAX = 107  # sun_path is 108 bytes with its NUL
 _SSH_TEMP_SUFFIX = 17  # ssh binds "PATH." + 16 random characters, then renames it to PATH
 _HASH_LEN = 40  # %C: a SHA-1 in hex
@@ -144,6 +147,7 @@ def write_config(directory: str, text: str) -> str:
     else:
         try:
             if os.read(fd, len(text) + 1) == text.encode():
+                os.utime(fd)  # in use: not pruned while a run may still read it
                 return path
         finally:
             os.close(fd)
@@ -154,7 +158,25 @@ def write_config(directory: str, text: str) -> str:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    _prune(directory, keep=KEEP_CONFIGS)
     return path
+
+
+def _prune(directory: str, keep: int) -> None:
+    """At most `keep` -F files (one per --ssh-config path met), the least recently used
+    going first, and none used in the last PRUNE_AFTER seconds: a run started then may still
+    hand its file to an `ssh` (a reused file's mtime is renewed, write_config)."""
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith("ssh_config-")]
+        if len(names) <= keep:
+            return
+        used = {n: os.stat(os.path.join(directory, n)).st_mtime for n in names}
+        old = time.time() - PRUNE_AFTER
+        for name in sorted(names, key=used.__getitem__)[: len(names) - keep]:
+            if used[name] < old:
+                os.unlink(os.path.join(directory, name))
+    except OSError:
+        pass  # another run pruned meanwhile
 
 
 _made: dict[str | None, Sharing] = {}

@@ -85,3 +85,22 @@ def test_the_config_file_is_written_once_by_its_content(tmp_path: Path) -> None:
     assert os.stat(first).st_ino == ino
     assert Path(first).read_text() == "Host *\n"
     assert share.write_config(str(tmp_path), "Host x\n") != first
+
+
+def test_old_config_files_are_pruned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made = [share.write_config(str(tmp_path), f"Host h{i}\n") for i in range(5)]
+    for i, path in enumerate(made):  # written in order: the mtimes say so
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    monkeypatch.setattr(share, "KEEP_CONFIGS", 3)
+    share.write_config(str(tmp_path), "Host h5\n")
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert len(kept) == 3
+    assert Path(made[0]).name not in kept and Path(made[4]).name in kept
+
+
+def test_config_files_used_lately_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run started within PRUNE_AFTER may still hand its file to ssh: never pruned."""
+    monkeypatch.setattr(share, "KEEP_CONFIGS", 2)
+    for i in range(4):
+        share.write_config(str(tmp_path), f"Host h{i}\n")
+    assert len(list(tmp_path.iterdir())) == 4
