@@ -70,10 +70,12 @@ $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
 # The rows measure this tree installed as users install it (README: pipx / uv tool): a venv of
 # its own with a non-editable install and only the runtime dependencies (bench/measured.py).
 BENCH_VPATCH := $(VENV)/installed
+# Round-trip times in ms (bench/delay.py in front of every host above 0): `make bench BENCH_RTT=0,2,30`
+BENCH_RTT ?= 0
 bench: install $(BIN)/pyinfra
 	$$($(BIN)/python -c 'import sys; print(sys._base_executable)') -m venv --clear $(BENCH_VPATCH)
 	$(BENCH_VPATCH)/bin/pip install -q .
-	VPATCH_BENCH_VPATCH=$(abspath $(BENCH_VPATCH))/bin/vpatch $(BIN)/python -m bench.run
+	VPATCH_BENCH_VPATCH=$(abspath $(BENCH_VPATCH))/bin/vpatch $(BIN)/python -m bench.run --rtt $(BENCH_RTT)
 
 # The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
 # No --quiet: it hides warnings from the counter --strict aborts on, so a broken link or anchor

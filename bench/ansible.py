@@ -18,7 +18,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from bench.timing import Timed, child_env, timed
@@ -76,6 +76,8 @@ class Ansible:
         self.work = work
         self.lab = lab
         self.default_kex = default_kex  # OpenSSH's own choice, not the lab's curve25519
+        # The port a host is reached on (bench/rttlab.py: its forwarder's, at RTT > 0).
+        self.port_of: Callable[[harness.SshHost], int] = lambda h: h.port
         self.playbook_bin = ensure_venv()
         work.mkdir(parents=True, exist_ok=True)
         (work / "local-tmp").mkdir(exist_ok=True)
@@ -94,7 +96,9 @@ class Ansible:
             ]
         )
         lines = ["[bench]"]
-        lines += [f"{h.name} ansible_host={h.address} ansible_port={h.port}" for h in hosts]
+        lines += [
+            f"{h.name} ansible_host={h.address} ansible_port={self.port_of(h)}" for h in hosts
+        ]
         lines += [
             "",
             "[bench:vars]",

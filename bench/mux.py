@@ -36,13 +36,18 @@ class Mux:
         # A short directory: a ControlPath must fit a unix socket's 108 bytes.
         self.control = Path(tempfile.mkdtemp(prefix="vpatch-cm-"))
         self.config = work / "ssh_config_bench_mux"
+        self.lab = lab
+        self.pids: dict[str, int] = {}
+
+    def _write_config(self) -> None:
+        """The lab's ssh_config as it is now (bench/rttlab.py switches its ports), sharing
+        ahead of it."""
         self.config.write_text(
             "Host *\n"
             "  ControlMaster auto\n"
             f"  ControlPath {self.control}/%C\n"
-            "  ControlPersist 600\n\n" + lab.ssh_config.read_text()
+            "  ControlPersist 600\n\n" + self.lab.ssh_config.read_text()
         )
-        self.pids: dict[str, int] = {}
 
     def _ssh(self, host: str, *argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -55,6 +60,7 @@ class Mux:
     def warm(self, hosts: Sequence[harness.SshHost]) -> None:
         """A master for every host (outside the clock): one `ssh h true` each, all at once."""
         self.control.mkdir(mode=0o700, exist_ok=True)  # (close() removed it after a size)
+        self._write_config()
         procs = [
             subprocess.Popen(
                 ["ssh", "-F", str(self.config), "-n", h.name, "true"],

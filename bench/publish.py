@@ -46,7 +46,41 @@ SINGLE = {
 
 
 def _rows(doc: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    return {(r["name"], int(r["hosts"])): r for r in doc["rows"]}
+    """The rows of the run's last RTT (a run of several RTTs has a table of its own for them,
+    `rtt_table`; the last one holds the import rows)."""
+    last = (doc.get("rtt_ms") or [0.0])[-1]
+    return {(r["name"], int(r["hosts"])): r for r in doc["rows"] if r.get("rtt_ms", 0.0) == last}
+
+
+RTT_ROWS = ["floor", "ansible-pipelining", "pyinfra", "vpatch-apply", "floor-mux"]
+RTT_ROWS += ["vpatch-apply-mux"]
+
+
+def rtt_table(doc: dict[str, Any]) -> list[str]:
+    """Every RTT's wall, x floor, round trips and CPU: one line per (row, hosts, RTT)."""
+    body = []
+    rows = [r for r in doc["rows"] if r["name"] in RTT_ROWS]
+    floors = {(int(r["hosts"]), r.get("rtt_ms", 0.0)): r for r in rows if r["name"] == "floor"}
+    for r in sorted(
+        rows, key=lambda r: (r.get("rtt_ms", 0.0), r["hosts"], RTT_ROWS.index(r["name"]))
+    ):
+        key = (int(r["hosts"]), r.get("rtt_ms", 0.0))
+        floor = _median(floors.get(key))
+        trips = r.get("round_trips", {}).get("median")
+        body.append(
+            [
+                r["name"],
+                str(r["hosts"]),
+                f"{r.get('rtt_ms', 0.0):g}",
+                f"{_median(r):.3f}",
+                f"{_median(r) / floor:.2f}" if floor == floor and r["name"] != "floor" else "",
+                "" if trips is None else f"{trips:g}",
+                f"{_median(r, 'controller_cpu_s'):.3f}",
+                f"{_median(r, 'hosts_cpu_s'):.3f}",
+            ]
+        )
+    head = ["row", "hosts", "RTT ms", "wall s", "x floor", "round trips/host", "ctl CPU s"]
+    return _table([*head, "hosts CPU s"], body)
 
 
 def _median(row: dict[str, Any] | None, key: str = "wall_s") -> float:
@@ -270,6 +304,16 @@ def markdown(doc: dict[str, Any], heading: str = "#") -> str:
             "",
         ]
         out += _table(["row", "median s", "runs"], single)
+    if len(doc.get("rtt_ms") or [0.0]) > 1 or (doc.get("rtt_ms") or [0.0])[0] > 0:
+        out += [
+            "",
+            f"{h2} Round-trip times (bench/delay.py in front of every host)",
+            "",
+            "Medians; round trips: the answers each host's client waited for, counted by the "
+            "forwarder (none at RTT 0: no forwarder in the path).",
+            "",
+        ]
+        out += rtt_table(doc)
     tgts = doc.get("targets", [])
     if tgts:
         out += ["", f"{h2} Targets", ""]

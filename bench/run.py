@@ -70,6 +70,7 @@ from bench.measured import vpatch_argv, vpatch_install
 from bench.mux import Mux
 from bench.pyinfra import Pyinfra
 from bench.pyinfra import executable as pyinfra_executable
+from bench.rttlab import RttLab
 from bench.timing import Timed, child_env, summary, timed
 from tests import envs
 from tests import sshd as harness
@@ -111,10 +112,15 @@ class Row:
     wall: list[float] = field(default_factory=list)
     cpu: list[float] = field(default_factory=list)
     extra: dict[str, list[float]] = field(default_factory=dict)
+    rtt_ms: float = 0.0
+    # Figures the run's measure() took beside the clock (the RTT lab's round trips), added
+    # with the run's own at its add().
+    pending: dict[str, float] = field(default_factory=dict)
 
     def add(self, t: Timed, **extra: float) -> None:
         self.wall.append(t.wall)
         self.cpu.append(t.cpu)
+        extra, self.pending = {**self.pending, **extra}, {}
         for k, v in extra.items():
             self.extra.setdefault(k, []).append(v)
 
@@ -126,6 +132,7 @@ class Row:
         return {
             "name": self.name,
             "hosts": self.hosts,
+            "rtt_ms": self.rtt_ms,
             "runs": len(self.wall),
             "wall_s": {k: round(v, 4) for k, v in summary(self.wall).items()},
             "controller_cpu_s": {k: round(v, 4) for k, v in summary(self.cpu).items()},
@@ -181,26 +188,38 @@ class Bench:
         self.cache_dir = work / "rewrite-cache"
         self.host_cpu = HostCpu([standin.lab, import_lab])
         self.mux = Mux(standin.lab, work)
+        self.rtt: RttLab | None = None  # the stand-in hosts behind bench/delay.py
+        self.trips: dict[str, float] = {}  # the last measure()'s round trips (per host)
 
     def measure(self, run: Callable[[], Timed], mux: bool = False) -> tuple[Timed, float]:
         """Run, and the CPU the hosts spent on it (read once every session is over). Over
         shared connections (`mux`): the hosts' live sshd processes counted too, and the CPU
         the masters spent added to the controller's (bench/mux.py)."""
+        rtt = self.rtt
         if not mux:
             before = self.host_cpu.read()
+            if rtt is not None:
+                rtt.reset()
             t = run()
+            self.trips = rtt.trips() if rtt is not None else {}
             return t, self.host_cpu.read() - before
         self.host_cpu.read()  # every earlier session over
         before, masters = self.host_cpu.read(live=True), self.mux.cpu()
+        if rtt is not None:
+            rtt.reset()
         t = run()
+        self.trips = rtt.trips() if rtt is not None else {}
         time.sleep(0.2)  # the last sessions' processes reaped by their sshd
         spent = self.host_cpu.read(live=True) - before
         return dataclasses.replace(t, cpu=t.cpu + self.mux.cpu() - masters), spent
 
     def row(self, name: str, hosts: int) -> Row:
+        rtt_ms = self.rtt.rtt_ms if self.rtt is not None else 0.0
         if self.warming:
-            return Row(name, hosts)
-        return self.rows.setdefault((name, hosts), Row(name, hosts))
+            return Row(name, hosts, rtt_ms=rtt_ms)
+        row = self.rows.setdefault((name, hosts), Row(name, hosts, rtt_ms=rtt_ms))
+        row.pending, self.trips = self.trips, {}
+        return row
 
     # -- checks (outside the clock) ------------------------------------------------------------
 
@@ -579,6 +598,8 @@ def targets(bench: Bench) -> list[dict[str, Any]]:
             f"{_cpu_text(bench, 'pyinfra', top)}; {_cpu_text(bench, 'vpatch-apply', top)}",
             _paired(bench, ("pyinfra", top), ("vpatch-apply", top)),
         )
+    if ("vpatch-verify-import", 1) not in bench.rows:  # an RTT phase before the last
+        return out
     ver, bare = _median(bench, "vpatch-verify-import", 1), _median(bench, "bare-import", 1)
     on_host = summary(bench.rows[("vpatch-verify-import", 1)].extra["import_seconds_on_host"])
     add(
@@ -660,6 +681,10 @@ def _order(name: str) -> int:
     return _ORDER.index(name) if name in _ORDER else len(_ORDER)
 
 
+def _sorted(rows: dict[tuple[str, int], Row]) -> list[tuple[tuple[str, int], Row]]:
+    return sorted(rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0])))
+
+
 def _proc_field(path: str, key: str) -> str:
     """The value of the first `key: value` (or `key=value`) line of a /proc or /etc file."""
     try:
@@ -736,10 +761,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--kex",
         choices=["lab", "default"],
-        default="lab",
-        help="lab: curve25519-sha256 as the lab's ssh_config forces (default); default: "
-        "OpenSSH's own choice (post-quantum sntrup761x25519/mlkem768x25519, as real fleets "
-        "negotiate) for the floor, ansible and vpatch (pyinfra's paramiko has no such kex)",
+        default="default",
+        help="default: OpenSSH's own choice (post-quantum sntrup761x25519/mlkem768x25519, as "
+        "real fleets negotiate) for the floor, ansible and vpatch (pyinfra's paramiko has no "
+        "such kex); lab: curve25519-sha256, as the lab's ssh_config writes it",
+    )
+    p.add_argument(
+        "--rtt",
+        default="0",
+        help="comma-separated round-trip times in ms (default 0: loopback); above 0 every "
+        "stand-in host sits behind bench/delay.py's forwarder, RTT/2 each way, and rows "
+        "count round trips per host",
     )
     p.add_argument(
         "--wheel-reps",
@@ -804,6 +836,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sizes or min(sizes) < 1:
             raise SystemExit("--sizes: host counts must be at least 1")
     reps = args.reps or (1 if args.quick else REPS)
+    try:
+        rtts = [float(r) for r in args.rtt.split(",")]
+    except ValueError:
+        raise SystemExit(f"--rtt {args.rtt}: want milliseconds, e.g. 0,2,30") from None
+    if not rtts or min(rtts) < 0:
+        raise SystemExit("--rtt: round-trip times are 0 or more")
     kind = args.import_env or ("standin" if args.quick else "vllm")
     warmup = not args.quick
     began = time.monotonic()
@@ -827,17 +865,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = Bench(work, standin_lab, import_lab, kind, sizes, args.kex == "default")
         if bench.pyinfra is None:
             log("pyinfra is not installed (pip install -e '.[bench]'): no pyinfra rows")
-        for n in sizes:
-            warm = warmup and n == sizes[0]  # caches are the same for every size after this
-            n_reps = size_reps(n, reps, explicit=args.reps is not None)
-            short = " (short schedule: no ansible without pipelining, no rollback)"
-            log(
-                f"{n} host(s): {n_reps} repetition(s){' after a warm-up' if warm else ''}"
-                f"{short if n > BIG_HOSTS else ''}"
-            )
-            run_size(bench, n, n_reps, warm, log)
-        log("import figure")
-        run_import(bench, reps, warmup, log)
+        if any(r > 0 for r in rtts):
+            rtt = bench.rtt = RttLab(standin_lab.lab, work)
+            bench.ansible.port_of = rtt.port
+        phases: list[tuple[float, dict[tuple[str, int], Row], list[dict[str, Any]]]] = []
+        for i, rtt_ms in enumerate(rtts):
+            if bench.rtt is not None:
+                bench.rtt.set(rtt_ms)
+                log(f"RTT {rtt_ms:g} ms ({'loopback' if rtt_ms <= 0 else 'bench/delay.py'})")
+            bench.rows = {}
+            for n in sizes:
+                # caches are the same for every size and RTT after this
+                warm = warmup and n == sizes[0] and i == 0
+                n_reps = size_reps(n, reps, explicit=args.reps is not None)
+                short = " (short schedule: no ansible without pipelining, no rollback)"
+                log(
+                    f"{n} host(s): {n_reps} repetition(s){' after a warm-up' if warm else ''}"
+                    f"{short if n > BIG_HOSTS else ''}"
+                )
+                run_size(bench, n, n_reps, warm, log)
+            if i == len(rtts) - 1:
+                log("import figure")
+                run_import(bench, reps, warmup, log)
+            phases.append((rtt_ms, bench.rows, targets(bench)))
+        if bench.rtt is not None:
+            bench.rtt.close()
         sim_targets = _count(args.sim_targets, SIM_TARGETS, QUICK_SIM_TARGETS, args.quick)
         sim = None
         if sim_targets:
@@ -856,7 +908,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("rollout: its cost beyond restart + health, 1 and 8 hosts (bench/rollout.py)")
         ro_sizes = [n for n in (1, 8) if n <= max(sizes)] or [1]
         rolled = bench_rollout.run(ro_sizes, reps, 1.0 if args.quick else bench_rollout.RESTART_S)
-        tgts = targets(bench)
+        tgts = [{**t, "rtt_ms": r} for r, _, ts in phases for t in ts]
+        all_rows = [row for _, rows, _ in phases for _, row in _sorted(rows)]
         elapsed = time.monotonic() - began
         doc = {
             "schema": 1,
@@ -894,10 +947,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if bench.pyinfra
                 else {"pyinfra": "not installed (the bench extra): no pyinfra rows"},
             },
-            "rows": [
-                r.as_json()
-                for _, r in sorted(bench.rows.items(), key=lambda kv: (kv[0][1], _order(kv[0][0])))
-            ],
+            "rtt_ms": list(rtts),
+            "rows": [r.as_json() for r in all_rows],
             "targets": tgts,
             "controller_only": sim,
             "journal": kept,
@@ -906,7 +957,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
-        print(table(bench, tgts))
+        for rtt_ms, rows, ts in phases:
+            bench.rows = rows
+            print(f"\nRTT {rtt_ms:g} ms:\n" + table(bench, ts))
         if sim is not None:
             print("\n" + simulate.text(sim))
         if kept is not None:
@@ -916,7 +969,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n" + bench_rollout.text(rolled))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
-        default = default and args.kex == "lab"
+        default = default and args.kex == "default" and rtts == [0.0]
         default = default and kind == "vllm" and sim_targets == SIM_TARGETS
         written = publish.write(doc, args.out.with_suffix(".md"), docs=default)
         print(f"\nwrote {args.out}, {', '.join(map(str, written))} in {elapsed:.0f} s")

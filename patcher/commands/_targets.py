@@ -80,6 +80,13 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=600.0, metavar="S", help="seconds per agent call (600)"
     )
     ssh.add_argument(
+        "--no-share",
+        action="store_true",
+        help="connect to each host on its own: no OpenSSH master kept for the next command "
+        "(default: ControlMaster auto, ControlPersist 60s where the ssh_config sets neither "
+        "ControlMaster nor ControlPath; inventory: share = false)",
+    )
+    ssh.add_argument(
         "--ssh-client",
         choices=("auto", "openssh", "paramiko"),
         default="auto",
@@ -178,7 +185,10 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
                 )
             return Target("local", "local", python=args.python or "python3", local=True)
         user, host, port = parse_target(spec)
-        return Target(spec, host, user, port, args.python or "python3", args.identity, args.sudo)
+        share = False if args.no_share else None
+        return Target(
+            spec, host, user, port, args.python or "python3", args.identity, args.sudo, share=share
+        )
 
     return make
 
@@ -206,6 +216,7 @@ def targets(args: argparse.Namespace) -> list[Target]:
     inv = None
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
+        flags["share"] = False if args.no_share else None
         inv = load_inventory(args.inventory, flags)
     found = select(inv, args.host, args.group, flag_target(args))
     from patcher.transports import sshnames

@@ -37,6 +37,9 @@ class Target(NamedTuple):
     # This machine, no SSH: only when written so (`--host local`, `address = "local"`,
     # ansible_connection=local), never because a host is NAMED local.
     local: bool = False
+    # False: this host's SSH connection is not shared with later commands (`--no-share`,
+    # `share = false`; patcher.transports.share); None: shared, the default.
+    share: bool | None = None
 
 
 class Inventory(NamedTuple):
@@ -53,6 +56,7 @@ _FIELDS: dict[str, type] = {
     "identity": str,
     "sudo": bool,
     "sudo_user": str,
+    "share": bool,
 }
 _FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rollout/walk.py)
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
@@ -60,8 +64,9 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
-    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user; for rollout "
-    "restart, health, metrics) and [[host]] tables with name, address and optional groups"
+    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share; for "
+    "rollout restart, health, metrics) and [[host]] tables with name, address and optional "
+    "groups"
 )
 
 
@@ -118,6 +123,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
             metrics=_pick("metrics", h, defaults, flags),
             sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
             local=here,
+            share=_pick("share", h, defaults, flags),
         )
         if here and sudo:
             raise SpecError(

@@ -206,6 +206,9 @@ def _describe_transport(target: str, transport: Any) -> None:
             return
         _state.described.add(target)
     detail(f"{target}: agent: {command_line(list(argv()))}")
+    shared = getattr(transport, "share_note", None)  # the OpenSSH transport's sharing
+    if shared:
+        detail(f"{target}: ssh: {shared}")
 
 
 def _agent_stderr(target: str, transport: Any) -> None:

@@ -62,6 +62,8 @@ class Target(Protocol):
     def sudo_user(self) -> str | None: ...
     @property
     def local(self) -> bool: ...  # this machine: only when written so, never by a name
+    @property
+    def share(self) -> bool | None: ...  # False: no shared SSH connection (--no-share)
 
 
 class Settings(NamedTuple):

@@ -100,8 +100,19 @@ class OpenSshTransport(PipeTransport):
         self.opts, self.ssh = opts, ssh
         self.call_timeout = opts.call_timeout
         self.connect_grace = opts.connect_timeout  # paramiko connects before the call's clock
+        # Connection sharing (transports.share): the `-F` file that adds it after the
+        # operator's config, once per command; `share_note` is what -v says of it.
+        self.share_config: str | None = None
+        self.share_note = "not shared: --no-share / share = false"
+        if opts.share:
+            from patcher.transports import share
+
+            self.share_config, self.share_note = share.prepare(opts.ssh_config)
 
     def _options(self, strict: str) -> list[str]:
+        return self._base_options(strict, self.share_config or self.opts.ssh_config)
+
+    def _base_options(self, strict: str, config: str | None) -> list[str]:
         o = self.opts
         argv = [
             "-T",
@@ -110,7 +121,7 @@ class OpenSshTransport(PipeTransport):
             "-o", f"ConnectTimeout={max(1, math.ceil(o.connect_timeout))}",
             "-o", f"ServerAliveInterval={o.keepalive}",
         ]  # fmt: skip
-        argv += ["-F", o.ssh_config] if o.ssh_config else []
+        argv += ["-F", config] if config else []
         argv += ["-o", f"IdentityFile={_path_value(o.identity)}"] if o.identity else []
         if o.known_hosts:  # the one file, as with paramiko: no global ones
             argv += ["-o", f"UserKnownHostsFile={_path_value(o.known_hosts)}"]
@@ -229,9 +240,11 @@ class OpenSshTransport(PipeTransport):
         """(type, SHA256 fingerprint) of the key the host presents: ssh names it only in its
         debug output, so a refused connection is made once more, verbosely, to quote it (an
         error path: no run pays for it otherwise)."""
-        argv = [
+        argv = [  # a connection of its own, to see the key: no master used or left
             self.ssh,
-            *self._options("yes"),
+            *self._base_options("yes", self.opts.ssh_config),
+            "-o",
+            "ControlPath=none",
             "-o",
             "LogLevel=DEBUG1",
             "--",

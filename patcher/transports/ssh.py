@@ -59,6 +59,8 @@ class SshOptions(NamedTuple):
     trusted_python: str = ""  # privsep's stage 0 as root (TRUSTED_PYTHON when empty)
     call_timeout: float = 600.0
     keepalive: int = 15
+    # Shared connections (transports.share): False for `--no-share` / `share = false`.
+    share: bool = True
 
 
 def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostError:
@@ -124,4 +126,5 @@ def options(target: Target, settings: Settings) -> SshOptions:
         call_timeout=settings.call_timeout,
         trusted_python=settings.trusted_python,
         keepalive=settings.keepalive,
+        share=target.share is not False,
     )

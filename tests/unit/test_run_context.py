@@ -28,6 +28,7 @@ NOT_RUN_STATE = {
     "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
     "specs/cache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
+    "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
     "authoring/capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
