@@ -167,3 +167,21 @@ def test_credentials_and_the_whole_wheels_hash(tmp_path: Path) -> None:
         with pytest.raises(remote.NoRanges, match="sha256"):
             fresh.download("demo", Version("1.0"), again)
         assert list(again.iterdir()) == []
+
+
+def test_an_index_gone_offline_leaves_the_kept_page_in_use(tmp_path: Path) -> None:
+    """A kept page its server said not to reuse (max-age=0): with the index answering, one
+    request; with nothing listening any more, the kept page as it was (a laptop offline can
+    still list what it saw); --refresh insists on the index and says it cannot be reached."""
+    from patcher.wheels import indexclient
+
+    wheel = wheellab.fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b""})
+    store = tmp_path / "store"
+    with rangeindex.serve([wheel], cache_control="max-age=0") as index:
+        config = pipconf.IndexConfig(index_urls=(index.url,), timeout=10, retries=0)
+        assert indexclient.Client(config, store).versions("demo") == [Version("1.0")]
+    offline = indexclient.Client(config, store)
+    assert offline.versions("demo") == [Version("1.0")]
+    assert offline.asked.stale == 1 and offline.asked.requests == 0
+    with pytest.raises(remote.Unreachable):
+        indexclient.Client(config, store, refresh=True).versions("demo")
