@@ -11,9 +11,10 @@ checked like every store file) with its ETag, Last-Modified and Cache-Control ma
 younger than its max-age (at most FRESH_MAX) is used as it is, no request; an older one is
 asked for again conditionally (If-None-Match / If-Modified-Since: a 304 answer has no body);
 `refresh=True` (`--refresh`) asks for it whole. An index that does not answer at all (offline,
-refused, no name) leaves a kept page in use as it was, however old. A whole wheel is streamed to disk through
-sha256 (the index's hash must match), with pip's retries on a server error or a dropped
-connection; a host that refuses or cannot be resolved is not retried (pip would fail the same).
+refused, no name) leaves a kept page in use as it was, however old. A whole wheel is streamed
+to disk through sha256 (the index's hash must match), with pip's retries on a server error or
+a dropped connection; a host that refuses or cannot be resolved is not retried (pip would fail
+the same).
 """
 
 from __future__ import annotations
