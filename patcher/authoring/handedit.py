@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, TextIO
 
 from packaging.version import InvalidVersion
@@ -48,8 +48,9 @@ class FileDiff:
     after: str | None  # text on the host
     note: str = ""
 
-    @property
+    @cached_property
     def diff(self) -> str:
+        """The unified diff (made once: the report and --json both print it)."""
         if self.before is None or (self.after is None and self.state != "missing"):
             return ""
         return "".join(

@@ -10,9 +10,11 @@ Warm means no network: every http(s) page read is kept in the wheel store (`<sto
 checked like every store file) with its ETag, Last-Modified and Cache-Control max-age. A page
 younger than its max-age (at most FRESH_MAX) is used as it is, no request; an older one is
 asked for again conditionally (If-None-Match / If-Modified-Since: a 304 answer has no body);
-`refresh=True` (`--refresh`) asks for it whole. A whole wheel is streamed to disk through
-sha256 (the index's hash must match), with pip's retries on a server error or a dropped
-connection; a host that refuses or cannot be resolved is not retried (pip would fail the same).
+`refresh=True` (`--refresh`) asks for it whole. An index that does not answer at all (offline,
+refused, no name) leaves a kept page in use as it was, however old. A whole wheel is streamed
+to disk through sha256 (the index's hash must match), with pip's retries on a server error or
+a dropped connection; a host that refuses or cannot be resolved is not retried (pip would fail
+the same).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class Asked:
     requests: int = 0
     not_modified: int = 0
     fresh: int = 0  # pages used from the store without a request
+    stale: int = 0  # kept pages used because their index did not answer at all
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,14 @@ class Client:
             headers["If-None-Match"] = kept.etag
         if kept is not None and kept.last_modified:
             headers["If-Modified-Since"] = kept.last_modified
-        resp = self._open(url, headers, (304, 404, 410))
+        try:
+            resp = self._open(url, headers, (304, 404, 410))
+        except remote.Unreachable:
+            if kept is None:
+                raise
+            self.asked.stale += 1  # no index answers (offline): the kept page, as it was
+            self._pages[url] = kept.files
+            return kept.files
         self.asked.requests += 1
         with resp:
             status = resp.status

@@ -31,7 +31,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from packaging.tags import sys_tags
 from packaging.utils import canonicalize_name, parse_wheel_filename
@@ -103,7 +103,7 @@ class Client:
             host = parts.hostname or ""
             netloc = host + (f":{parts.port}" if parts.port else "")
             if parts.username is not None:
-                self.auth[netloc] = (parts.username, parts.password or "")
+                self.auth[netloc] = (unquote(parts.username), unquote(parts.password or ""))
             self.index_urls.append(urlunsplit(parts._replace(netloc=netloc)))
 
     @staticmethod

@@ -140,3 +140,48 @@ def test_a_busy_index_is_retried_a_garbled_page_is_one_clean_error(tmp_path: Pat
         bad = indexclient.Client(config, tmp_path / "store3")
         with pytest.raises(remote.NoRanges, match="not a project page"):
             bad.versions("demo")
+
+
+def test_credentials_and_the_whole_wheels_hash(tmp_path: Path) -> None:
+    """An index that asks for credentials: the index URL's `user:password@` opens it, for the
+    page and the whole wheel (streamed to disk, its sha256 the page's); without them, one
+    clean error; a wheel that is not the page's sha256 is refused and not left on disk."""
+    from patcher.wheels import indexclient
+
+    wheel = wheellab.fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b"X = 1\n"})
+    with rangeindex.serve([wheel], auth=("u", "p w")) as index:
+        url = index.url.replace("http://", "http://u:p%20w@")
+        config = pipconf.IndexConfig(index_urls=(url,), timeout=10, retries=0)
+        client = indexclient.Client(config, tmp_path / "store")
+        dest = tmp_path / "dest"
+        dest.mkdir()
+        got = client.download("demo", Version("1.0"), dest)
+        assert got.read_bytes() == wheel.read_bytes()
+        anonymous = pipconf.IndexConfig(index_urls=(index.url,), timeout=10, retries=0)
+        with pytest.raises(remote.NoRanges, match="HTTP 401"):
+            indexclient.Client(anonymous, tmp_path / "store2").versions("demo")
+        wheel.write_bytes(wheel.read_bytes() + b"\0")  # the server now sends other bytes
+        again = tmp_path / "again"
+        again.mkdir()
+        fresh = indexclient.Client(config, tmp_path / "store3")
+        with pytest.raises(remote.NoRanges, match="sha256"):
+            fresh.download("demo", Version("1.0"), again)
+        assert list(again.iterdir()) == []
+
+
+def test_an_index_gone_offline_leaves_the_kept_page_in_use(tmp_path: Path) -> None:
+    """A kept page its server said not to reuse (max-age=0): with the index answering, one
+    request; with nothing listening any more, the kept page as it was (a laptop offline can
+    still list what it saw); --refresh insists on the index and says it cannot be reached."""
+    from patcher.wheels import indexclient
+
+    wheel = wheellab.fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b""})
+    store = tmp_path / "store"
+    with rangeindex.serve([wheel], cache_control="max-age=0") as index:
+        config = pipconf.IndexConfig(index_urls=(index.url,), timeout=10, retries=0)
+        assert indexclient.Client(config, store).versions("demo") == [Version("1.0")]
+    offline = indexclient.Client(config, store)
+    assert offline.versions("demo") == [Version("1.0")]
+    assert offline.asked.stale == 1 and offline.asked.requests == 0
+    with pytest.raises(remote.Unreachable):
+        indexclient.Client(config, store, refresh=True).versions("demo")
