@@ -259,23 +259,36 @@ def _step_restart(h: _Host) -> str:
 
 
 def _step_health(h: _Host) -> str:
+    """GET the URL on the host until it answers 200 or --health-timeout passed, the calls
+    paced by patcher.healthpoll (never faster than its INTERVAL, at the deadline too); the
+    tries reported are the agent's own count of its requests."""
+    from patcher import healthpoll
+
     url = h.health
     assert url is not None
     started = time.monotonic()
     deadline = started + h.cfg.health_timeout
-    tries, last = 0, ""
+    tries, last, returned = 0, "", None
     while True:
-        wait = max(0.0, min(HEALTH_CALL, deadline - time.monotonic()))
-        res = h.transport.call(protocol.health_request(url, wait), timeout=wait + 60)
+        call = healthpoll.next_call(
+            time.monotonic(), deadline, returned, healthpoll.INTERVAL, HEALTH_CALL
+        )
+        if call is None:  # no try fits any more: the wait ends at its deadline, as asked
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            took = time.monotonic() - started
+            raise _StepFailed(f"{url} not healthy after {took:.1f} s ({tries} tries): {last}")
+        pause, wait = call
+        if pause > 0:
+            time.sleep(pause)
+        request = protocol.health_request(url, wait, healthpoll.INTERVAL)
+        res = h.transport.call(request, timeout=wait + 60)
+        returned = time.monotonic()
         if not res.get("ok"):
             raise _StepFailed(f"agent refused the health check: {res.get('error')}")
         tries += int(res.get("tries", 1))
-        took = time.monotonic() - started
         if res.get("healthy"):
-            return f"{url} answered 200 after {took:.1f} s ({tries} tries)"
+            return f"{url} answered 200 after {returned - started:.1f} s ({tries} tries)"
         last = str(res.get("error") or f"HTTP {res.get('status')}")
-        if time.monotonic() >= deadline:
-            raise _StepFailed(f"{url} not healthy after {took:.1f} s ({tries} tries): {last}")
 
 
 _STEPS: dict[str, Callable[[_Host], str]] = {

@@ -469,4 +469,5 @@ def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
     for i in (0, 2, *range(3, 8)):
         assert lab8.pid(i) == pids[i] and lab8.files(i) == files[i]
     for i in range(3, 8):
-        assert "max-fail reached (2 failed)" in hosts[f"h{i + 1}"]["patches"][0]["message"]
+        why = hosts[f"h{i + 1}"]["patches"][0]["message"]
+        assert "max-fail reached (2 failed; the limit is 2)" in why
