@@ -191,6 +191,13 @@ def _describe(m: rollout.Measures) -> str:
 
 
 def _step_baseline(h: _Host) -> str:
+    """Plan first, measure after: apply's plan (a dry run: inspect and plan, nothing
+    written) must say the patch can go on before a window is spent measuring the server
+    (a hand-edited file, `modified`, was refused only after it)."""
+    try:
+        _engine_step(h, "plan")
+    except _StepFailed as exc:
+        raise _StepFailed(f"apply would refuse it (nothing measured or written): {exc}") from None
     h.before = _measure(h)
     return _describe(h.before)
 
@@ -221,10 +228,13 @@ def _step_gates(h: _Host) -> str:
 
 
 def _engine_step(h: _Host, which: str) -> str:
+    """apply, rollback, or `plan`: apply's dry run (the baseline's first look)."""
     from patcher import engine
 
     ctx = h.ctx if h.ctx is not None else engine.RunContext()
-    res = engine.run(which, h.specs, h.transport, h.opts, ctx, state_dir=h.state_dir)
+    opts = replace(h.opts, dry_run=True) if which == "plan" else h.opts
+    command = "apply" if which == "plan" else which
+    res = engine.run(command, h.specs, h.transport, opts, ctx, state_dir=h.state_dir)
     h.result.patches = res.patches
     if res.python:
         h.result.python, h.result.python_path = res.python, res.python_path
@@ -486,7 +496,8 @@ _HINTS = {
     "continues from the step the host's journal records",
     rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
     rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
-    rollout.UNTOUCHED: "nothing was changed: check the metrics endpoint (--metrics)",
+    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
+    "or the metrics endpoint: --metrics)",
     rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
     "host (`vpatch status`, the service)",
 }
