@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from patcher import fleet, rollout, rolloutresume
+from patcher import fleet, rollout, rolloutlease, rolloutresume
 from patcher.agent import protocol
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
@@ -125,6 +125,8 @@ class _Host:
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
+    lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
+    lost: str = ""  # why the lease is not ours any more (the walk stopped there)
 
     @property
     def plan(self) -> rollout.Plan:
@@ -175,6 +177,7 @@ def _measure(h: _Host, sleep: Callable[[float], None] = time.sleep) -> rollout.M
     end, t1 = start, t0
     while not rollout.window_done(start, end, t1 - t0, h.cfg.window, h.cfg.min_drafts):
         sleep(min(poll, max(0.0, h.cfg.window - (time.monotonic() - t0))) or poll)
+        _beat(h, rollout.WINDOW, force=False)
         end, t1 = _scrape(h)
     h.window_end = end
     return rollout.measure(start, end, t1 - t0)
@@ -232,6 +235,8 @@ def _engine_step(h: _Host, which: str) -> str:
     from patcher import engine
 
     ctx = h.ctx if h.ctx is not None else engine.RunContext()
+    if h.lease is not None:  # its commits are the lease holder's (agent/lease.py)
+        ctx.lease = h.run
     opts = replace(h.opts, dry_run=True) if which == "plan" else h.opts
     command = "apply" if which == "plan" else which
     res = engine.run(command, h.specs, h.transport, opts, ctx, state_dir=h.state_dir)
@@ -290,6 +295,7 @@ def _step_health(h: _Host) -> str:
         pause, wait = call
         if pause > 0:
             time.sleep(pause)
+        _beat(h, rollout.HEALTH, force=False)
         request = protocol.health_request(url, wait, healthpoll.INTERVAL)
         res = h.transport.call(request, timeout=wait + 60)
         returned = time.monotonic()
@@ -299,6 +305,13 @@ def _step_health(h: _Host) -> str:
         if res.get("healthy"):
             return f"{url} answered 200 after {returned - started:.1f} s ({tries} tries)"
         last = str(res.get("error") or f"HTTP {res.get('status')}")
+
+
+def _beat(h: _Host, step: str, force: bool = True) -> None:
+    """The host's lease beaten for `step` (rolloutlease.ttl_for); without `force`, only when
+    a beat is due (the short calls of a window or a health wait). Lost propagates."""
+    if h.lease is not None:
+        h.lease.beat(rolloutlease.ttl_for(step, h.cfg, HEALTH_CALL), force)
 
 
 _STEPS: dict[str, Callable[[_Host], str]] = {
@@ -341,8 +354,9 @@ def one_host(
 ) -> HostResult:
     """One host's whole rollout, for a caller that is its own fleet policy: the Ansible
     collection's `patch` task, one host per task under the play's `serial`. The same steps,
-    journal records and result as one host of `vpatch rollout`."""
-    return walk(_host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx))
+    journal records and result as one host of `vpatch rollout`, under the host's lease."""
+    h = _host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx)
+    return rolloutlease.leased_walk(h)
 
 
 def walk(
@@ -365,7 +379,12 @@ def walk(
             on_step(h)
         at, t0 = _now(), time.monotonic()
         try:
+            _beat(h, step)
             ok, detail = True, _STEPS[step](h)
+        except rolloutlease.Lost as exc:  # another controller holds the host now: hands off
+            with h.lock:
+                h.lost = str(exc)
+            break
         except _StepFailed as exc:
             ok, detail = False, str(exc)
         except VpatchError as exc:  # the connection or an agent call failed
@@ -387,6 +406,7 @@ def _record(
     --resume cannot rely on it."""
     ended = rollout.next_step(plan, done) is None
     measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
+    release = h.lease.release() if ended and h.lease is not None else None
     entry = protocol.step_entry(
         h.run,
         phase.step,
@@ -400,7 +420,8 @@ def _record(
     )
     why = ""
     try:
-        res = h.transport.call(protocol.step_request(entry, h.state_dir), timeout=120)
+        request = protocol.step_request(entry, h.state_dir, release)
+        res = h.transport.call(request, timeout=120)
         if not res.get("ok"):
             why = str(res.get("error"))
     except VpatchError as exc:
@@ -417,11 +438,15 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = rollout.outcome(h.plan, h.done)
+    if h.lost and not note:
+        note = h.lost
     if note:
         verdict = rollout.ATTENTION
     host.ok = verdict == rollout.KEPT
     stopped = rollout.stopped(h.plan, h.done, h.current, running)
-    if note:
+    if h.lost:
+        host.error = f"stopped: {h.lost}; this controller touches the host no more"
+    elif note:
         host.error = f"not resumed: {note}"
     elif verdict == rollout.INTERRUPTED:
         host.error = stopped
@@ -552,7 +577,8 @@ def command(
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
                     return report.ended(i, finish(h, decision.why))
-            return report.ended(i, walk(h, ctrl_c, report.step))
+            resume = reported is not None
+            return report.ended(i, rolloutlease.leased_walk(h, resume, ctrl_c, report.step))
         finally:
             transport.close()
 

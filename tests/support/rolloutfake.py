@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from patcher import rollout, rolloutrun
-from patcher.agent import protocol
+from patcher.agent import handle, protocol
 from patcher.result import PatchResult
 
 if TYPE_CHECKING:
@@ -42,6 +42,9 @@ class FakeHost:
     current: Callable[[], str | None] = lambda: None  # the executor's step now (h.current)
     hook: Callable[[str], None] = lambda step: None  # called with the step of each request
     hand_edited: bool = False  # a target file is not as pip or vpatch left it: apply refuses
+    # a real state dir: the rollout lease's requests (and the step entries, for the lease's
+    # release) go to the real agent there (patcher/agent/lease.py); None: no lease requests
+    state_dir: str | None = None
     ops: list[str] = field(default_factory=list)  # every request's op, in order ("plan" too)
     _scrapes: int = 0
 
@@ -51,9 +54,14 @@ class FakeHost:
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         op = request["op"]
         self.ops.append(op)
+        if op == protocol.LEASE:
+            assert self.state_dir is not None, "a lease request to a host without a state dir"
+            return handle(dict(request, state_dir=self.state_dir))
         if op == protocol.STEP:
             entry = dict(request["entry"], ts="2026-12-01T12:00:00.000Z")
             self.journal.append(entry)
+            if self.state_dir is not None:
+                return handle(dict(request, state_dir=self.state_dir))
             return {"ok": True}
         if op == "inspect":
             runs = [e["run"] for e in self.journal]
