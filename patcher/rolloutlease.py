@@ -80,26 +80,27 @@ class Lost(Exception):
     beats ran out, or removed by hand): this controller must not touch the host again."""
 
 
-def refusal(target: str, result: str, holder: Any, run: str, now_age: float) -> tuple[str, str]:
-    """(error, hint) of a refused take: the holder named, from the host's answer (`holder`:
-    the lease as the host sent it, checked here again: the host may lie)."""
+def refusal(result: str, holder: Any, run: str, now_age: float) -> tuple[str, str]:
+    """(error, hint) of a refused take (the report prefixes the host's name): the holder
+    named, from the host's answer (`holder`: the lease as the host sent it, checked here
+    again: the host may lie)."""
     why = leasing.lease_error(holder) if holder is not None else "no lease"
     if why:
         return (
-            f"{target}: the host refused the rollout lease ({result}) and sent no lease "
+            f"the host refused the rollout lease ({result}) and sent no lease "
             f"vpatch wrote ({why}); nothing was changed",
             "check the host's state dir (`vpatch status`)",
         )
     named = leasing.describe(holder, now_age)
     if result == leasing.HELD:
         return (
-            f"{target}: {named} holds this host's rollout lease: one rollout per host at a "
+            f"{named} holds this host's rollout lease: one rollout per host at a "
             "time; nothing was changed",
             "wait for that rollout to end (its controller is named above), then run this again",
         )
     if result == leasing.STALE:
         return (
-            f"{target}: {named} holds this host's rollout lease, and its controller is gone; "
+            f"{named} holds this host's rollout lease, and its controller is gone; "
             "nothing was changed",
             f"`vpatch rollout` with that run's arguments and `--resume` of its report (run "
             f"{holder['run']}) takes the lease over and finishes its walk; if that report is "
@@ -107,12 +108,12 @@ def refusal(target: str, result: str, holder: Any, run: str, now_age: float) -> 
         )
     if result == leasing.LIVE:
         return (
-            f"{target}: {named} still holds this run's lease and beats: another controller "
+            f"{named} still holds this run's lease and beats: another controller "
             f"of run {run} is running; nothing was changed",
             "stop the other controller (or let it finish), then --resume again",
         )
     return (
-        f"{target}: the rollout lease was refused ({result}); nothing was changed",
+        f"the rollout lease was refused ({result}); nothing was changed",
         "run `vpatch status` on the host",
     )
 
@@ -137,7 +138,7 @@ class Lease:
         res = self.transport.call(req, timeout=120)
         if not res.get("ok"):
             raise AgentError(
-                f"{self.transport.target}: {res.get('error')}",
+                str(res.get("error")),  # the report names the host
                 protocol.HINTS.get(str(res.get("kind")), ""),
                 str(res.get("kind", "")),
             )
@@ -169,7 +170,7 @@ class Lease:
                     time.sleep(WAIT_POLL_S)
                     continue
             age = float(res.get("age") or 0)
-            error, hint = refusal(self.transport.target, result, res.get("holder"), self.run, age)
+            error, hint = refusal(result, res.get("holder"), self.run, age)
             raise Refused(error, hint)
 
     def beat(self, ttl: float, force: bool = True) -> None:

@@ -149,16 +149,16 @@ def test_records() -> None:
 
 
 def test_a_refusal_names_the_holder_and_what_to_do() -> None:
-    error, hint = rolloutlease.refusal("h1", leasing.HELD, held(), "b2", 12.4)
+    error, hint = rolloutlease.refusal(leasing.HELD, held(), "b2", 12.4)
     assert "rollout run a1 (op@ctl pid 1; since 2026-12-02T05:00:00Z" in error
-    assert "last heartbeat 12 s ago" in error and error.startswith("h1: ")
+    assert "last heartbeat 12 s ago" in error and error.startswith("rollout run a1 (")
     assert "nothing was changed" in error and "wait for that rollout to end" in hint
-    error, hint = rolloutlease.refusal("h1", leasing.STALE, PARKED, "b2", 3)
+    error, hint = rolloutlease.refusal(leasing.STALE, PARKED, "b2", 3)
     assert "its controller is gone" in error and "stopped" in error
     assert "--resume" in hint and "run a1" in hint and protocol.LEASE_FILE in hint
-    error, _ = rolloutlease.refusal("h1", leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
+    error, _ = rolloutlease.refusal(leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
     assert "another controller of run b2 is running" in error
-    error, _ = rolloutlease.refusal("h1", leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
+    error, _ = rolloutlease.refusal(leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
     assert "sent no lease vpatch wrote (its run is not an id)" in error and "\x1b" not in error
 
 
@@ -298,7 +298,7 @@ def test_a_second_rollout_is_refused_naming_the_first_which_goes_on(
     second = seen[0]
     assert second.rollout is not None and second.rollout["verdict"] == rollout.UNTOUCHED
     assert second.rollout["phases"] == [] and not second.ok
-    assert "rollout run a1 (" in str(second.error) and "holds this host's rollout lease" in str(
+    assert str(second.error).startswith("rollout run a1 (") and "holds this host's" in str(
         second.error
     )
     assert "wait for that rollout to end" in str(second.hint)
