@@ -353,3 +353,81 @@ def test_a_controller_whose_lease_was_taken_touches_the_host_no_more(
     assert [p["step"] for p in r["phases"]] == [rollout.BASELINE, rollout.APPLY, rollout.RESTART]
     assert str(res.error).startswith("stopped: this rollout's lease on the host is held by nobody")
     assert rollout.HEALTH not in fake.ran and not path.exists()
+
+
+class HostClock:
+    """One clock for the controller (monotonic, sleep) and the agent (time): a --resume's
+    wait for its own run's lease moves it, nothing else does."""
+
+    def __init__(self) -> None:
+        self.now = 2_000_000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+    def strftime(self, fmt: str, t: Any) -> str:
+        import time
+
+        return time.strftime(fmt, t)
+
+    def gmtime(self, t: float) -> Any:
+        import time
+
+        return time.gmtime(t)
+
+
+class InProcess:
+    """A transport whose agent is this process's (patcher.agent.handle)."""
+
+    target = "h1"
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        return handle(request)
+
+    def close(self) -> None:
+        pass
+
+
+def controller_of(sdir: str, n: int) -> rolloutlease.Lease:
+    return rolloutlease.Lease(InProcess(), "a1", ["s1"], sdir, False, who=f"op@ctl pid {n}")
+
+
+def test_resume_waits_for_its_runs_beating_lease_as_long_as_promised_then_takes_it_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lost controller's last beat promised 30 s (no session agent to ask): the --resume
+    finds it still live, waits one poll at a time, and takes it over once the promise ran
+    out; a controller that keeps beating is a second one of the run, refused after the wait."""
+    clock = HostClock()
+    monkeypatch.setattr(lease, "time", clock)
+    monkeypatch.setattr(rolloutlease, "time", clock)
+    sdir = str(tmp_path / "state")
+    old = controller_of(sdir, 1)
+    assert old.take(30.0) == leasing.TAKEN
+    clock.now += 5
+    new = controller_of(sdir, 2)
+    assert new.take(60.0, resume=True) == leasing.TAKEN_OVER
+    assert 25 <= sum(clock.slept) <= 25 + 2 * rolloutlease.WAIT_POLL_S
+    assert set(clock.slept) == {rolloutlease.WAIT_POLL_S}
+    with pytest.raises(rolloutlease.Lost):
+        old.beat(30.0)  # the old controller, back: hands off
+
+    third = controller_of(sdir, 3)
+    real_sleep = clock.sleep
+
+    def beating(seconds: float) -> None:  # `new` is alive and beats while `third` waits
+        real_sleep(seconds)
+        new.beat(60.0)
+
+    clock.sleep = beating  # type: ignore[method-assign]
+    with pytest.raises(rolloutlease.Refused) as refused:
+        third.take(60.0, resume=True)
+    assert "another controller of run a1 is running" in refused.value.error
