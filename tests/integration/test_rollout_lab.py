@@ -502,6 +502,22 @@ def test_a_second_rollout_is_refused_naming_the_first_which_keeps_its_verdict(
     assert [p["step"] for p in a["phases"]][-1] == "gates" and all(p["ok"] for p in a["phases"])
     assert _lease(lab1) is None and lab1.healthy(0)
 
+    # Plan first, measure after: a hand edit of a patched file is refused in the baseline
+    # step before its window (no measure taken), nothing written or restarted.
+    server = lab1.hosts[0].file(rolloutlab.SERVER_FILE)
+    kept, pid = server.read_bytes(), lab1.pid(0)
+    server.write_bytes(kept + b"# a hand edit\n")
+    try:
+        edited = rollout(lab1, lab1.inventory(tmp_path / "plain.toml"), BACKPORT, "--json")
+    finally:
+        server.write_bytes(kept)
+    assert edited.code == 1, edited.out + edited.err
+    h8 = by_host(edited)["h8"]["rollout"]
+    assert (h8["verdict"], h8["reached"], h8["before"]) == ("untouched", "baseline", None), h8
+    assert [p["step"] for p in h8["phases"]] == ["baseline"]
+    assert h8["phases"][0]["detail"].startswith("apply would refuse it (nothing measured")
+    assert lab1.pid(0) == pid and _lease(lab1) is None
+
 
 def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
     lab8: rolloutlab.RolloutLab, tmp_path: Path
