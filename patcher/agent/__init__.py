@@ -15,6 +15,7 @@ Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops, ea
     fetch    GET an http(s) URL from the host (the live serving metrics probe; fetch.py)
     scan     files of a distribution that are not as its RECORD says (`vpatch diff`; scan.py)
     restart  run the restart command; health: poll a URL until 200 (`vpatch rollout`; restart.py)
+    rollout_lease  take, beat or park the environment's rollout lease (lease.py)
 Every answer is {"ok": true, ...} or {"ok": false, "error": str, "kind": str}, with the agent's
 "pid" (so a caller can tell sessions apart). This module only dispatches: an op's module is
 imported when a request asks for it, so a host pays for the code of the ops it is asked.
@@ -95,6 +96,12 @@ def op_restart(req: dict[str, Any]) -> dict[str, Any]:
         raise protocol.Refused(str(exc), protocol.INPUT) from None
 
 
+def op_lease(req: dict[str, Any]) -> dict[str, Any]:
+    from . import lease  # `vpatch rollout`: one rollout per environment at a time (lease.py)
+
+    return lease.op_lease(req)
+
+
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
     from . import facts, locate, scan  # `vpatch diff`: files of a dist that differ from its RECORD
 
@@ -124,6 +131,7 @@ OPS = {
     protocol.RESTART: op_restart,
     protocol.HEALTH: op_restart,
     protocol.STEP: op_restart,
+    protocol.LEASE: op_lease,
 }
 
 

@@ -108,6 +108,9 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     try:
         with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
             faults.point("commit.locked")
+            from . import lease  # a live rollout of these specs: refused (agent/lease.py)
+
+            lease.check_commit(state, req)
             notes.extend(_repair(state))
             planned = _planned(state, writes)
             _seed_backups(state, req.get("backups") or [])

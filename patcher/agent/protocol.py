@@ -20,9 +20,13 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
              (agent/hostwheel.py; `--host-wheel`, checked by the controller against RECORD)
     restart  {"command", "timeout"}: `sh -c command` on the host (agent/restart.py)
     health   {"url", "wait", "interval", "request_timeout"}: GET until 200 or `wait` s passed
-    rollout_step  {"entry": step_entry(...), "state_dir"}: append one rollout step to the
-             journal, under the lock (agent/restart.py); inspect answers the last run's steps
-             in "rollout" (absent when the journal has none)
+    rollout_step  {"entry": step_entry(...), "state_dir", "release"?: {"run", "who"}}: append
+             one rollout step to the journal, under the lock (agent/restart.py); inspect
+             answers the last run's steps in "rollout" (absent when the journal has none);
+             with "release", the step that ended the host's walk gives up the run's rollout
+             lease in the same locked step
+    rollout_lease  lease_request(...): take, beat, park or read the environment's rollout
+             lease, under the lock (agent/lease.py; decisions: agent/leasing.py)
 An inspect may carry "then_if": {fingerprint: [request...]}: when `fingerprint(answer)` is a key,
 those requests (commit, verify, inspect; no nested then_if) run right after it in the same
 exchange, each only if the one before it succeeded, and their answers come back in "then"; the
@@ -53,7 +57,19 @@ INPUT = "input"  # a request field the agent refuses (bad URL, bad path)
 PROTOCOL_ERROR = "protocol"  # not a request this agent understands
 STATE = "state"  # the state dir, journal, lock or backups/ is a link or not ours (statedir.py)
 CONFINED = "confined"  # a path to write is not a regular file in site-packages (confine.py)
-KINDS = (CONFLICT, LOCKED, OS_ERROR, SYNTAX, BACKUP, INPUT, PROTOCOL_ERROR, STATE, CONFINED)
+LEASED = "leased"  # a live rollout of another run holds the environment's lease (leasing.py)
+KINDS = (
+    CONFLICT,
+    LOCKED,
+    OS_ERROR,
+    SYNTAX,
+    BACKUP,
+    INPUT,
+    PROTOCOL_ERROR,
+    STATE,
+    CONFINED,
+    LEASED,
+)
 
 
 class Refused(Exception):
@@ -77,6 +93,8 @@ HINTS: Dict[str, str] = {
     "shows the file; reinstall the package to get pip's bytes back",
     STATE: "vpatch uses only state it made itself; --state-dir DIR keeps it elsewhere",
     CONFINED: "a journaled path left site-packages or went through a link: check the env",
+    LEASED: "a rollout of these specs is running on this host (`vpatch rollout`'s lease): "
+    "wait for it to end, or change it through that rollout",
 }
 
 # `vpatch rollout`'s ops (agent/restart.py), built only by these two constructors.
@@ -154,9 +172,56 @@ def step_entry(
     return out
 
 
-def step_request(entry: Entry, state_dir: Optional[str]) -> Dict[str, Any]:
-    """Answer: {"ok": true} once the entry is in the journal (fsync'ed)."""
-    return {"op": STEP, "entry": entry, "state_dir": state_dir}
+def step_request(
+    entry: Entry, state_dir: Optional[str], release: Optional[Dict[str, str]] = None
+) -> Dict[str, Any]:
+    """Answer: {"ok": true} once the entry is in the journal (fsync'ed). `release`: the
+    lease's {"run", "who"}: the step ends the host's walk, and the lease is given up with it
+    (one locked step: no moment where the walk is over and the lease still held)."""
+    out = {"op": STEP, "entry": entry, "state_dir": state_dir}
+    if release is not None:
+        out["release"] = release
+    return out
+
+
+# `vpatch rollout`'s lease: one rollout per environment at a time (agent/lease.py). A file in
+# the state dir names its holder; the decisions are agent/leasing.py's, made on the host
+# under the environment's lock, so two controllers never both hold it.
+LEASE = "rollout_lease"
+LEASE_FILE = "rollout.lease"
+LEASE_TAKE = "take"  # a rollout begins on the host (or --resume takes its own run's over)
+LEASE_BEAT = "beat"  # the holder is alive: its next beat comes within `ttl` seconds
+LEASE_PARK = "park"  # the holder stops before the walk's end (Ctrl-C): stale at once
+LEASE_ACTIONS = (LEASE_TAKE, LEASE_BEAT, LEASE_PARK)
+
+
+def lease_request(
+    action: str,
+    run: str,
+    who: str,
+    specs: List[str],
+    ttl: float,
+    state_dir: Optional[str],
+    resume: bool = False,
+    session: bool = False,
+) -> Dict[str, Any]:
+    """Answer: {"granted": bool, "result": what was done or why not (leasing.py), "holder":
+    the lease as it is now on the host (None: none), "age": seconds since its last beat,
+    "stale": bool}. `who`: the controller (user@machine pid N); `ttl`: seconds within which
+    the holder promises its next beat; `resume`: --resume of `run` (a stale lease of that run
+    is taken over); `session`: the agent answering lives as long as the rollout's session, so
+    its death marks the lease stale at once (one-shot callers rely on `ttl` alone)."""
+    return {
+        "op": LEASE,
+        "action": action,
+        "run": run,
+        "who": who,
+        "specs": list(specs),
+        "ttl": ttl,
+        "state_dir": state_dir,
+        "resume": resume,
+        "session": session,
+    }
 
 
 # Journal actions.

@@ -14,7 +14,9 @@ health   GET the URL until it answers 200 or `wait` seconds passed, `interval` a
 rollout_step  append one step entry (protocol.step_entry) to the environment's journal, under
          its lock, stamped with the host's clock: where this host's rollout got to, for
          `vpatch rollout --resume` and `vpatch status`. Its shape is checked here first
-         (journal._step_error), as it is again when the controller reads it back.
+         (journal._step_error), as it is again when the controller reads it back. The step
+         that ends the walk carries "release": the rollout's lease is given up in the same
+         locked step (agent/lease.py).
 """
 
 from __future__ import annotations
@@ -123,6 +125,15 @@ def record(req: dict[str, Any]) -> dict[str, Any]:
         opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
         with lock.Locked(state.sub(statedir.LOCK), 60.0, opener):
             _append(state, [entry])
+            if req.get("release") is not None:  # the walk's last step: its lease goes with it
+                from . import lease, leasing
+
+                try:
+                    held = lease.read(state)
+                except statedir.StateError:  # not one vpatch wrote: left for a person
+                    held = None
+                if leasing.releases(held, req["release"]):
+                    lease.remove(state)
     finally:
         _adopt_state(state)
         state.close()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from patcher.errors import HostError, VpatchError
 from patcher.result import HostResult, RunResult
+from patcher.rollout import lease as rolloutlease
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
 from patcher.rollout import walk
@@ -22,7 +23,9 @@ from patcher.run import fleet
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
-    from patcher.plan.base import Level
+    from patcher.plan.base import Level, Options
+    from patcher.run.exchange import RunContext
+    from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
 
 
@@ -98,7 +101,8 @@ def drive(
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
                     return report.ended(i, walk.finish(h, decision.why))
-            return report.ended(i, walk.walk(h, ctrl_c, report.step))
+            resume = reported is not None
+            return report.ended(i, leased_walk(h, resume, ctrl_c, report.step))
         finally:
             transport.close()
 
@@ -116,3 +120,65 @@ def drive(
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
+
+
+def one_host(
+    target: Target,
+    transport: Transport,
+    specs: list[PatchSpec],
+    opts: Options,
+    state_dir: str | None,
+    cfg: walk.Settings,
+    ctx: RunContext | None = None,
+) -> HostResult:
+    """One host's whole rollout, for a caller that is its own fleet policy: the Ansible
+    collection's `patch` task, one host per task under the play's `serial`. The same steps,
+    journal records and result as one host of `vpatch rollout`, under the host's lease."""
+    h = walk._host(target, transport, specs, opts, state_dir, cfg, walk.new_run(), ctx)
+    return leased_walk(h)
+
+
+def leased_walk(
+    h: walk._Host,
+    resume: bool = False,
+    ctrl_c: threading.Event | None = None,
+    on_step: Callable[[walk._Host], None] | None = None,
+) -> HostResult:
+    """walk.walk under the host's rollout lease: taken before the first step
+    (`resume`: this run's, taken over once its old controller is gone), beaten as the host
+    walks (walk._beat), given up with the walk's last step (walk._record); a walk
+    stopped early (Ctrl-C) parks it. A lease the host refuses ends the host untouched, its
+    holder named: nothing ran there."""
+    from patcher.errors import VpatchError
+    from patcher.rollout import decide as rollout
+    from patcher.transports.base import SessionTransport
+
+    lease = rolloutlease.Lease(
+        h.transport,
+        h.run,
+        [s.id for s in h.specs],
+        h.state_dir,
+        session=isinstance(h.transport, SessionTransport),
+    )
+    first = rollout.next_step(h.plan, h.done) or rollout.BASELINE
+    try:
+        lease.take(rolloutlease.ttl_for(first, h.cfg, walk.HEALTH_CALL), resume)
+    except rolloutlease.Refused as exc:
+        return _refused(h, exc.error, exc.hint)
+    except VpatchError as exc:
+        return _refused(h, exc.message, exc.hint or "run `vpatch status` on the host")
+    h.lease = lease
+    result = walk.walk(h, ctrl_c, on_step)
+    if not h.lost and rollout.next_step(h.plan, h.done) is not None:
+        lease.park()
+    return result
+
+
+def _refused(h: walk._Host, error: str, hint: str) -> HostResult:
+    from patcher.rollout import decide as rollout
+
+    host = walk.finish(h)
+    host.ok, host.error, host.hint = False, error, hint
+    assert host.rollout is not None
+    host.rollout.update(verdict=rollout.UNTOUCHED, stopped_in=None)
+    return host

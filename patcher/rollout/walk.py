@@ -21,6 +21,7 @@ from patcher.agent import protocol
 from patcher.errors import UsageError, VpatchError
 from patcher.result import HostResult
 from patcher.rollout import decide as rollout
+from patcher.rollout import lease as rolloutlease
 from patcher.rollout import resume as rolloutresume
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ class _Host:
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
+    lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
+    lost: str = ""  # why the lease is not ours any more (the walk stopped there)
 
     @property
     def plan(self) -> rollout.Plan:
@@ -185,6 +188,7 @@ def _measure(h: _Host, sleep: Callable[[float], None] = time.sleep) -> rollout.M
     end, t1 = start, t0
     while not rollout.window_done(start, end, t1 - t0, h.cfg.window, h.cfg.min_drafts):
         sleep(min(poll, max(0.0, h.cfg.window - (time.monotonic() - t0))) or poll)
+        _beat(h, rollout.WINDOW, force=False)
         end, t1 = _scrape(h)
     h.window_end = end
     return rollout.measure(start, end, t1 - t0)
@@ -201,6 +205,13 @@ def _describe(m: rollout.Measures) -> str:
 
 
 def _step_baseline(h: _Host) -> str:
+    """Plan first, measure after: apply's plan (a dry run: inspect and plan, nothing
+    written) must say the patch can go on before a window is spent measuring the server
+    (a hand-edited file, `modified`, was refused only after it)."""
+    try:
+        _engine_step(h, "plan")
+    except _StepFailed as exc:
+        raise _StepFailed(f"apply would refuse it (nothing measured or written): {exc}") from None
     h.before = _measure(h)
     return _describe(h.before)
 
@@ -231,10 +242,15 @@ def _step_gates(h: _Host) -> str:
 
 
 def _engine_step(h: _Host, which: str) -> str:
+    """apply, rollback, or `plan`: apply's dry run (the baseline's first look)."""
     from patcher.run import engine
 
     ctx = h.ctx if h.ctx is not None else engine.RunContext()
-    res = engine.run(which, h.specs, h.transport, h.opts, ctx, state_dir=h.state_dir)
+    if h.lease is not None:  # its commits are the lease holder's (agent/lease.py)
+        ctx.lease = h.run
+    opts = replace(h.opts, dry_run=True) if which == "plan" else h.opts
+    command = "apply" if which == "plan" else which
+    res = engine.run(command, h.specs, h.transport, opts, ctx, state_dir=h.state_dir)
     h.result.patches = res.patches
     if res.python:
         h.result.python, h.result.python_path = res.python, res.python_path
@@ -269,23 +285,44 @@ def _step_restart(h: _Host) -> str:
 
 
 def _step_health(h: _Host) -> str:
+    """GET the URL on the host until it answers 200 or --health-timeout passed, the calls
+    paced by patcher.rollout.healthpoll (never faster than its INTERVAL, at the deadline too); the
+    tries reported are the agent's own count of its requests."""
+    from patcher.rollout import healthpoll
+
     url = h.health
     assert url is not None
     started = time.monotonic()
     deadline = started + h.cfg.health_timeout
-    tries, last = 0, ""
+    tries, last, returned = 0, "", None
     while True:
-        wait = max(0.0, min(HEALTH_CALL, deadline - time.monotonic()))
-        res = h.transport.call(protocol.health_request(url, wait), timeout=wait + 60)
+        call = healthpoll.next_call(
+            time.monotonic(), deadline, returned, healthpoll.INTERVAL, HEALTH_CALL
+        )
+        if call is None:  # no try fits any more: the wait ends at its deadline, as asked
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            took = time.monotonic() - started
+            raise _StepFailed(f"{url} not healthy after {took:.1f} s ({tries} tries): {last}")
+        pause, wait = call
+        if pause > 0:
+            time.sleep(pause)
+        _beat(h, rollout.HEALTH, force=False)
+        request = protocol.health_request(url, wait, healthpoll.INTERVAL)
+        res = h.transport.call(request, timeout=wait + 60)
+        returned = time.monotonic()
         if not res.get("ok"):
             raise _StepFailed(f"agent refused the health check: {res.get('error')}")
         tries += int(res.get("tries", 1))
-        took = time.monotonic() - started
         if res.get("healthy"):
-            return f"{url} answered 200 after {took:.1f} s ({tries} tries)"
+            return f"{url} answered 200 after {returned - started:.1f} s ({tries} tries)"
         last = str(res.get("error") or f"HTTP {res.get('status')}")
-        if time.monotonic() >= deadline:
-            raise _StepFailed(f"{url} not healthy after {took:.1f} s ({tries} tries): {last}")
+
+
+def _beat(h: _Host, step: str, force: bool = True) -> None:
+    """The host's lease beaten for `step` (rolloutlease.ttl_for); without `force`, only when
+    a beat is due (the short calls of a window or a health wait). Lost propagates."""
+    if h.lease is not None:
+        h.lease.beat(rolloutlease.ttl_for(step, h.cfg, HEALTH_CALL), force)
 
 
 _STEPS: dict[str, Callable[[_Host], str]] = {
@@ -317,21 +354,6 @@ def _host(
     return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
 
-def one_host(
-    target: Target,
-    transport: Transport,
-    specs: list[PatchSpec],
-    opts: Options,
-    state_dir: str | None,
-    cfg: Settings,
-    ctx: RunContext | None = None,
-) -> HostResult:
-    """One host's whole rollout, for a caller that is its own fleet policy: the Ansible
-    collection's `patch` task, one host per task under the play's `serial`. The same steps,
-    journal records and result as one host of `vpatch rollout`."""
-    return walk(_host(target, transport, specs, opts, state_dir, cfg, new_run(), ctx))
-
-
 def walk(
     h: _Host,
     ctrl_c: threading.Event | None = None,
@@ -352,7 +374,12 @@ def walk(
             on_step(h)
         at, t0 = _now(), time.monotonic()
         try:
+            _beat(h, step)
             ok, detail = True, _STEPS[step](h)
+        except rolloutlease.Lost as exc:  # another controller holds the host now: hands off
+            with h.lock:
+                h.lost = str(exc)
+            break
         except _StepFailed as exc:
             ok, detail = False, str(exc)
         except VpatchError as exc:  # the connection or an agent call failed
@@ -374,6 +401,7 @@ def _record(
     --resume cannot rely on it."""
     ended = rollout.next_step(plan, done) is None
     measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
+    release = h.lease.release() if ended and h.lease is not None else None
     entry = protocol.step_entry(
         run=h.run,
         step=phase.step,
@@ -387,7 +415,8 @@ def _record(
     )
     why = ""
     try:
-        res = h.transport.call(protocol.step_request(entry, h.state_dir), timeout=120)
+        request = protocol.step_request(entry, h.state_dir, release)
+        res = h.transport.call(request, timeout=120)
         if not res.get("ok"):
             why = str(res.get("error"))
     except VpatchError as exc:
@@ -404,11 +433,15 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = rollout.outcome(h.plan, h.done)
+    if h.lost and not note:
+        note = h.lost
     if note:
         verdict = rollout.ATTENTION
     host.ok = verdict == rollout.KEPT
     stopped = rollout.stopped(h.plan, h.done, h.current, running)
-    if note:
+    if h.lost:
+        host.error = f"stopped: {h.lost}; this controller touches the host no more"
+    elif note:
         host.error = f"not resumed: {note}"
     elif verdict == rollout.INTERRUPTED:
         host.error = stopped
@@ -483,7 +516,8 @@ _HINTS = {
     "continues from the step the host's journal records",
     rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
     rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
-    rollout.UNTOUCHED: "nothing was changed: check the metrics endpoint (--metrics)",
+    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
+    "or the metrics endpoint: --metrics)",
     rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
     "host (`vpatch status`, the service)",
 }

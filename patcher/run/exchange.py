@@ -62,6 +62,9 @@ class RunContext:
         default_factory=dict
     )
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # the rollout run whose lease this run's commits are made under (agent/lease.py: a live
+    # lease refuses other runs' commits of its specs); None: not a rollout
+    lease: str | None = None
 
     def flush(self) -> None:
         """Write the hosts' answers the run kept for its end (factcache.Memo.defer): a fleet
@@ -384,8 +387,10 @@ def _texts_of(answer: Answer) -> list[tuple[str, str]]:
 # write(): the commit chain
 
 
-def commit_request(plan: Plan, state_dir: str | None, lock_timeout: float | None = None) -> Answer:
-    """The commit of `plan`'s writes and journal entries."""
+def commit_request(
+    plan: Plan, state_dir: str | None, lock_timeout: float | None = None, lease: str | None = None
+) -> Answer:
+    """The commit of `plan`'s writes and journal entries (`lease`: RunContext.lease)."""
     request: Answer = {
         "op": "commit",
         "writes": [w.request() for w in plan.writes],
@@ -395,6 +400,8 @@ def commit_request(plan: Plan, state_dir: str | None, lock_timeout: float | None
     }
     if lock_timeout is not None:
         request["lock_timeout"] = lock_timeout
+    if lease is not None:
+        request["lease"] = lease
     if plan.backups:  # apply --adopt: pip's bytes become the backup the journal's base names
         request["backups"] = plan.backups
     if plan.checks and any(e.get("action") == "rollback" for e in plan.entries):
@@ -409,7 +416,7 @@ def commit_request(plan: Plan, state_dir: str | None, lock_timeout: float | None
 
 def commit(ctx: RunContext, transport: Transport, plan: Plan, state_dir: str | None) -> Answer:
     """`plan` committed on its own (an undo, a redo): its answer."""
-    return call(transport, commit_request(plan, state_dir), ctx)
+    return call(transport, commit_request(plan, state_dir, lease=ctx.lease), ctx)
 
 
 def chained_checks(plan: Plan, level: Level) -> dict[str, list[Answer]]:
@@ -430,7 +437,7 @@ def _closing_inspect(ctx: RunContext, request: Answer, plan: Plan) -> Answer:
 
 def _chain(ctx: RunContext, plan: Plan, level: Level, request: Answer) -> list[Answer]:
     """A commit, the checks of what it wrote, and the closing inspect: one exchange."""
-    chain = [commit_request(plan, request.get("state_dir"), LOCK_POLL_S)]
+    chain = [commit_request(plan, request.get("state_dir"), LOCK_POLL_S, ctx.lease)]
     chain += [{"op": "verify", "checks": c} for c in chained_checks(plan, level).values()]
     chain.append(_closing_inspect(ctx, request, plan))
     return chain

@@ -129,7 +129,7 @@ def run(
                 if not res.ok:
                     failures[0] += 1
                     if policy.max_fail and failures[0] >= policy.max_fail and not stop.is_set():
-                        why[0] = f"max-fail reached ({failures[0]} failed)"
+                        why[0] = MAX_FAIL  # worded at the end: hosts in flight may fail too
                         stop.set()
         except BaseException:  # the second Ctrl-C: no waiting for the hosts in flight
             pool.shutdown(wait=False, cancel_futures=True)
@@ -140,10 +140,22 @@ def run(
     with _ctrl_c_stops(stop, why, interrupted):
         _phases(policy, phase, results, stop, why)
     progress.stop()
+    if why[0] == MAX_FAIL:
+        why[0] = max_fail_reached(failures[0], policy.max_fail)
     return [
         res if res is not None else skipped(targets[i], spec_ids, why[0] or "not started")
         for i, res in enumerate(results)
     ]
+
+
+MAX_FAIL = "max-fail"  # `why` until the run ends, when the hosts in flight are counted too
+
+
+def max_fail_reached(failed: int, limit: int) -> str:
+    """Why the hosts after a stop on --max-fail were skipped: the hosts that failed in all
+    (those in flight when the limit was reached count too: a batch of 3 that all fail is 3
+    failed, not 1) and the limit."""
+    return f"max-fail reached ({failed} failed; the limit is {limit})"
 
 
 @contextmanager

@@ -438,8 +438,19 @@ def test_a_lost_controller_leaves_its_report_and_resume_finishes_the_host(
     assert (last()["step"], last()["ok"], last()["verdict"]) == ("apply", True, None)
     go.touch()
     _restarted(lab1, pid)
+    # The lost controller's lease names it; its agent session is gone once the restart it ran
+    # ended: a new rollout is refused, told that --resume of that run takes the lease over.
+    lease = _lease(lab1)
+    assert lease is not None and lease["run"] == h8["rollout"]["run"] and not lease["parked"]
+    _until(lambda: not Path(f"/proc/{lease['agent']['pid']}").exists())
+    other = rollout(lab1, inv, BACKPORT)
+    assert other.code == 1, other.out + other.err
+    assert f"error: h8: rollout run {lease['run']} (" in other.err
+    assert "its controller is gone" in other.err and "--resume" in other.err
+    assert lab1.files(0) != files and lab1.pid(0) != pid  # nothing ran: the restart's server
     resumed = rollout(lab1, inv, BACKPORT, "--resume", report, "--report", report, "--json")
     assert resumed.code == 0, resumed.out + resumed.err
+    assert _lease(lab1) is None  # taken over, then given up with the walk's last step
     h8 = by_host(resumed)["h8"]
     steps = ["baseline", "apply", "restart", "health", "window", "gates"]
     assert (
@@ -448,6 +459,64 @@ def test_a_lost_controller_leaves_its_report_and_resume_finishes_the_host(
     assert lab1.pid(0) != pid and lab1.files(0) != files and lab1.healthy(0)
     assert (last()["step"], last()["verdict"]) == ("gates", "kept")
     assert jsondoc.check(json.loads(report.read_text()))["hosts"][0]["rollout"]["verdict"] == "kept"
+
+
+def _lease(lab: rolloutlab.RolloutLab) -> dict[str, Any] | None:
+    """The first host's rollout lease (its env's state dir), None when none is held."""
+    path = lab.hosts[0].ssh.home / "vllm" / ".vpatch" / "rollout.lease"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def test_a_second_rollout_is_refused_naming_the_first_which_keeps_its_verdict(
+    lab1: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """Rollout A holds h8's lease (held in its restart step); rollout B of the same spec, and
+    a rollback of it by hand, are refused naming A, and change nothing; A goes on: kept."""
+    began, go, held = _held_restart(lab1)
+    inv = lab1.inventory(tmp_path / "hosts.toml", h8=held)
+    report = tmp_path / "a.json"
+    proc = _start(lab1, inv, report)
+    _until(began.exists)
+    files = lab1.files(0)  # as A's apply left them
+    run = json.loads(report.read_text())["hosts"][0]["rollout"]["run"]
+    lease = _lease(lab1)
+    assert lease is not None and (lease["run"], lease["parked"]) == (run, False)
+
+    b = rollout(lab1, inv, BACKPORT, "--json")
+    assert b.code == 1, b.out + b.err
+    h8 = by_host(b)["h8"]
+    assert (h8["rollout"]["verdict"], h8["rollout"]["phases"]) == ("untouched", [])
+    assert h8["rollout"]["run"] != run and h8["error"].startswith(f"rollout run {run} (")
+    assert "holds this host's rollout lease" in h8["error"] and "wait for" in h8["hint"]
+    ssh = ("--inventory", inv, "--ssh-config", lab1.ssh.ssh_config)
+    back = vpatch("rollback", BACKPORT, *ssh)
+    assert back.code != 0, back.out + back.err
+    assert f"rollout run {run} (" in back.err and "hint: a rollout of these specs" in back.err
+    assert lab1.files(0) == files and _lease(lab1) == lease  # nothing changed, A still holds
+
+    go.touch()
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out + err
+    a = jsondoc.check(json.loads(report.read_text()))["hosts"][0]["rollout"]
+    assert (a["run"], a["verdict"]) == (run, "kept")
+    assert [p["step"] for p in a["phases"]][-1] == "gates" and all(p["ok"] for p in a["phases"])
+    assert _lease(lab1) is None and lab1.healthy(0)
+
+    # Plan first, measure after: a hand edit of a patched file is refused in the baseline
+    # step before its window (no measure taken), nothing written or restarted.
+    server = lab1.hosts[0].file(rolloutlab.SERVER_FILE)
+    kept, pid = server.read_bytes(), lab1.pid(0)
+    server.write_bytes(kept + b"# a hand edit\n")
+    try:
+        edited = rollout(lab1, lab1.inventory(tmp_path / "plain.toml"), BACKPORT, "--json")
+    finally:
+        server.write_bytes(kept)
+    assert edited.code == 1, edited.out + edited.err
+    h8 = by_host(edited)["h8"]["rollout"]
+    assert (h8["verdict"], h8["reached"], h8["before"]) == ("untouched", "baseline", None), h8
+    assert [p["step"] for p in h8["phases"]] == ["baseline"]
+    assert h8["phases"][0]["detail"].startswith("apply would refuse it (nothing measured")
+    assert lab1.pid(0) == pid and _lease(lab1) is None
 
 
 def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
@@ -469,4 +538,5 @@ def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
     for i in (0, 2, *range(3, 8)):
         assert lab8.pid(i) == pids[i] and lab8.files(i) == files[i]
     for i in range(3, 8):
-        assert "max-fail reached (2 failed)" in hosts[f"h{i + 1}"]["patches"][0]["message"]
+        why = hosts[f"h{i + 1}"]["patches"][0]["message"]
+        assert "max-fail reached (2 failed; the limit is 2)" in why

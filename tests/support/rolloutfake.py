@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patcher.agent import protocol
+from patcher.agent import handle, protocol
 from patcher.result import PatchResult
 from patcher.rollout import decide as rollout
 from patcher.rollout import walk as rolloutrun
@@ -42,6 +42,11 @@ class FakeHost:
     ran: list[str] = field(default_factory=list)  # the step each request was made in
     current: Callable[[], str | None] = lambda: None  # the executor's step now (h.current)
     hook: Callable[[str], None] = lambda step: None  # called with the step of each request
+    hand_edited: bool = False  # a target file is not as pip or vpatch left it: apply refuses
+    # a real state dir: the rollout lease's requests (and the step entries, for the lease's
+    # release) go to the real agent there (patcher/agent/lease.py); None: no lease requests
+    state_dir: str | None = None
+    ops: list[str] = field(default_factory=list)  # every request's op, in order ("plan" too)
     _scrapes: int = 0
 
     def close(self) -> None:
@@ -49,9 +54,15 @@ class FakeHost:
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         op = request["op"]
+        self.ops.append(op)
+        if op == protocol.LEASE:
+            assert self.state_dir is not None, "a lease request to a host without a state dir"
+            return handle(dict(request, state_dir=self.state_dir))
         if op == protocol.STEP:
             entry = dict(request["entry"], ts="2026-12-01T12:00:00.000Z")
             self.journal.append(entry)
+            if self.state_dir is not None:
+                return handle(dict(request, state_dir=self.state_dir))
             return {"ok": True}
         if op == "inspect":
             runs = [e["run"] for e in self.journal]
@@ -84,15 +95,23 @@ class FakeHost:
         return "\n".join(f"# TYPE {ln.split()[0].split('{')[0][:-6]} counter\n{ln}" for ln in lines)
 
     def engine_step(self, h: rolloutrun._Host, which: str) -> str:
-        """patcher.run.engine's apply or rollback, as rolloutrun._engine_step runs it: counted."""
+        """patcher.run.engine's apply, rollback or plan (apply's dry run), as
+        rolloutrun._engine_step runs it: counted. A hand-edited host's apply and plan refuse
+        (`modified`), as the planner does."""
         step = self.current()
         assert step is not None
         self.ran.append(step)
+        self.ops.append(which)
         self.hook(step)
+        refused = self.hand_edited and which in ("apply", "plan")
+        outcome = {"apply": "applied", "plan": "would_apply", "rollback": "rolled_back"}[which]
+        message = "a hand edit: vllm/config/speculative.py differs from pip's" if refused else ""
         h.result.patches = [
-            PatchResult(s.id, s.package, None, "applied" if which == "apply" else "rolled_back")
+            PatchResult(s.id, s.package, None, "modified" if refused else outcome, message)
             for s in h.specs
         ]
+        if refused:
+            raise rolloutrun._StepFailed(f"{h.specs[0].id} modified: {message}")
         return ", ".join(f"{p.id} {p.outcome}" for p in h.result.patches)
 
 

@@ -56,6 +56,17 @@ def test_max_fail_stops_scheduling() -> None:
     assert "max-fail" in res[3].patches[0].message
 
 
+def test_max_fail_counts_every_failed_host_of_the_batch_and_names_the_limit() -> None:
+    """`--batch 3 --max-fail 1`, the whole first batch failing: the three were in flight
+    when the first failure reached the limit, so three failed, and the limit is 1."""
+    log: list[int] = []
+    policy = fleet.Policy(parallel=3, batch=3, max_fail=1)
+    res = fleet.run(names(6), make_work({0, 1, 2}, log), policy, IDS)
+    assert sorted(log) == [0, 1, 2] and not any(r.ok for r in res)
+    why = {r.patches[0].message for r in res[3:]}
+    assert why == {"max-fail reached (3 failed; the limit is 1)"}
+
+
 def test_batches_run_in_order() -> None:
     log: list[int] = []
     active = [0]

@@ -228,11 +228,34 @@ def violations(sources: dict[str, str] | None = None) -> list[str]:
     return out
 
 
+def _typing_only(path: Path) -> set[int]:
+    """The lines of the imports under `if TYPE_CHECKING:`: annotations only (every module has
+    `from __future__ import annotations`), never run, so no import cycle can go through them."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Name)
+            and node.test.id == "TYPE_CHECKING"
+        ):
+            for sub in node.body:
+                for inner in ast.walk(sub):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                        lines.add(inner.lineno)
+    return lines
+
+
 def graph() -> dict[str, set[str]]:
-    """module -> the patcher modules it imports (function-level imports included)."""
+    """module -> the patcher modules it imports when it runs (function-level imports included,
+    annotation-only ones under TYPE_CHECKING left out)."""
     edges: dict[str, set[str]] = {}
     for name, path in ALL.items():
-        found = {mod for _, mod in imports(name, path) if mod in ALL and mod != name}
+        typing_only = _typing_only(path)
+        found = {
+            mod
+            for line, mod in imports(name, path)
+            if mod in ALL and mod != name and line not in typing_only
+        }
         # `import patcher.x.y` also imports the packages above it, which hold no code
         edges[name] = {m for m in found if not ALL[m].name == "__init__.py" or m == "patcher"}
     return edges

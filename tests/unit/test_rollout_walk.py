@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from patcher.agent import protocol
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide as rollout
@@ -150,6 +151,32 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     assert again == walk[len(before) :]
     assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
     assert second.rollout is not None and second.rollout["verdict"] == verdict_of(acceptance)
+
+
+def test_a_hand_edited_file_is_refused_before_the_baseline_window(
+    specs: list[PatchSpec],
+) -> None:
+    """Plan first, measure after: apply's dry run is the baseline's first request, and a
+    `modified` file ends the host there (untouched), before any scrape or window."""
+    fake = FakeHost(hand_edited=True)
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    res = rolloutrun.walk(h)
+    r = res.rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (rollout.UNTOUCHED, rollout.BASELINE)
+    assert steps(r) == [rollout.BASELINE] and not r["phases"][0]["ok"]
+    assert fake.ops == ["plan", protocol.STEP]  # no scrape, no window, no apply, no restart
+    assert r["before"] is None and [p.outcome for p in res.patches] == ["modified"]
+    assert r["phases"][0]["detail"].startswith("apply would refuse it (nothing measured")
+    assert "modified" in str(res.error) and "apply would refuse" in str(res.hint)
+    assert [e["step"] for e in fake.journal] == [rollout.BASELINE]
+    assert fake.journal[0]["verdict"] == rollout.UNTOUCHED
+
+
+def test_a_clean_host_plans_once_then_measures(specs: list[PatchSpec]) -> None:
+    fake = FakeHost()
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    assert rolloutrun.walk(h).ok
+    assert fake.ops[:2] == ["plan", "fetch"] and fake.ops.count("plan") == 1
 
 
 def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(

@@ -13,7 +13,7 @@ Split, and why:
 That is one `Transport` (see patcher.transports.base) whose `call()` is `_execute_module`.
 
 With `restart`, `health_url` or `metrics_url` a `state: present` task is a rollout of this one
-host: `patcher.rollout.walk.one_host`, the same steps as `vpatch rollout` (baseline, apply,
+host: `patcher.rollout.driver.one_host`, the same steps as `vpatch rollout` (baseline, apply,
 restart, health, window, gates; rolled back, restarted and healthy again when a step fails),
 over the same transport. The fleet policy is the play's own (`serial`, `max_fail_percentage`).
 """
@@ -190,7 +190,9 @@ class ActionModule(ActionBase):
         except errors.VpatchError as exc:
             raise AnsibleActionFail(_error_text(exc)) from None
         target = Target(transport.target, transport.target)
-        return rolloutrun.one_host(target, transport, specs, opts, args["state_dir"], cfg, ctx)
+        from patcher.rollout import driver
+
+        return driver.one_host(target, transport, specs, opts, args["state_dir"], cfg, ctx)
 
     def _spec_path(self, spec: str, catalog_dir: str | None) -> str:
         """A path is looked up like `copy: src=` (role/playbook `files/`, then the playbook

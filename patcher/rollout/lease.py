@@ -1,0 +1,205 @@
+"""`vpatch rollout`'s lease, the controller's side: take it before a host's first step,
+beat while the host walks, give it up with the walk's last step (or park it when the walk
+stops early), and the words for a host whose lease is refused. The host decides and keeps
+the lease (patcher/agent/lease.py, patcher/agent/leasing.py); what is decided here is pure:
+how long each step may go without a beat (`ttl_for`) and what a refusal says (`refusal`).
+
+A beat promises the next one within `ttl` seconds, on the host's clock. A step is one agent
+call, or a loop of short ones: the beat before it covers the longest call it makes (the
+restart command's timeout, a health call's wait) plus GRACE; the windows' and the health
+loop's short calls beat every BEAT_S between them. A controller that dies stops beating; its
+lease goes stale when the promise runs out, or at once when the agent session that holds it
+ends (SSH: the session dies with the controller).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patcher.agent import leasing, protocol
+from patcher.errors import AgentError
+
+if TYPE_CHECKING:
+    from patcher.rollout.walk import Settings
+    from patcher.transports import Transport
+
+GRACE = 60.0  # seconds a beat's promise adds to the longest call the step makes
+BEAT_S = 10.0  # between two beats within a step of short calls (windows, the health loop)
+ENGINE_S = 1800.0  # apply, rollback: a full-level verify imports torch and vLLM, twice
+WAIT_POLL_S = 1.0  # a --resume waiting for its own run's lease to go stale asks this often
+
+
+def who() -> str:
+    """The controller, as a person reads it: user@machine pid N."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid {os.getuid()}"
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}"
+
+
+def ttl_for(step: str, cfg: Settings, call_s: float = 60.0) -> float:
+    """How long `step` may run before the next beat: its longest single agent call, plus
+    GRACE. `call_s`: the longest health or scrape call (rolloutrun.HEALTH_CALL)."""
+    if step in ("restart", "rollback_restart"):
+        return cfg.restart_timeout + 60 + GRACE  # the agent call's own timeout: t + 60
+    if step in ("apply", "rollback"):
+        return ENGINE_S + GRACE
+    return max(call_s, BEAT_S) + 60 + GRACE  # one health call (wait + 60) or a scrape
+
+
+def live_wait(holder: Any, age: float) -> float:
+    """How long a --resume waits for its own run's lease whose controller still beats: what
+    that controller's last beat promised (its ttl less the beat's age), and a poll more. A
+    controller that is really gone lets it go stale within that; one that beats on is a
+    second controller of the run, refused then."""
+    if holder is None or leasing.lease_error(holder):
+        return 0.0
+    return min(ENGINE_S + GRACE, max(0.0, float(holder["ttl"]) - age)) + 2 * WAIT_POLL_S
+
+
+class Refused(Exception):
+    """The host's lease is not ours to take: `error` and `hint`, the holder named."""
+
+    def __init__(self, error: str, hint: str) -> None:
+        super().__init__(error)
+        self.error, self.hint = error, hint
+
+
+class Lost(Exception):
+    """A beat found the lease no longer ours (taken over by a --resume of this run after our
+    beats ran out, or removed by hand): this controller must not touch the host again."""
+
+
+def refusal(result: str, holder: Any, run: str, now_age: float) -> tuple[str, str]:
+    """(error, hint) of a refused take (the report prefixes the host's name): the holder
+    named, from the host's answer (`holder`: the lease as the host sent it, checked here
+    again: the host may lie)."""
+    why = leasing.lease_error(holder) if holder is not None else "no lease"
+    if why:
+        return (
+            f"the host refused the rollout lease ({result}) and sent no lease "
+            f"vpatch wrote ({why}); nothing was changed",
+            "check the host's state dir (`vpatch status`)",
+        )
+    named = leasing.describe(holder, now_age)
+    if result == leasing.HELD:
+        return (
+            f"{named} holds this host's rollout lease: one rollout per host at a "
+            "time; nothing was changed",
+            "wait for that rollout to end (its controller is named above), then run this again",
+        )
+    if result == leasing.STALE:
+        return (
+            f"{named} holds this host's rollout lease, and its controller is gone; "
+            "nothing was changed",
+            f"`vpatch rollout` with that run's arguments and `--resume` of its report (run "
+            f"{holder['run']}) takes the lease over and finishes its walk; if that report is "
+            f"lost, remove {protocol.LEASE_FILE} from the host's state dir",
+        )
+    if result == leasing.LIVE:
+        return (
+            f"{named} still holds this run's lease and beats: another controller "
+            f"of run {run} is running; nothing was changed",
+            "stop the other controller (or let it finish), then --resume again",
+        )
+    return (
+        f"the rollout lease was refused ({result}); nothing was changed",
+        "run `vpatch status` on the host",
+    )
+
+
+@dataclass
+class Lease:
+    """One host's lease, as the controller holds it."""
+
+    transport: Transport
+    run: str
+    specs: list[str]
+    state_dir: str | None
+    session: bool
+    who: str = field(default_factory=who)
+    beaten: float = -1.0  # the controller's monotonic time of the last granted beat
+    promised: float = 0.0  # the ttl that beat promised
+
+    def _ask(self, action: str, ttl: float, resume: bool = False) -> dict[str, Any]:
+        req = protocol.lease_request(
+            action, self.run, self.who, self.specs, ttl, self.state_dir, resume, self.session
+        )
+        res = self.transport.call(req, timeout=120)
+        if not res.get("ok"):
+            raise AgentError(
+                str(res.get("error")),  # the report names the host
+                protocol.HINTS.get(str(res.get("kind")), ""),
+                str(res.get("kind", "")),
+            )
+        return res
+
+    def take(self, ttl: float, resume: bool = False) -> str:
+        """Take the host's lease (what it came to: leasing.TAKEN ...). With `resume`, this
+        run's lease whose controller still beats is waited for (`live_wait`), then taken
+        over; anything else refused raises Refused."""
+        deadline: float | None = None
+        while True:
+            res = self._ask(protocol.LEASE_TAKE, ttl, resume)
+            result = str(res.get("result"))
+            if res.get("granted"):
+                self.beaten, self.promised = time.monotonic(), ttl
+                return result
+            if result == leasing.LIVE and resume:
+                wait = live_wait(res.get("holder"), float(res.get("age") or 0))
+                if deadline is None:
+                    deadline = time.monotonic() + wait
+                    from patcher.output import progress
+
+                    progress.say(
+                        f"{self.transport.target}: run {self.run}'s lease was beaten "
+                        f"{float(res.get('age') or 0):.0f} s ago: waiting up to {wait:.0f} s "
+                        "for its old controller to be gone"
+                    )
+                if time.monotonic() < deadline:
+                    time.sleep(WAIT_POLL_S)
+                    continue
+            age = float(res.get("age") or 0)
+            error, hint = refusal(result, res.get("holder"), self.run, age)
+            raise Refused(error, hint)
+
+    def beat(self, ttl: float, force: bool = True) -> None:
+        """Promise the next beat within `ttl`; without `force`, only when BEAT_S passed since
+        the last one (the short calls of a window). Lost: the lease is not ours any more."""
+        now = time.monotonic()
+        if not force and now - self.beaten < BEAT_S:
+            return
+        res = self._ask(protocol.LEASE_BEAT, ttl)
+        if not res.get("granted"):
+            holder = res.get("holder")
+            named = (
+                leasing.describe(holder, float(res.get("age") or 0))
+                if holder is not None and not leasing.lease_error(holder)
+                else "nobody"
+            )
+            raise Lost(f"this rollout's lease on the host is held by {named} now")
+        self.beaten, self.promised = now, ttl
+
+    def park(self) -> None:
+        """The walk stopped before its end (Ctrl-C, a refused resume): the lease stays,
+        naming this run, but stale at once, so `--resume` takes it over without waiting.
+        Best effort: a host that cannot be asked keeps the lease until its promise runs out."""
+        from patcher.errors import VpatchError
+        from patcher.output.inert import clean
+
+        try:
+            self._ask(protocol.LEASE_PARK, 0.0)
+        except VpatchError as exc:  # the session may be gone; the promised beat covers it
+            why = clean(exc.message.splitlines()[0] if exc.message else "")
+            print(f"note: {self.transport.target}: lease not parked: {why}", file=sys.stderr)
+
+    def release(self) -> dict[str, str]:
+        """What the walk's last step carries to give the lease up (protocol.step_request)."""
+        return {"run": self.run, "who": self.who}
