@@ -70,6 +70,14 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "environment's owner (default /usr/bin/python3)",
     )
     ssh.add_argument(
+        "--run-as",
+        metavar="USER",
+        default="",
+        help="as root, run the environment's code as USER (a name or uid of the host): the "
+        "operator's choice where more than one user can write what it runs, which is refused "
+        "otherwise (docs/design.md#the-trust-closure)",
+    )
+    ssh.add_argument(
         "--connect-timeout",
         type=float,
         default=10.0,
@@ -273,9 +281,23 @@ def settings(args: argparse.Namespace) -> Settings:
             connect_timeout=args.connect_timeout,
             call_timeout=args.timeout,
             trusted_python=args.trusted_python,
+            run_as=_run_as(args.run_as),
             budget=Budget(),
         )
     return made
+
+
+def _run_as(name: str) -> str:
+    """--run-as USER as the host will read it: a user name (as useradd accepts) or a uid;
+    anything else is refused here, before any host is contacted (exit 2)."""
+    import re
+
+    if name and not re.fullmatch(r"[a-z_][a-z0-9_.-]{0,31}\$?|[0-9]{1,10}", name):
+        raise UsageError(
+            f"--run-as {name!r} is not a user name or uid",
+            "e.g. --run-as svc-vllm, or --run-as 1001",
+        )
+    return name
 
 
 def policy(args: argparse.Namespace, total: int) -> fleet.Policy:

@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 
 def remote_command(
-    python: str, sudo: bool = False, trusted: str = "", sudo_user: str | None = None
+    python: str,
+    sudo: bool = False,
+    trusted: str = "",
+    sudo_user: str | None = None,
+    run_as: str = "",
 ) -> str:
     """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths.
 
@@ -36,7 +40,7 @@ def remote_command(
     never takes the plain path; a user who owns `/` and is not root takes stage 0, which
     has no root power to guard then and goes on as that user's agent."""
     q = shlex.quote
-    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON)))
+    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON, run_as)))
     plain = f"{q(python)} -I -c {q(BOOT)}"
     if sudo and sudo_user and sudo_user != "root":
         return f"sudo -n -u {q(sudo_user)} {plain}"
@@ -57,6 +61,7 @@ class SshOptions(NamedTuple):
     sudo_user: str | None = None  # with sudo: `sudo -n -u USER` (None: root)
     connect_timeout: float = 10.0
     trusted_python: str = ""  # privsep's stage 0 as root (TRUSTED_PYTHON when empty)
+    run_as: str = ""  # --run-as: as root, the user the environment's code runs as
     call_timeout: float = 600.0
     keepalive: int = 15
 
@@ -123,5 +128,6 @@ def options(target: Target, settings: Settings) -> SshOptions:
         connect_timeout=settings.connect_timeout,
         call_timeout=settings.call_timeout,
         trusted_python=settings.trusted_python,
+        run_as=settings.run_as,
         keepalive=settings.keepalive,
     )
