@@ -37,11 +37,11 @@ unit: install
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
 	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null \
-	    || ! command -v tmux >/dev/null; then \
-	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base and tmux (apt-get)"; \
+	    || ! command -v tmux >/dev/null || ! command -v setfacl >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, tmux and acl (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
-	    tmux >/dev/null; \
+	    tmux acl >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test

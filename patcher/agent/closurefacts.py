@@ -27,6 +27,8 @@ _PTH_MAX = 1 << 20  # bytes of one .pth file read (site reads them whole; a real
 
 
 def fact(path: str, content: bool = False) -> Fact:
+    """(path, uid, gid, mode, ACL entries or None, content) of `path` itself (lstat: a link
+    is a link; `followed` adds what it points to)."""
     st = os.lstat(path)
     acl = None
     if not stat.S_ISLNK(st.st_mode):
@@ -53,6 +55,15 @@ def chain(path: str, content: bool = False) -> list[Fact]:
     return out
 
 
+def followed(f: Fact) -> list[Fact]:
+    """`f`, and where it is a link, the chain of what it points to (site and the import
+    system read through links: a root-owned link to a user's file is the user's)."""
+    if not stat.S_ISLNK(f[3]):
+        return [f]
+    real = os.path.realpath(f[0])
+    return [f, *chain(real, f[5])] if os.path.lexists(real) else [f]
+
+
 def tree(root: str, skip: tuple[str, ...] = ()) -> list[Fact]:
     """Facts of `root` and everything below it (no link followed; names in `skip` left out
     at any depth): a standard library, or a package a step imports."""
@@ -68,7 +79,7 @@ def tree(root: str, skip: tuple[str, ...] = ()) -> list[Fact]:
             if e.name in skip:
                 continue
             f = fact(e.path, True)
-            out.append(f)
+            out += followed(f)
             if stat.S_ISDIR(f[3]):
                 todo.append(e.path)
     return out
@@ -85,7 +96,7 @@ def entries(d: str, names: tuple[str, ...] | None = None) -> list[Fact]:
     for name in listed:
         if names is None or name.split(".")[0] in names:
             try:
-                out.append(fact(os.path.join(d, name), True))
+                out += followed(fact(os.path.join(d, name), True))
             except OSError:
                 continue
     return out
@@ -173,7 +184,7 @@ def start_facts(site: Any) -> tuple[list[Fact], list[str]]:
             if not name.endswith(".pth"):
                 continue
             pth = os.path.join(d, name)
-            facts.append(fact(pth))
+            facts += followed(fact(pth))
             paths, mods = closure.pth_lines(read_pth(pth))
             for line in paths:
                 where = os.path.abspath(os.path.join(d, line))

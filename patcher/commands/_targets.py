@@ -75,7 +75,7 @@ def target_options(p: argparse.ArgumentParser) -> None:
         default="",
         help="as root, run the environment's code as USER (a name or uid of the host): the "
         "operator's choice where more than one user can write what it runs, which is refused "
-        "otherwise (docs/design.md#the-trust-closure)",
+        "otherwise (docs/design.md#the-trust-closure-host-side)",
     )
     ssh.add_argument(
         "--connect-timeout",

@@ -3,8 +3,11 @@ one path, the decision over all of them, and a .pth file's lines."""
 
 from __future__ import annotations
 
+import os
 import stat
 import struct
+import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -128,3 +131,22 @@ def test_pth_lines_as_site_reads_them() -> None:
     paths, mods = closure.pth_lines(text)
     assert paths == ["/home/u/src", "../shared", "importlib_is_a_path"]
     assert mods == ["__editable___demo_1_0_finder", "os", "apport_python_hook", "zz"]
+
+
+def test_the_kernels_own_acl_bytes_are_read(tmp_path: Path) -> None:
+    """What `setfacl` leaves in the xattr parses to the entries it set (closurefacts.fact),
+    and a file without one reads as mode bits only."""
+    from patcher.agent import closurefacts
+
+    plain, shared = tmp_path / "plain.pth", tmp_path / "shared.pth"
+    plain.write_text("")
+    shared.write_text("")
+    os.chmod(shared, 0o644)
+    subprocess.run(["setfacl", "-m", "u:54321:rw,g:54322:r", str(shared)], check=True)
+    assert closurefacts.fact(str(plain))[4] is None
+    found = closurefacts.fact(str(shared))
+    assert found[4] is not None and (USER, 6, 54321) in found[4] and (GROUP, 4, 54322) in found[4]
+    assert ("user", 54321) in closure.writers(found)
+    assert ("group", 54322) not in closure.writers(found)
+    subprocess.run(["setfacl", "-m", "m::r", str(shared)], check=True)  # the mask takes it back
+    assert ("user", 54321) not in closure.writers(closurefacts.fact(str(shared)))
