@@ -155,6 +155,8 @@ def env_facts(executable: str) -> list[Fact]:
         if home:
             facts += [f for f in closurefacts.chain(home, True) if f not in facts]
             start = home
+    if _same_interpreter(executable):
+        return facts  # this very binary and its standard library: checked as the trusted one
     ours = os.path.realpath(os.path.dirname(os.__file__))
     for lib in closurefacts.stdlib_dirs(start):
         if os.path.realpath(lib) != ours:
@@ -312,12 +314,15 @@ def _same_interpreter(python: str) -> bool:
 def _become_worker(python: str, extra: list[str]) -> None:
     """Stage 0 goes on as the worker in this process (`_same_interpreter`): the argv and
     `sys.executable` the exec would have given, the agent package imported afresh from the
-    bundle's importer (stage 0's own modules forgotten), then the agent's main loop on the
+    bundle's importer (stage 0's own modules forgotten, but the closure's two, which keep no
+    state), then the agent's main loop on the
     same stdin, of which stage 0 read exactly the bundle."""
     sys.executable = python
     sys.argv[:] = ["-c", ARG, IN_PLACE, *extra]
+    keep = ("vpatch_agent.closure", "vpatch_agent.closurefacts")  # stateless: loaded once
     for name in [n for n in sys.modules if n.split(".")[0] == "vpatch_agent"]:
-        del sys.modules[name]
+        if name not in keep:
+            del sys.modules[name]
     __import__("vpatch_agent").main()
     os._exit(0)  # (main ends the process itself at EOF)
 
