@@ -139,11 +139,12 @@ def members(facts: list[Fact]) -> dict[int, frozenset[int]]:
     return out
 
 
-def stdlib_dirs(start: str) -> list[str]:
+def stdlib_dirs(start: str, version: str = "") -> list[str]:
     """The standard library directories an interpreter whose search starts at `start` (its
     real directory, or a venv's `home`) finds, as CPython's getpath looks for its landmark:
-    `lib/pythonX.Y/os.py` in `start`'s parent or above (every version found: checking one
-    too many only ever drops or refuses)."""
+    `lib/pythonX.Y/os.py` in `start`'s parent or above; of `version` ("3.11") where it is
+    known, else every version found there (one too many only ever drops or refuses)."""
+    want = "python" + version if version else "python3"
     d = os.path.realpath(start)
     while True:
         found = []
@@ -154,7 +155,9 @@ def stdlib_dirs(start: str) -> list[str]:
             except OSError:
                 continue
             for name in sorted(names):
-                if name.startswith("python3") and os.path.isfile(os.path.join(base, name, "os.py")):
+                if (name == want or (not version and name.startswith(want))) and os.path.isfile(
+                    os.path.join(base, name, "os.py")
+                ):
                     found.append(os.path.join(base, name))
         if found:
             return found

@@ -149,24 +149,30 @@ def env_facts(executable: str) -> list[Fact]:
     prefix = env_prefix(executable, _has_cfg)
     cfg = os.path.join(prefix, "pyvenv.cfg")
     start = os.path.dirname(os.path.realpath(executable))
+    version = _version(os.path.basename(os.path.realpath(executable)))
     if _has_cfg(prefix):
         facts.append(closurefacts.fact(cfg))
-        home = _cfg_home(cfg)
+        found = parse_pyvenv(closurefacts.read_pth(cfg))
+        home = found.get("home", "")
+        version = _version(found.get("version", "") or found.get("version_info", "")) or version
         if home:
             facts += [f for f in closurefacts.chain(home, True) if f not in facts]
             start = home
     if _same_interpreter(executable):
         return facts  # this very binary and its standard library: checked as the trusted one
     ours = os.path.realpath(os.path.dirname(os.__file__))
-    for lib in closurefacts.stdlib_dirs(start):
+    for lib in closurefacts.stdlib_dirs(start, version):
         if os.path.realpath(lib) != ours:
             facts += closurefacts.chain(lib) + closurefacts.tree(lib, closurefacts.SITE_SKIP)
     return facts
 
 
-def _cfg_home(cfg: str) -> str:
-    """pyvenv.cfg's `home` (read on a descriptor that follows no link, bounded: data)."""
-    return parse_pyvenv(closurefacts.read_pth(cfg)).get("home", "")
+def _version(text: str) -> str:
+    """ "3.11" from pyvenv.cfg's "3.11.2" or an interpreter's name "python3.11" ("" if none)."""
+    parts = text.replace("python", "").split(".")
+    return (
+        "%s.%s" % tuple(parts[:2]) if len(parts) > 1 and all(p.isdigit() for p in parts[:2]) else ""
+    )
 
 
 def _has_cfg(d: str) -> bool:

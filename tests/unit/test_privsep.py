@@ -4,6 +4,7 @@ pyvenv.cfg, and who the agent works as, from lstat facts."""
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -112,3 +113,26 @@ def test_trusted_interpreter_must_be_roots() -> None:
     assert privsep.trusted_problem(ROOT_ENV) == ""
     bad = [*ROOT_ENV, ("/home/u/python3", 1001, 1001, FILE, None, False)]
     assert privsep.trusted_problem(bad) == "/home/u/python3 is owned by uid 1001, not root"
+
+
+def test_the_version_whose_standard_library_is_walked() -> None:
+    """pyvenv.cfg's `version` (or uv's `version_info`), else the interpreter's own name,
+    picks the one `lib/pythonX.Y` of a `home` that holds several; unknown: all of them."""
+    assert [privsep._version(t) for t in ("3.11.2", "python3.12", "3.13.0rc1")] == [
+        "3.11",
+        "3.12",
+        "3.13",
+    ]
+    assert privsep._version("python3") == privsep._version("") == ""
+
+
+def test_stdlib_is_found_as_getpath_finds_it(tmp_path: Path) -> None:
+    from patcher.agent import closurefacts
+
+    for v in ("3.11", "3.12"):
+        (tmp_path / "lib" / f"python{v}").mkdir(parents=True)
+        (tmp_path / "lib" / f"python{v}" / "os.py").write_text("")
+    (tmp_path / "bin").mkdir()
+    found = closurefacts.stdlib_dirs(str(tmp_path / "bin"), "3.12")
+    assert found == [str(tmp_path / "lib" / "python3.12")]
+    assert len(closurefacts.stdlib_dirs(str(tmp_path / "bin"))) == 2
