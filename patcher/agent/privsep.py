@@ -108,6 +108,11 @@ def decide(
     `home`, its standard library; in the worker, its site dirs, `.pth` files and what they
     add): not root, nothing to drop; else the closure's rule (closure.decide)."""
     if euid != 0:
+        if run_as is not None and run_as != euid:
+            raise Refusal(
+                "--run-as uid %d: this agent runs as uid %d, not root, and cannot become "
+                "another user (--sudo, or a root login, makes it root)" % (run_as, euid)
+            )
         return None
     try:
         return closure.decide(facts, closurefacts.members(facts), run_as, owner)
@@ -294,6 +299,16 @@ def _run_as(name: str) -> int:
         if name.isdigit():
             return int(name)
         raise Refusal("--run-as %r: no such user on this host" % name) from None
+
+
+def run_as_refusal(name: str) -> str:
+    """Why a non-root agent (the plain start, `python -I -c BOOT run-as USER`) refuses
+    --run-as USER ("" when USER is who it runs as already)."""
+    try:
+        decide(os.geteuid(), [], _run_as(name))
+    except Refusal as exc:
+        return str(exc)
+    return ""
 
 
 def _same_interpreter(python: str) -> bool:

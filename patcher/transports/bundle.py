@@ -108,7 +108,7 @@ def agent_argv(python: str, root: bool, trusted: str, run_as: str = "") -> list[
     the login user's power."""
     if root:
         return [trusted, "-I", "-S", "-c", BOOT0, python, *([run_as] if run_as else [])]
-    return [python, "-I", "-c", BOOT]
+    return [python, "-I", "-c", BOOT, *(["run-as", run_as] if run_as else [])]
 
 
 # The bundle's layout, part of the kept file's key: a loader that reads another layout never

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from patcher.errors import HostError, UsageError
 from patcher.transports import session as session_words
 from patcher.transports import sshnames
-from patcher.transports.bundle import BOOT, TRUSTED_PYTHON, agent_argv
+from patcher.transports.bundle import TRUSTED_PYTHON, agent_argv
 
 if TYPE_CHECKING:
     from patcher.transports import Settings, Target
@@ -41,7 +41,7 @@ def remote_command(
     has no root power to guard then and goes on as that user's agent."""
     q = shlex.quote
     stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON, run_as)))
-    plain = f"{q(python)} -I -c {q(BOOT)}"
+    plain = " ".join(map(q, agent_argv(python, False, "", run_as)))
     if sudo and sudo_user and sudo_user != "root":
         return f"sudo -n -u {q(sudo_user)} {plain}"
     if sudo:

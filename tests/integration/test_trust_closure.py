@@ -188,3 +188,25 @@ def test_restart_and_health_run_as_the_operator(user: User, where: str) -> None:
         assert (first["uid"], last["uid"]) == (user.uid, user.uid), answers
         assert restarted["ok"] and restarted["stdout"].strip() == "0", restarted
         assert health["ok"] and health["uid"] == 0 and health["healthy"] is False, health
+
+
+def test_run_as_without_root_is_refused_not_ignored(user: User) -> None:
+    """An agent that is not root (the plain start, as the login user) cannot become the
+    --run-as user: every request is answered with why, rather than the step running as the
+    login user while the operator believes otherwise. Naming the login user itself is fine."""
+    with root_venv() as venv:
+        own(user, venv)
+        python = str(venv / "bin" / "python")
+        line = agent_bundle() + request_line({"op": "procs", "paths": []})
+        for name, refused in (("root", True), (user.name, False)):
+            argv = agent_argv(python, False, TRUSTED_PYTHON, name)
+            out = subprocess.run(
+                argv, input=line, capture_output=True, timeout=120, user=user.uid, cwd="/"
+            )
+            answer = json.loads(out.stdout)
+            assert answer["uid"] == user.uid, answer
+            if refused:
+                assert answer["kind"] == "privsep", answer
+                assert f"runs as uid {user.uid}, not root" in answer["error"], answer
+            else:
+                assert answer["ok"], answer

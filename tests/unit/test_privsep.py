@@ -136,3 +136,20 @@ def test_stdlib_is_found_as_getpath_finds_it(tmp_path: Path) -> None:
     found = closurefacts.stdlib_dirs(str(tmp_path / "bin"), "3.12")
     assert found == [str(tmp_path / "lib" / "python3.12")]
     assert len(closurefacts.stdlib_dirs(str(tmp_path / "bin"))) == 2
+
+
+def test_run_as_names_a_user_and_is_not_dropped_through_ray() -> None:
+    """--run-as is checked before any host is contacted: a user name or a uid; --ray starts
+    agents by an argv of its own that does not carry it, so the two are refused together."""
+    from patcher.commands import _targets
+    from patcher.errors import UsageError
+
+    assert _targets._run_as("svc-vllm", False) == "svc-vllm"
+    assert _targets._run_as("1001", False) == "1001"
+    assert _targets._run_as("", True) == ""
+    assert _targets._run_as("Svc_1", False) == "Svc_1"
+    for bad in ("svc;id", "-x", "a b", "x" * 40):
+        with pytest.raises(UsageError, match="is not a user name or uid"):
+            _targets._run_as(bad, False)
+    with pytest.raises(UsageError, match="not passed to agents started through --ray"):
+        _targets._run_as("svc", True)
