@@ -167,7 +167,11 @@ def stdlib_dirs(start: str, version: str = "") -> list[str]:
         d = up
 
 
-SITE_SKIP = ("site-packages", "dist-packages")  # a stdlib tree's own: site's, checked there
+# Left out of a standard library's walk: its site dirs (the worker checks what `site` reads
+# there), and CPython's own test suites (`test`, `unittest/test`, `idlelib/idle_test`, ...),
+# which no server or agent imports and which are most of the tree's files (pyenv's 3.9:
+# 7,471 entries, 29 ms of CPU to walk; 3,067 and 11 ms without them).
+STDLIB_SKIP = ("site-packages", "dist-packages", "test", "tests", "idle_test")
 
 
 def start_facts(site: Any) -> tuple[list[Fact], list[str]]:

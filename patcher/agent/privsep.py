@@ -168,7 +168,7 @@ def env_facts(executable: str) -> list[Fact]:
     ours = os.path.realpath(os.path.dirname(os.__file__))
     for lib in closurefacts.stdlib_dirs(start, version):
         if os.path.realpath(lib) != ours:
-            facts += closurefacts.chain(lib) + closurefacts.tree(lib, closurefacts.SITE_SKIP)
+            facts += closurefacts.chain(lib) + closurefacts.tree(lib, closurefacts.STDLIB_SKIP)
     return facts
 
 
