@@ -119,6 +119,18 @@ def test_a_package_dir_another_user_owns_is_imported_only_as_that_user(
         spec.write_text(SPEC_A)
         ok(vpatch("apply", spec, "--python", python))
         assert user.ran_as() == {user.uid}, sorted(user.markers.iterdir())
+        ok(vpatch("rollback", "--python", python))
+        # a second user who can write a file of the package: the import check runs as
+        # neither, refused with both named (and the write it guarded is put back)
+        with a_user() as other:
+            os.lchown(pkg / "config.py", other.uid, other.gid)
+            before, pristine = user.ran_as(), (pkg / "config.py").read_bytes()
+            res = vpatch("apply", spec, "--python", python)
+            said = res.out + res.err
+            assert res.code != 0 and "more than one user" in said, said
+            assert f"uid {user.uid}" in said and f"uid {other.uid}" in said, said
+            assert user.ran_as() == before, sorted(user.markers.iterdir())
+            assert (pkg / "config.py").read_bytes() == pristine
 
 
 def test_a_copies_venv_of_a_users_python_runs_as_that_user(user: User) -> None:
