@@ -21,8 +21,10 @@ import pytest
 
 from patcher.transports.bundle import TRUSTED_PYTHON, agent_argv, agent_bundle, request_line
 from tests import envs, standin
+from tests import sshd as harness
 from tests.conftest import Run, vpatch
 from tests.support.owners import HOST_PYTHON, User, a_user, root_venv
+from tests.support.sshargs import ssh_args
 from tests.support.standin_specs import SPEC_A
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root is the operator here")
@@ -222,3 +224,33 @@ def test_run_as_without_root_is_refused_not_ignored(user: User) -> None:
                 assert f"runs as uid {user.uid}, not root" in answer["error"], answer
             else:
                 assert answer["ok"], answer
+
+
+def test_rollouts_restart_runs_as_the_operator_over_ssh(
+    user: User, tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """Attack 11 through the real CLI and a real sshd: `vpatch rollout --sudo` onto an
+    environment the user owns. The apply is the owner's (the worker dropped); the restart
+    command is root's, the operator's through sudo (it ran as the owner before)."""
+    lab = ssh_lab_factory(1, harness.standin_env_factory, user=harness.NONROOT_USER, sudoers=True)
+    h = lab.hosts[0]
+    os.chmod(h.home, 0o755)  # the host's /root: the owner reaches its env below it
+    (h.home / "markers").mkdir(mode=0o777)
+    os.chmod(h.home / "markers", 0o1777)
+    own(user, h.home / "ml-env")
+    spec = tmp_path / "a.toml"
+    spec.write_text(SPEC_A)
+    res = vpatch(
+        "rollout",
+        spec,
+        "--host",
+        h.name,
+        *ssh_args(lab, "--sudo"),
+        "--restart",
+        "id -u > /root/markers/restarted-as",
+        "--json",
+    )
+    assert res.code == 0, res.out + res.err
+    assert (h.home / "markers" / "restarted-as").read_text().strip() == "0"
+    state = h.home / "ml-env" / ".vpatch"  # the apply and the step entries: the owner's
+    assert {p.stat().st_uid for p in [state, *state.rglob("*")]} == {user.uid}
