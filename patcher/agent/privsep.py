@@ -10,30 +10,34 @@ a root login) it starts in two stages, OpenSSH-style:
 1. **Stage 0, root, trusted interpreter** (`transports.bundle.BOOT0`: the host's python3, `-I -S`,
    so nothing but its own standard library runs). It checks itself (`trusted_problem`: its
    executable, the directories up to it and its standard library are root's and writable by
-   no one else), then looks at the environment as data: `lstat` of every component of the
-   interpreter's path, its real path, and `pyvenv.cfg` (`env_facts`), never opening or running
-   anything of it. `decide` names the user to work as: the environment's owner when any of
-   those belongs to a user other than root, nobody's (root stays) when all are root's and
-   writable by no one else, else a refusal.
+   no one else, ACLs included), then gathers the start of the trust closure as data
+   (`env_facts`: the interpreter's path and real path, `pyvenv.cfg`, its `home` and the
+   standard library found from there; closurefacts.py), never opening or running anything
+   of it. `decide` names the user to work as by the closure's rule (closure.py): root stays
+   when nobody else can write any of it, one other user is who works, more than one is a
+   refusal unless the operator chose `--run-as` (argv[2]).
 2. **The worker**: stage 0 forks; the child drops to the owner (`setgroups`, `setresgid`,
    `setresuid`, verified with `getres*id` and by a `setuid(0)` that must fail) and only then
    execs the environment's interpreter `-I -S -c CHILD_BOOT privsep`, the bundle re-fed on
-   fd 3. The worker reads the requests from the same stdin and answers on the same stdout:
-   stage 0 relays nothing. As the owner, everything the worker does (reads, writes, locks,
-   the journal, compile checks with its own bytecode magic, probes and import checks) has
-   only the owner's power: a link to root's file is a permission error, not a write.
-   Where stage 0 stayed root (a root-owned interpreter), the worker itself checks the
-   environment's own site directories and `.pth` files before `site` runs (`settle`), and
-   drops to their owner there if they are someone else's. With no drop to make, stage 0
+   fd 3. The worker answers on the same stdout; its requests come through stage 0, which
+   keeps the controller's stdin and answers the operator's own ops (relay.py). As the
+   owner, everything the worker does (reads, writes, locks, the journal, compile checks
+   with its own bytecode magic, probes and import checks) has only the owner's power: a
+   link to root's file is a permission error, not a write.
+   Before `site` runs (`settle`), the worker gathers the rest of the closure's start (site
+   dirs, `.pth` files and what they add) and decides again: a root worker drops to the one
+   other writer there, a dropped one refuses a second writer. With no drop to make, stage 0
    forks nothing: it becomes the worker, in this process when the environment's
    interpreter is this binary (`_same_interpreter`, `_become_worker`), else by an exec
    with the bundle in a sealed memfd (`_exec_in_place`); such a worker forks its own root
-   scan helper if `settle` makes it drop (`_scan_helper`).
-3. **What stays privileged**: one thing, read-only and bounded: the `/proc` scan for
-   processes that still run old code (`procs.scan`), which must see other users' processes.
-   The worker asks stage 0 over a pipe (`scan`): a time and the environment's site dirs,
-   which stage 0 accepts only under the prefix it found itself; the answer is pids, start
-   times and command lines.
+   helper if `settle` makes it drop (`_scan_helper`). Probes and import checks run as the
+   closure's import part says (`probe_user`).
+3. **What stays privileged**: the `/proc` scan for processes that still run old code
+   (`procs.scan`), which must see other users' processes: read-only and bounded, the worker
+   asks stage 0 over a pipe (`scan`): a time and the environment's site dirs, which stage 0
+   accepts only under the prefix it found itself; the answer is pids, start times and
+   command lines. And the operator's ops (restart, health, fetch: relay.py), which stage 0
+   reads from the controller itself, never from the worker.
 
 Without root nothing of this runs: the transport starts the environment's interpreter as
 before (`python -I -c BOOT`), which has only the login user's power.
