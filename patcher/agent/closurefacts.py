@@ -187,7 +187,11 @@ def start_facts(site: Any) -> tuple[list[Fact], list[str]]:
     names = ["sitecustomize", "usercustomize"]
     for d in dirs:
         facts += [f for f in chain(d, True) if f not in facts]
-        for name in sorted(os.listdir(d)):
+        try:
+            listed = sorted(os.listdir(d))
+        except OSError:  # not ours to read (a base's site dir): `site` cannot read it either
+            listed = []
+        for name in listed:
             if not name.endswith(".pth"):
                 continue
             pth = os.path.join(d, name)
@@ -202,7 +206,8 @@ def start_facts(site: Any) -> tuple[list[Fact], list[str]]:
         for f in entries(d, tuple(names)):
             facts.append(f)
             if f[0].endswith("_finder.py") and os.path.basename(f[0]).startswith("__editable__"):
-                added += [m for m in finder_paths(f[0]) if m not in added]
+                found = finder_paths(f[0])  # (a stale mapping names nothing: skipped)
+                added += [m for m in found if m not in added and os.path.exists(m)]
     for where in added:
         facts += [f for f in chain(where, True) if f not in facts]
         facts += entries(where)

@@ -150,3 +150,20 @@ def test_the_kernels_own_acl_bytes_are_read(tmp_path: Path) -> None:
     assert ("group", 54322) not in closure.writers(found)
     subprocess.run(["setfacl", "-m", "m::r", str(shared)], check=True)  # the mask takes it back
     assert ("user", 54321) not in closure.writers(closurefacts.fact(str(shared)))
+
+
+def test_an_editable_finders_mapping_is_read_as_data(tmp_path: Path) -> None:
+    """setuptools' `__editable___NAME_finder.py` maps its packages to a checkout: those
+    paths are in the closure (read from the MAPPING literal, the module never imported)."""
+    from patcher.agent import closurefacts
+
+    finder = tmp_path / "__editable___demo_1_0_finder.py"
+    finder.write_text(
+        "import sys\n"
+        "MAPPING: dict[str, str] = {'demo': '/home/u/src/demo', 'x': 'relative'}\n"
+        "NAMESPACES: dict[str, list[str]] = {}\n"
+        "raise SystemExit('never run')\n"
+    )
+    assert closurefacts.finder_paths(str(finder)) == ["/home/u/src/demo"]
+    finder.write_text("MAPPING = __import__('os').system('id')\n")
+    assert closurefacts.finder_paths(str(finder)) == []
