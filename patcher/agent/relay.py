@@ -75,9 +75,7 @@ def serve(stdin: int, worker_in: int, ask: int, reply: int, scan: Callable[[byte
     """Until the worker closes its end of `ask` (it ended): pass the controller's request
     lines from `stdin` to `worker_in` (at its EOF, close it: the worker then ends), answer
     operator ops on stdout, and answer each scan question line from `ask` on `reply`."""
-    from . import wire
-
-    pending = b""
+    lines = _Lines(worker_in)
     question = b""
     reading = True
     while True:
@@ -100,22 +98,54 @@ def serve(stdin: int, worker_in: int, ask: int, reply: int, scan: Callable[[byte
                 if len(question) > _READ:
                     return  # not a question: the worker gets EOF on its next one
                 continue
-            pending += chunk
-            # At EOF a last line without its newline (one-shot callers) goes as it is.
-            end = b"\n" if chunk else b""
-            if chunk:
-                *lines, pending = pending.split(b"\n")
-            else:
-                lines, pending = ([pending] if pending else []), b""
-            for line in lines:
-                req = operator_line(line)
-                if req is None:
-                    _write(worker_in, line + end)
-                else:
-                    _write(1, (wire.dumps(answer(req)) + "\n").encode("utf-8"))
+            lines.feed(chunk)
             if not chunk:
                 reading = False
                 os.close(worker_in)
+
+
+class _Lines:
+    """The controller's request lines, each looked at once: a line that grows past _PEEK
+    without its newline is no operator op and streams to the worker as it comes (a commit's
+    file texts, megabytes: never buffered whole, never scanned twice)."""
+
+    def __init__(self, worker_in: int, out: int = 1) -> None:
+        self.worker_in, self.out = worker_in, out
+        self.buf = b""
+        self.through = False  # passing the rest of a long line on
+
+    def feed(self, data: bytes) -> None:
+        """Take `data` from stdin (b"": its EOF, where a last line may lack its newline:
+        one-shot callers)."""
+        if not data:
+            if self.buf:
+                self._line(self.buf, b"")
+            self.buf = b""
+            return
+        while data:
+            nl = data.find(b"\n")
+            if self.through:
+                cut = len(data) if nl < 0 else nl + 1
+                _write(self.worker_in, data[:cut])
+                data, self.through = data[cut:], nl < 0
+            elif nl < 0:
+                self.buf += data
+                data = b""
+                if len(self.buf) > _PEEK:
+                    _write(self.worker_in, self.buf)
+                    self.buf, self.through = b"", True
+            else:
+                line, self.buf, data = self.buf + data[:nl], b"", data[nl + 1 :]
+                self._line(line, b"\n")
+
+    def _line(self, line: bytes, end: bytes) -> None:
+        req = operator_line(line)
+        if req is None:
+            _write(self.worker_in, line + end)
+        else:
+            from . import wire
+
+            _write(self.out, (wire.dumps(answer(req)) + "\n").encode("utf-8"))
 
 
 def _write(fd: int, data: bytes) -> None:
