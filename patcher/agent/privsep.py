@@ -572,7 +572,8 @@ def user_kwargs(uid: int) -> dict[str, Any]:
     except KeyError:
         name, gid, home, groups = str(uid), uid, "/", [uid]
     env = dict(os.environ, HOME=home, USER=name, LOGNAME=name)
-    return {"user": uid, "group": gid, "extra_groups": groups, "env": env}
+    # cwd "/": the worker's own (root's home over SSH) may be closed to that user
+    return {"user": uid, "group": gid, "extra_groups": groups, "env": env, "cwd": "/"}
 
 
 def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
