@@ -37,11 +37,12 @@ unit: install
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
 	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null \
-	    || ! command -v tmux >/dev/null || ! command -v man >/dev/null; then \
-	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db and tmux (apt-get)"; \
+	    || ! command -v tmux >/dev/null || ! command -v man >/dev/null \
+	    || ! command -v setfacl >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db, tmux and acl (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
-	    man-db tmux >/dev/null; \
+	    man-db tmux acl >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test

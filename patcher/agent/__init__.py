@@ -218,6 +218,13 @@ def _settle() -> None:
     _REFUSED = privsep.STATE.get("refused") or ""
 
 
+def _run_as_only(name: str) -> None:
+    global _REFUSED
+    from . import privsep
+
+    _REFUSED = privsep.run_as_refusal(name)
+
+
 def main() -> None:
     """Answer each request line on stdin with one JSON line on stdout, until EOF.
 
@@ -229,6 +236,8 @@ def main() -> None:
     Started by privsep's stage 0 (argv `privsep`), it first settles who it works as."""
     if sys.argv[1:2] == ["privsep"]:
         _settle()
+    elif sys.argv[1:2] == ["run-as"]:  # --run-as without root: only as who it is already
+        _run_as_only(sys.argv[2] if len(sys.argv) > 2 else "")
     while True:
         line = sys.stdin.readline()
         if not line:

@@ -10,30 +10,34 @@ a root login) it starts in two stages, OpenSSH-style:
 1. **Stage 0, root, trusted interpreter** (`transports.bundle.BOOT0`: the host's python3, `-I -S`,
    so nothing but its own standard library runs). It checks itself (`trusted_problem`: its
    executable, the directories up to it and its standard library are root's and writable by
-   no one else), then looks at the environment as data: `lstat` of every component of the
-   interpreter's path, its real path, and `pyvenv.cfg` (`env_facts`), never opening or running
-   anything of it. `decide` names the user to work as: the environment's owner when any of
-   those belongs to a user other than root, nobody's (root stays) when all are root's and
-   writable by no one else, else a refusal.
+   no one else, ACLs included), then gathers the start of the trust closure as data
+   (`env_facts`: the interpreter's path and real path, `pyvenv.cfg`, its `home` and the
+   standard library found from there; closurefacts.py), never opening or running anything
+   of it. `decide` names the user to work as by the closure's rule (closure.py): root stays
+   when nobody else can write any of it, one other user is who works, more than one is a
+   refusal unless the operator chose `--run-as` (argv[2]).
 2. **The worker**: stage 0 forks; the child drops to the owner (`setgroups`, `setresgid`,
    `setresuid`, verified with `getres*id` and by a `setuid(0)` that must fail) and only then
    execs the environment's interpreter `-I -S -c CHILD_BOOT privsep`, the bundle re-fed on
-   fd 3. The worker reads the requests from the same stdin and answers on the same stdout:
-   stage 0 relays nothing. As the owner, everything the worker does (reads, writes, locks,
-   the journal, compile checks with its own bytecode magic, probes and import checks) has
-   only the owner's power: a link to root's file is a permission error, not a write.
-   Where stage 0 stayed root (a root-owned interpreter), the worker itself checks the
-   environment's own site directories and `.pth` files before `site` runs (`settle`), and
-   drops to their owner there if they are someone else's. With no drop to make, stage 0
+   fd 3. The worker answers on the same stdout; its requests come through stage 0, which
+   keeps the controller's stdin and answers the operator's own ops (relay.py). As the
+   owner, everything the worker does (reads, writes, locks, the journal, compile checks
+   with its own bytecode magic, probes and import checks) has only the owner's power: a
+   link to root's file is a permission error, not a write.
+   Before `site` runs (`settle`), the worker gathers the rest of the closure's start (site
+   dirs, `.pth` files and what they add) and decides again: a root worker drops to the one
+   other writer there, a dropped one refuses a second writer. With no drop to make, stage 0
    forks nothing: it becomes the worker, in this process when the environment's
    interpreter is this binary (`_same_interpreter`, `_become_worker`), else by an exec
    with the bundle in a sealed memfd (`_exec_in_place`); such a worker forks its own root
-   scan helper if `settle` makes it drop (`_scan_helper`).
-3. **What stays privileged**: one thing, read-only and bounded: the `/proc` scan for
-   processes that still run old code (`procs.scan`), which must see other users' processes.
-   The worker asks stage 0 over a pipe (`scan`): a time and the environment's site dirs,
-   which stage 0 accepts only under the prefix it found itself; the answer is pids, start
-   times and command lines.
+   helper if `settle` makes it drop (`_scan_helper`). Probes and import checks run as the
+   closure's import part says (`probe_user`).
+3. **What stays privileged**: the `/proc` scan for processes that still run old code
+   (`procs.scan`), which must see other users' processes: read-only and bounded, the worker
+   asks stage 0 over a pipe (`scan`): a time and the environment's site dirs, which stage 0
+   accepts only under the prefix it found itself; the answer is pids, start times and
+   command lines. And the operator's ops (restart, health, fetch: relay.py), which stage 0
+   reads from the controller itself, never from the worker.
 
 Without root nothing of this runs: the transport starts the environment's interpreter as
 before (`python -I -c BOOT`), which has only the login user's power.
@@ -45,9 +49,13 @@ import os
 import stat
 import sys
 
+from . import closure, closurefacts
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
     from typing import Any
+
+    from .closure import Fact
 
 # The worker's descriptors, set up by stage 0 before the exec: the bundle (read once), and
 # the two ends of the restart-scan channel to stage 0.
@@ -57,7 +65,6 @@ ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep MARK`)
 # stage 0 exec'd into the worker (no parent to ask for scans).
 IN_PLACE = "2"
 KIND = "privsep"  # agent error kind: stage 0 or the worker refused to go on
-_LINE_MAX = 1 << 16  # one scan question (a time and a few paths)
 _SITES_MAX = 32
 
 # What the worker was told and found: {"uid": euid, "dropped_from": 0 or None, "why": ...}.
@@ -97,46 +104,43 @@ def env_prefix(executable: str, has_cfg: Any) -> str:
     return os.path.dirname(os.path.dirname(os.path.realpath(executable)))
 
 
-def _writable_by_others(mode: int, gid: int) -> bool:
-    if stat.S_ISLNK(mode):
-        return False  # a link's own mode means nothing; its owner is checked
-    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX:
-        return False  # sticky (/tmp): others cannot rename or remove what is not theirs
-    return bool(mode & stat.S_IWOTH or (mode & stat.S_IWGRP and gid != 0))
-
-
-def decide(euid: int, facts: list[tuple[str, int, int, int]]) -> int | None:
-    """The uid to work as (None: stay as we are), from (path, uid, gid, mode) of every
-    component of the environment's interpreter path and its real path, and its pyvenv.cfg.
-
-    Not root: nothing to drop. Any of them another user's: that user owns the environment
-    (owning a directory is owning what is below it). Two users: refused, there is no one
-    owner. All root's: stay root, unless one is writable by a group or others (then whoever
-    can write it owns it, and who that is cannot be told)."""
+def decide(
+    euid: int, facts: list[Fact], run_as: int | None = None, owner: int | None = None
+) -> int | None:
+    """The uid to work as (None: stay as we are), from the facts of what the environment's
+    code will read (closure.py: the interpreter's path and real path, its pyvenv.cfg and
+    `home`, its standard library; in the worker, its site dirs, `.pth` files and what they
+    add): not root, nothing to drop; else the closure's rule (closure.decide)."""
     if euid != 0:
-        return None
-    owners = sorted({uid for _p, uid, _g, _m in facts if uid != 0})
-    if len(owners) > 1:
-        where = ", ".join("%s (uid %d)" % (p, uid) for p, uid, _g, _m in facts if uid in owners[:2])
-        raise Refusal("the environment has more than one owner: %s" % where)
-    if owners:
-        return owners[0]
-    for path, _uid, gid, mode in facts:
-        if _writable_by_others(mode, gid):
+        if run_as is not None and run_as != euid:
             raise Refusal(
-                "%s is root's but writable by group or others (mode %o): its owner cannot be "
-                "told, so vpatch does not run as root there" % (path, stat.S_IMODE(mode))
+                "--run-as uid %d: this agent runs as uid %d, not root, and cannot become "
+                "another user (--sudo, or a root login, makes it root)" % (run_as, euid)
             )
-    return None
+        return None
+    try:
+        return closure.decide(facts, closurefacts.members(facts), run_as, owner)
+    except closure.Refusal as exc:
+        raise Refusal(str(exc)) from None
 
 
-def trusted_problem(facts: list[tuple[str, int, int, int]]) -> str:
-    """Why the interpreter stage 0 runs under is not to be trusted as root ("" when it is)."""
-    for path, uid, gid, mode in facts:
+def trusted_problem(facts: list[Fact]) -> str:
+    """Why the interpreter stage 0 runs under is not to be trusted as root ("" when it is):
+    anything of it that someone but root can write (owner, mode bits, ACL)."""
+    groups = closurefacts.members(facts)
+    for f in facts:
+        path, uid = f[0], f[1]
         if uid != 0:
             return "%s is owned by uid %d, not root" % (path, uid)
-        if _writable_by_others(mode, gid):
-            return "%s is writable by group or others (mode %o)" % (path, stat.S_IMODE(mode))
+        for kind, ident in sorted(closure.writers(f)):
+            if kind == "group" and groups.get(ident, frozenset({-1})) <= {0}:
+                continue
+            if (kind, ident) != ("user", 0):
+                return "%s is writable by %s (mode %o)" % (
+                    path,
+                    closure._label((kind, ident)),
+                    stat.S_IMODE(f[3]),
+                )
     return ""
 
 
@@ -144,30 +148,40 @@ def trusted_problem(facts: list[tuple[str, int, int, int]]) -> str:
 # Edges: facts from the file system (lstat only: nothing of the environment is opened)
 
 
-def chain(path: str) -> list[tuple[str, int, int, int]]:
-    """(path, uid, gid, mode) of every component of `path` and of its real path."""
-    out: list[tuple[str, int, int, int]] = []
-    seen = set()
-    for p in (os.path.abspath(path), os.path.realpath(path)):
-        parts = p.split(os.sep)
-        for i in range(1, len(parts) + 1):
-            where = os.sep.join(parts[:i]) or os.sep
-            if where in seen:
-                continue
-            seen.add(where)
-            st = os.lstat(where)
-            out.append((where, st.st_uid, st.st_gid, st.st_mode))
-    return out
-
-
-def env_facts(executable: str) -> list[tuple[str, int, int, int]]:
-    """The environment's facts for `decide`: its interpreter's chain and its pyvenv.cfg."""
-    facts = chain(executable)
-    cfg = os.path.join(env_prefix(executable, _has_cfg), "pyvenv.cfg")
-    if _has_cfg(os.path.dirname(cfg)):
-        st = os.lstat(cfg)
-        facts.append((cfg, st.st_uid, st.st_gid, st.st_mode))
+def env_facts(executable: str) -> list[Fact]:
+    """What the environment's interpreter reads before any of its own code could be checked,
+    for `decide`: its path and real path, its pyvenv.cfg, the `home` that file names (a
+    `--copies` venv runs its own binary with `home`'s standard library) and that standard
+    library's whole tree (but its site dirs, which the worker checks, and but the trusted
+    interpreter's own, which stage 0 checked as itself)."""
+    facts = closurefacts.chain(executable)
+    prefix = env_prefix(executable, _has_cfg)
+    cfg = os.path.join(prefix, "pyvenv.cfg")
+    start = os.path.dirname(os.path.realpath(executable))
+    version = _version(os.path.basename(os.path.realpath(executable)))
+    if _has_cfg(prefix):
+        facts.append(closurefacts.fact(cfg))
+        found = parse_pyvenv(closurefacts.read_pth(cfg))
+        home = found.get("home", "")
+        version = _version(found.get("version", "") or found.get("version_info", "")) or version
+        if home:
+            facts += [f for f in closurefacts.chain(home, True) if f not in facts]
+            start = home
+    if _same_interpreter(executable):
+        return facts  # this very binary and its standard library: checked as the trusted one
+    ours = os.path.realpath(os.path.dirname(os.__file__))
+    for lib in closurefacts.stdlib_dirs(start, version):
+        if os.path.realpath(lib) != ours:
+            facts += closurefacts.chain(lib) + closurefacts.tree(lib, closurefacts.STDLIB_SKIP)
     return facts
+
+
+def _version(text: str) -> str:
+    """ "3.11" from pyvenv.cfg's "3.11.2" or an interpreter's name "python3.11" ("" if none)."""
+    parts = text.replace("python", "").split(".")
+    return (
+        "%s.%s" % tuple(parts[:2]) if len(parts) > 1 and all(p.isdigit() for p in parts[:2]) else ""
+    )
 
 
 def _has_cfg(d: str) -> bool:
@@ -217,6 +231,7 @@ def drop(uid: int) -> None:
 def stage0(bundle: str) -> None:
     """Run by transports.bundle.BOOT0 with the bundle it read: decide, fork the worker, serve its
     restart scans, end as it ended. A refusal answers every request with it."""
+    run_as: int | None = None
     try:
         python = _which(sys.argv[1] if len(sys.argv) > 1 else "")
     except Refusal as exc:
@@ -228,25 +243,29 @@ def stage0(bundle: str) -> None:
         why = trusted_problem(_trusted_facts()) if os.geteuid() == 0 else ""
         if why:
             raise Refusal("the trusted interpreter %s: %s" % (sys.executable, why))
-        uid = decide(os.geteuid(), env_facts(python))
+        run_as = _run_as(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] else None
+        uid = decide(os.geteuid(), env_facts(python), run_as)
     except (Refusal, OSError) as exc:
         _refuse_forever(str(exc) if isinstance(exc, Refusal) else _oserror(exc))
         return
     boot = _child_boot(bundle)
+    extra = [str(run_as)] if run_as is not None else []  # the worker's closure decides by it
     if uid is None and _same_interpreter(python):
-        _become_worker(python)  # root stays, this very interpreter: no second start
+        _become_worker(python, extra)  # root stays, this very interpreter: no second start
         return
     if uid is None and hasattr(os, "memfd_create"):
-        _exec_in_place(python, boot, bundle)  # root stays: no second process (never returns)
+        _exec_in_place(python, boot, bundle, extra)  # root stays: no second process
     bundle_r, bundle_w = os.pipe()
     ask_r, ask_w = os.pipe()
     answer_r, answer_w = os.pipe()
+    req_r, req_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker
         try:
+            os.dup2(req_r, 0)  # its requests: what stage 0 passes on (_serve)
             for fd, want in ((bundle_r, FD_BUNDLE), (ask_w, FD_ASK), (answer_r, FD_ANSWER)):
                 os.dup2(fd, want + 10)
-            for fd in (bundle_r, bundle_w, ask_r, ask_w, answer_r, answer_w):
+            for fd in (bundle_r, bundle_w, ask_r, ask_w, answer_r, answer_w, req_r, req_w):
                 os.close(fd)
             for want in (FD_BUNDLE, FD_ASK, FD_ANSWER):
                 os.dup2(want + 10, want)
@@ -254,15 +273,14 @@ def stage0(bundle: str) -> None:
             if uid is not None:
                 drop(uid)
             mark = "1" if uid is not None else "0"  # dropped here, or root still
-            os.execv(python, [python, "-I", "-S", "-c", boot, ARG, mark])
+            os.execv(python, [python, "-I", "-S", "-c", boot, ARG, mark, *extra])
         except BaseException as exc:  # the worker never returns into stage 0
             err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             who = "uid %d, the environment's owner" % uid if uid is not None else "root"
             os.write(2, ("vpatch agent: cannot run %s as %s: %s\n" % (python, who, err)).encode())
             os._exit(126)
-    for fd in (bundle_r, ask_w, answer_r):
+    for fd in (bundle_r, ask_w, answer_r, req_r):
         os.close(fd)
-    _quiet_std()  # stdout's EOF is then the worker's
     try:
         data = bundle.encode("latin-1")
         while data:
@@ -271,8 +289,30 @@ def stage0(bundle: str) -> None:
         pass  # the worker is gone: its status says why
     os.close(bundle_w)
     prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
-    _serve(ask_r, answer_w, python, prefix)  # (a worker that stays root never asks)
+    _serve(req_w, ask_r, answer_w, python, prefix)
     _exit_as(pid)
+
+
+def _run_as(name: str) -> int:
+    """--run-as USER: a user name, or a uid, of this host."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        if name.isdigit():
+            return int(name)
+        raise Refusal("--run-as %r: no such user on this host" % name) from None
+
+
+def run_as_refusal(name: str) -> str:
+    """Why a non-root agent (the plain start, `python -I -c BOOT run-as USER`) refuses
+    --run-as USER ("" when USER is who it runs as already)."""
+    try:
+        decide(os.geteuid(), [], _run_as(name))
+    except Refusal as exc:
+        return str(exc)
+    return ""
 
 
 def _same_interpreter(python: str) -> bool:
@@ -296,20 +336,23 @@ def _same_interpreter(python: str) -> bool:
     return bool(home) and os.path.realpath(home) == here
 
 
-def _become_worker(python: str) -> None:
+def _become_worker(python: str, extra: list[str]) -> None:
     """Stage 0 goes on as the worker in this process (`_same_interpreter`): the argv and
     `sys.executable` the exec would have given, the agent package imported afresh from the
-    bundle's importer (stage 0's own modules forgotten), then the agent's main loop on the
+    bundle's importer (stage 0's own modules forgotten, but the closure's two, which keep no
+    state), then the agent's main loop on the
     same stdin, of which stage 0 read exactly the bundle."""
     sys.executable = python
-    sys.argv[:] = ["-c", ARG, IN_PLACE]
+    sys.argv[:] = ["-c", ARG, IN_PLACE, *extra]
+    keep = ("vpatch_agent.closure", "vpatch_agent.closurefacts")  # stateless: loaded once
     for name in [n for n in sys.modules if n.split(".")[0] == "vpatch_agent"]:
-        del sys.modules[name]
+        if name not in keep:
+            del sys.modules[name]
     __import__("vpatch_agent").main()
     os._exit(0)  # (main ends the process itself at EOF)
 
 
-def _exec_in_place(python: str, boot: str, bundle: str) -> None:
+def _exec_in_place(python: str, boot: str, bundle: str, extra: list[str]) -> None:
     """Become the worker, root still: the bundle in a sealed memfd on FD_BUNDLE, then exec.
 
     Where no drop is needed there is nothing for a second process to keep apart: stage 0
@@ -335,7 +378,7 @@ def _exec_in_place(python: str, boot: str, bundle: str) -> None:
             os.close(fd)
         else:
             os.set_inheritable(fd, True)
-        os.execv(python, [python, "-I", "-S", "-c", boot, ARG, IN_PLACE])
+        os.execv(python, [python, "-I", "-S", "-c", boot, ARG, IN_PLACE, *extra])
     except BaseException as exc:
         err = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         os.write(2, ("vpatch agent: cannot run %s as root: %s\n" % (python, err)).encode())
@@ -344,23 +387,26 @@ def _exec_in_place(python: str, boot: str, bundle: str) -> None:
 
 def _scan_helper() -> None:
     """In a worker stage 0 became (IN_PLACE) that drops in `settle`: fork, before the drop,
-    the root helper stage 0 would have been for the restart scan (`_serve`, the same bounded
-    question), wired to FD_ASK and FD_ANSWER. It runs the root-owned interpreter before
-    `site`, as the worker itself did up to here, and ends when the worker closes its end."""
+    the root helper stage 0 would have been (`_serve`: the operator's requests and the
+    restart scan), wired to FD_ASK and FD_ANSWER, the worker's stdin a pipe from it. It runs
+    the root-owned interpreter before `site`, as the worker itself did up to here, and ends
+    when the worker closes its end."""
     ask_r, ask_w = os.pipe()
     answer_r, answer_w = os.pipe()
+    req_r, req_w = os.pipe()
     if os.fork() == 0:
         try:
-            os.close(ask_w)
-            os.close(answer_r)
-            _quiet_std()
+            for fd in (ask_w, answer_r, req_r):
+                os.close(fd)
             python = sys.executable
             prefix = os.path.realpath(os.path.dirname(os.path.dirname(python)))
-            _serve(ask_r, answer_w, python, prefix)
+            _serve(req_w, ask_r, answer_w, python, prefix)
         finally:
             os._exit(0)
-    os.close(ask_r)
-    os.close(answer_w)
+    for fd in (ask_r, answer_w, req_w):
+        os.close(fd)
+    os.dup2(req_r, 0)  # the controller's requests now come through the helper
+    os.close(req_r)
     for fd, want in ((ask_w, FD_ASK), (answer_r, FD_ANSWER)):
         if fd != want:
             os.dup2(fd, want)
@@ -372,10 +418,10 @@ def _not_found(why: str) -> None:
     os._exit(127)
 
 
-def _trusted_facts() -> list[tuple[str, int, int, int]]:
-    facts = chain(sys.executable)
+def _trusted_facts() -> list[Fact]:
+    facts = closurefacts.chain(sys.executable)
     stdlib = os.path.dirname(os.__file__)
-    return facts + [f for f in chain(stdlib) if f not in facts]
+    return facts + [f for f in closurefacts.chain(stdlib) if f not in facts]
 
 
 def _oserror(exc: OSError) -> str:
@@ -391,13 +437,6 @@ def _child_boot(bundle: str) -> str:
     return scanstring(bundle, i)[0]
 
 
-def _quiet_std() -> None:
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-
-
 def _exit_as(pid: int) -> None:
     """End the way the worker ended (a signal as that signal: the transport reads a kill)."""
     _, status = os.waitpid(pid, 0)
@@ -411,31 +450,23 @@ def _exit_as(pid: int) -> None:
     os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
 
 
-def _serve(ask: int, answer: int, python: str, prefix: str) -> None:
-    """Answer the worker's restart scans until it closes its end. A question is data from
-    the owner's process: a number and at most _SITES_MAX paths, each under `prefix`."""
+def _serve(worker_in: int, ask: int, answer: int, python: str, prefix: str) -> None:
+    """Be the root side of a dropped worker until it ends (relay.serve): the controller's
+    requests pass through here to `worker_in`, the operator's own are answered here, and
+    so are the worker's restart scans. A scan question is data from the owner's process: a
+    number and at most _SITES_MAX paths, each under `prefix`."""
     exe = os.path.realpath(python)
     bin_dir = os.path.realpath(os.path.dirname(python))
-    buf = b""
-    while True:
-        try:
-            chunk = os.read(ask, _LINE_MAX)
-        except OSError:
-            return
-        if not chunk:
-            return
-        buf += chunk
+
+    def scan(line: bytes) -> bytes:
         from . import procs, wire  # (a worker that never asks costs stage 0 neither)
 
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            found = _scan_for(wire, procs, line, exe, bin_dir, prefix)
-            try:
-                os.write(answer, (wire.dumps(found) + "\n").encode("ascii"))
-            except OSError:
-                return
-        if len(buf) > _LINE_MAX:
-            return  # not a question: the worker gets EOF on its next one
+        found = _scan_for(wire, procs, line, exe, bin_dir, prefix)
+        return (wire.dumps(found) + "\n").encode("ascii")
+
+    from . import relay
+
+    relay.serve(0, worker_in, ask, answer, scan)
 
 
 def _scan_for(
@@ -477,21 +508,22 @@ def _refuse_forever(why: str) -> None:
 
 
 def worker(argv: list[str]) -> None:
-    """Before anything else in the worker: if still root, check the environment's own site
-    directories and their .pth files (drop to their owner if they are someone else's), then
-    run `site` as the interpreter would have without -S."""
+    """Before anything else in the worker: the start of the trust closure (`_start_facts`:
+    what `site` will read and run), decided (closure.decide) while `site` has not run: root
+    drops to the one other user who can write any of it, a worker stage 0 dropped refuses to
+    go on when someone else can write it too (unless the operator chose --run-as); then run
+    `site` as the interpreter would have without -S."""
     STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
+    STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
     try:
-        if os.geteuid() == 0:
+        euid = os.geteuid()
+        if euid == 0 or STATE["dropped_from"] == 0:
             import site
 
-            facts: list[tuple[str, int, int, int]] = []
-            for d in _site_dirs(site, _site_prefixes()):
-                if os.path.isdir(d):
-                    facts += chain(d)
-                    facts += _pth_facts(d)
-            uid = decide(0, facts)
-            if uid is not None:
+            facts, STATE["sites"] = closurefacts.start_facts(site)
+            STATE["facts"] = facts
+            uid = decide(0, facts, STATE["run_as"], euid or None)
+            if euid == 0 and uid is not None:
                 if argv[1:2] == [IN_PLACE]:
                     _scan_helper()
                 drop(uid)
@@ -504,46 +536,44 @@ def worker(argv: list[str]) -> None:
     STATE["uid"] = os.geteuid()
 
 
-def _site_prefixes() -> list[str]:
-    """The prefixes whose site dirs `site` will read here: the env's, and the base
-    interpreter's when pyvenv.cfg includes the system site packages (their .pth files run
-    at `site.main()` too)."""
-    prefix = env_prefix(sys.executable, _has_cfg)
-    cfg = os.path.join(prefix, "pyvenv.cfg")
-    out = [prefix]
-    if os.path.isfile(cfg):  # root's: stage 0 checked it
-        with open(cfg, encoding="utf-8", errors="replace") as fh:
-            text = fh.read(1 << 16)
-        if parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
-            out.append(sys.base_prefix)
-    return out
+def probe_user(modules: list[str]) -> int | None:
+    """As whom the probes and import checks that import `modules` run: None as this worker
+    is, else the uid to start them as (only a root worker gets one). The closure's import
+    part, once per worker and set of top-level packages: the start's facts and each
+    package's whole tree as the import system finds it (`find_spec`: nothing imported), and
+    every entry of the site dirs and added dirs (one package directory another user owns is
+    imported by name by whatever imports it). Refusal: more than one writer."""
+    tops = tuple(sorted({m.split(".")[0] for m in modules if m}))
+    if tops in _PROBE_USERS:
+        return _PROBE_USERS[tops]
+    euid = os.geteuid()
+    if "uid" not in STATE or (euid != 0 and STATE.get("dropped_from") is None):
+        return None  # no privsep start (in-process), or no root to guard: the login user's
+    facts = list(STATE.get("facts") or [])
+    facts += closurefacts.import_facts(tops, list(STATE.get("sites") or []))
+    uid = decide(0, facts, STATE.get("run_as"), euid or None)
+    found = uid if euid == 0 else None
+    _PROBE_USERS[tops] = found
+    return found
 
 
-def _site_dirs(site: Any, prefixes: list[str]) -> list[str]:
-    """Every directory whose .pth files `site.main()` may run for these prefixes: what
-    `site.getsitepackages` names here, and each prefix's `lib/pythonX.Y/site-packages`
-    besides. Under -S a venv's sys.prefix is still the base's (`site` itself switches it), and
-    Debian's `getsitepackages` then names only `dist-packages` dirs: the venv's own
-    site-packages, whose .pth files `site.main()` runs after the switch, went unchecked (a
-    root-owned venv with another user's .pth ran it as root). Checking a directory too many
-    only ever drops or refuses."""
-    out = list(site.getsitepackages(prefixes))
-    version = "python%d.%d" % sys.version_info[:2]
-    for prefix in prefixes:
-        for lib in dict.fromkeys((getattr(sys, "platlibdir", "lib"), "lib")):
-            d = os.path.join(prefix, lib, version, "site-packages")
-            if d not in out:
-                out.append(d)
-    return out
+_PROBE_USERS: dict[tuple[str, ...], int | None] = {}
 
 
-def _pth_facts(d: str) -> list[tuple[str, int, int, int]]:
-    out = []
-    for name in sorted(os.listdir(d)):
-        if name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py"):
-            st = os.lstat(os.path.join(d, name))
-            out.append((os.path.join(d, name), st.st_uid, st.st_gid, st.st_mode))
-    return out
+def user_kwargs(uid: int) -> dict[str, Any]:
+    """subprocess.Popen's arguments that start a child as `uid` (its groups, gid, uid; the
+    environment's HOME and names), as `drop` becomes it."""
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+        name, gid, home = pw.pw_name, pw.pw_gid, pw.pw_dir
+        groups = sorted(set(os.getgrouplist(name, gid)))
+    except KeyError:
+        name, gid, home, groups = str(uid), uid, "/", [uid]
+    env = dict(os.environ, HOME=home, USER=name, LOGNAME=name)
+    # cwd "/": the worker's own (root's home over SSH) may be closed to that user
+    return {"user": uid, "group": gid, "extra_groups": groups, "env": env, "cwd": "/"}
 
 
 def processes(before: float) -> list[dict[str, Any]]:

@@ -133,7 +133,15 @@ def _collect(proc: subprocess.Popen[bytes], code: bytes, deadline: float) -> tup
     return timed_out, bytes(err)
 
 
-def run_one(module: str, code: str, timeout: float, python: str | None = None) -> dict[str, Any]:
+def run_one(
+    module: str,
+    code: str,
+    timeout: float,
+    python: str | None = None,
+    user: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`user`: Popen's arguments that start the probe as another uid (privsep.user_kwargs:
+    the one user the trust closure says may write what it imports)."""
     started = time.monotonic()
     # Own session (process group), so a timeout can kill everything the probe started. Its
     # stdin is its own pipe (the code, then EOF), never the agent's: the agent's stdin carries
@@ -147,6 +155,7 @@ def run_one(module: str, code: str, timeout: float, python: str | None = None) -
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=(watch_r,),
+            **(user or {}),
         )
     finally:
         os.close(watch_r)
@@ -171,10 +180,22 @@ def run_one(module: str, code: str, timeout: float, python: str | None = None) -
 
 
 def run(checks: list[Check]) -> list[dict[str, Any]]:
-    """Run each {name, module, code, timeout} check; results in the same order."""
+    """Run each {name, module, code, timeout} check; results in the same order. Each runs
+    as the trust closure of what it imports says (privsep.probe_user): as this worker, as
+    the one other user who can write it, or not at all (each check then fails with why)."""
+    from . import privsep
+
+    user: dict[str, Any] | None = None
+    try:
+        uid = privsep.probe_user([c["module"] for c in checks])
+        if uid is not None:
+            user = privsep.user_kwargs(uid)
+    except (privsep.Refusal, OSError) as exc:
+        why = str(exc) if isinstance(exc, privsep.Refusal) else privsep._oserror(exc)
+        return [{"ok": False, "detail": why, "seconds": 0.0, "name": c["name"]} for c in checks]
     out = []
     for c in checks:
-        res = run_one(c["module"], c.get("code", ""), float(c.get("timeout", 120)))
+        res = run_one(c["module"], c.get("code", ""), float(c.get("timeout", 120)), user=user)
         res["name"] = c["name"]
         out.append(res)
     return out

@@ -70,6 +70,14 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "environment's owner (default /usr/bin/python3)",
     )
     ssh.add_argument(
+        "--run-as",
+        metavar="USER",
+        default="",
+        help="as root, run the environment's code as USER (a name or uid of the host): the "
+        "operator's choice where more than one user can write what it runs, which is refused "
+        "otherwise (docs/design.md#the-trust-closure-host-side)",
+    )
+    ssh.add_argument(
         "--connect-timeout",
         type=float,
         default=10.0,
@@ -302,9 +310,26 @@ def settings(args: argparse.Namespace) -> Settings:
             connect_timeout=args.connect_timeout,
             call_timeout=args.timeout,
             trusted_python=args.trusted_python,
+            run_as=_run_as(args.run_as, args.ray),
             budget=Budget(),
         )
     return made
+
+
+def _run_as(name: str, ray: bool) -> str:
+    """--run-as USER as the host will read it: a user name (as useradd accepts) or a uid;
+    anything else is refused here, before any host is contacted (exit 2), and so is --ray
+    with it (the Ray task starts the agent by an argv of its own that does not carry it)."""
+    import re
+
+    if name and ray:
+        raise UsageError("--run-as is not passed to agents started through --ray", "drop --ray")
+    if name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?|[0-9]{1,10}", name):
+        raise UsageError(
+            f"--run-as {name!r} is not a user name or uid",
+            "e.g. --run-as svc-vllm, or --run-as 1001",
+        )
+    return name
 
 
 def policy(args: argparse.Namespace, total: int) -> fleet.Policy:

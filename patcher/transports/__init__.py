@@ -80,6 +80,9 @@ class Settings(NamedTuple):
     connect_timeout: float = 10.0
     call_timeout: float = 600.0  # --timeout: per agent call
     trusted_python: str = ""  # privsep's stage 0 as root (bundle.TRUSTED_PYTHON when empty)
+    # --run-as: as root, the user the environment's code runs as (privsep: the operator's
+    # choice where the trust closure has more than one writer); "" lets the closure decide
+    run_as: str = ""
     keepalive: int = 15
     # The run's answer budget (answers.Budget), shared by every transport the run opens; None:
     # each transport has its own (one host, one budget).

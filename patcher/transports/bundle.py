@@ -101,13 +101,14 @@ CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline(
 _HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
 
 
-def agent_argv(python: str, root: bool, trusted: str) -> list[str]:
+def agent_argv(python: str, root: bool, trusted: str, run_as: str = "") -> list[str]:
     """How the agent starts: as root, under the trusted interpreter (privsep's stage 0, which
-    decides who works and starts the environment's interpreter as that user); else the
-    environment's interpreter itself, with the login user's power."""
+    decides who works and starts the environment's interpreter as that user; `run_as`, the
+    operator's --run-as, names that user); else the environment's interpreter itself, with
+    the login user's power."""
     if root:
-        return [trusted, "-I", "-S", "-c", BOOT0, python]
-    return [python, "-I", "-c", BOOT]
+        return [trusted, "-I", "-S", "-c", BOOT0, python, *([run_as] if run_as else [])]
+    return [python, "-I", "-c", BOOT, *(["run-as", run_as] if run_as else [])]
 
 
 # The bundle's layout, part of the kept file's key: a loader that reads another layout never

@@ -142,7 +142,11 @@ class OpenSshTransport(PipeTransport):
             "--",
             self.host,
             remote_command(
-                self.opts.python, self.opts.sudo, self.opts.trusted_python, self.opts.sudo_user
+                self.opts.python,
+                self.opts.sudo,
+                self.opts.trusted_python,
+                self.opts.sudo_user,
+                self.opts.run_as,
             ),
         ]
 

@@ -264,6 +264,7 @@ class SshTransport(SessionTransport):
                         self.opts.sudo,
                         self.opts.trusted_python,
                         self.opts.sudo_user,
+                        self.opts.run_as,
                     )
                 )
                 self._chan, self._out = chan, bytearray()

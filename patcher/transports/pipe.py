@@ -134,10 +134,12 @@ class LocalTransport(PipeTransport):
         target: str = "local",
         call_timeout: float = 600.0,
         trusted_python: str = "",
+        run_as: str = "",
     ) -> None:
         super().__init__()
         self.target = target
         self.trusted_python = trusted_python or TRUSTED_PYTHON
+        self.run_as = run_as  # --run-as: as root, the user the environment's code runs as
         self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
         exe = shutil.which(python)
         if exe is None:
@@ -148,7 +150,7 @@ class LocalTransport(PipeTransport):
         self.python = exe
 
     def _argv(self) -> list[str]:
-        return agent_argv(self.python, os.geteuid() == 0, self.trusted_python)
+        return agent_argv(self.python, os.geteuid() == 0, self.trusted_python, self.run_as)
 
 
 def _stderr_file() -> IO[bytes]:
@@ -303,4 +305,5 @@ def make(target: Target, settings: Settings) -> LocalTransport:
         target=target.name,
         call_timeout=settings.call_timeout,
         trusted_python=settings.trusted_python,
+        run_as=settings.run_as,
     )

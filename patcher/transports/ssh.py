@@ -15,14 +15,18 @@ from typing import TYPE_CHECKING, NamedTuple
 from patcher.errors import HostError, UsageError
 from patcher.transports import session as session_words
 from patcher.transports import sshnames
-from patcher.transports.bundle import BOOT, TRUSTED_PYTHON, agent_argv
+from patcher.transports.bundle import TRUSTED_PYTHON, agent_argv
 
 if TYPE_CHECKING:
     from patcher.transports import Settings, Target
 
 
 def remote_command(
-    python: str, sudo: bool = False, trusted: str = "", sudo_user: str | None = None
+    python: str,
+    sudo: bool = False,
+    trusted: str = "",
+    sudo_user: str | None = None,
+    run_as: str = "",
 ) -> str:
     """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths.
 
@@ -36,8 +40,8 @@ def remote_command(
     never takes the plain path; a user who owns `/` and is not root takes stage 0, which
     has no root power to guard then and goes on as that user's agent."""
     q = shlex.quote
-    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON)))
-    plain = f"{q(python)} -I -c {q(BOOT)}"
+    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON, run_as)))
+    plain = " ".join(map(q, agent_argv(python, False, "", run_as)))
     if sudo and sudo_user and sudo_user != "root":
         return f"sudo -n -u {q(sudo_user)} {plain}"
     if sudo:
@@ -57,6 +61,7 @@ class SshOptions(NamedTuple):
     sudo_user: str | None = None  # with sudo: `sudo -n -u USER` (None: root)
     connect_timeout: float = 10.0
     trusted_python: str = ""  # privsep's stage 0 as root (TRUSTED_PYTHON when empty)
+    run_as: str = ""  # --run-as: as root, the user the environment's code runs as
     call_timeout: float = 600.0
     keepalive: int = 15
     # Shared connections (transports.share): False for `--no-share` / `share = false`.
@@ -125,6 +130,7 @@ def options(target: Target, settings: Settings) -> SshOptions:
         connect_timeout=settings.connect_timeout,
         call_timeout=settings.call_timeout,
         trusted_python=settings.trusted_python,
+        run_as=settings.run_as,
         keepalive=settings.keepalive,
         share=target.share is not False,
     )

@@ -164,3 +164,72 @@ def evil_apply(path: str | Path, before: str | None, after: str | None) -> dict[
         "after": after,
         "edits": [],
     }
+
+
+@dataclass
+class User:
+    """A real unprivileged user with a home of its own, and a 1777 marker dir where the code
+    the tests plant records the uid of every interpreter that ran it."""
+
+    name: str
+    uid: int
+    gid: int
+    home: Path
+    markers: Path
+
+    def marker_code(self) -> str:
+        """One line of Python that records the uid that ran it (as a .pth line or a module)."""
+        where = repr(str(self.markers))
+        return (
+            f"import os; open(os.path.join({where}, 'ran-as-%d-%d' % (os.geteuid(), os.getpid())),"
+            " 'w').close()\n"
+        )
+
+    def ran_as(self) -> set[int]:
+        return {int(p.name.split("-")[2]) for p in self.markers.glob("ran-as-*")}
+
+
+@contextmanager
+def a_user() -> Iterator[User]:
+    """A fresh user (useradd, home 0755 so others may reach what it owns there), removed with
+    its home and markers afterwards."""
+    name = "vpt" + secrets.token_hex(4)
+    subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", "--user-group", name],
+        check=True,
+        capture_output=True,
+    )
+    markers = Path(f"/tmp/vpatch-markers-{name}")
+    try:
+        import pwd
+
+        pw = pwd.getpwnam(name)
+        home = Path(pw.pw_dir)
+        os.chmod(home, 0o755)
+        markers.mkdir(mode=0o777)
+        os.chmod(markers, 0o1777)
+        yield User(name, pw.pw_uid, pw.pw_gid, home, markers)
+    finally:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        shutil.rmtree(markers, ignore_errors=True)
+        shutil.rmtree(f"/home/{name}", ignore_errors=True)
+
+
+@contextmanager
+def root_venv(*flags: str, python: str = HOST_PYTHON) -> Iterator[Path]:
+    """A root-owned venv (`python -m venv --without-pip FLAGS`) in a 0755 directory of its
+    own under /tmp, so other users can reach it; removed afterwards."""
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="vpatch-root-env-"))
+    try:
+        os.chmod(top, 0o755)
+        venv = top / "venv"
+        subprocess.run(
+            [python, "-m", "venv", "--without-pip", *flags, str(venv)],
+            check=True,
+            capture_output=True,
+        )
+        yield venv
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

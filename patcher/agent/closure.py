@@ -1,0 +1,171 @@
+"""The trust closure: what the code a step runs will read, who can write any of it, and so
+as whom that code may run (privsep.py applies the answer).
+
+Why: trust decided from a partial list (the interpreter's path, `pyvenv.cfg`, the site dirs
+and their `.pth` files, mode bits only) let another user's code run as root: a directory a
+root-owned `.pth` puts on `sys.path` (an editable checkout, with the `sitecustomize` or
+`apport_python_hook` a bare import falls through to), a `.pth` made writable to a user by a
+POSIX ACL (the group bits are then only the ACL's mask), a package directory one service user
+owns in a root venv, a `--copies` venv whose `home` (so its standard library) is a user's.
+
+The rule, in one place (`decide`): gather every path that the step's code will read (and
+each parent directory of it), ask of each who can write it (`writers`: its owner always,
+since an owner can chmod; group and others by the mode bits, or by the ACL's entries under
+its mask when the file has one; a sticky parent lets others write nothing of what is not
+theirs), resolve groups to their members, and drop root. Nobody left: root may run it. One
+user: it runs as that user. More (or a group whose members cannot be told, or everyone):
+refused, naming the paths and their writers, unless the operator named the user to run as
+(`--run-as`). The decision is pure (facts in, uid or Refusal out); the gathering is the
+thin I/O of closurefacts.py.
+"""
+
+from __future__ import annotations
+
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
+    from typing import Optional, Tuple
+
+    Acl = Tuple[Tuple[int, int, int], ...]
+    # (path, uid, gid, mode, acl entries or None, content): `content` is a directory whose
+    # entries are read by name (a sys.path entry, a package, the standard library), so
+    # whoever may add an entry to it writes the closure, sticky bit or not.
+    Fact = Tuple[str, int, int, int, Optional[Acl], bool]
+    Principal = Tuple[str, int]  # ("user", uid), ("group", gid) unresolved, ("anyone", -1)
+
+# The kernel's binary form of a POSIX ACL (posix_acl_xattr.h): a little-endian u32 version
+# (2), then 8-byte entries (u16 tag, u16 perm, u32 id).
+_ACL_VERSION = 2
+USER_OBJ, USER, GROUP_OBJ, GROUP, MASK, OTHER = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+_WRITE = 0x02
+
+ANYONE = ("anyone", -1)
+
+
+class Refusal(Exception):
+    """Why the step's code does not run (more than one writer, and no --run-as)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure: an ACL's bytes, one path's writers, the decision
+
+
+def parse_acl(data: bytes) -> Acl | None:
+    """The entries of a `system.posix_acl_access` value; None for anything that is not one
+    (then the mode bits are all there is to go by)."""
+    if len(data) < 4 or (len(data) - 4) % 8 or int.from_bytes(data[:4], "little") != 2:
+        return None
+    out = []
+    for i in range(4, len(data), 8):
+        tag = int.from_bytes(data[i : i + 2], "little")
+        perm = int.from_bytes(data[i + 2 : i + 4], "little")
+        out.append((tag, perm, int.from_bytes(data[i + 4 : i + 8], "little")))
+    return tuple(out)
+
+
+def writers(fact: Fact) -> set[Principal]:
+    """Who can change what `fact` names: its owner (who can always chmod it), and whoever
+    its mode bits, or its ACL's entries under the mask, give write. A symlink's own mode means
+    nothing (its owner and its directory's writers are what count); a sticky directory that
+    is only a parent lets others add entries but not replace the one on the path."""
+    _path, uid, gid, mode, acl, content = fact
+    out = {("user", uid)}
+    if stat.S_ISLNK(mode):
+        return out
+    if stat.S_ISDIR(mode) and mode & stat.S_ISVTX and not content:
+        return out
+    if acl is None:
+        if mode & stat.S_IWGRP:
+            out.add(("group", gid))
+        if mode & stat.S_IWOTH:
+            out.add(ANYONE)
+        return out
+    mask = next((perm for tag, perm, _id in acl if tag == MASK), 0x07)
+    for tag, perm, ident in acl:
+        if tag == USER and perm & mask & _WRITE:
+            out.add(("user", ident))
+        elif tag == GROUP_OBJ and perm & mask & _WRITE:
+            out.add(("group", gid))
+        elif tag == GROUP and perm & mask & _WRITE:
+            out.add(("group", ident))
+        elif tag == OTHER and perm & _WRITE:
+            out.add(ANYONE)
+    return out
+
+
+def decide(
+    facts: list[Fact],
+    members: dict[int, frozenset[int]],
+    run_as: int | None = None,
+    owner: int | None = None,
+) -> int | None:
+    """The uid the step's code runs as (None: root may run it), for a root agent.
+
+    `members`: each group's users (by uid) as the host's user and group databases list them;
+    a group missing there cannot be told and counts as a writer of its own. `run_as`: the
+    operator's explicit choice, which wins (it is how more than one writer is accepted).
+    `owner`: a writer already known (the uid stage 0 dropped to for the environment's
+    interpreter), whose facts are not in `facts`."""
+    if run_as is not None:
+        return run_as or None
+    who: dict[Principal, list[str]] = {}
+    if owner:
+        who[("user", owner)] = ["the environment's interpreter"]
+    for fact in facts:
+        for w in writers(fact):
+            if w[0] == "group" and w[1] in members:
+                users = [("user", u) for u in sorted(members[w[1]])]
+            else:
+                users = [w]
+            for u in users:
+                if u != ("user", 0) and fact[0] not in who.setdefault(u, []):
+                    who[u].append(fact[0])
+    if not who:
+        return None
+    if len(who) == 1:
+        ((kind, ident),) = who
+        if kind == "user":
+            return ident
+    raise Refusal(
+        "the code this step runs can be changed by %s: %s; vpatch runs it as no one of them "
+        "(pass --run-as USER to choose)"
+        % (
+            "more than one user" if len(who) > 1 else _label(next(iter(who))),
+            "; ".join("%s: %s" % (_label(w), _paths(ps)) for w, ps in sorted(who.items())),
+        )
+    )
+
+
+def _label(w: Principal) -> str:
+    kind, ident = w
+    if kind == "user":
+        return "uid %d" % ident
+    if kind == "group":
+        return "group %d (its members cannot be told)" % ident
+    return "any user"
+
+
+def _paths(paths: list[str]) -> str:
+    more = len(paths) - 3
+    return ", ".join(paths[:3]) + (" and %d more" % more if more > 0 else "")
+
+
+def pth_lines(text: str) -> tuple[list[str], list[str]]:
+    """(path lines, imported top-level module names) of a .pth file, as site.addpackage
+    reads it: `#` and blank lines skipped, a line starting with `import` (space or tab) run
+    as code (the names after `import` are what it imports by name: `import a, b.c; ...`),
+    every other line a directory (relative to the site dir) added to sys.path."""
+    paths: list[str] = []
+    mods: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith(("import ", "import\t")):
+            for name in line[len("import") :].split(";")[0].split(","):
+                top = name.strip().split(" ")[0].split(".")[0]
+                if top.isidentifier() and top not in mods:
+                    mods.append(top)
+            continue
+        paths.append(line.rstrip())
+    return paths, mods
