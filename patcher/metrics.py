@@ -28,16 +28,15 @@ from typing import Any
 from patcher import promtext
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
+from patcher.serving.model import VLLM_ACCEPTED, VLLM_DRAFT_TOKENS, VLLM_DRAFTS, VLLM_PER_POS
 from patcher.spec import MetricsThresholds
 from patcher.transports import Transport
 
 PROBE_NAME = "metrics"
 PREFIX = "vllm:spec_decode_num_"
 _ESCAPED = "vllm_spec_decode_num_"
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+DRAFTS, DRAFT_TOKENS, ACCEPTED = VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED  # the one model's
+PER_POS = VLLM_PER_POS
 DEFAULT_TIMEOUT = 10.0
 
 

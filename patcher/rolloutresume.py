@@ -92,7 +92,12 @@ def measures_of(data: Any) -> Measures | None:
         return None
     seconds, drafts = vals[0], vals[1]
     assert seconds is not None and drafts is not None
-    return Measures(seconds, drafts, vals[2], vals[3], vals[4], vals[5], dict(why))
+    from patcher.serving.measures import extras_of
+
+    extras = extras_of(data)
+    if extras is None:
+        return None
+    return Measures(seconds, drafts, vals[2], vals[3], vals[4], vals[5], dict(why), **extras)
 
 
 def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:

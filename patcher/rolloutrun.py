@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from patcher import fleet, rollout, rolloutresume
+from patcher import canary, fleet, rollout, rolloutresume
 from patcher.agent import protocol
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
@@ -45,6 +45,12 @@ class Settings:
     min_acceptance: float | None
     min_ratio: float | None
     allow_no_traffic: bool
+    # Canary analysis (docs/rollout.md, "Control hosts and confidence"): None/0 = off.
+    confidence: float | None = None  # --confidence: gates decide on evidence at this level
+    max_window: float | None = None  # --max-window: how long a window may extend for it
+    scrape_every: float | None = None  # --scrape-every: the window's series of scrapes
+    control: int = 0  # --control K: the last K targets are scraped, never written
+    profile: str = "vllm"  # --metrics-profile: whose counter names (serving.model.PROFILES)
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -68,7 +74,14 @@ def settings(args: argparse.Namespace) -> Settings:
         min_acceptance=rate,
         min_ratio=ratio,
         allow_no_traffic=args.allow_no_traffic,
+        **canary.settings_of(args),
     )
+
+
+def gates_of(tables: Sequence[Any], cfg: Settings) -> rollout.Gates:
+    """The gates of a rollout: the specs' `[metrics]` tables and the flags' overrides."""
+    over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
+    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence)
 
 
 def _url(flag: str, url: str) -> str:
@@ -90,8 +103,8 @@ def _check_targets(targets: Sequence[Target]) -> None:
     for t in targets:
         if t.health:
             _url("--health (inventory `health`)", t.health)
-        if t.metrics:
-            metrics.check_url(t.metrics)
+        for url in canary.urls(t.metrics):
+            metrics.check_url(url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,6 +135,8 @@ class _Host:
     done: list[tuple[str, bool]] = field(default_factory=list)
     current: str | None = None  # the step running now
     window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
+    controls: canary.Controls | None = None  # --control: scraped in the same windows
+    control_after: rollout.Measures | None = None  # the control hosts' after-window
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
@@ -146,38 +161,56 @@ class _Host:
 
 
 def _scrape(h: _Host) -> tuple[rollout.Counters, float]:
-    """One scrape on the host: its counters and the controller's monotonic time of it."""
-    from patcher import metrics
-
-    url = h.metrics
-    assert url is not None
-    got = metrics.scrape(h.transport, url)
-    at = time.monotonic()
-    if got.text is None:
-        raise _StepFailed(f"cannot scrape {url}: {got.error}")
+    """One scrape on the host (every endpoint it has, summed): its counters and the
+    controller's monotonic time of it."""
     try:
-        return rollout.parse(got.text), at
-    except ValueError:
-        size = len(got.text.encode())
-        raise _StepFailed(
-            f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
-        ) from None
+        return canary.scrape(h.transport, canary.urls(h.metrics), h.cfg.profile)
+    except canary.ScrapeFailed as exc:
+        raise _StepFailed(str(exc)) from None
 
 
 class _StepFailed(Exception):
     pass
 
 
-def _measure(h: _Host, sleep: Callable[[float], None] = time.sleep) -> rollout.Measures:
-    """Scrape, wait until the window closes (its length, or --min-drafts drafts), scrape."""
-    start, t0 = _scrape(h)
-    poll = max(0.2, min(5.0, h.cfg.window / 10))
-    end, t1 = start, t0
-    while not rollout.window_done(start, end, t1 - t0, h.cfg.window, h.cfg.min_drafts):
-        sleep(min(poll, max(0.0, h.cfg.window - (time.monotonic() - t0))) or poll)
-        end, t1 = _scrape(h)
-    h.window_end = end
-    return rollout.measure(start, end, t1 - t0)
+def _measure(
+    h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
+) -> rollout.Measures:
+    """Scrape, wait until the window closes (its length, or --min-drafts drafts), scrape.
+    With --scrape-every every scrape between is kept (the rank tests' samples); the
+    after-window (`after`) also scrapes the control hosts at each tick, and with
+    --confidence goes on past its length while a gate's evidence is short, up to
+    --max-window (canary.extend decides)."""
+    cfg = h.cfg
+    series = [_scrape(h)]
+    ctrl = h.controls if after else None
+    cseries = [ctrl.scrape(cfg)] if ctrl is not None else []
+    t0 = series[0][1]
+    poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
+    longest = max(cfg.window, cfg.max_window or 0.0)
+    while True:
+        (start, _), (end, t1) = series[0], series[-1]
+        if rollout.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
+            if not after or not canary.extend(
+                h.before, _window(series), h.gates, _window(cseries) if ctrl else None
+            ):
+                break
+            if t1 - t0 >= longest:
+                break
+        limit = longest if t1 - t0 >= cfg.window else cfg.window
+        sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
+        series.append(_scrape(h))
+        if ctrl is not None:
+            cseries.append(ctrl.scrape(cfg))
+    h.window_end = series[-1][0]
+    if ctrl is not None:
+        h.control_after = _window(cseries)
+    return _window(series)
+
+
+def _window(series: list[tuple[rollout.Counters, float]]) -> rollout.Measures:
+    """A window's measures from its scrapes, (counters, time) in order."""
+    return rollout.measure_series([(t, c) for c, t in series])
 
 
 def _describe(m: rollout.Measures) -> str:
@@ -186,6 +219,7 @@ def _describe(m: rollout.Measures) -> str:
         parts.append(f"acceptance {rollout.pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
     if m.tokens_per_s is not None:
         parts.append(f"{m.tokens_per_s:.1f} tokens/s")
+    parts += canary.describe_latency(m)
     parts += [f"{k}: {v}" for k, v in sorted(m.why.items())]
     return ", ".join(parts)
 
@@ -196,7 +230,9 @@ def _step_baseline(h: _Host) -> str:
 
 
 def _step_window(h: _Host) -> str:
-    h.after = _measure(h)
+    h.after = _measure(h, after=True)
+    if h.control_after is not None:
+        return f"{_describe(h.after)}; control: {_describe(h.control_after)}"
     return _describe(h.after)
 
 
@@ -213,7 +249,7 @@ def _step_gates(h: _Host) -> str:
         now, _at = _scrape(h)
         if rollout.restarted_since(h.window_end, now):
             raise _StepFailed("the server restarted after the window (its counters went down)")
-    h.judged = rollout.judge(h.before, h.after, h.gates)
+    h.judged = rollout.judge(h.before, h.after, h.gates, h.control_after)
     ok, detail = rollout.gates_detail(h.judged)
     if not ok:
         raise _StepFailed(detail)
@@ -302,7 +338,7 @@ def _host(
     ctx: RunContext | None = None,
 ) -> _Host:
     tables = [s.metrics for s in specs]
-    gates = rollout.Gates.of(tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic)
+    gates = gates_of(tables, cfg)
     host = HostResult(target=target.name)
     return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
@@ -420,6 +456,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
         **options_of(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
+        **canary.report_of(h.control_after, h.controls),
         "gates": [g.to_json() for g in h.judged],
         "phases": [asdict(p) for p in h.phases],
     }
@@ -435,6 +472,7 @@ def options_of(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str,
         "metrics": target.metrics or cfg.metrics,
         "window": cfg.window,
         "min_drafts": cfg.min_drafts,
+        **canary.options_of(cfg),
         "thresholds": gates.to_json(),
     }
 
@@ -495,6 +533,15 @@ def command(
 
     cfg = settings(args)
     _check_targets(targets)
+    targets, control_targets = canary.split(targets, cfg.control)
+    controls = (
+        canary.Controls(control_targets, open_transport, cfg.metrics) if control_targets else None
+    )
+    if controls is not None and not all(t.metrics or cfg.metrics for t in control_targets):
+        raise UsageError(
+            "a control host has no metrics endpoint",
+            "give --metrics URL (or the control hosts' inventory `metrics`)",
+        )
     names = [t.name for t in targets]
     from patcher import rolloutreport
 
@@ -520,6 +567,7 @@ def command(
             return report.ended(i, engine.connect_error(t.name, exc))
         try:
             h = _host(t, transport, specs, opts, args.state_dir, cfg, run, ctx)
+            h.controls = controls
             report.live[i] = h
             if reported is not None:
                 try:
@@ -546,6 +594,11 @@ def command(
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctx.flush()
+    if controls is not None:
+        controls.close()
+        hosts = hosts + [
+            canary.control_result(t.name, ids, controls.scrapes) for t in control_targets
+        ]
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     from patcher.report import emit
 

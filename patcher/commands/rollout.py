@@ -71,6 +71,37 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "[metrics] min_tokens_per_s_ratio",
     )
     g.add_argument(
+        "--control",
+        metavar="K",
+        help="the last K targets are control hosts: never written, restarted or leased, "
+        "scraped in the same windows as each canary; ratio gates compare canary/control "
+        "(else after/before); implies --confidence 0.95",
+    )
+    g.add_argument(
+        "--confidence",
+        metavar="C",
+        help="gates decide on evidence at this level (e.g. 0.95): a rate by its Wilson "
+        "interval, tokens/s and latency by a rank test over per-interval samples; an "
+        "undecided window extends up to --max-window, then fails: not enough evidence",
+    )
+    g.add_argument(
+        "--max-window",
+        metavar="S",
+        help="how long an undecided window may extend (with --confidence; 3x --window)",
+    )
+    g.add_argument(
+        "--scrape-every",
+        metavar="S",
+        help="seconds between the window's scrapes: each interval one sample "
+        "(with --confidence: --window / 20)",
+    )
+    g.add_argument(
+        "--metrics-profile",
+        metavar="ENGINE",
+        choices=("vllm", "sglang"),
+        help="whose counter names the endpoints serve: vllm (default) or sglang",
+    )
+    g.add_argument(
         "--resume",
         metavar="REPORT",
         help="continue the rollout a REPORT (its --report, else the file it named on stderr "

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patcher import rollout, rolloutrun
+from patcher import rolloutrun
 from patcher.agent import protocol
 from patcher.result import PatchResult
+from patcher.serving.model import VLLM
 
 if TYPE_CHECKING:
     from patcher.inventory import Target
@@ -74,11 +75,11 @@ class FakeHost:
         drafts = self._scrapes * DRAFTS_PER_SCRAPE
         tokens = drafts * TOKENS_PER_DRAFT
         lines = [
-            f"{rollout.DRAFTS} {drafts}",
-            f"{rollout.DRAFT_TOKENS} {tokens}",
-            f"{rollout.ACCEPTED} {round(tokens * self.acceptance)}",
-            f"{rollout.GENERATION} {drafts * 4}",
-            f'{rollout.FINISHED}{{finished_reason="stop"}} {self._scrapes * 10}',
+            f"{VLLM.drafts} {drafts}",
+            f"{VLLM.draft_tokens} {tokens}",
+            f"{VLLM.accepted} {round(tokens * self.acceptance)}",
+            f"{VLLM.generation} {drafts * 4}",
+            f'{VLLM.finished}{{finished_reason="stop"}} {self._scrapes * 10}',
         ]
         return "\n".join(f"# TYPE {ln.split()[0].split('{')[0][:-6]} counter\n{ln}" for ln in lines)
 

@@ -35,6 +35,12 @@ CORE = {
     "patcher.names",
     "patcher.promtext",
     "patcher.pyast",
+    "patcher.serving",
+    "patcher.serving.gates",
+    "patcher.serving.histogram",
+    "patcher.serving.measures",
+    "patcher.serving.model",
+    "patcher.serving.stats",
 }
 # What a pure module may not import from the standard library: the I/O edges.
 IO_STDLIB = {
