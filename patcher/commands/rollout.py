@@ -120,5 +120,10 @@ def run(args: argparse.Namespace) -> int:
     from patcher import rolloutrun
 
     targets = _targets.targets(args)
+    if args.control is None and args.inventory and not args.ray:
+        from patcher.inventory import control_of
+
+        found = control_of(args.inventory)  # `[defaults] control = K`; --control K wins
+        args.control = None if found is None else str(found)
     policy = _targets.policy(args, len(targets))
     return rolloutrun.command(args, targets, policy, lambda t: _targets._open(t, args))
