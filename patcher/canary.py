@@ -105,6 +105,18 @@ def extend(
     return serving_gates.undecided(serving_gates.judge(before, after, gates, control, last=False))
 
 
+def looks(
+    window: float, max_window: float | None, every: float | None, confidence: float | None
+) -> int:
+    """How many times a window may be judged: at its length, then at each scrape until
+    --max-window (serving.gates.Gates.looks: each look tests at its share of the error)."""
+    if confidence is None:
+        return 1
+    if not max_window or not every or max_window <= window:
+        return 1
+    return 1 + math.ceil((max_window - window) / every)
+
+
 def describe_latency(m: Measures) -> list[str]:
     """'TTFT p50/p99 40.0/95.0 ms' parts for a phase's detail."""
     names = {"ttft": "TTFT", "itl": "ITL", "e2e": "e2e"}

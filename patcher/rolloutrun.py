@@ -81,7 +81,8 @@ def settings(args: argparse.Namespace) -> Settings:
 def gates_of(tables: Sequence[Any], cfg: Settings) -> rollout.Gates:
     """The gates of a rollout: the specs' `[metrics]` tables and the flags' overrides."""
     over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
-    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence)
+    looks = canary.looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
+    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, looks)
 
 
 def _url(flag: str, url: str) -> str:

@@ -107,6 +107,17 @@ class Gates:
     limits: tuple[tuple[str, float], ...] = ()
     allow_no_traffic: bool = False
     confidence: float | None = None
+    # How many times a window may be judged (its length, then each extension): every look
+    # tests at (1 - confidence) / looks (Bonferroni), so that looking again and again until
+    # something is significant keeps the whole window's error under 1 - confidence.
+    looks: int = 1
+
+    @property
+    def level(self) -> float | None:
+        """The confidence each look tests at."""
+        if self.confidence is None:
+            return None
+        return 1 - (1 - self.confidence) / max(1, self.looks)
 
     def limit(self, key: str) -> float | None:
         return dict(self.limits).get(key)
@@ -116,13 +127,14 @@ class Gates:
         cls,
         allow_no_traffic: bool = False,
         confidence: float | None = None,
+        looks: int = 1,
         **limits: float | None,
     ) -> Gates:
         unknown = set(limits) - set(KEYS)
         if unknown:
             raise TypeError(f"no such gate: {sorted(unknown)}")
         kept = tuple((k, float(v)) for k in KEYS if (v := limits.get(k)) is not None)
-        return cls(kept, allow_no_traffic, confidence)
+        return cls(kept, allow_no_traffic, confidence, looks)
 
     @classmethod
     def of(
@@ -131,6 +143,7 @@ class Gates:
         overrides: dict[str, float | None] | None = None,
         allow_no_traffic: bool = False,
         confidence: float | None = None,
+        looks: int = 1,
     ) -> Gates:
         """The specs' `[metrics]` tables (each may be None), the strictest of each threshold
         (every spec of the rollout is on the same server), the command line's overrides."""
@@ -142,12 +155,13 @@ class Gates:
         for k, v in (overrides or {}).items():
             if v is not None:
                 limits[k] = v
-        return cls.make(allow_no_traffic, confidence, **limits)
+        return cls.make(allow_no_traffic, confidence, looks, **limits)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: self.limit(k) for k in KEYS}
         out["allow_no_traffic"] = self.allow_no_traffic
         out["confidence"] = self.confidence
+        out["looks"] = self.looks
         return out
 
 
@@ -242,7 +256,7 @@ def _one(
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
         text = f"{row.show(value)} {sign} {row.show(limit)}{suffix}"
         return Gate(row.name, ok, value, limit, text, cmp)
-    ev = _evidence(row, limit, after, ref, gates.confidence)
+    ev = _evidence(row, limit, after, ref, gates.level or gates.confidence)
     if ev is None:  # no statistic for this measure: the point judgement, said so
         ok = value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")

@@ -5,6 +5,7 @@ the gate table's decisions on recorded series (tests/cases/serving/)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 from pathlib import Path
 
@@ -213,3 +214,23 @@ def test_canary_options_are_checked_before_any_host() -> None:
         "http://a/metrics",
         "http://b/metrics",
     ]
+
+
+def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
+    """A window judged at its length and then at every scrape until --max-window would,
+    looked at often enough, find *something* significant: each look tests at
+    (1 - confidence) / looks (Bonferroni). The same samples (p = 0.0022) pass on one look
+    and stay undecided when there may be 41."""
+    assert canary.looks(10, 30, 0.5, 0.95) == 41 and canary.looks(10, None, 0.5, 0.95) == 1
+    assert gates.Gates(confidence=0.95, looks=10).level == pytest.approx(0.995)
+    x = (105.0, 107.0, 103.0, 110.0, 104.0, 108.0, 106.0, 109.0)
+    y = (100.0, 102.0, 99.0, 104.0, 101.0, 98.0, 103.0, 105.0)
+    after = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=100))])
+    after = dataclasses.replace(after, samples=x)
+    ref = dataclasses.replace(after, samples=y)
+    once = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=1.0)
+    often = gates.Gates.make(confidence=0.95, looks=41, min_tokens_per_s_ratio=1.0)
+    [g1] = gates.judge(None, after, once, ref, last=False)
+    [g2] = gates.judge(None, after, often, ref, last=False)
+    assert g1.ok and g1.evidence is not None and g1.evidence.p == pytest.approx(0.0022427, rel=1e-4)
+    assert not g2.ok and g2.extend
