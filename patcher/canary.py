@@ -233,5 +233,5 @@ def control_result(name: str, ids: list[tuple[str, str]], scrapes: int) -> HostR
         f"control host: scraped {scrapes} time(s) in the canaries' windows; never written, "
         "restarted or leased"
     )
-    host.rollout = {"verdict": None, "control": True, "scrapes": scrapes}
+    host.rollout = {"verdict": "control", "control": True, "scrapes": scrapes}
     return host

@@ -178,6 +178,8 @@ def reported_steps(
         if r is None:
             out[h["target"]] = None
             continue
+        if isinstance(r, dict) and r.get("control") is True:  # a control host: no walk
+            continue
         phases = r.get("phases") if isinstance(r, dict) else None
         if not isinstance(phases, list) or not all(
             isinstance(p, dict) and p.get("step") in STEPS and isinstance(p.get("ok"), bool)

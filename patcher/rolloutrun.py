@@ -79,10 +79,10 @@ def settings(args: argparse.Namespace) -> Settings:
 
 
 def gates_of(tables: Sequence[Any], cfg: Settings) -> rollout.Gates:
-    """The gates of a rollout: the specs' `[metrics]` tables and the flags' overrides."""
+    """The specs' `[metrics]` tables and the flags' overrides (canary.looks: Bonferroni)."""
     over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
-    looks = canary.looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
-    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, looks)
+    n = canary.looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
+    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n)
 
 
 def _url(flag: str, url: str) -> str:
@@ -177,11 +177,9 @@ class _StepFailed(Exception):
 def _measure(
     h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
 ) -> rollout.Measures:
-    """Scrape, wait until the window closes (its length, or --min-drafts drafts), scrape.
-    With --scrape-every every scrape between is kept (the rank tests' samples); the
-    after-window (`after`) also scrapes the control hosts at each tick, and with
-    --confidence goes on past its length while a gate's evidence is short, up to
-    --max-window (canary.extend decides)."""
+    """Scrape every --scrape-every until the window closes (its length, or --min-drafts
+    drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
+    on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
     cfg = h.cfg
     series = [_scrape(h)]
     ctrl = h.controls if after else None

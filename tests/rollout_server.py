@@ -13,6 +13,10 @@ target, on the host's own files:
   `SupportsEagle3` among its bases the drafter gets the target's aux hidden states and
   accepts 70 % of the drafted tokens; without it (whitelist only: the seed) 15 %.
 
+A decode cost: when the env holds `vllm/_lab_decode_cost.py` (a lab spec adds it with
+`add_file`: tests/cases/rollout/lab/), every decoding step takes its DECODE_COST times as long:
+1.25 serves 0.8x the tokens/s at equal load (a patch that slows decoding), 1.0 is neutral.
+
 Generation is simulated in wall time: plain decoding emits one token per STEP seconds; a
 speculative step costs STEP * (1 + DRAFT_COST * K) and emits 1 + accepted tokens, so 15 %
 acceptance serves ~0.66x the plain tokens/s and 70 % ~1.41x. Every number is published through
@@ -87,6 +91,19 @@ def target_supports_eagle3() -> bool:
     return False
 
 
+def decode_cost() -> float:
+    """DECODE_COST of the env's `vllm/_lab_decode_cost.py` (parsed, never imported); 1.0 without."""
+    import vllm
+
+    path = Path(vllm.__file__).parent / "_lab_decode_cost.py"
+    if not path.exists():
+        return 1.0
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DECODE_COST":
+            return float(ast.literal_eval(node.value))
+    return 1.0
+
+
 class Engine:
     def __init__(self) -> None:
         import prometheus_client
@@ -119,6 +136,7 @@ class Engine:
                 _counter_cls = counter
 
             self.prom = Prom(NS(num_speculative_tokens=K), labels, {0: ["lab-model", "0"]})
+        self.cost = decode_cost()
         self.lock = threading.Lock()
         self.next = 0
         self.observed = 0
@@ -127,7 +145,7 @@ class Engine:
             if self.pattern is None
             else "eagle3 %s" % ("70" if self.pattern is GOOD else "15")
         )
-        print(f"READY pid={os.getpid()} mode={mode}", flush=True)
+        print(f"READY pid={os.getpid()} mode={mode} cost={self.cost:g}", flush=True)
 
     def drafts(self) -> int:
         """Drafts the counters show (observed), not the steps still in flight."""
@@ -138,14 +156,14 @@ class Engine:
         done = 0
         while done < n:
             if self.pattern is None:
-                time.sleep(STEP)
+                time.sleep(STEP * self.cost)
                 done += 1
                 self.gen.inc(1)
                 continue
             with self.lock:
                 accepted = self.pattern[self.next % len(self.pattern)]
                 self.next += 1
-            time.sleep(STEP * (1 + DRAFT_COST * K))
+            time.sleep(STEP * self.cost * (1 + DRAFT_COST * K))
             stats = self.new_stats()
             stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
             with self.lock:

@@ -324,8 +324,8 @@ def _evidence(
             )
         else:
             x, y = after.samples, ref.samples
-        if not x or not y:
-            return None
+        if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
+            return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
         test = stats.samples_at_least if row.at_least else stats.samples_at_most
         return test(x, y, limit, confidence)
     return None

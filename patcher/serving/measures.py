@@ -137,9 +137,9 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         accepted=d.accepted,
         finished=d.finished,
         errors=d.errors,
-        samples=tuple(samples) if len(series) > 2 else (),
+        samples=tuple(samples),
         latency=latency,
-        latency_samples={k: tuple(v) for k, v in per_interval.items() if v and len(series) > 2},
+        latency_samples={k: tuple(v) for k, v in per_interval.items() if v},
         buckets=window,
     )
 

@@ -234,3 +234,15 @@ def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
     [g2] = gates.judge(None, after, often, ref, last=False)
     assert g1.ok and g1.evidence is not None and g1.evidence.p == pytest.approx(0.0022427, rel=1e-4)
     assert not g2.ok and g2.extend
+
+
+def test_with_confidence_a_ratio_without_enough_intervals_is_never_a_point_judgement() -> None:
+    """Two scrapes a side (one interval): far apart as the rates are, --confidence does not
+    fall back to comparing the two numbers; it extends, and at the end says why it failed."""
+    one = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=100))])
+    ref = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=1000))])
+    g = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=0.9)
+    [mid] = gates.judge(None, one, g, ref, last=False)
+    [end] = gates.judge(None, one, g, ref, last=True)
+    assert mid.extend and mid.evidence is not None and mid.evidence.n == 1
+    assert not end.ok and not end.extend and "not enough evidence" in end.detail
