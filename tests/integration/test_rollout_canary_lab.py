@@ -111,7 +111,7 @@ def test_a_slow_patch_is_rolled_back_when_the_load_doubles_in_its_window(
         lab2.set_streams(None)
     assert res.code == 1, res.out + res.err
     r = _host(res, "h1")["rollout"]
-    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r
+    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r["phases"]
     gate = _ratio_gate(r)
     assert not gate["ok"] and gate["compared_with"] == "control", gate
     assert gate["evidence"]["decision"] == "fail" and "vs control" in gate["detail"]
