@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from patcher.errors import UsageError
+from patcher.errors import HostError, UsageError
 from patcher.result import HostResult
 from patcher.serving import gates as serving_gates
 from patcher.serving.measures import Measures
@@ -29,8 +29,10 @@ if TYPE_CHECKING:
     from patcher.transports import Transport
 
 
-class ScrapeFailed(Exception):
-    pass
+class ScrapeFailed(HostError):
+    """A scrape that gave no counters. Of a control host, it fails the canary's window step
+    (the walk takes any HostError as the step's failure): without the control there is
+    nothing to compare with, and no evidence never reads as good."""
 
 
 def urls(metrics: str | None) -> list[str]:
@@ -79,10 +81,13 @@ class Controls:
         total = Counters()
         with self.lock:
             for t in self.targets:
-                tr = self.transports.get(t.name)
-                if tr is None:
-                    tr = self.transports[t.name] = self.open_transport(t)
-                c, _at = scrape(tr, urls(t.metrics or self.default_metrics), cfg.profile)
+                try:
+                    tr = self.transports.get(t.name)
+                    if tr is None:
+                        tr = self.transports[t.name] = self.open_transport(t)
+                    c, _at = scrape(tr, urls(t.metrics or self.default_metrics), cfg.profile)
+                except HostError as exc:
+                    raise ScrapeFailed(f"control host {t.name}: {exc.message}") from None
                 total = total.plus(c)
             self.scrapes += 1
             return total, time.monotonic()

@@ -68,7 +68,7 @@ def settings(args: argparse.Namespace) -> Settings:
         restart_timeout=rollout.parse_seconds("--restart-timeout", args.restart_timeout, 86400),
         health=_url("--health", args.health) if args.health else None,
         health_timeout=rollout.parse_seconds("--health-timeout", args.health_timeout, 86400),
-        metrics=metrics.check_url(args.metrics) if args.metrics else None,
+        metrics=" ".join(metrics.check_url(u) for u in canary.urls(args.metrics)) or None,
         window=rollout.parse_seconds("--window", args.window, 86400),
         min_drafts=rollout.parse_drafts(args.min_drafts),
         min_acceptance=rate,

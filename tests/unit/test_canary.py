@@ -93,3 +93,18 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
     assert "not enough evidence" in gates["detail"], gates
     assert r["after"]["seconds"] >= 0.02  # extended to --max-window, not stopped at --window
     assert len(r["after"]["samples"]) < 5
+
+
+def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back() -> None:
+    """Without the control there is nothing to compare with: the window step fails (named),
+    the canary is rolled back."""
+    fake = FakeHost(tokens_per_s=1000.0)
+    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    ctl.call = lambda request, timeout=None: {"ok": True, "error": "connection refused"}  # type: ignore[method-assign]
+    cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
+    h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
+    h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
+    r = rolloutrun.walk(h, threading.Event()).rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
+    window = next(p for p in r["phases"] if p["step"] == "window")
+    assert "control host h9: cannot scrape" in window["detail"], window
