@@ -29,7 +29,8 @@ prometheus_client, as tests/vllm_metrics_server.py does, on 127.0.0.1:PORT:
     >= N drafts more than this process's first one did (the scrape that closes a rollout's
     window at --min-drafts N), the next request of any kind finds the process gone (exit 1,
     before it answers): a crash after the window
-    POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}
+    POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}; the
+                  time to first token and each inter-token gap go to vLLM's histograms
 """
 
 from __future__ import annotations
@@ -126,6 +127,22 @@ class Engine:
             documentation="Finished requests.",
             labelnames=[*labels, "finished_reason"],
         )
+        # vLLM's latency histograms (vllm/v1/metrics/loggers.py names; 0.11+ spelling), with
+        # finer buckets than vLLM's around the lab's 20-25 ms steps.
+        histogram = functools.partial(prometheus_client.Histogram, registry=self.registry)
+        steps = [0.005, 0.01, 0.015, 0.02, 0.0225, 0.025, 0.0275, 0.03, 0.04, 0.05, 0.075, 0.1]
+        self.ttft = histogram(
+            name="vllm:time_to_first_token_seconds",
+            documentation="Time to first token.",
+            labelnames=labels,
+            buckets=[*steps, 0.25, 0.5, 1.0],
+        ).labels("lab-model", "0")
+        self.itl = histogram(
+            name="vllm:inter_token_latency_seconds",
+            documentation="Inter-token latency.",
+            labelnames=labels,
+            buckets=[*steps, 0.25, 0.5, 1.0],
+        ).labels("lab-model", "0")
         # vllm.v1.engine.FinishReason's strings (that module needs msgspec, absent on CPU).
         self.finished = {r: success.labels("lab-model", "0", r) for r in FINISH_REASONS}
         self.new_stats = functools.partial(SpecDecodingStats.new, K)
@@ -154,9 +171,11 @@ class Engine:
 
     def generate(self, n: int) -> int:
         done = 0
+        started = last = time.monotonic()
         while done < n:
             if self.pattern is None:
                 time.sleep(STEP * self.cost)
+                last = self._latency(done, started, last)
                 done += 1
                 self.gen.inc(1)
                 continue
@@ -164,6 +183,7 @@ class Engine:
                 accepted = self.pattern[self.next % len(self.pattern)]
                 self.next += 1
             time.sleep(STEP * self.cost * (1 + DRAFT_COST * K))
+            last = self._latency(done, started, last)
             stats = self.new_stats()
             stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
             with self.lock:
@@ -173,6 +193,16 @@ class Engine:
             self.gen.inc(1 + accepted)
         self.finished["length"].inc()
         return done
+
+    def _latency(self, done: int, started: float, last: float) -> float:
+        """A step's tokens are out: the request's first one (TTFT), or the gap since the
+        request's previous step (inter-token latency), as vLLM's histograms observe them."""
+        now = time.monotonic()
+        if done == 0:
+            self.ttft.observe(now - started)
+        else:
+            self.itl.observe(now - last)
+        return now
 
 
 def main() -> None:

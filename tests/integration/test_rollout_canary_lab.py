@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 
 from patcher.serving import stats
-from tests.conftest import REPO, VPATCH, Run
+from tests.conftest import REPO, VPATCH, Run, vpatch
 from tests.support import rolloutlab
 
 pytestmark = pytest.mark.vllm
 LAB = REPO / "tests" / "cases" / "rollout" / "lab"
 SLOW, NEUTRAL = LAB / "lab-slow-decode.toml", LAB / "lab-neutral.toml"
+SAMPLER = LAB / "lab-slow-sampler.toml"  # twice the inter-token latency; [metrics] on latency only
 CANARY = [
     "--control",
     "1",
@@ -128,6 +129,35 @@ def test_a_slow_patch_is_rolled_back_when_the_load_doubles_in_its_window(
     # The canary: the patch out again (the module it added removed), restarted, healthy.
     assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists()
     assert lab2.healthy(0)
+
+
+def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """Equal load, one gate: inter-token latency p99 at most 1.3x the control's. The per-
+    interval p99s (histogram bucket deltas) of the canary against the control's, ranked."""
+    inv = lab2.inventory(tmp_path / "hosts.toml")
+    argv = [
+        "rollout",
+        str(SAMPLER),
+        "--inventory",
+        str(inv),
+        "--ssh-config",
+        str(lab2.ssh.ssh_config),
+        "--level",
+        "static",
+        "--json",
+        *CANARY,
+    ]
+    res = vpatch(*argv)
+    assert res.code == 1, res.out + res.err
+    r = _host(res, "h1")["rollout"]
+    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r["phases"]
+    [gate] = r["gates"]
+    assert gate["name"] == "itl_p99_ratio" and not gate["ok"], gate
+    assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail", gate
+    assert r["after"]["latency"]["itl"]["p99"] > r["control"]["latency"]["itl"]["p99"]
+    assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists() and lab2.healthy(0)
 
 
 def test_a_neutral_patch_is_kept_when_the_load_halves_in_its_window(
