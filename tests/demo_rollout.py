@@ -44,7 +44,16 @@ def _overhead(report: Path, batches: list[list[int]], wall: float) -> str:
         waited += max(
             (sum(p["seconds"] for p in ph if p["step"] in WAITING) for ph in phases), default=0.0
         )
-    return f"wall {wall:.1f} s = waiting on the hosts {waited:.1f} s + vpatch {wall - waited:.1f} s"
+    own: dict[str, float] = {}  # vpatch's own steps, summed over the hosts
+    for h in hosts:
+        for p in (h["rollout"] or {}).get("phases", []):
+            if p["step"] not in WAITING:
+                own[p["step"]] = own.get(p["step"], 0.0) + p["seconds"]
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in own.items())
+    return (
+        f"wall {wall:.1f} s = waiting on the hosts {waited:.1f} s + vpatch {wall - waited:.1f} s"
+        f" (its steps over all hosts: {steps})"
+    )
 
 
 def _rollout(
