@@ -40,6 +40,7 @@ class Profile:
     errors: str | None  # a counter of aborted/failed requests of its own (SGLang)
     latency: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     accepted_from_generation: bool = False
+    per_position: str | None = None  # accepted tokens by draft position (`position` label)
 
 
 ERROR_REASONS = frozenset({"abort", "error"})
@@ -68,6 +69,7 @@ VLLM = Profile(
         ),
         E2E: ("vllm:e2e_request_latency_seconds",),
     },
+    per_position=VLLM_PER_POS,
 )
 
 # SGLang: python/sglang/srt/metrics/collector.py. No accepted- or draft-token counter: a
@@ -107,6 +109,9 @@ class Counters:
     errors: float = 0.0
     spec_decode: bool = False
     latency: tuple[tuple[str, histogram.Buckets], ...] = ()
+    # Accepted tokens by draft position (`verify --metrics` shows the rate of each); not
+    # compared or summed by the rollout (a window's gates never read them).
+    per_position: tuple[float, ...] = field(default=(), compare=False)
 
     def values(self) -> tuple[float, ...]:
         return (
@@ -221,6 +226,7 @@ def parse(text: str, profile: Profile = VLLM) -> Counters:
     errors = 0.0
     spec = False
     by_hist: dict[str, dict[float, float]] = {}
+    per_pos: dict[int, float] = {}
     hist_names = {f"{n}_bucket": n for names in profile.latency.values() for n in names}
     for family in promtext.families(text):
         for sample in family.samples:
@@ -236,6 +242,11 @@ def parse(text: str, profile: Profile = VLLM) -> Counters:
                 if not math.isnan(bound):
                     h = by_hist.setdefault(hist_names[name], {})
                     h[bound] = h.get(bound, 0.0) + sample.value
+                continue
+            if name == profile.per_position and sample.labels.get("position", "").isdigit():
+                pos = int(sample.labels["position"])
+                per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
+                spec = True
                 continue
             if name not in sums:
                 continue
@@ -271,6 +282,7 @@ def parse(text: str, profile: Profile = VLLM) -> Counters:
         errors,
         spec,
         _lat(latency),
+        tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else (),
     )
 
 
