@@ -223,7 +223,8 @@ def split(targets: list[Target], k: int) -> tuple[list[Target], list[Target]]:
     if k >= len(targets):
         raise UsageError(
             f"--control {k} leaves no host to patch ({len(targets)} target(s))",
-            "control hosts are the last K targets: give more hosts or a smaller --control",
+            "control hosts are the last K targets: give more hosts, or a smaller --control "
+            "(or the inventory's [defaults] control)",
         )
     return targets[:-k], targets[-k:]
 
