@@ -108,3 +108,23 @@ def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back()
     assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
     window = next(p for p in r["phases"] if p["step"] == "window")
     assert "control host h9: cannot scrape" in window["detail"], window
+
+
+def test_the_table_shows_the_control_and_names_the_comparison() -> None:
+    import io
+
+    from patcher.result import HostResult, RunResult
+    from patcher.rolloutview import render_table
+
+    r, _ctl, _fake = _roll(800.0, 1000.0, 0.95)
+
+    canary_host = HostResult(target="h1", ok=False, rollout=r)
+    control = canary.control_result("h9", [("spec", "vllm")], 12)
+    out = io.StringIO()
+    render_table(RunResult("rollout", False, [canary_host, control]), out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].split()[0] == "h1" and lines[1].split()[-1] == "rolled_back"
+    assert lines[2].split() == ["h9", "-", "-", "-", "control"]
+    assert "compared with: the control host(s) h9 in the same windows" in out.getvalue()
+    assert "0 of 1 host(s) patched" in out.getvalue()  # the control is not a host to patch
+    assert control.ok and "never written, restarted or leased" in control.notes[0]
