@@ -241,3 +241,30 @@ def control_result(name: str, ids: list[tuple[str, str]], scrapes: int) -> HostR
     )
     host.rollout = {"verdict": "control", "control": True, "scrapes": scrapes}
     return host
+
+
+def controls_of(
+    targets: list[Target], cfg: Settings, open_transport: Callable[[Target], Transport]
+) -> tuple[list[Target], Controls | None]:
+    """(the hosts to patch, the control hosts) of a rollout, checked before any host is
+    contacted: --control K (or [defaults] control) leaves a host to patch, and every control
+    host has a metrics endpoint."""
+    patched, control = split(targets, cfg.control)
+    if not control:
+        return patched, None
+    if not all(t.metrics or cfg.metrics for t in control):
+        raise UsageError(
+            "a control host has no metrics endpoint",
+            "give --metrics URL (or the control hosts' inventory `metrics`)",
+        )
+    return patched, Controls(control, open_transport, cfg.metrics)
+
+
+def closed(
+    controls: Controls | None, hosts: list[HostResult], ids: list[tuple[str, str]]
+) -> list[HostResult]:
+    """The rollout's hosts, then its control hosts' lines; their sessions closed."""
+    if controls is None:
+        return hosts
+    controls.close()
+    return hosts + [control_result(t.name, ids, controls.scrapes) for t in controls.targets]

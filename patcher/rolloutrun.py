@@ -532,15 +532,7 @@ def command(
 
     cfg = settings(args)
     _check_targets(targets)
-    targets, control_targets = canary.split(targets, cfg.control)
-    controls = (
-        canary.Controls(control_targets, open_transport, cfg.metrics) if control_targets else None
-    )
-    if controls is not None and not all(t.metrics or cfg.metrics for t in control_targets):
-        raise UsageError(
-            "a control host has no metrics endpoint",
-            "give --metrics URL (or the control hosts' inventory `metrics`)",
-        )
+    targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     from patcher import rolloutreport
 
@@ -593,11 +585,7 @@ def command(
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctx.flush()
-    if controls is not None:
-        controls.close()
-        hosts = hosts + [
-            canary.control_result(t.name, ids, controls.scrapes) for t in control_targets
-        ]
+    hosts = canary.closed(controls, hosts, ids)  # the control hosts' lines at the end
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     from patcher.report import emit
 
