@@ -263,6 +263,10 @@ def _one(
         text = f"{row.show(value)} {sign} {row.show(limit)}{suffix} (no samples to test)"
         return Gate(row.name, ok, value, limit, text, cmp)
     numbers = ev.numbers()
+    if (
+        row.kind == CEILING and ev.low is not None and ev.high is not None
+    ):  # what the interval is of
+        numbers = f"n={ev.n:g} requests, share over it {ev.low:.3f}..{ev.high:.3f}"
     if ev.decision == stats.PASS:
         sign = ">=" if row.at_least else "<="
         text = f"{row.show(value)} {sign} {row.show(limit)}{suffix} ({numbers})"
