@@ -1,9 +1,14 @@
-"""`make demo-rollout`: the seed's story on 4 lab hosts (tests/support/rolloutlab.py), from a
-fresh machine: real sshd hosts, real vLLM 0.16.0 files, real supervisord, load on every host.
+"""`make demo-rollout`: the seed's story on 4 lab hosts and a control host
+(tests/support/rolloutlab.py), from a fresh machine: real sshd hosts, real vLLM 0.16.0 files,
+real supervisord, load on every host.
 
-1. `vpatch rollout vllm-eagle3-mla-targets --canary 1`: the canary loads EAGLE-3, accepts
-   ~15 % and serves ~0.66x: rolled back, restarted, healthy; the other 3 hosts untouched.
-2. `vpatch rollout vllm-eagle3-mla-backport --canary 1 --batch 2`: kept on all 4.
+1. `vpatch rollout vllm-eagle3-mla-targets --canary 1 --control 1`: the canary loads EAGLE-3,
+   accepts ~15 % and serves ~0.66x of the control host in the same window: rolled back,
+   restarted, healthy; the other 3 hosts untouched.
+2. `vpatch rollout vllm-eagle3-mla-backport --canary 1 --batch 2 --control 1`: kept on all 4,
+   each judged against the control host's window.
+The control host (h5, the last target) is only scraped: its files and server pid stay as they
+were through both rollouts.
 
 Run as `python -m tests.demo_rollout` (root: the lab's sshd hosts need mount namespaces).
 """
@@ -22,6 +27,7 @@ from tests.support import rolloutlab
 
 REPO = Path(__file__).resolve().parent.parent
 GATES = ["--window", "10", "--min-drafts", "500", "--min-throughput-ratio", "0.9"]
+CONTROL = ["--control", "1", "--scrape-every", "1", "--max-window", "30"]
 
 
 # What a rollout waits for on the hosts; the rest of its wall time is vpatch's own cost.
@@ -38,14 +44,31 @@ def _overhead(report: Path, batches: list[list[int]], wall: float) -> str:
         waited += max(
             (sum(p["seconds"] for p in ph if p["step"] in WAITING) for ph in phases), default=0.0
         )
-    return f"wall {wall:.1f} s = waiting on the hosts {waited:.1f} s + vpatch {wall - waited:.1f} s"
+    own: dict[str, float] = {}  # vpatch's own steps, summed over the hosts
+    for h in hosts:
+        for p in (h["rollout"] or {}).get("phases", []):
+            if p["step"] not in WAITING:
+                own[p["step"]] = own.get(p["step"], 0.0) + p["seconds"]
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in own.items())
+    return (
+        f"wall {wall:.1f} s = waiting on the hosts {waited:.1f} s + vpatch {wall - waited:.1f} s"
+        f" (its steps over all hosts: {steps})"
+    )
 
 
 def _rollout(
     lab: rolloutlab.RolloutLab, work: Path, spec: str, batches: list[list[int]], *more: str
 ) -> int:
     inv, report = work / "hosts.toml", work / f"{spec}.json"
-    args = ["rollout", str(REPO / "patches" / f"{spec}.toml"), "--level", "static", *GATES, *more]
+    args = [
+        "rollout",
+        str(REPO / "patches" / f"{spec}.toml"),
+        "--level",
+        "static",
+        *GATES,
+        *CONTROL,
+        *more,
+    ]
     print(f"\n$ vpatch {' '.join(args)} --inventory hosts.toml", flush=True)
     where = ["--inventory", str(inv), "--ssh-config", str(lab.ssh.ssh_config)]
     started = time.monotonic()
@@ -59,11 +82,11 @@ def _rollout(
 
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="vpatch-demo-rollout-"))
-    print("starting 4 lab hosts (sshd + supervisord + a vLLM 0.16.0 server each) ...", flush=True)
-    lab = rolloutlab.start(4, work / "lab")
+    print("starting 5 lab hosts (sshd + supervisord + a vLLM 0.16.0 server each) ...", flush=True)
+    lab = rolloutlab.start(5, work / "lab")
     try:
         lab.inventory(work / "hosts.toml")
-        pids = [lab.pid(i) for i in range(4)]
+        pids = [lab.pid(i) for i in range(5)]
         first = _rollout(lab, work, "vllm-eagle3-mla-targets", [[0]], "--canary", "1")
         untouched = all(lab.files(i) == lab.pristine and lab.pid(i) == pids[i] for i in (1, 2, 3))
         canary_back = lab.files(0) == lab.pristine and lab.healthy(0)
@@ -73,11 +96,13 @@ def main() -> int:
         print("\n=== report")
         print(f"whitelist: exit {first}; canary restored to pip's bytes and healthy: {canary_back}")
         print(f"whitelist: hosts 2-4 untouched (bytes and server pid): {untouched}")
+        control = lab.files(4) == lab.pristine and lab.pid(4) == pids[4]
+        print(f"control h5: scraped only, bytes and server pid as they were: {control}")
         for i in range(4):
             c = lab.counters(i)
             rate = c.accepted / c.draft_tokens if c.draft_tokens else 0.0
             print(f"h{i + 1}: server pid {pids[i]} -> {lab.pid(i)}, acceptance now {rate:.0%}")
-        ok = first == 1 and second == 0 and untouched and canary_back
+        ok = first == 1 and second == 0 and untouched and canary_back and control
         print("demo-rollout: ok" if ok else "demo-rollout: FAILED")
         return 0 if ok else 1
     finally:

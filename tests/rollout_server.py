@@ -13,6 +13,10 @@ target, on the host's own files:
   `SupportsEagle3` among its bases the drafter gets the target's aux hidden states and
   accepts 70 % of the drafted tokens; without it (whitelist only: the seed) 15 %.
 
+A decode cost: when the env holds `vllm/_lab_decode_cost.py` (a lab spec adds it with
+`add_file`: tests/cases/rollout/lab/), every decoding step takes its DECODE_COST times as long:
+1.25 serves 0.8x the tokens/s at equal load (a patch that slows decoding), 1.0 is neutral.
+
 Generation is simulated in wall time: plain decoding emits one token per STEP seconds; a
 speculative step costs STEP * (1 + DRAFT_COST * K) and emits 1 + accepted tokens, so 15 %
 acceptance serves ~0.66x the plain tokens/s and 70 % ~1.41x. Every number is published through
@@ -25,7 +29,8 @@ prometheus_client, as tests/vllm_metrics_server.py does, on 127.0.0.1:PORT:
     >= N drafts more than this process's first one did (the scrape that closes a rollout's
     window at --min-drafts N), the next request of any kind finds the process gone (exit 1,
     before it answers): a crash after the window
-    POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}
+    POST /v1/completions  {"max_tokens": n}: generates, answers {"tokens": n}; the
+                  time to first token and each inter-token gap go to vLLM's histograms
 """
 
 from __future__ import annotations
@@ -87,6 +92,19 @@ def target_supports_eagle3() -> bool:
     return False
 
 
+def decode_cost() -> float:
+    """DECODE_COST of the env's `vllm/_lab_decode_cost.py` (parsed, never imported); 1.0 without."""
+    import vllm
+
+    path = Path(vllm.__file__).parent / "_lab_decode_cost.py"
+    if not path.exists():
+        return 1.0
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DECODE_COST":
+            return float(ast.literal_eval(node.value))
+    return 1.0
+
+
 class Engine:
     def __init__(self) -> None:
         import prometheus_client
@@ -109,6 +127,22 @@ class Engine:
             documentation="Finished requests.",
             labelnames=[*labels, "finished_reason"],
         )
+        # vLLM's latency histograms (vllm/v1/metrics/loggers.py names; 0.11+ spelling), with
+        # finer buckets than vLLM's around the lab's 20-25 ms steps.
+        histogram = functools.partial(prometheus_client.Histogram, registry=self.registry)
+        steps = [0.005, 0.01, 0.015, 0.02, 0.0225, 0.025, 0.0275, 0.03, 0.04, 0.05, 0.075, 0.1]
+        self.ttft = histogram(
+            name="vllm:time_to_first_token_seconds",
+            documentation="Time to first token.",
+            labelnames=labels,
+            buckets=[*steps, 0.25, 0.5, 1.0],
+        ).labels("lab-model", "0")
+        self.itl = histogram(
+            name="vllm:inter_token_latency_seconds",
+            documentation="Inter-token latency.",
+            labelnames=labels,
+            buckets=[*steps, 0.25, 0.5, 1.0],
+        ).labels("lab-model", "0")
         # vllm.v1.engine.FinishReason's strings (that module needs msgspec, absent on CPU).
         self.finished = {r: success.labels("lab-model", "0", r) for r in FINISH_REASONS}
         self.new_stats = functools.partial(SpecDecodingStats.new, K)
@@ -119,6 +153,7 @@ class Engine:
                 _counter_cls = counter
 
             self.prom = Prom(NS(num_speculative_tokens=K), labels, {0: ["lab-model", "0"]})
+        self.cost = decode_cost()
         self.lock = threading.Lock()
         self.next = 0
         self.observed = 0
@@ -127,7 +162,7 @@ class Engine:
             if self.pattern is None
             else "eagle3 %s" % ("70" if self.pattern is GOOD else "15")
         )
-        print(f"READY pid={os.getpid()} mode={mode}", flush=True)
+        print(f"READY pid={os.getpid()} mode={mode} cost={self.cost:g}", flush=True)
 
     def drafts(self) -> int:
         """Drafts the counters show (observed), not the steps still in flight."""
@@ -136,16 +171,19 @@ class Engine:
 
     def generate(self, n: int) -> int:
         done = 0
+        started = last = time.monotonic()
         while done < n:
             if self.pattern is None:
-                time.sleep(STEP)
+                time.sleep(STEP * self.cost)
+                last = self._latency(done, started, last)
                 done += 1
                 self.gen.inc(1)
                 continue
             with self.lock:
                 accepted = self.pattern[self.next % len(self.pattern)]
                 self.next += 1
-            time.sleep(STEP * (1 + DRAFT_COST * K))
+            time.sleep(STEP * self.cost * (1 + DRAFT_COST * K))
+            last = self._latency(done, started, last)
             stats = self.new_stats()
             stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
             with self.lock:
@@ -155,6 +193,16 @@ class Engine:
             self.gen.inc(1 + accepted)
         self.finished["length"].inc()
         return done
+
+    def _latency(self, done: int, started: float, last: float) -> float:
+        """A step's tokens are out: the request's first one (TTFT), or the gap since the
+        request's previous step (inter-token latency), as vLLM's histograms observe them."""
+        now = time.monotonic()
+        if done == 0:
+            self.ttft.observe(now - started)
+        else:
+            self.itl.observe(now - last)
+        return now
 
 
 def main() -> None:

@@ -76,6 +76,37 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "[metrics] min_tokens_per_s_ratio",
     )
     g.add_argument(
+        "--control",
+        metavar="K",
+        help="the last K targets are control hosts: never written, restarted or leased, "
+        "scraped in the same windows as each canary; ratio gates compare canary/control "
+        "(else after/before); implies --confidence 0.95",
+    )
+    g.add_argument(
+        "--confidence",
+        metavar="C",
+        help="gates decide on evidence at this level (e.g. 0.95): a rate by its Wilson "
+        "interval, tokens/s and latency by a rank test over per-interval samples; an "
+        "undecided window extends up to --max-window, then fails: not enough evidence",
+    )
+    g.add_argument(
+        "--max-window",
+        metavar="S",
+        help="how long an undecided window may extend (with --confidence; 3x --window)",
+    )
+    g.add_argument(
+        "--scrape-every",
+        metavar="S",
+        help="seconds between the window's scrapes: each interval one sample "
+        "(with --confidence: --window / 20)",
+    )
+    g.add_argument(
+        "--metrics-profile",
+        metavar="ENGINE",
+        choices=("vllm", "sglang"),
+        help="whose counter names the endpoints serve: vllm (default) or sglang",
+    )
+    g.add_argument(
         "--resume",
         metavar="REPORT",
         help="continue the rollout a REPORT (its --report, else the file it named on stderr "
@@ -105,6 +136,11 @@ def settings(args: argparse.Namespace) -> Settings:
         min_acceptance=args.min_acceptance,
         min_throughput_ratio=args.min_throughput_ratio,
         allow_no_traffic=args.allow_no_traffic,
+        control=args.control,
+        confidence=args.confidence,
+        max_window=args.max_window,
+        scrape_every=args.scrape_every,
+        metrics_profile=args.metrics_profile,
     )
 
 
@@ -116,6 +152,11 @@ def run(args: argparse.Namespace) -> int:
     from patcher.run import fleet
 
     targets = _targets.targets(args)
+    if args.control is None and args.inventory and not args.ray:
+        from patcher.inventory.targets import control_of
+
+        found = control_of(args.inventory)  # `[defaults] control = K`; --control K wins
+        args.control = None if found is None else str(found)
     policy = _targets.policy(args, len(targets))
     request = Request(
         specs=args.specs,
@@ -131,8 +172,9 @@ def run(args: argparse.Namespace) -> int:
         if not args.report:
             print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
 
-    names = [t.name for t in targets]
-    lines = BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
+    def lines(names: list[str]) -> fleet.Progress:  # the canaries' names (control hosts apart)
+        return BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
+
     done = drive(request, targets, policy, lambda t: _targets._open(t, args), lines, started)
     result = done.result
     if args.json:

@@ -58,15 +58,17 @@ _FIELDS: dict[str, type] = {
     "sudo_user": str,
     "share": bool,
 }
-_FIELDS |= {"restart": str, "health": str, "metrics": str}  # rollout (patcher/rollout/walk.py)
+_FIELDS |= {"restart": str, "health": str, "metrics": tuple}  # rollout (patcher/rollout/walk.py)
+# [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/canary.py).
+_DEFAULTS_ONLY: dict[str, type] = {"control": int}
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
     "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share; for "
-    "rollout restart, health, metrics) and [[host]] tables with name, address and optional "
-    "groups"
+    "rollout restart, health, metrics, control) and [[host]] tables with name, address and "
+    "optional groups"
 )
 
 
@@ -139,7 +141,8 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     type, names unique; ssh-facing strings as transports.sshnames accepts them. Plain code, not a
     model: an inventory is read before the first host is contacted, on every run."""
     _only(data, {"defaults", "host"}, ())
-    defaults = _table(data.get("defaults", {}), _FIELDS, ("defaults",))
+    defaults = _table(data.get("defaults", {}), _FIELDS | _DEFAULTS_ONLY, ("defaults",))
+    defaults.pop("control", None)  # the rollout's, read by control_of
     hosts = data.get("host")
     if hosts is None:
         raise _Invalid(("host",), "Field required")
@@ -194,6 +197,11 @@ def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
         if problem:
             raise _Invalid(loc, f"user name {problem}")
         return value
+    if kind is tuple:  # one URL, or several (`metrics = [URL, ...]`: one host's endpoints)
+        urls = value if isinstance(value, list) else [value]
+        if not urls or not all(isinstance(u, str) and len(u.split()) == 1 for u in urls):
+            raise _Invalid(loc, "Input should be a URL (no spaces) or a list of them")
+        return " ".join(urls)
     if kind is list:
         if not isinstance(value, list):
             raise _Invalid(loc, "Input should be a valid list")
@@ -210,7 +218,7 @@ def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
         number = int(value)
     if number is None:
         raise _Invalid(loc, "Input should be a valid integer")
-    if not 1 <= number <= 65535:  # the one int field: a port
+    if not 1 <= number <= 65535:  # a port, or [defaults] control (hosts)
         raise _Invalid(loc, "Input should be between 1 and 65535")
     return number
 
@@ -229,6 +237,17 @@ def _toml(path: str, text: str) -> dict[str, Any] | None:
     if path.endswith(".toml") or "host" in data or "defaults" in data:
         return data
     return None
+
+
+def control_of(path: str) -> int | None:
+    """A hosts.toml's `[defaults] control` (vpatch rollout's control hosts), None without one
+    (an Ansible inventory has none). The file was checked by load_inventory already."""
+    try:
+        data = _toml(path, Path(path).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    value = ((data or {}).get("defaults") or {}).get("control")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _pick(field: str, host: dict[str, Any], defaults: dict[str, Any], flags: dict[str, Any]) -> Any:

@@ -61,16 +61,19 @@ def drive(
     targets: list[Target],
     policy: fleet.Policy,
     open_transport: Callable[[Target], Transport],
-    lines: fleet.Progress,
+    lines: Callable[[list[str]], fleet.Progress],
     started: Callable[[str, str], None],
 ) -> Outcome:
-    """Roll the specs out over `targets`. `started(run, report)` is called once the report
-    exists, before any host is contacted; `lines` shows the batches as they go."""
+    """Roll the specs out over `targets` (the last `--control K` of them only scraped, as
+    control hosts: patcher.rollout.canary). `started(run, report)` is called once the report exists,
+    before any host is contacted; `lines(names)` shows the canaries' batches as they go."""
+    from patcher.rollout import canary
     from patcher.run import engine
     from patcher.specs import catalog
 
     cfg = request.settings
     walk.check_targets(targets)
+    targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     reported = rolloutreport.load_report(request.resume, names) if request.resume else None
     run = (reported.run if reported else None) or walk.new_run()
@@ -93,6 +96,7 @@ def drive(
             return report.ended(i, engine.connect_error(t.name, exc))
         try:
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
+            h.controls = controls
             report.live[i] = h
             if reported is not None:
                 try:
@@ -108,7 +112,7 @@ def drive(
 
     cut_short = False
     try:
-        hosts = fleet.run(names, work, policy, ids, lines, interrupted=ctrl_c)
+        hosts = fleet.run(names, work, policy, ids, lines(names), interrupted=ctrl_c)
     except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
         cut_short = True
         hosts = report.hosts("interrupted (Ctrl-C twice): not started")
@@ -117,6 +121,7 @@ def drive(
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctx.flush()
+    hosts = canary.closed(controls, hosts, ids)  # the control hosts' lines at the end
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)

@@ -57,9 +57,7 @@ class LiveReport:
         self.targets = list(targets)
         self.ids = [(s.id, s.package) for s in specs]
         tables = [s.metrics for s in specs]
-        self.gates = rollout.Gates.of(
-            tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic
-        )
+        self.gates = rolloutrun.gates_of(tables, cfg)
         self.cfg = cfg
         self.run = run
         self.live: dict[int, rolloutrun._Host] = {}  # hosts that started (by target index)

@@ -92,7 +92,12 @@ def measures_of(data: Any) -> Measures | None:
         return None
     seconds, drafts = vals[0], vals[1]
     assert seconds is not None and drafts is not None
-    return Measures(seconds, drafts, vals[2], vals[3], vals[4], vals[5], dict(why))
+    from patcher.serving.measures import extras_of
+
+    extras = extras_of(data)
+    if extras is None:
+        return None
+    return Measures(seconds, drafts, vals[2], vals[3], vals[4], vals[5], dict(why), **extras)
 
 
 def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:
@@ -172,6 +177,8 @@ def reported_steps(
         r = h.get("rollout")
         if r is None:
             out[h["target"]] = None
+            continue
+        if isinstance(r, dict) and r.get("control") is True:  # a control host: no walk
             continue
         phases = r.get("phases") if isinstance(r, dict) else None
         if not isinstance(phases, list) or not all(

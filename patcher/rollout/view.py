@@ -67,7 +67,12 @@ def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
             skipped = any(p.outcome == "skipped" for p in h.patches) or "skipped" in (h.error or "")
             rows.append((h.target, "-", "-", "-", "skipped" if skipped else "failed"))
             continue
+        if r.get("control") is True:  # a control host: scraped, never written
+            rows.append((h.target, "-", "-", "-", "control"))
+            continue
         before, after = r["before"] or {}, r["after"] or {}
+        if r.get("compared_with") == "control":  # tokens/s: the control's, then the host's
+            before = {**before, "tokens_per_s": (r.get("control") or {}).get("tokens_per_s")}
         rows.append(
             (
                 h.target,
@@ -89,15 +94,28 @@ def render_table(result: RunResult, out: TextIO) -> None:
     for r in rows:
         line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
         print(clean(line.rstrip()), file=out)
-    kept = [h.target for h in result.hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
-    started = [h for h in result.hosts if h.rollout is not None]
+    controls = [h.target for h in result.hosts if h.rollout and h.rollout.get("control") is True]
+    hosts = [h for h in result.hosts if h.target not in controls]
+    kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
+    started = [h for h in hosts if h.rollout is not None]
+    if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
+        print(
+            "ratio gates compared with: "
+            + (
+                f"the control host(s) {', '.join(controls)} in the same windows "
+                "(tokens/s: control -> host)"
+                if controls
+                else "each host's own baseline (tokens/s: before -> after)"
+            ),
+            file=out,
+        )
     if result.ok:
         print(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", file=out)
     else:
         print(
-            f"rollout: not ok: {len(kept)} of {len(result.hosts)} host(s) patched"
+            f"rollout: not ok: {len(kept)} of {len(hosts)} host(s) patched"
             + (f" and staying patched ({', '.join(kept)})" if kept else "")
-            + f"; {len(result.hosts) - len(started)} not started",
+            + f"; {len(hosts) - len(started)} not started",
             file=out,
         )
 

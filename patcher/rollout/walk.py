@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import protocol
 from patcher.errors import UsageError, VpatchError
 from patcher.result import HostResult
+from patcher.rollout import canary
 from patcher.rollout import decide as rollout
 from patcher.rollout import lease as rolloutlease
 from patcher.rollout import resume as rolloutresume
@@ -46,6 +47,12 @@ class Settings:
     min_acceptance: float | None
     min_ratio: float | None
     allow_no_traffic: bool
+    # Canary analysis (docs/rollout.md, "Control hosts and confidence"): None/0 = off.
+    confidence: float | None = None  # --confidence: gates decide on evidence at this level
+    max_window: float | None = None  # --max-window: how long a window may extend for it
+    scrape_every: float | None = None  # --scrape-every: the window's series of scrapes
+    control: int = 0  # --control K: the last K targets are scraped, never written
+    profile: str = "vllm"  # --metrics-profile: whose counter names (serving.model.PROFILES)
 
 
 def make_settings(
@@ -60,6 +67,11 @@ def make_settings(
     min_acceptance: str | None,
     min_throughput_ratio: str | None,
     allow_no_traffic: bool,
+    control: str | int | None = None,
+    confidence: str | float | None = None,
+    max_window: str | float | None = None,
+    scrape_every: str | float | None = None,
+    metrics_profile: str | None = None,
 ) -> Settings:
     """The rollout options as given (the CLI's strings, or the Ansible module's), checked
     before any host is contacted (UsageError: exit 2). Keyword-only: several are `str | None`,
@@ -73,13 +85,28 @@ def make_settings(
         restart_timeout=rollout.parse_seconds("--restart-timeout", restart_timeout, 86400),
         health=_url("--health", health) if health else None,
         health_timeout=rollout.parse_seconds("--health-timeout", health_timeout, 86400),
-        metrics=serving.check_url(metrics) if metrics else None,
+        metrics=" ".join(serving.check_url(u) for u in canary.urls(metrics)) or None,
         window=rollout.parse_seconds("--window", window, 86400),
         min_drafts=rollout.parse_drafts(min_drafts),
         min_acceptance=rate,
         min_ratio=ratio,
         allow_no_traffic=allow_no_traffic,
+        **canary.settings_of(
+            control=control,
+            confidence=confidence,
+            max_window=max_window,
+            scrape_every=scrape_every,
+            metrics_profile=metrics_profile,
+            window=window,
+        ),
     )
+
+
+def gates_of(tables: Sequence[Any], cfg: Settings) -> rollout.Gates:
+    """The specs' `[metrics]` tables and the flags' overrides (canary.looks: Bonferroni)."""
+    over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
+    n = canary.looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
+    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n)
 
 
 def _url(flag: str, url: str) -> str:
@@ -101,8 +128,8 @@ def check_targets(targets: Sequence[Target]) -> None:
     for t in targets:
         if t.health:
             _url("--health (inventory `health`)", t.health)
-        if t.metrics:
-            metrics.check_url(t.metrics)
+        for url in canary.urls(t.metrics):
+            metrics.check_url(url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,6 +160,8 @@ class _Host:
     done: list[tuple[str, bool]] = field(default_factory=list)
     current: str | None = None  # the step running now
     window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
+    controls: canary.Controls | None = None  # --control: scraped in the same windows
+    control_after: rollout.Measures | None = None  # the control hosts' after-window
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
@@ -159,39 +188,55 @@ class _Host:
 
 
 def _scrape(h: _Host) -> tuple[rollout.Counters, float]:
-    """One scrape on the host: its counters and the controller's monotonic time of it."""
-    from patcher.serving import metrics
-
-    url = h.metrics
-    assert url is not None
-    got = metrics.scrape(h.transport, url)
-    at = time.monotonic()
-    if got.text is None:
-        raise _StepFailed(f"cannot scrape {url}: {got.error}")
+    """One scrape on the host (every endpoint it has, summed): its counters and the
+    controller's monotonic time of it."""
     try:
-        return rollout.parse(got.text), at
-    except ValueError:
-        size = len(got.text.encode())
-        raise _StepFailed(
-            f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
-        ) from None
+        return canary.scrape(h.transport, canary.urls(h.metrics), h.cfg.profile)
+    except canary.ScrapeFailed as exc:
+        raise _StepFailed(str(exc)) from None
 
 
 class _StepFailed(Exception):
     pass
 
 
-def _measure(h: _Host, sleep: Callable[[float], None] = time.sleep) -> rollout.Measures:
-    """Scrape, wait until the window closes (its length, or --min-drafts drafts), scrape."""
-    start, t0 = _scrape(h)
-    poll = max(0.2, min(5.0, h.cfg.window / 10))
-    end, t1 = start, t0
-    while not rollout.window_done(start, end, t1 - t0, h.cfg.window, h.cfg.min_drafts):
-        sleep(min(poll, max(0.0, h.cfg.window - (time.monotonic() - t0))) or poll)
+def _measure(
+    h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
+) -> rollout.Measures:
+    """Scrape every --scrape-every until the window closes (its length, or --min-drafts
+    drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
+    on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
+    cfg = h.cfg
+    series = [_scrape(h)]
+    ctrl = h.controls if after else None
+    cseries = [ctrl.scrape(cfg)] if ctrl is not None else []
+    t0 = series[0][1]
+    poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
+    longest = max(cfg.window, cfg.max_window or 0.0)
+    while True:
+        (start, _), (end, t1) = series[0], series[-1]
+        if rollout.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
+            if not after or not canary.extend(
+                h.before, _window(series), h.gates, _window(cseries) if ctrl else None
+            ):
+                break
+            if t1 - t0 >= longest:
+                break
+        limit = longest if t1 - t0 >= cfg.window else cfg.window
+        sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
         _beat(h, rollout.WINDOW, force=False)
-        end, t1 = _scrape(h)
-    h.window_end = end
-    return rollout.measure(start, end, t1 - t0)
+        series.append(_scrape(h))
+        if ctrl is not None:
+            cseries.append(ctrl.scrape(cfg))
+    h.window_end = series[-1][0]
+    if ctrl is not None:
+        h.control_after = _window(cseries)
+    return _window(series)
+
+
+def _window(series: list[tuple[rollout.Counters, float]]) -> rollout.Measures:
+    """A window's measures from its scrapes, (counters, time) in order."""
+    return rollout.measure_series([(t, c) for c, t in series])
 
 
 def _describe(m: rollout.Measures) -> str:
@@ -200,6 +245,7 @@ def _describe(m: rollout.Measures) -> str:
         parts.append(f"acceptance {rollout.pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
     if m.tokens_per_s is not None:
         parts.append(f"{m.tokens_per_s:.1f} tokens/s")
+    parts += canary.describe_latency(m)
     parts += [f"{k}: {v}" for k, v in sorted(m.why.items())]
     return ", ".join(parts)
 
@@ -217,7 +263,9 @@ def _step_baseline(h: _Host) -> str:
 
 
 def _step_window(h: _Host) -> str:
-    h.after = _measure(h)
+    h.after = _measure(h, after=True)
+    if h.control_after is not None:
+        return f"{_describe(h.after)}; control: {_describe(h.control_after)}"
     return _describe(h.after)
 
 
@@ -234,7 +282,7 @@ def _step_gates(h: _Host) -> str:
         now, _at = _scrape(h)
         if rollout.restarted_since(h.window_end, now):
             raise _StepFailed("the server restarted after the window (its counters went down)")
-    h.judged = rollout.judge(h.before, h.after, h.gates)
+    h.judged = rollout.judge(h.before, h.after, h.gates, h.control_after)
     ok, detail = rollout.gates_detail(h.judged)
     if not ok:
         raise _StepFailed(detail)
@@ -349,7 +397,7 @@ def _host(
     ctx: RunContext | None = None,
 ) -> _Host:
     tables = [s.metrics for s in specs]
-    gates = rollout.Gates.of(tables, cfg.min_acceptance, cfg.min_ratio, cfg.allow_no_traffic)
+    gates = gates_of(tables, cfg)
     host = HostResult(target=target.name)
     return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
@@ -463,6 +511,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
         **options_of(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
+        **canary.report_of(h.control_after, h.controls),
         "gates": [g.to_json() for g in h.judged],
         "phases": [asdict(p) for p in h.phases],
     }
@@ -478,6 +527,7 @@ def options_of(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str,
         "metrics": target.metrics or cfg.metrics,
         "window": cfg.window,
         "min_drafts": cfg.min_drafts,
+        **canary.options_of(cfg),
         "thresholds": gates.to_json(),
     }
 

@@ -3,7 +3,8 @@
 A patch that loads can still not help. The seed case: the EAGLE-3 whitelist patch loaded, and
 vLLM accepted ~15 % of the drafted tokens, a 0.66x slowdown. So `verify --metrics URL` scrapes
 vLLM's Prometheus endpoint (fetched by the agent ON the host, so `localhost` is the server) and
-turns its spec-decode counters into the numbers vLLM's own docs define:
+turns its spec-decode counters (read by the one counter model, patcher/serving/model.py) into
+the numbers vLLM's own docs define:
 
     acceptance rate        = accepted tokens / draft tokens
     mean acceptance length = 1 + accepted tokens / drafts        (the bonus token included)
@@ -27,17 +28,11 @@ from typing import Any
 
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
-from patcher.serving import promtext
+from patcher.serving import model as serving_model
 from patcher.specs.model import MetricsThresholds
 from patcher.transports import Transport
 
 PROBE_NAME = "metrics"
-PREFIX = "vllm:spec_decode_num_"
-_ESCAPED = "vllm_spec_decode_num_"
-DRAFTS = "vllm:spec_decode_num_drafts_total"
-DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens_total"
-ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
-PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 DEFAULT_TIMEOUT = 10.0
 
 
@@ -102,31 +97,15 @@ class Thresholds:
 
 
 def parse(text: str) -> SpecDecodeStats | None:
-    """The spec-decode counters in a scrape; None when the endpoint has none of them.
+    """The spec-decode counters in a scrape (the one counter model's, patcher.serving.model);
+    None when the endpoint has none of them.
 
     Raises ValueError when the text is not Prometheus exposition format.
     """
-    totals = {DRAFTS: 0.0, DRAFT_TOKENS: 0.0, ACCEPTED: 0.0}
-    per_pos: dict[int, float] = {}
-    seen = False
-    for family in promtext.families(text):
-        for sample in family.samples:
-            name = sample.name
-            if name.startswith(_ESCAPED):  # OpenMetrics exposition may escape ':' to '_'
-                name = PREFIX + name[len(_ESCAPED) :]
-            if not name.startswith(PREFIX) or not math.isfinite(sample.value):
-                continue
-            if name in totals:
-                totals[name] += sample.value
-                seen = True
-            elif name == PER_POS and sample.labels.get("position", "").isdigit():
-                pos = int(sample.labels["position"])
-                per_pos[pos] = per_pos.get(pos, 0.0) + sample.value
-                seen = True
-    if not seen:
+    c = serving_model.parse(text, serving_model.VLLM)
+    if not c.spec_decode:
         return None
-    positions = tuple(per_pos.get(i, 0.0) for i in range(max(per_pos) + 1)) if per_pos else ()
-    return SpecDecodeStats(totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED], positions)
+    return SpecDecodeStats(c.drafts, c.draft_tokens, c.accepted, c.per_position)
 
 
 def pct(rate: float) -> str:

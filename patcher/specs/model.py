@@ -588,6 +588,19 @@ class MetricsThresholds(_Model):
         le=1,
         description="rollout: aborted or failed requests / finished requests in the window, 0..1",
     )
+    # Latency gates (patcher/serving/gates.py GATES): p99 from the histograms' bucket deltas.
+    max_ttft_p99_ratio: float | None = Field(
+        default=None, gt=0, description="rollout: time-to-first-token p99 over the control's"
+    )
+    max_itl_p99_ratio: float | None = Field(
+        default=None, gt=0, description="rollout: inter-token latency p99 over the control's"
+    )
+    max_ttft_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: time-to-first-token p99 ceiling, seconds"
+    )
+    max_itl_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: inter-token latency p99 ceiling, seconds"
+    )
 
 
 class PatchSpec(_Model):

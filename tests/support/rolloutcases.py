@@ -53,7 +53,7 @@ def _window(data: dict[str, Any]) -> rollout.Measures:
 
 def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     g = case["gates"]
-    gates = rollout.Gates(**g)
+    gates = rollout.Gates.make(**g)
     before = _window(case["baseline"]) if case["baseline"] is not None else None
     after = _window(case["after"])
     ok, detail = rollout.gates_detail(rollout.judge(before, after, gates))

@@ -11,14 +11,15 @@ SIGKILL ends the walk without any handler) in each of them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import handle, protocol
 from patcher.result import PatchResult
-from patcher.rollout import decide as rollout
 from patcher.rollout import walk as rolloutrun
+from patcher.serving.model import VLLM
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
@@ -47,7 +48,11 @@ class FakeHost:
     # release) go to the real agent there (patcher/agent/lease.py); None: no lease requests
     state_dir: str | None = None
     ops: list[str] = field(default_factory=list)  # every request's op, in order ("plan" too)
+    tokens_per_s: float | None = (
+        None  # generation grows with wall time at this rate (else per scrape)
+    )
     _scrapes: int = 0
+    _born: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:
         pass
@@ -76,6 +81,7 @@ class FakeHost:
             return {"ok": True, "text": self._metrics(), "seconds": 0.001}
         if op == protocol.RESTART:
             self._scrapes = 0  # a new server: its counters start again
+            self._born = time.monotonic()
             return {"ok": True, "exit": 0, "timed_out": False, "seconds": 0.01}
         if op == protocol.HEALTH:
             return {"ok": True, "healthy": True, "status": 200, "tries": 1}
@@ -86,13 +92,18 @@ class FakeHost:
         drafts = self._scrapes * DRAFTS_PER_SCRAPE
         tokens = drafts * TOKENS_PER_DRAFT
         lines = [
-            f"{rollout.DRAFTS} {drafts}",
-            f"{rollout.DRAFT_TOKENS} {tokens}",
-            f"{rollout.ACCEPTED} {round(tokens * self.acceptance)}",
-            f"{rollout.GENERATION} {drafts * 4}",
-            f'{rollout.FINISHED}{{finished_reason="stop"}} {self._scrapes * 10}',
+            f"{VLLM.drafts} {drafts}",
+            f"{VLLM.draft_tokens} {tokens}",
+            f"{VLLM.accepted} {round(tokens * self.acceptance)}",
+            f"{VLLM.generation} {self._generation(drafts)}",
+            f'{VLLM.finished}{{finished_reason="stop"}} {self._scrapes * 10}',
         ]
         return "\n".join(f"# TYPE {ln.split()[0].split('{')[0][:-6]} counter\n{ln}" for ln in lines)
+
+    def _generation(self, drafts: int) -> float:
+        if self.tokens_per_s is None:
+            return drafts * 4
+        return self.tokens_per_s * (time.monotonic() - self._born)
 
     def engine_step(self, h: rolloutrun._Host, which: str) -> str:
         """patcher.run.engine's apply, rollback or plan (apply's dry run), as
@@ -113,6 +124,20 @@ class FakeHost:
         if refused:
             raise rolloutrun._StepFailed(f"{h.specs[0].id} modified: {message}")
         return ", ".join(f"{p.id} {p.outcome}" for p in h.result.patches)
+
+
+@dataclass
+class ControlHost(FakeHost):
+    """A control host: answers `fetch` and records every request it gets (a control host
+    must never be asked for anything else: no apply, restart, health, lease or journal)."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        self.asked.append(request["op"])
+        if request["op"] != "fetch":
+            return {"ok": False, "error": f"a control host was asked {request['op']}"}
+        return {"ok": True, "text": self._metrics(), "seconds": 0.001}
 
 
 def engine_step(h: rolloutrun._Host, which: str) -> str:

@@ -201,6 +201,32 @@ class RolloutLab:
         path.write_text("\n".join(lines))
         return path
 
+    def set_streams(self, n: int | None) -> None:
+        """Every host's load from now on: `n` streams (None: the load client's own STREAMS),
+        written atomically (the load client reads the file every 0.2 s)."""
+        for h in self.hosts:
+            path = h.lab / "streams"
+            if n is None:
+                path.unlink(missing_ok=True)
+                continue
+            tmp = h.lab / "streams.tmp"
+            tmp.write_text(f"{n}\n")
+            tmp.replace(path)
+
+    def held_restart(self, i: int) -> tuple[Path, Path, dict[str, str]]:
+        """Host i's restart command that says it began (a marker) and then waits for a go
+        file: the test acts while the host is provably in its restart step (changes the
+        fleet's load, say), then lets the restart go on."""
+        lab = self.hosts[i].lab
+        began, go = lab / "restart-began", lab / "restart-go"
+        began.unlink(missing_ok=True)
+        go.unlink(missing_ok=True)
+        cmd = (
+            "touch /root/lab/restart-began; until test -e /root/lab/restart-go; do sleep 0.1; "
+            "done; /root/lab/ctl restart vllm"
+        )
+        return began, go, {"restart": cmd}
+
     def close(self) -> None:
         for i, h in enumerate(self.hosts):
             if h.supervisord is not None and h.supervisord.poll() is None:

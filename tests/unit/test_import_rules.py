@@ -92,6 +92,11 @@ PURE = {
     "patcher.rollout.decide",
     "patcher.rollout.resume",
     "patcher.serving.promtext",
+    "patcher.serving.model",
+    "patcher.serving.histogram",
+    "patcher.serving.stats",
+    "patcher.serving.measures",
+    "patcher.serving.gates",
 }
 # The one definition of the wire and of the journal, shared by controller and agent: data and
 # parsing a pure module may use (journal.append writes only to a descriptor its caller holds).

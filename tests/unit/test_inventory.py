@@ -206,3 +206,27 @@ def test_errors_say_file_line_and_column(tmp_path: Path, text: str, error: str) 
     with pytest.raises(SpecError) as got:
         load_inventory(str(path), {})
     assert got.value.message.startswith(f"{path}:{error}"), got.value.message
+
+
+def test_metrics_may_list_several_endpoints_and_defaults_name_the_control_hosts(
+    tmp_path: Path,
+) -> None:
+    """`metrics = [URL, ...]`: one host's engines (summed by the rollout's scrape);
+    `[defaults] control = K`: the rollout's control hosts (--control K wins)."""
+    from patcher.inventory.targets import control_of, load_inventory
+    from patcher.rollout import canary
+
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(
+        "[defaults]\ncontrol = 1\nmetrics = 'http://localhost:8000/metrics'\n"
+        "[[host]]\nname = 'a'\naddress = '127.0.0.1'\n"
+        "metrics = ['http://localhost:8000/metrics', 'http://localhost:8001/metrics']\n"
+        "[[host]]\nname = 'b'\naddress = '127.0.0.1'\n"
+    )
+    a, b = (t for t, _ in load_inventory(str(inv), {}).hosts)
+    assert canary.urls(a.metrics) == [
+        "http://localhost:8000/metrics",
+        "http://localhost:8001/metrics",
+    ]
+    assert canary.urls(b.metrics) == ["http://localhost:8000/metrics"]
+    assert control_of(str(inv)) == 1

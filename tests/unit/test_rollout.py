@@ -46,9 +46,16 @@ def test_gates_take_the_strictest_table_and_the_overrides() -> None:
     a = MetricsThresholds(min_acceptance_rate=0.4, max_error_rate=0.05)
     b = MetricsThresholds(min_acceptance_rate=0.5, min_tokens_per_s_ratio=0.9, max_error_rate=0.01)
     g = rollout.Gates.of([a, None, b])
-    assert (g.min_acceptance_rate, g.min_tokens_per_s_ratio, g.max_error_rate) == (0.5, 0.9, 0.01)
-    g = rollout.Gates.of([a, b], min_acceptance=0.2, min_ratio=1.1, allow_no_traffic=True)
-    assert (g.min_acceptance_rate, g.min_tokens_per_s_ratio, g.allow_no_traffic) == (0.2, 1.1, True)
+    lim = g.limit
+    assert (lim("min_acceptance_rate"), lim("min_tokens_per_s_ratio"), lim("max_error_rate")) == (
+        0.5,
+        0.9,
+        0.01,
+    )
+    over = {"min_acceptance_rate": 0.2, "min_tokens_per_s_ratio": 1.1}
+    g = rollout.Gates.of([a, b], over, allow_no_traffic=True)
+    assert (g.limit("min_acceptance_rate"), g.limit("min_tokens_per_s_ratio")) == (0.2, 1.1)
+    assert g.allow_no_traffic
     assert rollout.Gates.of([]) == rollout.Gates()
 
 

@@ -28,6 +28,9 @@ NOT_RUN_STATE = {
     "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
     "specs/cache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
+    "serving/model.py:VLLM": "a frozen Profile: vLLM's counter names (constant)",
+    "serving/model.py:SGLANG": "a frozen Profile: SGLang's counter names (constant)",
+    "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes

@@ -1,0 +1,279 @@
+"""`vpatch rollout`'s canary analysis at the edge: the scrapes of a host's metrics endpoints
+(several per host, summed like engines), the control hosts scraped in the same windows as
+the canary, and the options that turn it on (`--control`, `--confidence`, `--max-window`,
+`--scrape-every`, `--metrics-profile`). What the numbers mean and how a gate decides is the
+serving room's (patcher/serving/); the step machine is patcher.rollout's.
+
+A control host is only ever scraped: no apply, no restart, no lease, no journal entry; its
+agent is asked `fetch` and nothing else (test: tests/unit/test_canary.py)."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from patcher.errors import HostError, UsageError
+from patcher.result import HostResult
+from patcher.serving import gates as serving_gates
+from patcher.serving.measures import Measures
+from patcher.serving.model import PROFILES, Counters, parse
+
+if TYPE_CHECKING:
+    from patcher.inventory.targets import Target
+    from patcher.rollout.walk import Settings
+    from patcher.transports import Transport
+
+
+class ScrapeFailed(HostError):
+    """A scrape that gave no counters. Of a control host, it fails the canary's window step
+    (the walk takes any HostError as the step's failure): without the control there is
+    nothing to compare with, and no evidence never reads as good."""
+
+
+def urls(metrics: str | None) -> list[str]:
+    """A host's metrics endpoints: one URL, or several separated by whitespace (the TOML
+    inventory's `metrics = [URL, ...]` is kept so; `--metrics 'URL URL'`)."""
+    return metrics.split() if metrics else []
+
+
+def scrape(transport: Transport, endpoints: Sequence[str], profile: str) -> tuple[Counters, float]:
+    """Every endpoint of one host, by its agent, summed: (counters, the controller's
+    monotonic time after the last one)."""
+    from patcher.serving import metrics
+
+    total: Counters | None = None
+    for url in endpoints:
+        got = metrics.scrape(transport, url)
+        if got.text is None:
+            raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
+        try:
+            c = parse(got.text, PROFILES[profile])
+        except ValueError:
+            size = len(got.text.encode())
+            raise ScrapeFailed(
+                f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
+            ) from None
+        total = c if total is None else total.plus(c)
+    return (total if total is not None else Counters()), time.monotonic()
+
+
+@dataclass
+class Controls:
+    """The control hosts of a rollout: scraped, summed, in the canary's windows. Hosts in
+    flight at once share them (a lock: one scrape of the controls at a time)."""
+
+    targets: list[Target]
+    open_transport: Callable[[Target], Transport]
+    default_metrics: str | None
+    transports: dict[str, Transport] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scrapes: int = 0
+
+    def names(self) -> list[str]:
+        return [t.name for t in self.targets]
+
+    def scrape(self, cfg: Settings) -> tuple[Counters, float]:
+        total = Counters()
+        with self.lock:
+            for t in self.targets:
+                try:
+                    tr = self.transports.get(t.name)
+                    if tr is None:
+                        tr = self.transports[t.name] = self.open_transport(t)
+                    c, _at = scrape(tr, urls(t.metrics or self.default_metrics), cfg.profile)
+                except HostError as exc:
+                    raise ScrapeFailed(f"control host {t.name}: {exc.message}") from None
+                total = total.plus(c)
+            self.scrapes += 1
+            return total, time.monotonic()
+
+    def close(self) -> None:
+        for tr in self.transports.values():
+            tr.close()
+
+
+def extend(
+    before: Measures | None,
+    after: Measures,
+    gates: serving_gates.Gates,
+    control: Measures | None,
+) -> bool:
+    """Whether a window that reached its length goes on: only with --confidence, while a
+    gate's evidence is short and none has failed on evidence already."""
+    if gates.confidence is None:
+        return False
+    return serving_gates.undecided(serving_gates.judge(before, after, gates, control, last=False))
+
+
+def looks(
+    window: float, max_window: float | None, every: float | None, confidence: float | None
+) -> int:
+    """How many times a window may be judged: at its length, then at each scrape until
+    --max-window (serving.gates.Gates.looks: each look tests at its share of the error)."""
+    if confidence is None:
+        return 1
+    if not max_window or not every or max_window <= window:
+        return 1
+    return 1 + math.ceil((max_window - window) / every)
+
+
+def describe_latency(m: Measures) -> list[str]:
+    """'TTFT p50/p99 40.0/95.0 ms' parts for a phase's detail."""
+    names = {"ttft": "TTFT", "itl": "ITL", "e2e": "e2e"}
+    out = []
+    for key, qs in m.latency.items():
+        if "p50" in qs and "p99" in qs:
+            out.append(
+                f"{names.get(key, key)} p50/p99 {qs['p50'] * 1000:.1f}/{qs['p99'] * 1000:.1f} ms"
+            )
+    return out
+
+
+def report_of(control: Measures | None, controls: Controls | None) -> dict[str, Any]:
+    """A host's report keys of the comparison: which one the ratio gates used, and the
+    control hosts' window beside the host's."""
+    if controls is None:
+        return {"compared_with": serving_gates.BASELINE, "control": None}
+    return {
+        "compared_with": serving_gates.CONTROL,
+        "control": {"hosts": controls.names(), **(control.to_json() if control else {})},
+    }
+
+
+def options_of(cfg: Settings) -> dict[str, Any]:
+    return {
+        "confidence": cfg.confidence,
+        "max_window": cfg.max_window,
+        "scrape_every": cfg.scrape_every,
+        "control_hosts": cfg.control,
+        "metrics_profile": cfg.profile,
+    }
+
+
+def _number(
+    flag: str, text: str | float | None, low: float, high: float, example: str
+) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip().rstrip("%")) / (
+            100 if str(text).strip().endswith("%") else 1
+        )
+    except ValueError:
+        value = math.nan
+    if not low < value <= high:
+        raise UsageError(
+            f"{flag} {text!r} is out of range ({low:g} < value <= {high:g})",
+            f"e.g. {flag} {example}",
+        )
+    return value
+
+
+def settings_of(
+    *,
+    control: str | int | None,
+    confidence: str | float | None,
+    max_window: str | float | None,
+    scrape_every: str | float | None,
+    metrics_profile: str | None,
+    window: str | float | None,
+) -> dict[str, Any]:
+    """The canary options of `vpatch rollout` as given (walk.Settings' last fields), checked
+    before any host is contacted. `--control K` alone judges at confidence 0.95."""
+    control_text = control
+    control = 0
+    if control_text is not None:
+        try:
+            control = int(str(control_text))
+        except ValueError:
+            control = -1
+        if control < 0:
+            raise UsageError(
+                f"--control {control_text!r} is not a count of hosts", "e.g. --control 1"
+            )
+    confidence = _number("--confidence", confidence, 0.5, 0.9999, "0.95")
+    if confidence is None and control:
+        confidence = 0.95
+    window = float(window or 120)
+    max_window = _number("--max-window", max_window, 0, 86400, "600")
+    if max_window is None and confidence is not None:
+        max_window = 3 * window
+    if max_window is not None and max_window < window:
+        raise UsageError(
+            f"--max-window {max_window:g} is shorter than --window {window:g}",
+            "the window extends up to --max-window: give one at least as long",
+        )
+    every = _number("--scrape-every", scrape_every, 0, 3600, "5")
+    if every is None and confidence is not None:
+        every = max(0.5, window / 20)  # 20 intervals a window: enough for a rank test
+    profile = metrics_profile or "vllm"
+    if profile not in PROFILES:
+        raise UsageError(
+            f"--metrics-profile {profile!r} is not one of {', '.join(sorted(PROFILES))}",
+            "e.g. --metrics-profile sglang",
+        )
+    return {
+        "confidence": confidence,
+        "max_window": max_window,
+        "scrape_every": every,
+        "control": control,
+        "profile": profile,
+    }
+
+
+def split(targets: list[Target], k: int) -> tuple[list[Target], list[Target]]:
+    """(the hosts this rollout patches, its K control hosts: the last K targets)."""
+    if k <= 0:
+        return targets, []
+    if k >= len(targets):
+        raise UsageError(
+            f"--control {k} leaves no host to patch ({len(targets)} target(s))",
+            "control hosts are the last K targets: give more hosts, or a smaller --control "
+            "(or the inventory's [defaults] control)",
+        )
+    return targets[:-k], targets[-k:]
+
+
+def control_result(name: str, ids: list[tuple[str, str]], scrapes: int) -> HostResult:
+    """A control host in the rollout's result: ok, nothing written, its part said."""
+    from patcher.run import fleet
+
+    host = fleet.skipped(name, ids, "control host: scraped, never written")
+    host.ok = True
+    host.notes.append(
+        f"control host: scraped {scrapes} time(s) in the canaries' windows; never written, "
+        "restarted or leased"
+    )
+    host.rollout = {"verdict": "control", "control": True, "scrapes": scrapes}
+    return host
+
+
+def controls_of(
+    targets: list[Target], cfg: Settings, open_transport: Callable[[Target], Transport]
+) -> tuple[list[Target], Controls | None]:
+    """(the hosts to patch, the control hosts) of a rollout, checked before any host is
+    contacted: --control K (or [defaults] control) leaves a host to patch, and every control
+    host has a metrics endpoint."""
+    patched, control = split(targets, cfg.control)
+    if not control:
+        return patched, None
+    if not all(t.metrics or cfg.metrics for t in control):
+        raise UsageError(
+            "a control host has no metrics endpoint",
+            "give --metrics URL (or the control hosts' inventory `metrics`)",
+        )
+    return patched, Controls(control, open_transport, cfg.metrics)
+
+
+def closed(
+    controls: Controls | None, hosts: list[HostResult], ids: list[tuple[str, str]]
+) -> list[HostResult]:
+    """The rollout's hosts, then its control hosts' lines; their sessions closed."""
+    if controls is None:
+        return hosts
+    controls.close()
+    return hosts + [control_result(t.name, ids, controls.scrapes) for t in controls.targets]

@@ -1,0 +1,181 @@
+"""`vpatch rollout --control 1` on the rollout lab (tests/support/rolloutlab.py): real sshd
+hosts, real vLLM 0.16.0 files, real supervisord, and traffic that changes during the rollout
+(the load client's stream count, changed on every host while the canary restarts).
+
+h1 is the canary, h2 the control (the last target). A patch that costs 20 % of the tokens/s at
+equal load (tests/cases/rollout/lab/lab-slow-decode.toml) is rolled back when the load
+doubles in its window, though after/before it served 1.6x; a neutral patch is kept when the
+load halves, though after/before it served 0.5x. Every rate is judged with the rollout's own
+statistics (patcher.serving.stats over the report's per-interval samples), never with a
+fixed tolerance around a timing-dependent figure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher.serving import stats
+from tests.conftest import REPO, VPATCH, Run, vpatch
+from tests.support import rolloutlab
+
+pytestmark = pytest.mark.vllm
+LAB = REPO / "tests" / "cases" / "rollout" / "lab"
+SLOW, NEUTRAL = LAB / "lab-slow-decode.toml", LAB / "lab-neutral.toml"
+SAMPLER = LAB / "lab-slow-sampler.toml"  # twice the inter-token latency; [metrics] on latency only
+CANARY = [
+    "--control",
+    "1",
+    "--confidence",
+    "0.95",
+    "--window",
+    "4",
+    "--scrape-every",
+    "0.5",
+    "--max-window",
+    "20",
+]
+
+
+@pytest.fixture(scope="module")
+def lab2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.RolloutLab]:
+    lab = rolloutlab.start(2, tmp_path_factory.mktemp("canarylab"))
+    try:
+        yield lab
+    finally:
+        lab.close()
+
+
+def _until(cond: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def _roll_with_load_change(
+    lab: rolloutlab.RolloutLab, tmp_path: Path, spec: Path, streams: int
+) -> Run:
+    """The rollout of `spec` with h1's restart held while every host's load changes to
+    `streams`: the baseline saw the old load, the window (canary and control) the new one."""
+    began, go, held = lab.held_restart(0)
+    inv = lab.inventory(tmp_path / "hosts.toml", h1=held)
+    argv = [
+        *VPATCH,
+        "rollout",
+        str(spec),
+        "--inventory",
+        str(inv),
+        "--ssh-config",
+        str(lab.ssh.ssh_config),
+        "--level",
+        "static",
+        "--json",
+        *CANARY,
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _until(began.exists)
+        lab.set_streams(streams)
+        go.touch()
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Run(proc.returncode, out, err)
+
+
+def _host(run: Run, name: str) -> dict[str, Any]:
+    return next(h for h in run.doc["hosts"] if h["target"] == name)
+
+
+def _ratio_gate(r: dict[str, Any]) -> dict[str, Any]:
+    gate: dict[str, Any] = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")
+    return gate
+
+
+def test_a_slow_patch_is_rolled_back_when_the_load_doubles_in_its_window(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    pid2, files2 = lab2.pid(1), lab2.files(1)
+    try:
+        res = _roll_with_load_change(lab2, tmp_path, SLOW, 8)  # 4 streams -> 8
+    finally:
+        lab2.set_streams(None)
+    assert res.code == 1, res.out + res.err
+    r = _host(res, "h1")["rollout"]
+    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r["phases"]
+    gate = _ratio_gate(r)
+    assert not gate["ok"] and gate["compared_with"] == "control", gate
+    assert gate["evidence"]["decision"] == "fail" and "vs control" in gate["detail"]
+    assert r["compared_with"] == "control" and r["control"]["hosts"] == ["h2"]
+    # What after/before would have said on the same windows: better (the doubled load).
+    fooled = stats.samples_at_least(r["after"]["samples"], r["before"]["samples"], 0.9, 0.95)
+    assert fooled.decision == stats.PASS, fooled
+    # The control: scraped in the window, never written, restarted or leased.
+    control = _host(res, "h2")
+    assert control["ok"] and control["rollout"]["control"] is True
+    assert control["rollout"]["scrapes"] >= len(r["after"]["samples"])
+    assert lab2.pid(1) == pid2 and lab2.files(1) == files2
+    assert not (lab2.hosts[1].file("vllm/_lab_decode_cost.py")).exists()
+    # The canary: the patch out again (the module it added removed), restarted, healthy.
+    assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists()
+    assert lab2.healthy(0)
+
+
+def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """Equal load, one gate: inter-token latency p99 at most 1.3x the control's. The per-
+    interval p99s (histogram bucket deltas) of the canary against the control's, ranked."""
+    inv = lab2.inventory(tmp_path / "hosts.toml")
+    argv = [
+        "rollout",
+        str(SAMPLER),
+        "--inventory",
+        str(inv),
+        "--ssh-config",
+        str(lab2.ssh.ssh_config),
+        "--level",
+        "static",
+        "--json",
+        *CANARY,
+    ]
+    res = vpatch(*argv)
+    assert res.code == 1, res.out + res.err
+    r = _host(res, "h1")["rollout"]
+    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r["phases"]
+    [gate] = r["gates"]
+    assert gate["name"] == "itl_p99_ratio" and not gate["ok"], gate
+    assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail", gate
+    assert r["after"]["latency"]["itl"]["p99"] > r["control"]["latency"]["itl"]["p99"]
+    assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists() and lab2.healthy(0)
+
+
+def test_a_neutral_patch_is_kept_when_the_load_halves_in_its_window(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    pid2 = lab2.pid(1)
+    try:
+        res = _roll_with_load_change(lab2, tmp_path, NEUTRAL, 2)  # 4 streams -> 2
+    finally:
+        lab2.set_streams(None)
+    assert res.code == 0, res.out + res.err
+    r = _host(res, "h1")["rollout"]
+    assert r["verdict"] == "kept", r
+    gate = _ratio_gate(r)
+    assert (
+        gate["ok"] and gate["evidence"]["decision"] == "pass" and gate["compared_with"] == "control"
+    )
+    fooled = stats.samples_at_least(r["after"]["samples"], r["before"]["samples"], 0.9, 0.95)
+    assert fooled.decision == stats.FAIL, fooled  # after/before: the halved load, "worse"
+    assert (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists()
+    assert lab2.pid(1) == pid2 and not (lab2.hosts[1].file("vllm/_lab_decode_cost.py")).exists()

@@ -1,0 +1,133 @@
+"""`vpatch rollout --control`: the executor (patcher/rollout/walk.py, patcher/rollout/canary.py)
+over
+fake hosts (tests/support/rolloutfake.py), in milliseconds: a control host scraped in the
+canary's window and asked nothing else, ratio gates against it, and the window extended until
+the rank test decides."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from patcher.inventory.targets import Target
+from patcher.rollout import canary
+from patcher.rollout import decide as rollout
+from patcher.rollout import walk as rolloutrun
+from patcher.specs.model import PatchSpec
+from tests.conftest import REPO
+from tests.support import rolloutfake
+from tests.support.rolloutfake import ControlHost, FakeHost
+
+TARGET, CONTROL = Target("h1", "h1"), Target("h9", "h9")
+
+
+@pytest.fixture(autouse=True)
+def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+
+
+def _specs() -> list[PatchSpec]:
+    from patcher.specs import catalog
+
+    return catalog.load_all([str(REPO / "patches" / "vllm-eagle3-mla-backport.toml")])
+
+
+def _roll(
+    canary_rate: float, control_rate: float, min_ratio: float
+) -> tuple[dict[str, object], ControlHost, FakeHost]:
+    fake = FakeHost(tokens_per_s=canary_rate)
+    ctl = ControlHost(target="h9", tokens_per_s=control_rate)
+    cfg = rolloutfake.settings(
+        min_drafts=0,
+        window=0.05,
+        min_ratio=min_ratio,
+        control=1,
+        confidence=0.95,
+        max_window=2.0,
+        scrape_every=0.01,
+    )
+    h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
+    h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
+    result = rolloutrun.walk(h, threading.Event())
+    assert result.rollout is not None
+    return result.rollout, ctl, fake
+
+
+def test_a_canary_slower_than_its_control_is_rolled_back_and_the_control_only_scraped() -> None:
+    r, ctl, fake = _roll(800.0, 1000.0, 0.95)  # 0.8x: far below, whatever the timing
+    assert (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.GATES), r
+    gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")  # type: ignore[union-attr]
+    assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail"
+    assert gate["evidence"]["n"] >= 5 and gate["evidence"]["p"] < 0.05
+    assert r["compared_with"] == "control" and r["control"]["hosts"] == ["h9"]  # type: ignore[index]
+    assert set(ctl.asked) == {"fetch"} and len(ctl.asked) >= 6
+    assert fake.ran.count(rollout.ROLLBACK) == 1
+
+
+def test_a_canary_as_fast_as_its_control_is_kept() -> None:
+    r, ctl, _fake = _roll(1000.0, 1000.0, 0.8)  # 1x against 0.8x: far above
+    assert r["verdict"] == rollout.KEPT, r
+    gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")  # type: ignore[union-attr]
+    assert gate["ok"] and gate["evidence"]["decision"] == "pass" and "vs control" in gate["detail"]
+    assert set(ctl.asked) == {"fetch"}
+
+
+def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
+    """A --max-window too short for five intervals a side: the rank test never decides (it
+    needs stats.MIN_SAMPLES), the window extends to --max-window and the gate fails, saying
+    why. (No fixed timing: the count of intervals is bounded by the windows.)"""
+    fake = FakeHost(tokens_per_s=950.0)
+    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    cfg = rolloutfake.settings(
+        min_drafts=0,
+        window=0.01,
+        min_ratio=0.95,
+        control=1,
+        confidence=0.95,
+        max_window=0.02,
+        scrape_every=0.006,
+    )
+    h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
+    h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
+    r = rolloutrun.walk(h, threading.Event()).rollout
+    assert r is not None and r["verdict"] == rollout.ROLLED_BACK
+    gates = next(p for p in r["phases"] if p["step"] == "gates")
+    assert "not enough evidence" in gates["detail"], gates
+    assert r["after"]["seconds"] >= 0.02  # extended to --max-window, not stopped at --window
+    assert len(r["after"]["samples"]) < 5
+
+
+def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back() -> None:
+    """Without the control there is nothing to compare with: the window step fails (named),
+    the canary is rolled back."""
+    fake = FakeHost(tokens_per_s=1000.0)
+    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    ctl.call = lambda request, timeout=None: {"ok": True, "error": "connection refused"}  # type: ignore[method-assign]
+    cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
+    h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
+    h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
+    r = rolloutrun.walk(h, threading.Event()).rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
+    window = next(p for p in r["phases"] if p["step"] == "window")
+    assert "control host h9: cannot scrape" in window["detail"], window
+
+
+def test_the_table_shows_the_control_and_names_the_comparison() -> None:
+    import io
+
+    from patcher.result import HostResult, RunResult
+    from patcher.rollout.view import render_table
+
+    r, _ctl, _fake = _roll(800.0, 1000.0, 0.95)
+
+    canary_host = HostResult(target="h1", ok=False, rollout=r)
+    control = canary.control_result("h9", [("spec", "vllm")], 12)
+    out = io.StringIO()
+    render_table(RunResult("rollout", False, [canary_host, control]), out)
+    lines = out.getvalue().splitlines()
+    assert lines[1].split()[0] == "h1" and lines[1].split()[-1] == "rolled_back"
+    assert lines[2].split() == ["h9", "-", "-", "-", "control"]
+    assert "compared with: the control host(s) h9 in the same windows" in out.getvalue()
+    assert "0 of 1 host(s) patched" in out.getvalue()  # the control is not a host to patch
+    assert control.ok and "never written, restarted or leased" in control.notes[0]

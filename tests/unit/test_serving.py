@@ -1,0 +1,252 @@
+"""The serving room, pure: the statistics against values recorded from a reference
+implementation, histogram quantiles by Prometheus' rule, the counter model per engine, and
+the gate table's decisions on recorded series (tests/cases/serving/)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patcher.errors import UsageError
+from patcher.rollout import canary
+from patcher.serving import gates, histogram, stats
+from patcher.serving.measures import measure_series
+from patcher.serving.model import ITL, SGLANG, TTFT, VLLM, Counters, parse, parse_all
+from patcher.specs.model import MetricsThresholds
+from tests.support import servingcases
+
+INF = math.inf
+
+
+@pytest.mark.parametrize("path", servingcases.gate_cases(), ids=lambda p: p.stem)
+def test_gates(path: Path) -> None:
+    case = servingcases.load(path)
+    assert servingcases.run_gates(case) == case["expect"], case["why"]
+
+
+def test_traffic_that_changed_fools_before_after_and_not_the_control() -> None:
+    """The same windows: with the control the slow patch fails and the neutral one passes;
+    after/before says the opposite of both (why control hosts exist)."""
+    got = {p.stem: servingcases.run_gates(servingcases.load(p)) for p in servingcases.gate_cases()}
+    assert not got["load_doubled_slow_patch_vs_control"]["ok"]
+    assert got["load_doubled_slow_patch_before_after"]["ok"]
+    assert got["load_halved_neutral_patch_vs_control"]["ok"]
+    assert not got["load_halved_neutral_patch_before_after"]["ok"]
+    assert got["load_doubled_slow_patch_vs_control"]["compared_with"] == ["control"]
+    assert got["load_doubled_slow_patch_before_after"]["compared_with"] == ["baseline"]
+
+
+def test_short_evidence_extends_then_fails_with_its_reason() -> None:
+    cases = {p.stem: servingcases.load(p) for p in servingcases.gate_cases()}
+    ext = servingcases.run_gates(cases["noisy_window_extends"])
+    assert ext["extend"] and ext["detail"].startswith("undecided: ")
+    end = servingcases.run_gates(cases["noisy_window_at_max_fails_not_enough_evidence"])
+    assert not end["ok"] and not end["extend"] and "not enough evidence" in end["detail"]
+    assert "p=" in end["detail"] and "n=6" in end["detail"]
+
+
+def test_mann_whitney_matches_the_recorded_reference() -> None:
+    for c in servingcases.load(servingcases.CASES / "mann_whitney.json")["cases"]:
+        t = stats.mann_whitney(c["x"], c["y"])
+        assert t.u == c["u"], c["name"]
+        assert t.p_greater == pytest.approx(c["p_greater"], rel=1e-9), c["name"]
+        assert t.p_less == pytest.approx(c["p_less"], rel=1e-9), c["name"]
+
+
+def test_wilson_matches_the_recorded_reference() -> None:
+    for c in servingcases.load(servingcases.CASES / "wilson.json")["cases"]:
+        low, high = stats.wilson(c["successes"], c["trials"], c["confidence"])
+        assert (low, high) == pytest.approx((c["low"], c["high"]), rel=1e-9, abs=1e-12), c
+
+
+def test_a_rank_test_on_too_few_samples_never_decides() -> None:
+    ev = stats.samples_at_least([1.0] * 4, [100.0] * 4, 0.95, 0.95)
+    assert ev.decision == stats.EXTEND and ev.n == 4
+    assert stats.samples_at_least([1.0] * 5, [100.0] * 5, 0.95, 0.95).decision == stats.FAIL
+    same = stats.mann_whitney([3.0] * 6, [3.0] * 6)
+    assert (same.p_greater, same.p_less) == (1.0, 1.0)
+
+
+def test_midranks_share_tied_ranks() -> None:
+    assert stats.midranks([5.0, 1.0, 5.0, 3.0]) == ([3.5, 1.0, 3.5, 2.0], [1, 1, 2])
+
+
+B = ((0.1, 10.0), (0.25, 50.0), (0.5, 90.0), (1.0, 100.0), (INF, 100.0))
+
+
+def test_histogram_quantile_follows_prometheus() -> None:
+    assert histogram.quantile(0.5, B) == pytest.approx(0.25)  # 0.1 + 0.15 * 40/40
+    assert histogram.quantile(0.99, B) == pytest.approx(0.95)  # 0.5 + 0.5 * 9/10
+    assert histogram.quantile(0.05, B) == pytest.approx(0.05)  # lowest bucket from 0
+    assert histogram.quantile(0.99, ((0.1, 1.0), (INF, 10.0))) == 0.1  # in +Inf: last bound
+    assert histogram.quantile(0.5, ((0.1, 0.0), (INF, 0.0))) is None  # no observations
+    assert histogram.quantile(0.5, ((0.1, 3.0), (0.2, 3.0))) is None  # no +Inf bucket
+    assert histogram.quantile(0.5, ((INF, 3.0),)) is None
+
+
+def test_histogram_deltas_and_resets() -> None:
+    later = tuple((b, c * 3) for b, c in B)
+    assert histogram.delta(later, B) == tuple((b, c * 2) for b, c in B)
+    assert histogram.delta(B, later) == B  # went down: a restart, the later scrape alone
+    assert histogram.quantiles(0.5, [B, later, later]) == [pytest.approx(0.25)]
+    above, total = histogram.share_above(0.75, B)  # half of the (0.5, 1.0] bucket's 10
+    assert (above, total) == (pytest.approx(5.0), 100.0)
+    assert histogram.share_above(2.0, B) == (0.0, 100.0)
+
+
+def _hist(name: str, engine: str, counts: list[float]) -> str:
+    bounds = ["0.05", "0.1", "0.5", "+Inf"]
+    lines = [f"# TYPE {name} histogram"]
+    lines += [
+        f'{name}_bucket{{engine="{engine}",le="{b}"}} {c}'
+        for b, c in zip(bounds, counts, strict=True)
+    ]
+    lines += [
+        f'{name}_count{{engine="{engine}"}} {counts[-1]}',
+        f'{name}_sum{{engine="{engine}"}} 1',
+    ]
+    return "\n".join(lines)
+
+
+def _vllm(engine: str, gen: float, itl: str = "vllm:inter_token_latency_seconds") -> str:
+    return "\n".join(
+        [
+            "# TYPE vllm:generation_tokens counter",
+            f'vllm:generation_tokens_total{{engine="{engine}"}} {gen}',
+            "# TYPE vllm:spec_decode_num_drafts counter",
+            f'vllm:spec_decode_num_drafts_total{{engine="{engine}"}} 10',
+            "# TYPE vllm:spec_decode_num_draft_tokens counter",
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="{engine}"}} 30',
+            "# TYPE vllm:spec_decode_num_accepted_tokens counter",
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="{engine}"}} 21',
+            "# TYPE vllm:request_success counter",
+            f'vllm:request_success_total{{engine="{engine}",finished_reason="stop"}} 9',
+            f'vllm:request_success_total{{engine="{engine}",finished_reason="abort"}} 1',
+            _hist("vllm:time_to_first_token_seconds", engine, [1, 5, 9, 10]),
+            _hist(itl, engine, [50, 90, 100, 100]),
+            "",
+        ]
+    )
+
+
+def test_vllm_counters_and_latency_histograms() -> None:
+    c = parse(_vllm("0", 100))
+    assert c.values() == (10, 30, 21, 100, 10, 1) and c.spec_decode
+    assert c.buckets(TTFT) == ((0.05, 1.0), (0.1, 5.0), (0.5, 9.0), (INF, 10.0))
+    older = parse(_vllm("0", 100, itl="vllm:time_per_output_token_seconds"))  # before 0.11
+    assert older.buckets(ITL) == c.buckets(ITL) and c.buckets(ITL) is not None
+
+
+def test_several_endpoints_of_a_host_are_summed() -> None:
+    both = parse_all([_vllm("0", 100), _vllm("1", 50)])
+    assert both.generation_tokens == 150 and both.drafts == 20 and both.errors == 2
+    assert both.buckets(TTFT) == ((0.05, 2.0), (0.1, 10.0), (0.5, 18.0), (INF, 20.0))
+    assert parse_all([]) == Counters()
+
+
+def test_sglang_profile_reads_its_own_names() -> None:
+    text = "\n".join(
+        [
+            "# TYPE sglang:generation_tokens counter",
+            'sglang:generation_tokens_total{model_name="m"} 300',
+            "# TYPE sglang:spec_verify_calls counter",
+            'sglang:spec_verify_calls_total{model_name="m"} 100',
+            "# TYPE sglang:num_requests counter",
+            'sglang:num_requests_total{model_name="m"} 20',
+            "# TYPE sglang:num_aborted_requests counter",
+            'sglang:num_aborted_requests_total{model_name="m"} 2',
+            _hist("sglang:time_to_first_token_seconds", "0", [1, 5, 9, 10]),
+            "",
+        ]
+    )
+    c = parse(text, SGLANG)
+    assert (c.generation_tokens, c.drafts, c.accepted, c.finished, c.errors) == (
+        300,
+        100,
+        200,
+        20,
+        2,
+    )
+    assert c.spec_decode and c.buckets(TTFT) is not None
+    assert parse(text, VLLM) == Counters()  # vLLM's names are not there
+    m = measure_series([(0.0, Counters(spec_decode=True)), (10.0, c)])
+    assert m.mean_acceptance_length == 3.0 and m.acceptance_rate is None
+    assert "no draft tokens" in m.why["acceptance"]
+
+
+def test_every_gate_is_one_row_with_one_metrics_key() -> None:
+    keys = [r.key for r in gates.GATES]
+    assert len(set(keys)) == len(keys) and len({r.name for r in gates.GATES}) == len(keys)
+    assert set(keys) == set(MetricsThresholds.model_fields)
+    g = gates.Gates.of(
+        [MetricsThresholds(max_itl_p99_s=0.05), MetricsThresholds(max_itl_p99_s=0.1)]
+    )
+    assert g.limit("max_itl_p99_s") == 0.05  # a ceiling: the strictest is the lowest
+
+
+def _args(**kw: object) -> dict[str, Any]:
+    """The canary options as the command hands them over (walk.make_settings' keywords)."""
+    given: dict[str, Any] = dict.fromkeys(
+        ("control", "confidence", "max_window", "scrape_every", "metrics_profile")
+    )
+    return {**given, "window": "10", **kw}
+
+
+def test_canary_options_are_checked_before_any_host() -> None:
+    got = canary.settings_of(**_args(control="1"))
+    assert got["control"] == 1 and got["confidence"] == 0.95 and got["max_window"] == 30.0
+    assert got["scrape_every"] == 0.5
+    assert canary.settings_of(**_args())["confidence"] is None
+    for bad in (
+        {"control": "-1"},
+        {"confidence": "1.5"},
+        {"confidence": "0.95", "max_window": "5"},
+        {"scrape_every": "0"},
+        {"metrics_profile": "tgi"},
+    ):
+        with pytest.raises(UsageError):
+            canary.settings_of(**_args(**bad))
+    with pytest.raises(UsageError):
+        canary.split([object(), object()], 2)  # type: ignore[list-item]
+    a, b, c = object(), object(), object()
+    assert canary.split([a, b, c], 1) == ([a, b], [c])  # type: ignore[list-item]
+    assert canary.urls("http://a/metrics  http://b/metrics") == [
+        "http://a/metrics",
+        "http://b/metrics",
+    ]
+
+
+def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
+    """A window judged at its length and then at every scrape until --max-window would,
+    looked at often enough, find *something* significant: each look tests at
+    (1 - confidence) / looks (Bonferroni). The same samples (p = 0.0022) pass on one look
+    and stay undecided when there may be 41."""
+    assert canary.looks(10, 30, 0.5, 0.95) == 41 and canary.looks(10, None, 0.5, 0.95) == 1
+    assert gates.Gates(confidence=0.95, looks=10).level == pytest.approx(0.995)
+    x = (105.0, 107.0, 103.0, 110.0, 104.0, 108.0, 106.0, 109.0)
+    y = (100.0, 102.0, 99.0, 104.0, 101.0, 98.0, 103.0, 105.0)
+    after = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=100))])
+    after = dataclasses.replace(after, samples=x)
+    ref = dataclasses.replace(after, samples=y)
+    once = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=1.0)
+    often = gates.Gates.make(confidence=0.95, looks=41, min_tokens_per_s_ratio=1.0)
+    [g1] = gates.judge(None, after, once, ref, last=False)
+    [g2] = gates.judge(None, after, often, ref, last=False)
+    assert g1.ok and g1.evidence is not None and g1.evidence.p == pytest.approx(0.0022427, rel=1e-4)
+    assert not g2.ok and g2.extend
+
+
+def test_with_confidence_a_ratio_without_enough_intervals_is_never_a_point_judgement() -> None:
+    """Two scrapes a side (one interval): far apart as the rates are, --confidence does not
+    fall back to comparing the two numbers; it extends, and at the end says why it failed."""
+    one = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=100))])
+    ref = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=1000))])
+    g = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=0.9)
+    [mid] = gates.judge(None, one, g, ref, last=False)
+    [end] = gates.judge(None, one, g, ref, last=True)
+    assert mid.extend and mid.evidence is not None and mid.evidence.n == 1
+    assert not end.ok and not end.extend and "not enough evidence" in end.detail
