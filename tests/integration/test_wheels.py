@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -247,13 +248,18 @@ def test_patched_wheel_installs_and_is_recognised(lab: dict[str, str], tmp_path:
     spec.write_text(wheellab.CLICK_SPEC)
     extra.write_text(wheellab.CLICK_ADD_SPEC)
     out = tmp_path / "dist"
-    built = vpatch("wheel", spec, extra, "--package", "click==8.1.7", "-o", out, "--json")
+    mask = os.umask(0o022)
+    try:
+        built = vpatch("wheel", spec, extra, "--package", "click==8.1.7", "-o", out, "--json")
+    finally:
+        os.umask(mask)
     assert built.code == 0, built.err
     doc = built.doc
     path = Path(doc["wheel"])
     assert path.parent == out and path.name.startswith("click-8.1.7+vpatch.")
     assert path.name.endswith("-py3-none-any.whl") and doc["baked_version"] in path.name
     assert wheellab.record_ok(path) == []
+    assert path.stat().st_mode & 0o777 == 0o644  # the umask's mode (022 here), not mkstemp's
     with zipfile.ZipFile(path) as zf:
         info = f"click-{doc['baked_version']}.dist-info"
         meta = json.loads(zf.read(f"{info}/vpatch.json"))
@@ -381,6 +387,33 @@ def test_vllm_catalog_specs_baked_from_the_cached_wheel(tmp_path: Path) -> None:
         assert len(new.namelist()) == len(src.namelist()) + 1  # + vpatch.json
     assert wheellab.record_ok(path) == []
     print(f"vpatch wheel on vLLM 0.16.0: {took:.1f} s, {os.path.getsize(path) / 1e6:.0f} MB")
+
+    # RECORD is CSV: the fused-MoE configs' names hold commas (`E=1,N=14336,...json`); uv
+    # installs the wheel only when they are quoted, and pip's installed RECORD (which it copies
+    # from the wheel's) must still list every file for importlib.metadata
+    with zipfile.ZipFile(whl) as src:
+        commas = sum("," in n for n in src.namelist())
+    assert commas >= 500
+    uv = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--offline", "--no-deps"]
+    for name in ("uv", "pip"):
+        py = _venv(tmp_path / name)
+        if name == "uv":
+            got = subprocess.run(
+                [*uv, "--python", str(py), str(path)], capture_output=True, text=True
+            )
+        else:
+            got = _pip(py, "install", "--no-deps", "--no-index", "--no-compile", path)
+        assert got.returncode == 0, got.stderr
+        assert "RECORD" not in got.stderr, got.stderr
+        listed = subprocess.run(
+            [py, "-I", "-c", "import importlib.metadata as m; fs = m.files('vllm');"
+             "print(len(fs), sum(',' in str(f) for f in fs))"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        total, named = map(int, listed.stdout.split())
+        assert named == commas and total >= len(want), (name, listed.stdout)
+        shutil.rmtree(tmp_path / name)
 
 
 def test_patched_wheel_installed_by_version_from_a_local_index(
