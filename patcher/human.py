@@ -54,7 +54,8 @@ def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.s
         msg = f"{result.command}: {len(bad)} of {total} host(s) not ok: {line(', '.join(bad))}"
         console.print(Text(msg + (f" [{tally}]" if tally else ""), "bold red"))
     else:
-        console.print(Text(f"{result.command}: ok ({total} host(s)) [{tally}]", "bold green"))
+        msg = f"{result.command}: ok ({total} host(s))"
+        console.print(Text(msg + (f" [{tally}]" if tally else ""), "bold green"))
 
 
 def summary_table(result: RunResult) -> Table:

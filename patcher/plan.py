@@ -286,20 +286,33 @@ def rewrite_problem(status: Status) -> RewriteProblem:
 def baked(version: str | None, fact: FileFact) -> str | None:
     """Words for a file of a release `vpatch wheel` built (local label `vpatch.<digest>`) that
     is pip's RECORD bytes: the spec's code in it is baked into the installed wheel, not an
-    edit outside vpatch. None otherwise."""
+    edit outside vpatch. None otherwise. Per file: `with_baked_note` says once per spec how
+    to take it out."""
     if not baked_release(version) or fact.sha256 is None or fact.sha256 != fact.record_sha256:
         return None
-    return f"{fact.rel} has the desired code, {baked_release(version)}"
+    return f"{fact.rel} has the desired code"
 
 
-def baked_release(version: str | None) -> str:
-    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own)."""
+def with_baked_note(message: str, package: str, version: str | None) -> str:
+    """A spec's per-file words, then the baked release's note once (a 4-file spec said it 4
+    times)."""
+    note = baked_release(version, package)
+    return f"{message}; {note}" if note else message
+
+
+def baked_release(version: str | None, package: str = "") -> str:
+    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own).
+
+    A plain `pip install PKG==VER` (or uv's) is satisfied by `VER+vpatch.<digest>`, a local
+    version of VER, and does nothing: only a forced reinstall, or pip's wheel pinned by its
+    sha256 (vpatch.json's `pristine_wheel`), puts pip's bytes back."""
     public, _, local = (version or "").partition("+")
     if "vpatch" not in local.split("."):
         return ""
+    name = package or "PACKAGE"
     return (
-        f"baked into the installed wheel ({version}); installing pip's wheel of {public} "
-        "takes it out"
+        f"baked into the installed wheel ({version}); `pip install --force-reinstall --no-deps "
+        f"{name}=={public}` takes it out (a plain `pip install {name}=={public}` keeps it)"
     )
 
 
@@ -381,6 +394,8 @@ class _Apply:
                 mine = any(p.outcome == "already_applied" for p in parts)
                 res.outcome = "already_applied" if mine else "satisfied_upstream"
                 res.message = "; ".join(p.message for p in parts)
+                if any(p.baked for p in parts):
+                    res.message = with_baked_note(res.message, spec.package, version)
                 continue
             res.outcome = "would_apply" if self.opts.dry_run else "applied"
             res.message = "; ".join(p.message for p in changed if p.message)
@@ -510,7 +525,7 @@ class _Apply:
                 )
             words = baked(res.version, fact) if st is None or not st.applied else None
             if words is not None and fact.path not in self.texts:
-                return _Part(fact=fact, outcome="already_applied", message=words)
+                return _Part(fact=fact, outcome="already_applied", message=words, baked=True)
             holders = self._holders(fact.path, st)
             if holders and not self._base_has(spec, index, rel, edits, fact, st):
                 return _Part(
@@ -897,6 +912,7 @@ class _Part:
     relies: list[str] = field(default_factory=list)  # "rely": the specs holding its code
     base: str | None = None  # the file's new base (vpatch's edits out, hand edits in)
     created: bool = False  # --adopt of a module added by hand: journaled as created
+    baked: bool = False  # already_applied: pip's bytes of a wheel `vpatch wheel` built
 
     @property
     def problem(self) -> Problem | None:
@@ -1112,6 +1128,7 @@ def verify_spec(
     if variant is None:
         return res, None
     states: list[tuple[str, str]] = []
+    in_wheel = False  # a file's code is baked into the installed wheel: said once, at the end
     for rel, edits in variant.files():
         fact = facts.file(spec.package, rel)
         got = _file_problem(fact, edits, res) if fact.exists or not _adds(edits) else None
@@ -1134,8 +1151,14 @@ def verify_spec(
             # this one moved its anchor (an `occurrence` counted again, an insert next to the
             # same statement): apply's decision stands. Only where the file without the spec
             # is the file now (a later spec took its code out) is it not in place.
+            # The edit run again on this file is not the evidence here, so its words ("there
+            # is no occurrence 2") are not shown beside `applied`.
             states.append(
-                ("applied", f"{rel} has the journal's hash and the spec's edits ({rw.message})")
+                (
+                    "applied",
+                    f"{rel} has the journal's hash and the spec's edits (specs stacked after "
+                    "it moved its anchor: apply's record decides)",
+                )
             )
             continue
         # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
@@ -1169,6 +1192,7 @@ def verify_spec(
                 )
             elif baked(res.version, fact) is not None:
                 states.append(("applied", str(baked(res.version, fact))))
+                in_wheel = True
             else:
                 states.append(("satisfied_upstream", f"{rel} already has the desired code"))
         elif rw.status == "changed" and hand:
@@ -1191,6 +1215,8 @@ def verify_spec(
             res.outcome = kind
             res.message = "; ".join(m for k, m in states if k == kind)
             break
+    if in_wheel and res.outcome == "applied":
+        res.message = with_baked_note(res.message, spec.package, res.version)
     return res, variant
 
 
@@ -1381,7 +1407,7 @@ def plan_rollback(
     for spec in specs:
         if spec.id not in results:
             version = facts.versions.get(spec.package)
-            baked_note = baked_release(version)
+            baked_note = baked_release(version, spec.package)
             results[spec.id] = PatchResult(
                 spec.id,
                 spec.package,

@@ -96,7 +96,8 @@ _MESSAGE_HINTS = (
 _OUTCOME_HINTS = {
     "not_applicable": "the spec does not cover what is installed on this target",
     "anchor_missing": "the installed code is not what the spec expects (`vpatch matrix SPEC`)",
-    "ambiguous": "narrow the edit's scope (Class.method) so its target matches once",
+    "ambiguous": "say which place with `occurrence = N` on the edit (the places are listed, "
+    "1 is the first in the file), or narrow its scope (Class.method)",
     "drifted": "`vpatch status` says what the file is now; --force overrides",
     "modified": "the file was edited outside vpatch; reinstall the package, or --force",
     "superseded": "the package was reinstalled or upgraded; the journal entry is retired",

@@ -254,7 +254,8 @@ def _step_restart(h: _Host) -> str:
         raise _StepFailed(f"`{cmd}` ran past {t:g} s (killed)")
     if res.get("exit") != 0:
         last = (str(res.get("stderr") or res.get("stdout") or "").strip().splitlines() or [""])[-1]
-        raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}: {last[:300]}")
+        said = f": {last[:300]}" if last else ""  # a silent command: no dangling colon
+        raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}{said}")
     return f"`{cmd}` exited 0 after {took}"
 
 

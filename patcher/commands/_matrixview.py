@@ -39,9 +39,9 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     console = Console(
         file=out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
     )
-    console.print(
-        Text(f"{matrix.spec}: {matrix.package} {matrix.versions} ({len(matrix.releases)} releases)")
-    )
+    n = len(matrix.releases)
+    releases = f"{n} release" if n == 1 else f"{n} releases"
+    console.print(Text(f"{matrix.spec}: {matrix.package} {matrix.versions} ({releases})"))
     table = Table(show_edge=False, pad_edge=False, box=None)
     for name in ("version", "variant", "outcome", "message"):
         table.add_column(name, no_wrap=name != "message")

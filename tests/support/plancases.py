@@ -14,7 +14,8 @@ so a case reads like the situation it pins.
               "journal": {"pkg/m.py": {"applied": [{"spec": "x", "edits_from": "x",
                                                      "relies_on": ["w"], "level": "static"}],
                                         "base": "pristine", "expected": "patched"}}},
-     "expect": {"outcomes": {...}, "messages": {...}, "writes": {"pkg/m.py": "text name" |
+     "expect": {"outcomes": {...}, "messages": {...}, "unsaid": {...}, "said_once": {...},
+                "writes": {"pkg/m.py": "text name" |
                 "delete" | "restore:<text name>"}, "journal": [[action, spec, file]],
                 "checks": ["spec id"], "check_names": {"spec id": ["check name"]},
                 "preflight": "words" | null,
