@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from patcher import exchange, progress
+from patcher import exchange, monitor, progress
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.exchange import TEST_FAULT_ENV, Guess, RunContext, checked, probes, run_checks
@@ -510,6 +510,7 @@ def status(
 
         host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
         host.warnings += bad
+        host.attention = monitor.attention(host)  # what needs a person: exit 1 (monitor.py)
 
     return _host_run("status", run_ctx, transport, body)
 

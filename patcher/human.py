@@ -163,6 +163,9 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         say = f"  last rollout step: {st.step} {'ok' if st.ok else 'failed'}, {how} "
         say += f"(run {st.run}, {st.at}): {st.detail}"
         console.print(Text(line(say), _step_style(st)))
+    for a in host.attention:  # bare status: what needs a person (patcher/monitor.py)
+        console.print(Text(line(f"  needs attention: {a.state}: {a.subject}: {a.message}"), "red"))
+        console.print(Text(line(f"      run: {a.todo}"), "red"))
     for proc in host.restart_required:
         # Started before the write: it still runs the code it imported then.
         since = f" (started {proc['started']})" if proc.get("started") else ""

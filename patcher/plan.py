@@ -38,6 +38,7 @@ from typing import Any, Literal
 from patcher import linemerge
 from patcher.agent import protocol
 from patcher.hostfacts import FileFact, HostFacts, JournalFile
+from patcher.monitor import UPGRADED
 from patcher.result import GOOD, FileChange, Outcome, PatchResult, ProbeResult
 from patcher.rewrite import RewriteResult, Status, apply_edits
 from patcher.spec import Edit, PatchSpec, Variant
@@ -1279,6 +1280,18 @@ def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
     return bool(edits) and apply_edits(st.current_text, edits).status == "changed"
 
 
+def _upstream_has(st: JournalFile, entry: dict[str, Any]) -> bool:
+    """Does the file as it is now (another release's) already hold the entry's edits? Unknown
+    text or edits: no."""
+    if st.current_text is None:
+        return False
+    try:
+        edits = load_edits(entry.get("edits") or [])
+    except ValueError:
+        return False
+    return bool(edits) and apply_edits(st.current_text, edits).status == "unchanged"
+
+
 def status_journal(facts: HostFacts) -> list[PatchResult]:
     """One result per spec the journal says vpatch applied, and whether each file still holds
     it: all its files in one result (a 4-file spec is one spec, not four), each file shown
@@ -1298,15 +1311,27 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
             elif st.reinstalled and st.other_version and _still_fits(st, e):
                 outcome, res.version = "drifted", st.package_version
                 message = (
-                    f"{rel}: pip's bytes of {st.package_version} (upgraded from "
+                    f"{UPGRADED}{rel}: pip's bytes of {st.package_version} (upgraded from "
                     f"{e.get('version')}): the patch is gone and its edits still fit; "
                     "`vpatch apply` patches it again"
                 )
-            elif st.reinstalled and st.other_version:
+            elif st.reinstalled and st.other_version and _upstream_has(st, e):
                 outcome = "superseded"
                 message = (
-                    f"{rel}: pip's bytes of {st.package_version} (the entry was made "
-                    f"on {e.get('version')}); `vpatch apply` or `vpatch rollback` clears it"
+                    f"{rel}: pip's bytes of {st.package_version} already hold the spec's code "
+                    f"(the entry was made on {e.get('version')}); `vpatch apply` or "
+                    "`vpatch rollback` clears the entry"
+                )
+            elif st.reinstalled and st.other_version:
+                # Gone after an upgrade, and the edits recorded for the old release do not
+                # say whether the spec has a variant for the new one: `status SPEC` does (it
+                # says drifted there), so this is not a green `superseded` either.
+                outcome, res.version = "drifted", st.package_version
+                message = (
+                    f"{UPGRADED}{rel}: pip's bytes of {st.package_version} (the entry was made "
+                    f"on {e.get('version')}): the patch is gone; `vpatch apply SPEC` patches "
+                    "the new release if a variant covers it, `vpatch rollback ID` clears the "
+                    "entry if none does"
                 )
             else:
                 now = drift_state(st.current, st.record_sha256, st.base)

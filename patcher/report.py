@@ -117,7 +117,12 @@ def problems(result: RunResult) -> list[tuple[str, str]]:
             msg = h.error
             where = "" if msg.startswith(f"{h.target}: ") else f"{h.target}: "
             out.append((where + msg, h.hint or "run `vpatch status` on this target"))
+        for a in h.attention:  # bare status: each state that needs a person, what to run
+            out.append((f"{h.target}: {a.subject}: {a.state}: {a.message}", a.todo))
+        told = {a.subject for a in h.attention}
         for p in h.patches:
+            if p.id in told:
+                continue
             bad = [pr for pr in p.probes if not pr.ok]
             if (p.outcome in good and not bad) or (msg and p.message == msg):
                 continue  # good, or the host error again (a failed commit fails its specs)

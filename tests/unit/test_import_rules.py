@@ -32,6 +32,7 @@ CORE = {
     "patcher.inert",
     "patcher.rollout",
     "patcher.rolloutresume",
+    "patcher.monitor",
     "patcher.names",
     "patcher.promtext",
     "patcher.pyast",

@@ -1,0 +1,87 @@
+"""Issue 39 item 3: bare `vpatch status` is a monitor. Each state that needs a person exits 1
+from a bare `status`, names what to run (stderr `hint:`, `attention` in --json), on a real
+venv with the real CLI: an upgrade that took the patch away, a rollout that ended
+`attention`, a rollout whose controller was killed mid-way. Fine states exit 0 (the
+control: the same host before the event)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests import standin
+from tests.conftest import REPO, VPATCH, Env, vpatch
+from tests.support.standin_specs import SPEC_A, write
+
+
+def _bare(env: Env) -> tuple[int, list[str], str]:
+    """Bare status: (exit code, the attention states, stderr)."""
+    res = vpatch("status", "--python", env.python, "--json")
+    states = [a["state"] for h in res.doc["hosts"] for a in h["attention"]]
+    return res.code, states, res.err
+
+
+def test_an_upgrade_past_the_entrys_variant_is_not_a_green_superseded(
+    tmp_path: Path, standin_env: Env
+) -> None:
+    """The entry's variant covers 1.0 only; pip installs 1.1.0 (the code unpatched): bare
+    status said `superseded ... status: ok` while the patch was gone."""
+    spec = write(
+        tmp_path, "a.toml", SPEC_A.replace('versions = ">=1.0"', 'versions = ">=1.0,<1.1"')
+    )
+    assert vpatch("apply", spec, "--python", standin_env.python, "--level", "static").code == 0
+    assert _bare(standin_env)[:2] == (0, [])
+    standin.install_venv(standin_env.root, standin.build_wheel(tmp_path, "1.1.0"))
+    code, states, err = _bare(standin_env)
+    assert (code, states) == (1, ["upgraded"]), err
+    assert "hint: `vpatch apply SPEC` patches the new release" in err
+    human = vpatch("status", "--python", standin_env.python)
+    assert human.code == 1 and "needs attention: upgraded: servekit-kimi" in human.out
+
+
+def _rollout(env: Env, spec: Path, restart: str, report: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [*VPATCH, "rollout", str(spec), "--python", str(env.python), "--level", "static",
+         "--restart", restart, "--allow-no-traffic", "--report", str(report)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def test_a_rollout_ended_attention_is_not_ok(tmp_path: Path, standin_env: Env) -> None:
+    """The restart fails and so does the restart on the way back: the service may be down.
+    Bare status said `status: ok (1 host(s)) []`."""
+    spec = write(tmp_path, "a.toml", SPEC_A)
+    run = _rollout(standin_env, spec, "false", tmp_path / "report.json")
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 1 and "attention" in out + err, out + err
+    code, states, err = _bare(standin_env)
+    assert (code, states) == (1, ["rollout_attention"]), err
+    assert "hint: check the service" in err
+
+
+def test_a_rollout_whose_controller_was_killed_is_not_ok(tmp_path: Path, standin_env: Env) -> None:
+    """SIGKILL while the restart runs (the host's journal has the apply step, no verdict)."""
+    spec = write(tmp_path, "a.toml", SPEC_A)
+    pidfile = tmp_path / "restart.pid"  # the restart's own session: it outlives the agent
+    run = _rollout(standin_env, spec, f"echo $$ > {pidfile}; exec sleep 60", tmp_path / "r.json")
+    try:
+        for _ in range(1200):  # until the restart step runs (a fact, not a time)
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the rollout never reached its restart")
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)  # the controller and its agent
+        run.communicate()
+        if pidfile.exists() and pidfile.read_text().strip():
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)  # the restart it started
+    assert '"step": "apply"' in standin_env.journal.read_text()
+    code, states, err = _bare(standin_env)
+    assert (code, states) == (1, ["rollout_stopped"]), err
+    assert "--resume" in err
