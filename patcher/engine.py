@@ -215,6 +215,8 @@ def _write_host(
 ) -> HostResult:
     def once(host: HostResult) -> None:
         request = exchange.inspect_request(ctx, w.specs, state_dir)
+        if w.command == "rollback":  # a spec baked into a wheel is named, never "nothing"
+            request["baked"] = True
         ahead = (
             exchange.commit_ahead(ctx, request, w.make, opts.level, w.recipe)
             if w.guessing
@@ -502,9 +504,11 @@ def status(
     def body(host: HostResult) -> None:
         # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
         request = dict(exchange.inspect_request(run_ctx, [], state_dir), procs_for=None)
+        request["baked"] = True  # and the specs baked into installed wheels (vpatch.json)
         got = exchange.look(run_ctx, transport, request, host)
         exchange.remember(run_ctx, transport, request, [got])
-        host.patches = status_journal(got.facts)
+        baked = monitor.baked_results(got.answer.get("baked", []))
+        host.patches = status_journal(got.facts) + baked
         host.restart_required = got.facts.restart_required
         from patcher import rolloutresume  # where the last `vpatch rollout` got to on this host
 

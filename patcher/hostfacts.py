@@ -129,6 +129,9 @@ class HostFacts:
     warnings: list[str] = field(default_factory=list)
     # journaled files gone with their package (pip uninstall): path -> spec ids applied there
     orphaned: dict[str, list[str]] = field(default_factory=dict)
+    # specs baked into installed wheels (`vpatch wheel`): (package, installed version, spec
+    # id), from the dist-info's vpatch.json (agent/baked.py; asked by bare status, rollback)
+    baked: list[tuple[str, str, str]] = field(default_factory=list)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -159,6 +162,12 @@ class HostFacts:
             orphaned={
                 str(p): [str(x) for x in ids] for p, ids in (raw.get("orphaned") or {}).items()
             },
+            baked=[
+                (str(d.get("package")), str(d.get("version")), str(s.get("id")))
+                for d in raw.get("baked") or []
+                for s in (d.get("manifest") or {}).get("specs") or []
+                if isinstance(s, dict)
+            ],
         )
 
     def file(self, package: str, rel: str) -> FileFact:

@@ -88,6 +88,10 @@ _MESSAGE_HINTS = (
     ),
     ("verify failed", "the probe says the patch does not work here; nothing stays changed"),
     (
+        "vpatch's journal has nothing of it to undo",
+        "a baked spec leaves with its wheel: reinstall pip's wheel as the message says",
+    ),
+    (
         "is applied on none of the targets",
         "a mistyped id? `vpatch status` lists the ids applied on each target (rolled back "
         "already: nothing is left to do)",

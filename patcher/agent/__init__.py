@@ -96,13 +96,22 @@ def op_restart(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
-    from . import facts, locate, scan  # `vpatch diff`: files of a dist that differ from its RECORD
+    from . import baked, facts, locate, scan  # `vpatch diff`: files that differ from RECORD
 
     out = scan.scan(req, facts.state_dir(req))
     dist = locate.distribution(str(req.get("package") or "")) if out.get("version") else None
     source = locate.editable(dist) if dist is not None else None
     if source is not None:  # its code is not RECORD's files: "every file is pip's" would lie
         out["editable"] = source
+    if dist is not None and "vpatch" in dist.version.partition("+")[2].split("."):
+        # a wheel `vpatch wheel` built: RECORD is its own, so "every file is pip's" would lie
+        found = [d for d in baked.find([]) if d["version"] == dist.version]
+        out["baked"] = [
+            str(s.get("id"))
+            for d in found
+            for s in d["manifest"].get("specs") or []
+            if isinstance(s, dict)
+        ]
     return out
 
 

@@ -257,6 +257,12 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         out["orphaned"] = orphans
     if steps:  # absent when none; never in the fingerprint (no plan reads it)
         out["rollout"] = journal.last_run(steps)
+    if req.get("baked"):  # bare status: wheels `vpatch wheel` built (baked.py); absent if none
+        from . import baked
+
+        found = baked.find(warnings)
+        if found:
+            out["baked"] = found
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = req["procs_for"]  # None (a bare status): every spec in the journal
         paths = [

@@ -311,6 +311,7 @@ _ANSWER_VOLATILE = (
     "warnings",
     "restart_required",
     "rollout",
+    "baked",
 )
 _FILE_VOLATILE = ("text", "cached", "free", "record_text")
 _JOURNAL_VOLATILE = ("current_text", "base_text")

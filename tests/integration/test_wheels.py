@@ -434,3 +434,59 @@ def test_patched_wheel_installed_by_version_from_a_local_index(
     status = vpatch("status", spec, "--python", py, "--json")
     assert status.code == 0 and status.patch()["outcome"] == "applied", status.out
     assert status.doc["hosts"][0]["patches"][0]["version"] == version
+
+
+def test_baked_specs_are_reported_by_bare_commands_and_taken_out_as_said(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 items 5 and 6 on a real patched click wheel installed by pip: bare `status`
+    lists the baked spec (fine: exit 0; a file edited after install: exit 1), bare `diff`
+    names it instead of "every file is pip's", bare `rollback` refuses with the take-out
+    command, and that command is the one that works: a plain `pip install click==8.1.7` is
+    satisfied by the baked wheel and changes nothing."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "dist", "--json")
+    assert built.code == 0, built.err
+    py = _venv(tmp_path / "image")
+    assert _pip(py, "install", "--no-deps", "--no-index", built.doc["wheel"]).returncode == 0
+
+    status = vpatch("status", "--python", py, "--json")
+    assert status.code == 0, status.out + status.err
+    [p] = status.doc["hosts"][0]["patches"]
+    assert (p["id"], p["outcome"]) == ("click-bool-name", "applied"), p
+    assert "baked into the installed wheel" in p["message"] and status.doc["hosts"][0]["ok"]
+
+    diff = vpatch("diff", "click", "--python", py)
+    assert diff.code == 0 and "every file is pip's" not in diff.out, diff.out
+    assert "click-bool-name baked into the installed wheel" in diff.out, diff.out
+    assert vpatch("diff", "click", "--python", py, "--json").doc["groups"][0]["baked"] == [
+        "click-bool-name"
+    ]
+
+    back = vpatch("rollback", "--python", py, "--json")
+    assert back.code == 1, back.out + back.err
+    [r] = back.doc["hosts"][0]["patches"]
+    assert r["outcome"] == "failed" and "not rolled back" in r["message"], r
+    command = r["message"].split("`")[1]
+    assert command == "pip install --force-reinstall --no-deps click==8.1.7", r["message"]
+
+    types = site(py) / CLICK_TYPES
+    baked_bytes = types.read_bytes()
+    types.write_bytes(baked_bytes + b"# edited\n")
+    edited = vpatch("status", "--python", py, "--json")
+    assert edited.code == 1, edited.out
+    assert [a["state"] for a in edited.doc["hosts"][0]["attention"]] == ["baked_differs"]
+    types.write_bytes(baked_bytes)
+
+    pristine = realpkgs.wheel("click", CLICK_VERSION)
+    links = ["--no-index", "--find-links", str(pristine.parent)]
+    assert _pip(py, "install", *links, "click==8.1.7").returncode == 0  # satisfied: a no-op
+    assert types.read_bytes() == baked_bytes
+    args = command.split()[2:]  # the words after `pip install`
+    got = _pip(py, "install", *links, *args)
+    assert got.returncode == 0, got.stderr
+    with zipfile.ZipFile(pristine) as zf:
+        assert types.read_bytes() == zf.read(CLICK_TYPES)
+    after = vpatch("status", "--python", py, "--json")
+    assert after.code == 0 and after.doc["hosts"][0]["patches"] == [], after.out

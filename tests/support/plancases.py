@@ -177,6 +177,8 @@ def host_answer(
         "state": state,
         # journaled files gone with their package: path -> spec ids (the agent's _confined)
         "orphaned": {ROOT + rel: ids for rel, ids in host.get("orphaned", {}).items()},
+        # wheels `vpatch wheel` built, as agent/baked.py lists them (bare status, rollback)
+        "baked": host.get("baked", []),
     }
 
 
