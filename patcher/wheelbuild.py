@@ -175,7 +175,7 @@ def write(
         "package": package,
         "version": str(version),
         "baked_version": baked.version,
-        "pristine_wheel": {"file": wheel.name, "sha256": wheel.sha256},
+        "pristine_wheel": {"file": wheel.name, "sha256": wheel.file_sha256()},
         "specs": baked.specs,
     }
 

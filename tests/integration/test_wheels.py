@@ -490,3 +490,21 @@ def test_baked_specs_are_reported_by_bare_commands_and_taken_out_as_said(
         assert types.read_bytes() == zf.read(CLICK_TYPES)
     after = vpatch("status", "--python", py, "--json")
     assert after.code == 0 and after.doc["hosts"][0]["patches"] == [], after.out
+
+
+def test_the_pristine_wheels_sha256_is_recorded_from_a_wheel_file(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 item 6: built `--from-wheel` (the air-gapped path), vpatch.json's
+    `pristine_wheel.sha256` was null: the hash a take-out pins pip's wheel by."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    source = realpkgs.wheel("click", CLICK_VERSION)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "--from-wheel", source,
+                   "-o", tmp_path / "dist", "--json")  # fmt: skip
+    assert built.code == 0, built.err
+    with zipfile.ZipFile(built.doc["wheel"]) as zf:
+        info = f"click-{built.doc['baked_version']}.dist-info"
+        meta = json.loads(zf.read(f"{info}/vpatch.json"))
+    want = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert meta["pristine_wheel"] == {"file": source.name, "sha256": want}
