@@ -203,3 +203,19 @@ def baked_results(baked: Sequence[dict[str, Any]]) -> list[PatchResult]:
                 res.message = f"every file has the baked bytes; {note}"
             out.append(res)
     return out
+
+
+def baked_in_rollout(patches: Sequence[PatchResult]) -> str | None:
+    """Why a rollout's apply step refuses a host (None: it goes on). A spec baked into the
+    installed wheel comes out only with the wheel: the restart would run the baked code and a
+    failed gate could not take it out ("rolled_back", "0 of 1 host(s) patched", while the
+    code stayed). Refused when the apply wrote nothing; with other specs written, the rollout
+    goes on with theirs (a rollback takes those out) and the report names the baked one."""
+    baked = [p for p in patches if p.outcome == "already_applied" and BAKED in p.message]
+    if not baked or any(p.outcome in ("applied", "would_apply") for p in patches):
+        return None
+    note = baked[0].message.partition(f"{BAKED} ")[2]
+    return (
+        f"{', '.join(p.id for p in baked)}: {BAKED} {note}: a rollout could not roll it back; "
+        "nothing was written or restarted"
+    )

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from patcher import fleet, rollout, rolloutresume
+from patcher import fleet, monitor, rollout, rolloutresume
 from patcher.agent import protocol
 from patcher.errors import HostError, UsageError, VpatchError
 from patcher.result import HostResult, RunResult
@@ -234,6 +234,9 @@ def _engine_step(h: _Host, which: str) -> str:
     if which == "apply":
         h.result.restart_required = res.restart_required
     outcomes = ", ".join(f"{p.id} {p.outcome}" for p in res.patches)
+    refused = monitor.baked_in_rollout(res.patches) if which == "apply" and res.ok else None
+    if refused is not None:  # nothing written: the restart would only run the baked code
+        raise _StepFailed(refused)
     if not res.ok:
         bad = res.error or next(
             (f"{p.id} {p.outcome}: {p.message}" for p in res.patches if p.message), outcomes

@@ -508,3 +508,27 @@ def test_the_pristine_wheels_sha256_is_recorded_from_a_wheel_file(
         meta = json.loads(zf.read(f"{info}/vpatch.json"))
     want = hashlib.sha256(source.read_bytes()).hexdigest()
     assert meta["pristine_wheel"] == {"file": source.name, "sha256": want}
+
+
+def test_a_rollout_refuses_a_host_whose_wheel_has_the_spec_baked_in(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 item 4: the restart ran on the baked code, failed, and the verdict read
+    `rolled_back`, "0 of 1 host(s) patched", while the code stayed. Now the apply step
+    refuses (nothing written, the restart never runs) and says why."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "dist", "--json")
+    assert built.code == 0, built.err
+    py = _venv(tmp_path / "image")
+    assert _pip(py, "install", "--no-deps", "--no-index", built.doc["wheel"]).returncode == 0
+    ran = tmp_path / "restarted"
+    res = vpatch("rollout", spec, "--python", py, "--level", "static", "--restart",
+                 f"touch {ran}; false", "--allow-no-traffic", "--json",
+                 "--report", tmp_path / "report.json")  # fmt: skip
+    assert res.code == 1, res.out + res.err
+    host = res.doc["hosts"][0]
+    assert (host["rollout"]["verdict"], host["rollout"]["reached"]) == ("not_applied", "apply")
+    assert "baked into the installed wheel" in host["error"], host["error"]
+    assert "could not roll it back" in host["error"]
+    assert not ran.exists(), "the restart ran"
