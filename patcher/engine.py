@@ -44,7 +44,7 @@ from patcher.plan import (
     verify_spec,
     wants_probes,
 )
-from patcher.result import HostResult, ProbeResult, host_ok
+from patcher.result import HostResult, PatchResult, ProbeResult, host_ok
 from patcher.spec import PatchSpec
 from patcher.transports import Transport
 
@@ -392,6 +392,7 @@ def verify(
             host.patches.append(res)
             if wants_probes(res):
                 res.probes = results_of(checks_for(spec, variant, opts.level))
+                _record_verified(run_ctx, transport, facts, res, state_dir)
             if scraped is not None:
                 loaded = judge_probes(res, dry=True)
                 stale = len(host.restart_required)
@@ -404,9 +405,23 @@ def verify(
             host.patches.append(res)
             if res.outcome == "applied":
                 res.probes = results_of(checks)
+                _record_verified(run_ctx, transport, facts, res, state_dir)
             judge_probes(res)
 
     return _host_run("verify", run_ctx, transport, body)
+
+
+def _record_verified(
+    ctx: RunContext, transport: Transport, facts: HostFacts, res: PatchResult, state_dir: str | None
+) -> None:
+    """A write whose checks never finished (protocol.VERIFIED), its checks passed now: said in
+    the journal, so bare `status` no longer reports it (one exchange, only in that case)."""
+    if res.outcome != "applied" or not res.probes or not all(p.ok for p in res.probes):
+        return
+    for sid, txn in facts.unverified:
+        if sid == res.id:
+            record = {"txn": txn, "spec": sid, "state_dir": state_dir}
+            exchange.call(transport, {"op": "verify", "checks": [], "record": record}, ctx)
 
 
 def rollback(
@@ -514,7 +529,8 @@ def status(
 
         host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
         host.warnings += bad
-        host.attention = monitor.attention(host)  # what needs a person: exit 1 (monitor.py)
+        # what needs a person: exit 1 (monitor.py)
+        host.attention = monitor.attention(host, got.facts.unverified)
 
     return _host_run("status", run_ctx, transport, body)
 

@@ -132,6 +132,8 @@ class HostFacts:
     # specs baked into installed wheels (`vpatch wheel`): (package, installed version, spec
     # id), from the dist-info's vpatch.json (agent/baked.py; asked by bare status, rollback)
     baked: list[tuple[str, str, str]] = field(default_factory=list)
+    # (spec id, txn) of writes whose checks never finished (protocol.VERIFIED)
+    unverified: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -168,6 +170,7 @@ class HostFacts:
                 for s in (d.get("manifest") or {}).get("specs") or []
                 if isinstance(s, dict)
             ],
+            unverified=[(str(x[0]), str(x[1])) for x in raw.get("unverified") or []],
         )
 
     def file(self, package: str, rel: str) -> FileFact:

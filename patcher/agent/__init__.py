@@ -70,7 +70,12 @@ def op_repair(req: dict[str, Any]) -> dict[str, Any]:
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     from . import probe
 
-    return {"checks": probe.run(req.get("checks") or [])}
+    checks = probe.run(req.get("checks") or [])
+    if isinstance(req.get("record"), dict) and all(c.get("ok") for c in checks):
+        from . import verified  # the write these checks follow is journaled as verified
+
+        verified.record(req["record"])
+    return {"checks": checks}
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:

@@ -85,3 +85,46 @@ def test_a_rollout_whose_controller_was_killed_is_not_ok(tmp_path: Path, standin
     code, states, err = _bare(standin_env)
     assert (code, states) == (1, ["rollout_stopped"]), err
     assert "--resume" in err
+
+
+def test_a_write_whose_checks_never_finished_is_unverified_until_verify_passes(
+    tmp_path: Path, standin_env: Env
+) -> None:
+    """The controller is killed while the spec's probe runs (as a second Ctrl-C left it): the
+    patch is written and nothing verified it; bare status said `applied ... ok`. It is
+    `unverified` (exit 1) until `vpatch verify ID` runs the recorded checks and they pass."""
+    flag, mark = tmp_path / "hold", tmp_path / "probing"
+    probe = (
+        f'import os, time\nopen("{mark}", "w").close()\n'
+        f'while os.path.exists("{flag}"):\n    time.sleep(0.05)\n'
+    )
+    spec = write(
+        tmp_path,
+        "a.toml",
+        SPEC_A + f'[[probe]]\nname = "held"\nmodule = "servekit"\ncode = """{probe}"""\n',
+    )
+    flag.touch()
+    run = subprocess.Popen(
+        [*VPATCH, "apply", str(spec), "--python", str(standin_env.python)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        for _ in range(1200):  # until the probe runs (a fact, not a time)
+            if mark.exists():
+                break
+            assert run.poll() is None, run.communicate()
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the probe never ran")
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)  # the controller and its agent
+        run.communicate()
+        flag.unlink()  # the probe (its own session) ends
+    code, states, err = _bare(standin_env)
+    assert (code, states) == (1, ["unverified"]), err
+    assert "hint: `vpatch verify ID`" in err
+    done = vpatch("verify", "servekit-kimi", "--python", standin_env.python)
+    assert done.code == 0, done.out + done.err
+    assert _bare(standin_env)[:2] == (0, [])
