@@ -231,6 +231,10 @@ def _write_host(
         else:
             facts, plan = w.decide(got.facts)
             host.patches = plan.results
+        if w.command == "apply":  # in place, but written by a run stopped before its checks
+            kept = {p.id for p in plan.results if p.outcome == "already_applied"}
+            host.attention = monitor.unverified_attention(got.facts.unverified, kept)
+        if got.guess is None:
             problem = preflight(facts, plan) if w.refusing and plan.writes else None
             if problem:
                 raise HostError(f"{problem[0]}; nothing was changed", problem[1])

@@ -144,10 +144,7 @@ def attention(host: HostResult, unverified: Sequence[tuple[str, str]] = ()) -> l
         state = BY_NAME[state_of(p)]
         if state.exit:
             out.append(Attention(state.name, p.id, p.message, state.todo))
-    for sid, txn in unverified:
-        state = BY_NAME["unverified"]
-        why = f"transaction {txn}: written, its checks never finished"
-        out.append(Attention(state.name, sid, why, state.todo))
+    out += unverified_attention(unverified)
     st = host.rollout_step
     if st is not None and st.verdict not in _DONE:
         name = "rollout_attention" if st.verdict == "attention" else "rollout_stopped"
@@ -156,6 +153,19 @@ def attention(host: HostResult, unverified: Sequence[tuple[str, str]] = ()) -> l
         why = f"rollout {st.run} {how} at {st.step} ({'ok' if st.ok else 'failed'}): {st.detail}"
         out.append(Attention(state.name, st.run, why.rstrip(": "), state.todo))
     return out
+
+
+def unverified_attention(
+    unverified: Sequence[tuple[str, str]], ids: set[str] | None = None
+) -> list[Attention]:
+    """An `unverified` entry per (spec id, txn) (of the specs in `ids`, when given)."""
+    state = BY_NAME["unverified"]
+    why = "transaction %s: written, its checks never finished"
+    return [
+        Attention(state.name, sid, why % txn, state.todo)
+        for sid, txn in unverified
+        if ids is None or sid in ids
+    ]
 
 
 def rollout_state(host: HostResult) -> str | None:

@@ -12,6 +12,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests import standin
 from tests.conftest import REPO, VPATCH, Env, vpatch
 from tests.support.standin_specs import SPEC_A, write
@@ -87,12 +89,14 @@ def test_a_rollout_whose_controller_was_killed_is_not_ok(tmp_path: Path, standin
     assert "--resume" in err
 
 
-def test_a_write_whose_checks_never_finished_is_unverified_until_verify_passes(
-    tmp_path: Path, standin_env: Env
+@pytest.mark.parametrize("then", ["verify", "ensure"])
+def test_a_write_whose_checks_never_finished_is_unverified_until_checked(
+    tmp_path: Path, standin_env: Env, then: str
 ) -> None:
     """The controller is killed while the spec's probe runs (as a second Ctrl-C left it): the
     patch is written and nothing verified it; bare status said `applied ... ok`. It is
-    `unverified` (exit 1) until `vpatch verify ID` runs the recorded checks and they pass."""
+    `unverified` (exit 1; `apply` says so too) until `vpatch verify ID`, or `vpatch ensure
+    SPEC` (a pre-start hook, no --level), runs the checks and they pass."""
     flag, mark = tmp_path / "hold", tmp_path / "probing"
     probe = (
         f'import os, time\nopen("{mark}", "w").close()\n'
@@ -125,6 +129,10 @@ def test_a_write_whose_checks_never_finished_is_unverified_until_verify_passes(
     code, states, err = _bare(standin_env)
     assert (code, states) == (1, ["unverified"]), err
     assert "hint: `vpatch verify ID`" in err
-    done = vpatch("verify", "servekit-kimi", "--python", standin_env.python)
+    again = vpatch("apply", spec, "--python", standin_env.python, "--json")
+    assert again.code == 1 and again.patch()["outcome"] == "already_applied", again.out
+    assert [a["state"] for a in again.doc["hosts"][0]["attention"]] == ["unverified"]
+    args = ["servekit-kimi"] if then == "verify" else [str(spec)]
+    done = vpatch(then, *args, "--python", standin_env.python)
     assert done.code == 0, done.out + done.err
     assert _bare(standin_env)[:2] == (0, [])
