@@ -71,11 +71,15 @@ def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     from . import probe
 
     checks = probe.run(req.get("checks") or [])
+    out: dict[str, Any] = {"checks": checks}
     if isinstance(req.get("record"), dict) and all(c.get("ok") for c in checks):
         from . import verified  # the write these checks follow is journaled as verified
 
-        verified.record(req["record"])
-    return {"checks": checks}
+        try:
+            verified.record(req["record"])
+        except (OSError, protocol.Refused) as exc:  # the answer stands; the entry stays pending
+            out["record_error"] = str(exc)
+    return out
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
