@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import sshd as harness
 from tests import standin
 from tests.conftest import REPO, VPATCH, Env, vpatch
 from tests.support.standin_specs import SPEC_A, write
@@ -136,3 +137,25 @@ def test_a_write_whose_checks_never_finished_is_unverified_until_checked(
     done = vpatch(then, *args, "--python", standin_env.python)
     assert done.code == 0, done.out + done.err
     assert _bare(standin_env)[:2] == (0, [])
+
+
+def test_over_ssh_only_the_host_that_needs_a_person_fails(
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """Two real sshd hosts: h1's rollout ends `attention`, h2 has the patch applied. Bare
+    status over both exits 1, with `attention` on h1 only and h2 ok (the control)."""
+    lab = ssh_lab_factory(2, harness.standin_env_factory)
+    h1, h2 = lab.hosts
+    spec = write(tmp_path, "a.toml", SPEC_A)
+    ssh = ["--ssh-config", str(lab.ssh_config), "--python", "/root/ml-env/bin/python"]
+    report = tmp_path / "r.json"
+    out = vpatch("rollout", spec, "--host", h1.name, *ssh, "--level", "static", "--restart",
+                 "false", "--allow-no-traffic", "--report", report, "--json")  # fmt: skip
+    assert out.code == 1 and out.doc["hosts"][0]["rollout"]["verdict"] == "attention", out.out
+    assert vpatch("apply", spec, "--host", h2.name, *ssh, "--level", "static").code == 0
+    st = vpatch("status", "--host", h1.name, "--host", h2.name, *ssh, "--json")
+    assert st.code == 1, st.out + st.err
+    hosts = {h["target"]: h for h in st.doc["hosts"]}
+    assert [a["state"] for a in hosts[h1.name]["attention"]] == ["rollout_attention"]
+    assert hosts[h2.name]["attention"] == [] and hosts[h2.name]["ok"], hosts[h2.name]
+    assert f"error: {h1.name}: " in st.err and "hint: check the service" in st.err
