@@ -1338,7 +1338,11 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
                 outcome, message = "drifted", f"{rel}: changed since vpatch wrote it; now {now}"
             words.setdefault(sid, []).append((outcome, message))
             before = st.base or ("" if st.created else str(e.get("before") or ""))
-            res.files.append(FileChange(path, str(before), str(st.expected or "")))
+            if message.startswith(UPGRADED):  # the new release's bytes, not the old ones
+                before, after = str(st.record_sha256 or ""), str(st.current or "")
+            else:
+                after = str(st.expected or "")
+            res.files.append(FileChange(path, str(before), after))
     for sid, res in out.items():
         said = words[sid]
         worst: Outcome = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")

@@ -51,6 +51,11 @@ def test_status_case(path: Path) -> None:
     assert host_ok("status", host) == (code == 0), host.attention
     for a in host.attention:  # what needs a person says what to run
         assert a.todo == monitor.BY_NAME[a.state].todo and a.todo and a.message
+    if "upgraded" in states and "from_plan" in raw:  # the new release's hashes, not the old
+        case = plancases.load(plancases.CASES / f"{raw['from_plan']}.json")
+        [st] = case.facts.journal.values()
+        [f] = host.patches[0].files
+        assert (f.before_sha256, f.after_sha256) == (st.record_sha256, st.current)
 
 
 def test_every_state_has_a_case_and_a_row_in_the_docs() -> None:
