@@ -12,7 +12,6 @@ tests, an Ansible worker) share nothing.
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
 import time
@@ -455,13 +454,10 @@ def pending(entry: Answer, checks: dict[str, list[Answer]]) -> Answer:
     return entry
 
 
-_TXNS = itertools.count()
-
-
 def new_txn() -> str:
-    """A transaction id no other commit on a host has (the agent's own form, plus a count:
-    a run may commit on one host more than once within a microsecond's clock)."""
-    return f"{time.time_ns() // 1000:x}-{os.getpid()}-{next(_TXNS)}"
+    """A transaction id no other commit on a host has (the agent's own form, plus random
+    bits: a run may commit on one host more than once within a microsecond's clock)."""
+    return f"{time.time_ns() // 1000:x}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def write(
