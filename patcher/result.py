@@ -88,6 +88,18 @@ class RolloutStep:
 
 
 @dataclass
+class Attention:
+    """A state of the host that needs a person (bare `vpatch status`; docs/reference/json.md
+    has the table of states): which, about what (a spec id, a rollout run id), why, and
+    what to run next."""
+
+    state: str
+    subject: str
+    message: str
+    todo: str
+
+
+@dataclass
 class HostResult:
     target: str
     ok: bool = False
@@ -114,6 +126,9 @@ class HostResult:
     # the host did not answer); `python` above is the two in one string, for people.
     python_path: str | None = None
     python_version: str | None = None
+    # Bare `vpatch status`: what on the host needs a person (patcher/plan/monitor.py; empty when
+    # nothing does, and for other commands). Any entry makes the host not ok (exit 1).
+    attention: list[Attention] = field(default_factory=list)
 
 
 @dataclass
@@ -155,8 +170,11 @@ def as_plain(obj: Any) -> Any:
 
 
 def host_ok(command: str, host: HostResult) -> bool:
-    """A host is ok when it answered and every patch ended in a good outcome for `command`."""
+    """A host is ok when it answered, every patch ended in a good outcome for `command` and
+    nothing on it needs a person (bare `status`'s `attention`)."""
     good = GOOD[command]
-    return host.error is None and all(
-        p.outcome in good and all(pr.ok for pr in p.probes) for p in host.patches
+    return (
+        host.error is None
+        and not host.attention
+        and all(p.outcome in good and all(pr.ok for pr in p.probes) for p in host.patches)
     )

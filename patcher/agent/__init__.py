@@ -71,7 +71,16 @@ def op_repair(req: dict[str, Any]) -> dict[str, Any]:
 def op_verify(req: dict[str, Any]) -> dict[str, Any]:
     from . import probe
 
-    return {"checks": probe.run(req.get("checks") or [])}
+    checks = probe.run(req.get("checks") or [])
+    out: dict[str, Any] = {"checks": checks}
+    if isinstance(req.get("record"), dict) and all(c.get("ok") for c in checks):
+        from . import verified  # the write these checks follow is journaled as verified
+
+        try:
+            verified.record(req["record"])
+        except (OSError, protocol.Refused) as exc:  # the answer stands; the entry stays pending
+            out["record_error"] = str(exc)
+    return out
 
 
 def op_fetch(req: dict[str, Any]) -> dict[str, Any]:
@@ -103,13 +112,22 @@ def op_lease(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def op_scan(req: dict[str, Any]) -> dict[str, Any]:
-    from . import facts, locate, scan  # `vpatch diff`: files of a dist that differ from its RECORD
+    from . import baked, facts, locate, scan  # `vpatch diff`: files that differ from RECORD
 
     out = scan.scan(req, facts.state_dir(req))
     dist = locate.distribution(str(req.get("package") or "")) if out.get("version") else None
     source = locate.editable(dist) if dist is not None else None
     if source is not None:  # its code is not RECORD's files: "every file is pip's" would lie
         out["editable"] = source
+    if dist is not None and "vpatch" in dist.version.partition("+")[2].split("."):
+        # a wheel `vpatch wheel` built: RECORD is its own, so "every file is pip's" would lie
+        found = [d for d in baked.find([]) if d["version"] == dist.version]
+        out["baked"] = [
+            str(s.get("id"))
+            for d in found
+            for s in d["manifest"].get("specs") or []
+            if isinstance(s, dict)
+        ]
     return out
 
 

@@ -69,6 +69,7 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
     it first), or a fold of the kept lines that would differ from the whole journal's."""
     lines: list[tuple[bytes, dict[str, Any]]] = []
     steps: list[bytes] = []
+    verified: list[tuple[bytes, dict[str, Any]]] = []
     for line in raw.splitlines():
         if not line.strip():
             continue
@@ -80,6 +81,9 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
             continue  # ill-formed: the fold skips it (and warned about it on every read)
         if journal.is_step(obj):
             steps.append(line)  # a rollout step: the newest are kept (journal.STEPS_KEPT)
+            continue
+        if journal.is_verified(obj):
+            verified.append((line, obj))  # kept while its transaction's lines are
             continue
         lines.append((line, obj))
     marks = {e["txn"]: e["action"] for _, e in lines if e["action"] in _MARKERS}
@@ -125,7 +129,8 @@ def live(raw: bytes) -> tuple[list[bytes], set[str]] | None:
     names: set[str] = set()
     for _, e in kept:
         _hashes(e, names)
-    return [line for line, _ in kept] + steps[-journal.STEPS_KEPT :], names
+    checked = [line for line, e in verified if e["txn"] in txns]
+    return [line for line, _ in kept] + checked + steps[-journal.STEPS_KEPT :], names
 
 
 _KNOWN = (protocol.APPLY, protocol.ROLLBACK, protocol.RESET, protocol.SUPERSEDE)

@@ -43,6 +43,7 @@ def _journal_state(
     orphans: dict[str, list[str]] | None = None,
     steps: list[journal.Entry] | None = None,
     located: dict[str, Any] | None = None,
+    unverified: list[Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Per journaled file: what vpatch applied, the hashes, the pristine text (backup) and,
     for files not among the inspected packages' (whose text travels there), the current text
@@ -60,7 +61,8 @@ def _journal_state(
     warnings = [] if warnings is None else warnings
     orphaned: dict[str, list[str]] = {}
     raw = _read_journal(sdir)
-    entries = confined(journal.parse(raw, warnings, steps), warnings, orphaned)
+    verified: list[journal.Entry] = []
+    entries = confined(journal.parse(raw, warnings, steps, verified), warnings, orphaned)
     current: dict[str, str | None] = dict(extra_current)
     texts: dict[str, bytes] = {}
     dirs = confine.roots()
@@ -76,6 +78,8 @@ def _journal_state(
             except OSError:
                 current[p] = None
     state = journal.fold(entries, current)
+    if unverified is not None:
+        unverified.extend(journal.unverified(entries, verified, state))
     installed = _installed(entries, located or {})
     for path, st in state.items():
         st["current"] = current.get(path)
@@ -237,7 +241,10 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
     warnings: list[str] = []
     orphans: dict[str, list[str]] = {}
     steps: list[journal.Entry] = []  # `vpatch rollout`'s step entries (journal.last_run)
-    state, half = _journal_state(sdir, current, frozenset(known), warnings, orphans, steps, located)
+    unchecked: list[Any] = []  # [spec, txn]: written, checks never finished (protocol.VERIFIED)
+    state, half = _journal_state(
+        sdir, current, frozenset(known), warnings, orphans, steps, located, unchecked
+    )
     out = {
         "python": {
             "executable": sys.executable,
@@ -257,6 +264,14 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         out["orphaned"] = orphans
     if steps:  # absent when none; never in the fingerprint (no plan reads it)
         out["rollout"] = journal.last_run(steps)
+    if unchecked:  # absent when none; never in the fingerprint
+        out["unverified"] = unchecked
+    if req.get("baked"):  # bare status: wheels `vpatch wheel` built (baked.py); absent if none
+        from . import baked
+
+        found = baked.find(warnings)
+        if found:
+            out["baked"] = found
     if "procs_for" in req:  # verify: who still runs code from before the patches were written
         ids = req["procs_for"]  # None (a bare status): every spec in the journal
         paths = [

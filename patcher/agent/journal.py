@@ -33,6 +33,9 @@ def _shape_error(e: Any) -> str:
     action = e.get("action")
     if action == protocol.ROLLOUT:
         return _step_error(e)
+    if action == protocol.VERIFIED:
+        ok = isinstance(e.get("txn"), str) and isinstance(e.get("spec"), str)
+        return "" if ok else "verified entry without a txn and a spec"
     if action in (protocol.COMMIT, protocol.ABORT):
         return "" if isinstance(e.get("txn"), str) else "marker without a txn"
     if action not in _ACTIONS:
@@ -68,6 +71,23 @@ def _shape_error(e: Any) -> str:
 def is_step(e: Any) -> bool:
     """A `vpatch rollout` step entry (protocol.step_entry): no file, no transaction."""
     return isinstance(e, dict) and e.get("action") == protocol.ROLLOUT
+
+
+def is_verified(e: Any) -> bool:
+    """A VERIFIED entry (protocol.verified_entry): names a txn and a spec, no file."""
+    return isinstance(e, dict) and e.get("action") == protocol.VERIFIED
+
+
+def unverified(entries: list[Entry], verified: list[Entry], state: dict[str, Any]) -> list[Any]:
+    """[spec, txn] of every spec the fold says is applied whose entry was journaled with its
+    checks pending and no VERIFIED entry names that txn and spec (protocol.VERIFIED)."""
+    done = {(e["txn"], e["spec"]) for e in verified}
+    out = set()
+    for st in state.values():
+        for sid, e in st["applied"].items():
+            if e.get("verify") == protocol.PENDING and (e.get("txn"), sid) not in done:
+                out.add((sid, str(e.get("txn"))))
+    return [list(x) for x in sorted(out)]
 
 
 def _step_error(e: Any) -> str:
@@ -108,7 +128,10 @@ def last_run(steps: list[Entry]) -> list[Entry]:
 
 
 def parse(
-    raw: bytes, warnings: list[str] | None = None, steps: list[Entry] | None = None
+    raw: bytes,
+    warnings: list[str] | None = None,
+    steps: list[Entry] | None = None,
+    verified: list[Entry] | None = None,
 ) -> list[Entry]:
     """All well-formed file entries and markers. A torn line (crash mid-append) or an
     ill-formed one is skipped; ill-formed ones are named in `warnings` by line number (a torn
@@ -133,6 +156,10 @@ def parse(
         if is_step(obj):
             if steps is not None:
                 steps.append(obj)
+            continue
+        if is_verified(obj):  # no file: the fold never reads it (see `unverified`)
+            if verified is not None:
+                verified.append(obj)
             continue
         out.append(obj)
     return out

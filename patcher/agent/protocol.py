@@ -172,6 +172,20 @@ def step_entry(
     return out
 
 
+# A write whose checks follow it (the commit's chain) journals its apply entries with
+# `"verify": "pending"` under a txn the controller names; each spec's verify request carries
+# `record` ({"txn", "spec", "state_dir"}) and, when every check passed, the agent appends a
+# VERIFIED entry. An applied spec whose pending entry has no such entry was written and never
+# verified (the run was stopped while its checks ran): bare `vpatch status` says so, and a
+# later verify/ensure whose checks pass records it (agent/verified.py).
+VERIFIED = "verified"
+PENDING = "pending"
+
+
+def verified_entry(txn: str, spec: str) -> Entry:
+    return {"action": VERIFIED, "txn": txn, "spec": spec}
+
+
 def step_request(
     entry: Entry, state_dir: Optional[str], release: Optional[Dict[str, str]] = None
 ) -> Dict[str, Any]:
@@ -378,6 +392,8 @@ _ANSWER_VOLATILE = (
     "warnings",
     "restart_required",
     "rollout",
+    "baked",
+    "unverified",
 )
 _FILE_VOLATILE = ("text", "cached", "free", "record_text")
 _JOURNAL_VOLATILE = ("current_text", "base_text")

@@ -247,6 +247,13 @@ class State:
             return b""
         try:
             return fsops.read_fd(fd, MAX_JOURNAL_BYTES, self.sub(JOURNAL))
+        except fsops.TooBig:
+            # Not a permissions problem (an OSError would be answered as one, with --sudo as
+            # the hint, by every command): compaction keeps vpatch's own journal far below.
+            raise _refuse(
+                self.sub(JOURNAL),
+                "is over the %d MiB a vpatch journal reaches" % (MAX_JOURNAL_BYTES >> 20),
+            ) from None
         finally:
             os.close(fd)
 

@@ -85,11 +85,12 @@ class HostScan:
     error: str | None = None
     hint: str | None = None
     unsupported: bool = False  # an editable install: the CLI exits 2 (errors.Unsupported)
+    baked: list[str] = field(default_factory=list)  # spec ids `vpatch wheel` baked in
 
     @property
     def key(self) -> tuple[Any, ...]:
         files = tuple((f.rel, f.state, f.sha256) for f in self.files)
-        return (self.version, files, tuple(self.skipped))
+        return (self.version, files, tuple(self.skipped), tuple(self.baked))
 
 
 @dataclass
@@ -167,6 +168,7 @@ def scan_host(
         out.unsupported = True
         return out
     out.skipped = list(res.get("skipped") or [])
+    out.baked = [str(x) for x in res.get("baked") or []]
     bases = res.get("journal") or {}
     for info in res.get("files") or []:
         sha = info.get("sha256")
@@ -255,6 +257,7 @@ def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
                 "version": g.scan.version,
                 "files": [f.to_json() for f in g.scan.files],
                 "skipped": g.scan.skipped,
+                "baked": g.scan.baked,
             }
             for g in group(scans)
         ],
@@ -271,19 +274,24 @@ def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) ->
         who = line(", ".join(g.hosts))
         package, version = line(package), line(s.version)
         count = f"{len(g.hosts)} host{'s' if len(g.hosts) != 1 else ''}"
+        if s.baked:  # RECORD is the patched wheel's: "pip's" would hide the baked specs
+            ids, out_how = line(", ".join(s.baked)), line(_taken_out(package, s.version))
+            say = f"{ids} baked into the installed wheel by `vpatch wheel`: its files are not "
+            print(f"# {count} ({who}): {package} {version}: {say}pip's; {out_how}", file=out)
+        whose = "the installed wheel's" if s.baked else "pip's"
         if not s.files and not s.skipped:
-            print(f"# {count} ({who}): {package} {version}: every file is pip's", file=out)
+            print(f"# {count} ({who}): {package} {version}: every file is {whose}", file=out)
             continue
         if not s.files:
             print(
-                f"# {count} ({who}): {package} {version}: every file checked is pip's; "
+                f"# {count} ({who}): {package} {version}: every file checked is {whose}; "
                 f"{line(_unchecked(s.skipped))}",
                 file=out,
             )
             continue
         changed = len(s.files)
         print(
-            f"# {count} ({who}): {package} {version}: {changed} file(s) differ from pip's RECORD",
+            f"# {count} ({who}): {package} {version}: {changed} file(s) differ from {whose} RECORD",
             file=out,
         )
         for f in s.files:
@@ -293,6 +301,13 @@ def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) ->
                 out.write(text if text.endswith("\n") else text + "\n")
         if s.skipped:
             print(line(f"# {_unchecked(s.skipped)}"), file=out)
+
+
+def _taken_out(package: str, version: str | None) -> str:
+    from patcher.plan.base import baked_release
+
+    note = baked_release(version, package)
+    return note.partition("; ")[2] or note
 
 
 def _unchecked(skipped: Sequence[str]) -> str:

@@ -7,6 +7,7 @@ A hand-written field table drifts the day someone adds a field; these cannot. Th
     cli             `--help` of every subcommand (from the argparse parser `vpatch` runs)
     result-json     the `--json` document of apply/verify/rollback/status (patcher.result)
     outcomes        outcomes and which ones count as success, per command
+    status-states   bare `vpatch status`'s states, each one's exit code and what to run
     matrix-json     the `vpatch matrix --json` document (patcher.wheels.matrix)
 
 and `manpage()` writes vpatch(1) from the same parser (the hook puts it at site/vpatch.1).
@@ -328,8 +329,21 @@ def manpage() -> str:
     return "\n".join(out) + "\n"
 
 
+def status_states() -> str:
+    """Bare `vpatch status` as a monitor: every state, its exit code, what to run
+    (patcher.plan.monitor.STATES, one golden case per row in tests/cases/status/)."""
+    from patcher.plan import monitor
+
+    rows = ["| state | exit | means | what to run |", "|---|---|---|---|"]
+    for st in monitor.STATES:
+        todo = _cell(st.todo) if st.todo else "nothing"
+        rows.append(f"| `{st.name}` | {st.exit} | {_cell(st.means)} | {todo} |")
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "spec-fields": spec_fields,
+    "status-states": status_states,
     "cli": cli,
     "result-json": result_json,
     "outcomes": outcomes,

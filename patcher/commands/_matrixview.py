@@ -41,9 +41,10 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
         out if tty else buf, highlight=False, soft_wrap=True, width=None if tty else 250
     )
     # every field may come from a spec, an index or a wheel: escaped (patcher.output.inert)
+    n = len(matrix.releases)
+    releases = f"{n} release" if n == 1 else f"{n} releases"
     console.print(
-        Text(line(f"{matrix.spec}: {matrix.package} {matrix.versions}"))
-        + Text(f" ({len(matrix.releases)} releases)")
+        Text(line(f"{matrix.spec}: {matrix.package} {matrix.versions}")) + Text(f" ({releases})")
     )
     table = Table(show_edge=False, pad_edge=False, box=None)
     for name in ("version", "variant", "outcome", "message"):

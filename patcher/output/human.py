@@ -55,7 +55,8 @@ def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.s
         msg = f"{result.command}: {len(bad)} of {total} host(s) not ok: {line(', '.join(bad))}"
         console.print(Text(msg + (f" [{tally}]" if tally else ""), "bold red"))
     else:
-        console.print(Text(f"{result.command}: ok ({total} host(s)) [{tally}]", "bold green"))
+        msg = f"{result.command}: ok ({total} host(s))"
+        console.print(Text(msg + (f" [{tally}]" if tally else ""), "bold green"))
 
 
 def summary_table(result: RunResult) -> Table:
@@ -163,6 +164,9 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         say = f"  last rollout step: {st.step} {'ok' if st.ok else 'failed'}, {how} "
         say += f"(run {st.run}, {st.at}): {st.detail}"
         console.print(Text(line(say), _step_style(st)))
+    for a in host.attention:  # bare status: what needs a person (patcher/plan/monitor.py)
+        console.print(Text(line(f"  needs attention: {a.state}: {a.subject}: {a.message}"), "red"))
+        console.print(Text(line(f"      run: {a.todo}"), "red"))
     for proc in host.restart_required:
         # Started before the write: it still runs the code it imported then.
         since = f" (started {proc['started']})" if proc.get("started") else ""

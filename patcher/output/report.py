@@ -94,6 +94,10 @@ _MESSAGE_HINTS = (
     ),
     ("verify failed", "the probe says the patch does not work here; nothing stays changed"),
     (
+        "vpatch's journal has nothing of it to undo",
+        "a baked spec leaves with its wheel: reinstall pip's wheel as the message says",
+    ),
+    (
         "is applied on none of the targets",
         "a mistyped id? `vpatch status` lists the ids applied on each target (rolled back "
         "already: nothing is left to do)",
@@ -102,7 +106,8 @@ _MESSAGE_HINTS = (
 _OUTCOME_HINTS = {
     "not_applicable": "the spec does not cover what is installed on this target",
     "anchor_missing": "the installed code is not what the spec expects (`vpatch matrix SPEC`)",
-    "ambiguous": "narrow the edit's scope (Class.method) so its target matches once",
+    "ambiguous": "say which place with `occurrence = N` on the edit (the places are listed, "
+    "1 is the first in the file), or narrow its scope (Class.method)",
     "drifted": "`vpatch status` says what the file is now; --force overrides",
     "modified": "the file was edited outside vpatch; reinstall the package, or --force",
     "superseded": "the package was reinstalled or upgraded; the journal entry is retired",
@@ -122,7 +127,12 @@ def problems(result: RunResult) -> list[tuple[str, str]]:
             msg = h.error
             where = "" if msg.startswith(f"{h.target}: ") else f"{h.target}: "
             out.append((where + msg, h.hint or "run `vpatch status` on this target"))
+        for a in h.attention:  # bare status: each state that needs a person, what to run
+            out.append((f"{h.target}: {a.subject}: {a.state}: {a.message}", a.todo))
+        told = {a.subject for a in h.attention}
         for p in h.patches:
+            if p.id in told:
+                continue
             bad = [pr for pr in p.probes if not pr.ok]
             if (p.outcome in good and not bad) or (msg and p.message == msg):
                 continue  # good, or the host error again (a failed commit fails its specs)

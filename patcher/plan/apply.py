@@ -27,6 +27,7 @@ from patcher.plan.base import (
     rewrite_problem,
     sha256_text,
     unified_diff,
+    with_baked_note,
 )
 from patcher.plan.hostfacts import FileFact, HostFacts, JournalFile
 from patcher.result import FileChange, PatchResult
@@ -68,6 +69,8 @@ class _Apply:
                 mine = any(p.outcome == "already_applied" for p in parts)
                 res.outcome = "already_applied" if mine else "satisfied_upstream"
                 res.message = "; ".join(p.message for p in parts)
+                if any(p.baked for p in parts):
+                    res.message = with_baked_note(res.message, spec.package, version)
                 continue
             res.outcome = "would_apply" if self.opts.dry_run else "applied"
             res.message = "; ".join(p.message for p in changed if p.message)
@@ -197,7 +200,7 @@ class _Apply:
                 )
             words = baked(res.version, fact) if st is None or not st.applied else None
             if words is not None and fact.path not in self.texts:
-                return _Part(fact=fact, outcome="already_applied", message=words)
+                return _Part(fact=fact, outcome="already_applied", message=words, baked=True)
             holders = self._holders(fact.path, st)
             if holders and not self._base_has(spec, index, rel, edits, fact, st):
                 return _Part(
@@ -584,6 +587,7 @@ class _Part:
     relies: list[str] = field(default_factory=list)  # "rely": the specs holding its code
     base: str | None = None  # the file's new base (vpatch's edits out, hand edits in)
     created: bool = False  # --adopt of a module added by hand: journaled as created
+    baked: bool = False  # already_applied: pip's bytes of a wheel `vpatch wheel` built
 
     @property
     def problem(self) -> Problem | None:

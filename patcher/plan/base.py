@@ -283,20 +283,33 @@ def rewrite_problem(status: Status) -> RewriteProblem:
 def baked(version: str | None, fact: FileFact) -> str | None:
     """Words for a file of a release `vpatch wheel` built (local label `vpatch.<digest>`) that
     is pip's RECORD bytes: the spec's code in it is baked into the installed wheel, not an
-    edit outside vpatch. None otherwise."""
+    edit outside vpatch. None otherwise. Per file: `with_baked_note` says once per spec how
+    to take it out."""
     if not baked_release(version) or fact.sha256 is None or fact.sha256 != fact.record_sha256:
         return None
-    return f"{fact.rel} has the desired code, {baked_release(version)}"
+    return f"{fact.rel} has the desired code"
 
 
-def baked_release(version: str | None) -> str:
-    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own)."""
+def with_baked_note(message: str, package: str, version: str | None) -> str:
+    """A spec's per-file words, then the baked release's note once (a 4-file spec said it 4
+    times)."""
+    note = baked_release(version, package)
+    return f"{message}; {note}" if note else message
+
+
+def baked_release(version: str | None, package: str = "") -> str:
+    """How to take out what `vpatch wheel` baked into this release ("" if it is pip's own).
+
+    A plain `pip install PKG==VER` (or uv's) is satisfied by `VER+vpatch.<digest>`, a local
+    version of VER, and does nothing: only a forced reinstall, or pip's wheel pinned by its
+    sha256 (vpatch.json's `pristine_wheel`), puts pip's bytes back."""
     public, _, local = (version or "").partition("+")
     if "vpatch" not in local.split("."):
         return ""
+    name = package or "PACKAGE"
     return (
-        f"baked into the installed wheel ({version}); installing pip's wheel of {public} "
-        "takes it out"
+        f"baked into the installed wheel ({version}); `pip install --force-reinstall --no-deps "
+        f"{name}=={public}` takes it out (a plain `pip install {name}=={public}` keeps it)"
     )
 
 

@@ -129,6 +129,11 @@ class HostFacts:
     warnings: list[str] = field(default_factory=list)
     # journaled files gone with their package (pip uninstall): path -> spec ids applied there
     orphaned: dict[str, list[str]] = field(default_factory=dict)
+    # specs baked into installed wheels (`vpatch wheel`): (package, installed version, spec
+    # id), from the dist-info's vpatch.json (agent/baked.py; asked by bare status, rollback)
+    baked: list[tuple[str, str, str]] = field(default_factory=list)
+    # (spec id, txn) of writes whose checks never finished (protocol.VERIFIED)
+    unverified: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_answer(cls, raw: dict[str, Any]) -> HostFacts:
@@ -159,6 +164,13 @@ class HostFacts:
             orphaned={
                 str(p): [str(x) for x in ids] for p, ids in (raw.get("orphaned") or {}).items()
             },
+            baked=[
+                (str(d.get("package")), str(d.get("version")), str(s.get("id")))
+                for d in raw.get("baked") or []
+                for s in (d.get("manifest") or {}).get("specs") or []
+                if isinstance(s, dict)
+            ],
+            unverified=[(str(x[0]), str(x[1])) for x in raw.get("unverified") or []],
         )
 
     def file(self, package: str, rel: str) -> FileFact:

@@ -97,14 +97,16 @@ def plan_rollback(
     for spec in specs:
         if spec.id not in results:
             version = facts.versions.get(spec.package)
-            baked_note = baked_release(version)
-            results[spec.id] = PatchResult(
-                spec.id,
-                spec.package,
-                version,
-                "not_applied",
-                "nothing to roll back" + (f"; {baked_note}" if baked_note else ""),
-            )
+            baked_note = baked_release(version, spec.package)
+            results[spec.id] = PatchResult(spec.id, spec.package, version, "not_applied")
+            results[spec.id].message = "nothing to roll back"
+            if baked_note:
+                results[spec.id].outcome = "failed"
+                results[spec.id].message = _baked_rollback(baked_note)
+    for package, version, sid in facts.baked:
+        if sid not in results and (wanted is None or sid in wanted):
+            note = baked_release(version, package)
+            results[sid] = PatchResult(sid, package, version, "failed", _baked_rollback(note))
     for sid in wanted or ():
         if sid not in results:
             results[sid] = PatchResult(sid, "?", None, "not_applied", "nothing to roll back")
@@ -113,6 +115,12 @@ def plan_rollback(
 
 
 _ROLLING = ("rolled_back", "would_roll_back", "superseded")
+
+
+def _baked_rollback(note: str) -> str:
+    """A spec baked into the installed wheel: rollback refuses to say `rolled_back` or
+    `nothing to roll back` (the code is there, and the journal has nothing of it)."""
+    return f"not rolled back: {note}; vpatch's journal has nothing of it to undo"
 
 
 def _would(message: str) -> str:

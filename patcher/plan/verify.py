@@ -21,8 +21,10 @@ from patcher.plan.base import (
     replay,
     rewrite_outcome,
     sha256_text,
+    with_baked_note,
 )
 from patcher.plan.hostfacts import HostFacts, JournalFile
+from patcher.plan.monitor import UPGRADED
 from patcher.result import FileChange, Outcome, PatchResult
 from patcher.rewrite import apply_edits
 from patcher.specs.model import PatchSpec, Variant
@@ -52,6 +54,7 @@ def verify_spec(
     if variant is None:
         return res, None
     states: list[tuple[str, str]] = []
+    in_wheel = False  # a file's code is baked into the installed wheel: said once, at the end
     for rel, edits in variant.files():
         fact = facts.file(spec.package, rel)
         got = file_problem(fact, edits, res) if fact.exists or not adds(edits) else None
@@ -74,8 +77,14 @@ def verify_spec(
             # this one moved its anchor (an `occurrence` counted again, an insert next to the
             # same statement): apply's decision stands. Only where the file without the spec
             # is the file now (a later spec took its code out) is it not in place.
+            # The edit run again on this file is not the evidence here, so its words ("there
+            # is no occurrence 2") are not shown beside `applied`.
             states.append(
-                ("applied", f"{rel} has the journal's hash and the spec's edits ({rw.message})")
+                (
+                    "applied",
+                    f"{rel} has the journal's hash and the spec's edits (specs stacked after "
+                    "it moved its anchor: apply's record decides)",
+                )
             )
             continue
         # Another spec's journaled edit (in sync) may hold this one's code too, e.g. two specs
@@ -109,6 +118,7 @@ def verify_spec(
                 )
             elif baked(res.version, fact) is not None:
                 states.append(("applied", str(baked(res.version, fact))))
+                in_wheel = True
             else:
                 states.append(("satisfied_upstream", f"{rel} already has the desired code"))
         elif rw.status == "changed" and hand:
@@ -131,6 +141,8 @@ def verify_spec(
             res.outcome = kind
             res.message = "; ".join(m for k, m in states if k == kind)
             break
+    if in_wheel and res.outcome == "applied":
+        res.message = with_baked_note(res.message, spec.package, res.version)
     return res, variant
 
 
@@ -193,6 +205,18 @@ def _still_fits(st: JournalFile, entry: dict[str, Any]) -> bool:
     return bool(edits) and apply_edits(st.current_text, edits).status == "changed"
 
 
+def _upstream_has(st: JournalFile, entry: dict[str, Any]) -> bool:
+    """Does the file as it is now (another release's) already hold the entry's edits? Unknown
+    text or edits: no."""
+    if st.current_text is None:
+        return False
+    try:
+        edits = load_edits(entry.get("edits") or [])
+    except ValueError:
+        return False
+    return bool(edits) and apply_edits(st.current_text, edits).status == "unchanged"
+
+
 def status_journal(facts: HostFacts) -> list[PatchResult]:
     """One result per spec the journal says vpatch applied, and whether each file still holds
     it: all its files in one result (a 4-file spec is one spec, not four), each file shown
@@ -212,22 +236,38 @@ def status_journal(facts: HostFacts) -> list[PatchResult]:
             elif st.reinstalled and st.other_version and _still_fits(st, e):
                 outcome, res.version = "drifted", st.package_version
                 message = (
-                    f"{rel}: pip's bytes of {st.package_version} (upgraded from "
+                    f"{UPGRADED}{rel}: pip's bytes of {st.package_version} (upgraded from "
                     f"{e.get('version')}): the patch is gone and its edits still fit; "
                     "`vpatch apply` patches it again"
                 )
-            elif st.reinstalled and st.other_version:
+            elif st.reinstalled and st.other_version and _upstream_has(st, e):
                 outcome = "superseded"
                 message = (
-                    f"{rel}: pip's bytes of {st.package_version} (the entry was made "
-                    f"on {e.get('version')}); `vpatch apply` or `vpatch rollback` clears it"
+                    f"{rel}: pip's bytes of {st.package_version} already hold the spec's code "
+                    f"(the entry was made on {e.get('version')}); `vpatch apply` or "
+                    "`vpatch rollback` clears the entry"
+                )
+            elif st.reinstalled and st.other_version:
+                # Gone after an upgrade, and the edits recorded for the old release do not
+                # say whether the spec has a variant for the new one: `status SPEC` does (it
+                # says drifted there), so this is not a green `superseded` either.
+                outcome, res.version = "drifted", st.package_version
+                message = (
+                    f"{UPGRADED}{rel}: pip's bytes of {st.package_version} (the entry was made "
+                    f"on {e.get('version')}): the patch is gone; `vpatch apply SPEC` patches "
+                    "the new release if a variant covers it, `vpatch rollback ID` clears the "
+                    "entry if none does"
                 )
             else:
                 now = drift_state(st.current, st.record_sha256, st.base)
                 outcome, message = "drifted", f"{rel}: changed since vpatch wrote it; now {now}"
             words.setdefault(sid, []).append((outcome, message))
             before = st.base or ("" if st.created else str(e.get("before") or ""))
-            res.files.append(FileChange(path, str(before), str(st.expected or "")))
+            if message.startswith(UPGRADED):  # the new release's bytes, not the old ones
+                before, after = str(st.record_sha256 or ""), str(st.current or "")
+            else:
+                after = str(st.expected or "")
+            res.files.append(FileChange(path, str(before), after))
     for sid, res in out.items():
         said = words[sid]
         worst: Outcome = next((o for o in _STATUS_WORST if any(x == o for x, _ in said)), "applied")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
 from patcher.errors import UsageError, VpatchError
+from patcher.plan import monitor
 from patcher.result import HostResult
 from patcher.rollout import canary
 from patcher.rollout import decide as rollout
@@ -308,6 +309,9 @@ def _engine_step(h: _Host, which: str) -> str:
     if which == "apply":
         h.result.restart_required = res.restart_required
     outcomes = ", ".join(f"{p.id} {p.outcome}" for p in res.patches)
+    refused = monitor.baked_in_rollout(res.patches) if which == "apply" and res.ok else None
+    if refused is not None:  # nothing written: the restart would only run the baked code
+        raise _StepFailed(refused)
     if not res.ok:
         bad = res.error or next(
             (f"{p.id} {p.outcome}: {p.message}" for p in res.patches if p.message), outcomes
@@ -328,7 +332,8 @@ def _step_restart(h: _Host) -> str:
         raise _StepFailed(f"`{cmd}` ran past {t:g} s (killed)")
     if res.get("exit") != 0:
         last = (str(res.get("stderr") or res.get("stdout") or "").strip().splitlines() or [""])[-1]
-        raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}: {last[:300]}")
+        said = f": {last[:300]}" if last else ""  # a silent command: no dangling colon
+        raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}{said}")
     return f"`{cmd}` exited 0 after {took}"
 
 

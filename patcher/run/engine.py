@@ -19,6 +19,7 @@ from typing import Any, Literal
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.output import progress
+from patcher.plan import monitor
 from patcher.plan.apply import plan_apply, preflight
 from patcher.plan.base import (
     Level,
@@ -47,7 +48,7 @@ from patcher.plan.verify import (
     verify_spec,
     wants_probes,
 )
-from patcher.result import HostResult, ProbeResult, host_ok
+from patcher.result import HostResult, PatchResult, ProbeResult, host_ok
 from patcher.run import exchange
 from patcher.run.exchange import TEST_FAULT_ENV, Guess, RunContext, checked, probes, run_checks
 from patcher.specs.model import PatchSpec
@@ -220,6 +221,8 @@ def _write_host(
 ) -> HostResult:
     def once(host: HostResult) -> None:
         request = exchange.inspect_request(ctx, w.specs, state_dir)
+        if w.command == "rollback":  # a spec baked into a wheel is named, never "nothing"
+            request["baked"] = True
         ahead = (
             exchange.commit_ahead(ctx, request, w.make, opts.level, w.recipe)
             if w.guessing
@@ -234,6 +237,10 @@ def _write_host(
         else:
             facts, plan = w.decide(got.facts)
             host.patches = plan.results
+        if w.command == "apply":  # in place, but written by a run stopped before its checks
+            kept = {p.id for p in plan.results if p.outcome == "already_applied"}
+            host.attention = monitor.unverified_attention(got.facts.unverified, kept)
+        if got.guess is None:
             problem = preflight(facts, plan) if w.refusing and plan.writes else None
             if problem:
                 raise HostError(f"{problem[0]}; nothing was changed", problem[1])
@@ -395,6 +402,7 @@ def verify(
             host.patches.append(res)
             if wants_probes(res):
                 res.probes = results_of(checks_for(spec, variant, opts.level))
+                _record_verified(run_ctx, transport, facts, res, state_dir)
             if scraped is not None:
                 loaded = judge_probes(res, dry=True)
                 stale = len(host.restart_required)
@@ -407,9 +415,23 @@ def verify(
             host.patches.append(res)
             if res.outcome == "applied":
                 res.probes = results_of(checks)
+                _record_verified(run_ctx, transport, facts, res, state_dir)
             judge_probes(res)
 
     return _host_run("verify", run_ctx, transport, body)
+
+
+def _record_verified(
+    ctx: RunContext, transport: Transport, facts: HostFacts, res: PatchResult, state_dir: str | None
+) -> None:
+    """A write whose checks never finished (protocol.VERIFIED), its checks passed now: said in
+    the journal, so bare `status` no longer reports it (one exchange, only in that case)."""
+    if res.outcome != "applied" or not res.probes or not all(p.ok for p in res.probes):
+        return
+    for sid, txn in facts.unverified:
+        if sid == res.id:
+            record = {"txn": txn, "spec": sid, "state_dir": state_dir}
+            exchange.call(transport, {"op": "verify", "checks": [], "record": record}, ctx)
 
 
 def rollback(
@@ -507,9 +529,11 @@ def status(
     def body(host: HostResult) -> None:
         # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
         request = dict(exchange.inspect_request(run_ctx, [], state_dir), procs_for=None)
+        request["baked"] = True  # and the specs baked into installed wheels (vpatch.json)
         got = exchange.look(run_ctx, transport, request, host)
         exchange.remember(run_ctx, transport, request, [got])
-        host.patches = status_journal(got.facts)
+        baked = monitor.baked_results(got.answer.get("baked", []))
+        host.patches = status_journal(got.facts) + baked
         host.restart_required = got.facts.restart_required
         from patcher.rollout import (
             resume as rolloutresume,  # where the last `vpatch rollout` got to on this host
@@ -517,6 +541,8 @@ def status(
 
         host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
         host.warnings += bad
+        # what needs a person: exit 1 (monitor.py)
+        host.attention = monitor.attention(host, got.facts.unverified)
 
     return _host_run("status", run_ctx, transport, body)
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from patcher.plan.recheck import recheck, recheck_specs
-from patcher.result import HostResult, host_ok
+from patcher.result import GOOD, HostResult, host_ok
 from patcher.run import engine
 from patcher.run.engine import Level, Options, RunContext
 from patcher.specs.model import PatchSpec
@@ -62,12 +62,21 @@ def ensure(
     host = engine.apply(specs, transport, opts, state_dir, ctx=ctx)
     level = opts.recheck if isinstance(opts, EnsureOptions) else None
     todo = recheck_specs(specs, host.patches) if host.error is None else []
-    if level is not None and todo:
-        checked = engine.verify(todo, transport, Options(level=level), state_dir, ctx=ctx)
+    # In place but never verified (a run stopped while its checks ran): checked now at the
+    # level a write is, and recorded when they pass (engine.verify), even without --level.
+    unchecked = {a.subject for a in host.attention if a.state == "unverified"}
+    if level is None:
+        todo = [s for s in todo if s.id in unchecked]
+    if todo:
+        checked = engine.verify(
+            todo, transport, Options(level=level or WRITE_LEVEL), state_dir, ctx=ctx
+        )
         if checked.error is not None:
             host.error = checked.error
         else:
             host.patches = recheck(host.patches, checked.patches)
+            fine = {p.id for p in host.patches if p.outcome in GOOD["ensure"]}
+            host.attention = [a for a in host.attention if a.subject not in fine]
     host.ok = host_ok("ensure", host)
     host.seconds = round(time.monotonic() - started, 3)
     return host

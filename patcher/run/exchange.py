@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -436,11 +437,37 @@ def _closing_inspect(ctx: RunContext, request: Answer, plan: Plan) -> Answer:
 
 
 def _chain(ctx: RunContext, plan: Plan, level: Level, request: Answer) -> list[Answer]:
-    """A commit, the checks of what it wrote, and the closing inspect: one exchange."""
-    chain = [commit_request(plan, request.get("state_dir"), LOCK_POLL_S, ctx.lease)]
-    chain += [{"op": "verify", "checks": c} for c in chained_checks(plan, level).values()]
+    """A commit, the checks of what it wrote, and the closing inspect: one exchange.
+
+    The commit's apply entries of a spec whose checks follow are journaled `pending` under
+    a txn named here, and each spec's verify records that it passed (protocol.VERIFIED): a
+    run stopped while the checks ran leaves them pending, which bare `status` reports."""
+    state_dir = request.get("state_dir")
+    checks = chained_checks(plan, level)
+    commit = commit_request(plan, state_dir, LOCK_POLL_S, ctx.lease)
+    if checks:
+        commit["txn"] = txn = new_txn()
+        commit["journal"] = [pending(e, checks) for e in commit["journal"]]
+    chain = [commit]
+    chain += [
+        {"op": "verify", "checks": c, "record": {"txn": txn, "spec": sid, "state_dir": state_dir}}
+        for sid, c in checks.items()
+    ]
     chain.append(_closing_inspect(ctx, request, plan))
     return chain
+
+
+def pending(entry: Answer, checks: dict[str, list[Answer]]) -> Answer:
+    """An apply entry whose spec's checks follow the commit, marked so (protocol.PENDING)."""
+    if entry.get("action") == protocol.APPLY and entry.get("spec") in checks:
+        return dict(entry, verify=protocol.PENDING)
+    return entry
+
+
+def new_txn() -> str:
+    """A transaction id no other commit on a host has (the agent's own form, plus random
+    bits: a run may commit on one host more than once within a microsecond's clock)."""
+    return f"{time.time_ns() // 1000:x}-{os.getpid()}-{os.urandom(4).hex()}"
 
 
 def write(

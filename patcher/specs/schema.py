@@ -188,6 +188,13 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
                             "version": _STR_OR_NULL,
                             "files": {"type": "array", "items": file_diff},
                             "skipped": _STRS,
+                            "baked": {
+                                "type": "array",
+                                "items": _STR,
+                                "description": "the ids of the specs `vpatch wheel` baked "
+                                "into the installed wheel (its vpatch.json): its RECORD is "
+                                "the patched wheel's, so their files are not pip's",
+                            },
                         }
                     ),
                 },

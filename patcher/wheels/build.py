@@ -11,7 +11,9 @@ new wheel is the old one with:
   METADATA: pip and uv install it like any wheel, a lock file or a private index pins it;
 - `vpatch.json` in the dist-info: each spec's id, digest, variant and outcome, and per file
   pip's sha256 and the baked one;
-- RECORD regenerated (sha256 and size of every file).
+- RECORD regenerated (sha256 and size of every file), written by the csv module as pip and
+  uv read it: vLLM 0.16.0 has 514 file names with commas (`E=1,N=14336,...json`), which only
+  quoting keeps one field;
 
 On a host, the installed file then is pip's RECORD bytes and has the spec's code, and the
 version's local label says vpatch baked it: `vpatch status/verify` report the spec `applied`
@@ -22,7 +24,9 @@ pip's wheel of VER. Every member copied from the source wheel is checked against
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -172,7 +176,7 @@ def write(
         "package": package,
         "version": str(version),
         "baked_version": baked.version,
-        "pristine_wheel": {"file": wheel.name, "sha256": wheel.sha256},
+        "pristine_wheel": {"file": wheel.name, "sha256": wheel.file_sha256()},
         "specs": baked.specs,
     }
 
@@ -186,15 +190,16 @@ def write(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
-    record: list[str] = []
+    record: list[tuple[str, str, str]] = []
     try:
+        os.fchmod(fd, _umask_mode())
         with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED) as zf:
 
             def put(info: zipfile.ZipInfo, member: str, data: bytes) -> None:
                 new = zipfile.ZipInfo(member, info.date_time)
                 new.external_attr, new.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
                 zf.writestr(new, data)
-                record.append(f"{member},sha256={_b64(data)},{len(data)}")
+                record.append((member, f"sha256={_b64(data)}", str(len(data))))
 
             seen: set[str] = set()
             for info in wheel.zip.infolist():
@@ -212,7 +217,7 @@ def write(
                     digest = wheel.hashes[member]
                     assert digest is not None  # check_member refused a member without one
                     b64 = base64.urlsafe_b64encode(bytes.fromhex(digest)).rstrip(b"=").decode()
-                    record.append(f"{rename(member)},sha256={b64},{checked.file_size}")
+                    record.append((rename(member), f"sha256={b64}", str(checked.file_size)))
             stamp = zipfile.ZipInfo("x", (2020, 1, 1, 0, 0, 0))
             stamp.external_attr = 0o644 << 16
             for member, data in patched.items():
@@ -220,10 +225,10 @@ def write(
                     put(stamp, member, data)
             doc = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
             put(stamp, f"{new_info}/vpatch.json", doc)
-            record.append(f"{new_info}/RECORD,,")
+            record.append((f"{new_info}/RECORD", "", ""))
             new_record = zipfile.ZipInfo(f"{new_info}/RECORD", stamp.date_time)
             new_record.external_attr = stamp.external_attr
-            zf.writestr(new_record, "\n".join(record) + "\n", zipfile.ZIP_DEFLATED)
+            zf.writestr(new_record, record_text(record), zipfile.ZIP_DEFLATED)
             fh.flush()
             os.fsync(fh.fileno())
         target = out_dir / name
@@ -237,6 +242,22 @@ def write(
         while chunk := fh2.read(1 << 20):
             h.update(chunk)
     return target, h.hexdigest()
+
+
+def record_text(rows: list[tuple[str, str, str]]) -> str:
+    """RECORD as the wheel spec says it is: CSV, a field quoted when it holds a comma or a
+    quote (csv's minimal quoting, pip's own writer), one row a line."""
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    return buf.getvalue()
+
+
+def _umask_mode() -> int:
+    """The mode a plain `open(..., "w")` would give the wheel (0644 under umask 022):
+    mkstemp's 0600 would keep the image's installer (another user, a build stage) out."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 def _copy_raw(zf: zipfile.ZipFile, wheel: Wheel, info: zipfile.ZipInfo, name: str) -> None:

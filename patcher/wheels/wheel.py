@@ -193,6 +193,17 @@ class Wheel:
             left -= len(chunk)
             yield chunk
 
+    def file_sha256(self) -> str:
+        """The sha256 of the wheel file this object reads (its descriptor, not its path),
+        hashed once when no source knew it (a wheelhouse, --from-wheel, pip's download):
+        `vpatch wheel` records it so the pristine wheel can be pinned by hash."""
+        if self.sha256 is None:
+            from patcher.wheels.trust import hash_file
+
+            with self._lock:
+                self.sha256 = hash_file(self._fh)
+        return self.sha256
+
     def close(self) -> None:
         self.zip.close()
         self._fh.close()

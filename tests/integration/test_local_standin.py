@@ -184,7 +184,9 @@ def test_copy_of_env_has_own_state(tmp_path: Path, standin_env: Env) -> None:
     a = write(tmp_path, "a.toml", SPEC_A)
     assert vpatch("apply", a, "--python", str(standin_env.python)).code == 0
     entries = [json.loads(x) for x in standin_env.journal.read_text().splitlines()]
-    assert [e["action"] for e in entries] == ["apply", "commit"]
+    # the apply's checks passed: `verified` (a run stopped while they ran leaves it out)
+    assert [e["action"] for e in entries] == ["apply", "commit", "verified"]
+    assert entries[0]["verify"] == "pending" and entries[2]["txn"] == entries[0]["txn"]
     backups = list((standin_env.root / ".vpatch" / "backups").iterdir())
     assert [b.stat().st_mode & 0o777 for b in backups] == [0o600]
     shutil.rmtree(standin_env.root / ".vpatch")

@@ -65,3 +65,24 @@ def test_bare_status_names_processes_running_old_code(tmp_path: Path, standin_en
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_journal_over_the_cap_is_named_not_a_permissions_error(
+    tmp_path: Path, standin_env: Env
+) -> None:
+    """Issue 39 item 11: a journal past the 64 MiB read cap (sparse here: its size is what is
+    checked) was answered as an OSError, "check permissions ... try --sudo", by every command."""
+    a = tmp_path / "a.toml"
+    a.write_text(SPEC_A)
+    py = ["--python", str(standin_env.python)]
+    assert vpatch("apply", a, *py, "--level", "static").code == 0
+    journal = standin_env.journal
+    with open(journal, "r+b") as fh:
+        fh.truncate((64 << 20) + 1)
+    for args in (["status", "--json"], ["status", a, "--json"], ["rollback", a, "--json"]):
+        res = vpatch(*args, *py)
+        assert res.code != 0 and "Traceback" not in res.err, res.out + res.err
+        text = res.out + res.err
+        assert "over the 64 MiB a vpatch journal reaches" in text, text
+        assert "--sudo" not in text and "permissions" not in text, text
+    assert journal.stat().st_size == (64 << 20) + 1

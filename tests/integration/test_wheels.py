@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -247,13 +248,18 @@ def test_patched_wheel_installs_and_is_recognised(lab: dict[str, str], tmp_path:
     spec.write_text(wheellab.CLICK_SPEC)
     extra.write_text(wheellab.CLICK_ADD_SPEC)
     out = tmp_path / "dist"
-    built = vpatch("wheel", spec, extra, "--package", "click==8.1.7", "-o", out, "--json")
+    mask = os.umask(0o022)
+    try:
+        built = vpatch("wheel", spec, extra, "--package", "click==8.1.7", "-o", out, "--json")
+    finally:
+        os.umask(mask)
     assert built.code == 0, built.err
     doc = built.doc
     path = Path(doc["wheel"])
     assert path.parent == out and path.name.startswith("click-8.1.7+vpatch.")
     assert path.name.endswith("-py3-none-any.whl") and doc["baked_version"] in path.name
     assert wheellab.record_ok(path) == []
+    assert path.stat().st_mode & 0o777 == 0o644  # the umask's mode (022 here), not mkstemp's
     with zipfile.ZipFile(path) as zf:
         info = f"click-{doc['baked_version']}.dist-info"
         meta = json.loads(zf.read(f"{info}/vpatch.json"))
@@ -382,6 +388,33 @@ def test_vllm_catalog_specs_baked_from_the_cached_wheel(tmp_path: Path) -> None:
     assert wheellab.record_ok(path) == []
     print(f"vpatch wheel on vLLM 0.16.0: {took:.1f} s, {os.path.getsize(path) / 1e6:.0f} MB")
 
+    # RECORD is CSV: the fused-MoE configs' names hold commas (`E=1,N=14336,...json`); uv
+    # installs the wheel only when they are quoted, and pip's installed RECORD (which it copies
+    # from the wheel's) must still list every file for importlib.metadata
+    with zipfile.ZipFile(whl) as src:
+        commas = sum("," in n for n in src.namelist())
+    assert commas >= 500
+    uv = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--offline", "--no-deps"]
+    for name in ("uv", "pip"):
+        py = _venv(tmp_path / name)
+        if name == "uv":
+            got = subprocess.run(
+                [*uv, "--python", str(py), str(path)], capture_output=True, text=True
+            )
+        else:
+            got = _pip(py, "install", "--no-deps", "--no-index", "--no-compile", path)
+        assert got.returncode == 0, got.stderr
+        assert "RECORD" not in got.stderr, got.stderr
+        listed = subprocess.run(
+            [py, "-I", "-c", "import importlib.metadata as m; fs = m.files('vllm');"
+             "print(len(fs), sum(',' in str(f) for f in fs))"],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        total, named = map(int, listed.stdout.split())
+        assert named == commas and total >= len(want), (name, listed.stdout)
+        shutil.rmtree(tmp_path / name)
+
 
 def test_patched_wheel_installed_by_version_from_a_local_index(
     lab: dict[str, str], tmp_path: Path
@@ -401,3 +434,101 @@ def test_patched_wheel_installed_by_version_from_a_local_index(
     status = vpatch("status", spec, "--python", py, "--json")
     assert status.code == 0 and status.patch()["outcome"] == "applied", status.out
     assert status.doc["hosts"][0]["patches"][0]["version"] == version
+
+
+def test_baked_specs_are_reported_by_bare_commands_and_taken_out_as_said(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 items 5 and 6 on a real patched click wheel installed by pip: bare `status`
+    lists the baked spec (fine: exit 0; a file edited after install: exit 1), bare `diff`
+    names it instead of "every file is pip's", bare `rollback` refuses with the take-out
+    command, and that command is the one that works: a plain `pip install click==8.1.7` is
+    satisfied by the baked wheel and changes nothing."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "dist", "--json")
+    assert built.code == 0, built.err
+    py = _venv(tmp_path / "image")
+    assert _pip(py, "install", "--no-deps", "--no-index", built.doc["wheel"]).returncode == 0
+
+    status = vpatch("status", "--python", py, "--json")
+    assert status.code == 0, status.out + status.err
+    [p] = status.doc["hosts"][0]["patches"]
+    assert (p["id"], p["outcome"]) == ("click-bool-name", "applied"), p
+    assert "baked into the installed wheel" in p["message"] and status.doc["hosts"][0]["ok"]
+
+    diff = vpatch("diff", "click", "--python", py)
+    assert diff.code == 0 and "every file is pip's" not in diff.out, diff.out
+    assert "click-bool-name baked into the installed wheel" in diff.out, diff.out
+    assert vpatch("diff", "click", "--python", py, "--json").doc["groups"][0]["baked"] == [
+        "click-bool-name"
+    ]
+
+    back = vpatch("rollback", "--python", py, "--json")
+    assert back.code == 1, back.out + back.err
+    [r] = back.doc["hosts"][0]["patches"]
+    assert r["outcome"] == "failed" and "not rolled back" in r["message"], r
+    command = r["message"].split("`")[1]
+    assert command == "pip install --force-reinstall --no-deps click==8.1.7", r["message"]
+
+    types = site(py) / CLICK_TYPES
+    baked_bytes = types.read_bytes()
+    types.write_bytes(baked_bytes + b"# edited\n")
+    edited = vpatch("status", "--python", py, "--json")
+    assert edited.code == 1, edited.out
+    assert [a["state"] for a in edited.doc["hosts"][0]["attention"]] == ["baked_differs"]
+    types.write_bytes(baked_bytes)
+
+    pristine = realpkgs.wheel("click", CLICK_VERSION)
+    links = ["--no-index", "--find-links", str(pristine.parent)]
+    assert _pip(py, "install", *links, "click==8.1.7").returncode == 0  # satisfied: a no-op
+    assert types.read_bytes() == baked_bytes
+    args = command.split()[2:]  # the words after `pip install`
+    got = _pip(py, "install", *links, *args)
+    assert got.returncode == 0, got.stderr
+    with zipfile.ZipFile(pristine) as zf:
+        assert types.read_bytes() == zf.read(CLICK_TYPES)
+    after = vpatch("status", "--python", py, "--json")
+    assert after.code == 0 and after.doc["hosts"][0]["patches"] == [], after.out
+
+
+def test_the_pristine_wheels_sha256_is_recorded_from_a_wheel_file(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 item 6: built `--from-wheel` (the air-gapped path), vpatch.json's
+    `pristine_wheel.sha256` was null: the hash a take-out pins pip's wheel by."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    source = realpkgs.wheel("click", CLICK_VERSION)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "--from-wheel", source,
+                   "-o", tmp_path / "dist", "--json")  # fmt: skip
+    assert built.code == 0, built.err
+    with zipfile.ZipFile(built.doc["wheel"]) as zf:
+        info = f"click-{built.doc['baked_version']}.dist-info"
+        meta = json.loads(zf.read(f"{info}/vpatch.json"))
+    want = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert meta["pristine_wheel"] == {"file": source.name, "sha256": want}
+
+
+def test_a_rollout_refuses_a_host_whose_wheel_has_the_spec_baked_in(
+    lab: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 39 item 4: the restart ran on the baked code, failed, and the verdict read
+    `rolled_back`, "0 of 1 host(s) patched", while the code stayed. Now the apply step
+    refuses (nothing written, the restart never runs) and says why."""
+    spec = tmp_path / "click-bool-name.toml"
+    spec.write_text(wheellab.CLICK_SPEC)
+    built = vpatch("wheel", spec, "--package", "click==8.1.7", "-o", tmp_path / "dist", "--json")
+    assert built.code == 0, built.err
+    py = _venv(tmp_path / "image")
+    assert _pip(py, "install", "--no-deps", "--no-index", built.doc["wheel"]).returncode == 0
+    ran = tmp_path / "restarted"
+    res = vpatch("rollout", spec, "--python", py, "--level", "static", "--restart",
+                 f"touch {ran}; false", "--allow-no-traffic", "--json",
+                 "--report", tmp_path / "report.json")  # fmt: skip
+    assert res.code == 1, res.out + res.err
+    host = res.doc["hosts"][0]
+    assert (host["rollout"]["verdict"], host["rollout"]["reached"]) == ("not_applied", "apply")
+    assert "baked into the installed wheel" in host["error"], host["error"]
+    assert "could not roll it back" in host["error"]
+    assert not ran.exists(), "the restart ran"

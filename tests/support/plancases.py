@@ -14,7 +14,8 @@ so a case reads like the situation it pins.
               "journal": {"pkg/m.py": {"applied": [{"spec": "x", "edits_from": "x",
                                                      "relies_on": ["w"], "level": "static"}],
                                         "base": "pristine", "expected": "patched"}}},
-     "expect": {"outcomes": {...}, "messages": {...}, "writes": {"pkg/m.py": "text name" |
+     "expect": {"outcomes": {...}, "messages": {...}, "unsaid": {...}, "said_once": {...},
+                "writes": {"pkg/m.py": "text name" |
                 "delete" | "restore:<text name>"}, "journal": [[action, spec, file]],
                 "checks": ["spec id"], "check_names": {"spec id": ["check name"]},
                 "preflight": "words" | null,
@@ -176,6 +177,8 @@ def host_answer(
         "state": state,
         # journaled files gone with their package: path -> spec ids (the agent's _confined)
         "orphaned": {ROOT + rel: ids for rel, ids in host.get("orphaned", {}).items()},
+        # wheels `vpatch wheel` built, as agent/baked.py lists them (bare status, rollback)
+        "baked": host.get("baked", []),
     }
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import csv
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -136,8 +138,7 @@ def record_ok(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         record_name = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
         listed = {}
-        for row in zf.read(record_name).decode().splitlines():
-            name, digest, size = row.rsplit(",", 2)
+        for name, digest, size in csv.reader(io.StringIO(zf.read(record_name).decode())):
             listed[name] = (digest, size)
         for name in zf.namelist():
             if name == record_name or name.endswith("/"):

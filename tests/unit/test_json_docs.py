@@ -95,6 +95,7 @@ def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
     assert set(defs) == {
         "RunResult",
         "HostResult",
+        "Attention",
         "PatchResult",
         "FileChange",
         "ProbeResult",

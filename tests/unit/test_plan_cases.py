@@ -119,6 +119,12 @@ def test_plan_case(path: Path) -> None:
     for sid, words in expect.get("messages", {}).items():
         got = next(r.message for r in results if r.id == sid)
         assert words in got, (sid, got)
+    for sid, words in expect.get("unsaid", {}).items():
+        got = next(r.message for r in results if r.id == sid)
+        assert words not in got, (sid, got)
+    for sid, words in expect.get("said_once", {}).items():
+        got = next(r.message for r in results if r.id == sid)
+        assert got.count(words) == 1, (sid, got)
     assert all(r.message for r in results), "every outcome explains itself"
     for sid, names in expect.get("probes", {}).items():
         assert [p.name for p in next(r.probes for r in results if r.id == sid)] == names
