@@ -152,7 +152,7 @@ def test_groups_and_bad_inventory(tmp_path: Path, ssh_lab_factory: harness.LabFa
     bad = tmp_path / "bad.toml"
     bad.write_text("[[host]]\nname = 'h1'\nadress = 'h1'\n")
     err = vpatch("status", "--inventory", bad)
-    assert err.code == 2 and err.err.startswith(f"error: {bad}: host[0]")
+    assert err.code == 2 and err.err.startswith(f"error: {bad}:3:1: host[0]")
     assert "hint:" in err.err
     nogroup = vpatch("status", "--inventory", inv, "--group", "nope")
     assert nogroup.code == 2 and "no host is in that group" in nogroup.err
