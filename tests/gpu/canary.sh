@@ -32,7 +32,7 @@ healthy() {  # healthy URL TIMEOUT
     [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$1/health")" = 200 ] && { log "$1 healthy after $((SECONDS - t0)) s"; return 0; }
     sleep 0.5
   done
-  log "$1 not healthy in $2 s"; tail -30 $SV/*.log; return 1
+  log "$1 not healthy in $2 s"; tail -n 30 $SV/*.log; return 1
 }
 load() {  # load NAME CONC: a client loop on both servers, in a session of its own; pid in /tmp/load-NAME
   python3 -c 'import os, sys; os.setsid(); os.execvp(sys.argv[1], sys.argv[1:])' bash -c \
@@ -42,7 +42,7 @@ load() {  # load NAME CONC: a client loop on both servers, in a session of its o
 unload() { [ -f /tmp/load-$1 ] && kill -TERM -- "-$(cat /tmp/load-$1)" 2>/dev/null; rm -f /tmp/load-$1; }
 roll() {  # roll NAME SPEC: one rollout over both hosts, the last (control) only scraped
   log "rollout $1 (canary pid $($CTL pid vllm), control pid $($CTL pid control))"
-  vp rollout "$2" -i /tmp/hosts.toml --level import --control 1 \
+  vp rollout "$2" --inventory /tmp/hosts.toml --level import --control 1 \
     --health-timeout 300 --window 20 --max-window 60 --scrape-every 2 --min-drafts 0 --min-acceptance 0.4 \
     --report "$OUT/rollout-$1.json" > "$OUT/rollout-$1.txt" 2>&1
   local rc=$?
@@ -50,6 +50,15 @@ roll() {  # roll NAME SPEC: one rollout over both hosts, the last (control) only
   log "rollout $1: exit $rc; canary pid $($CTL pid vllm); control pid $($CTL pid control)"
 }
 if [ "$PHASE" = A ]; then
+  up() { [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "http://127.0.0.1:$1/health")" = 200 ]; }
+  if up 8000 && up 8001; then  # a second try of phase A on the same machine: servers kept
+    log "both servers up already"
+    roll harmless "$G/specs/gpu-harmless.toml"
+    log "phase A done"
+    exit 0
+  fi
+  [ -S $SV/supervisor.sock ] && { $CTL shutdown >/dev/null 2>&1; sleep 5; }
+  if [ ! -x /tmp/venv2/bin/python ]; then
   got=$(cat /root/stage/part.* | sha256sum | cut -c1-64)
   [ "$got" = "$(cat "$R/payload.sha256")" ] || { log "payload checksum differs: $got"; exit 1; }
   mkdir -p /root/p && cat /root/stage/part.* | xz -T0 -dc | tar -x -C /root/p || { log "untar failed"; exit 1; }
@@ -61,10 +70,11 @@ if [ "$PHASE" = A ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$SP" /root/p/whl/*.whl
   python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$SP" "$(pwd)"/.gpu/vp/*.whl
   cp -al /tmp/venv /tmp/venv2
+  fi
   log "vpatch $(vp --version 2>&1); envs $PY $PY2"
   SPEC_CFG='{"method":"eagle3","model":"'$R'/drafter","num_speculative_tokens":3}'
   mkdir -p $SV
-  ARGS="--model $R/target --served-model-name tiny-dsv3 --speculative-config '$SPEC_CFG' --load-format dummy --enforce-eager --max-model-len 2048 --gpu-memory-utilization 0.3 --skip-tokenizer-init --host 127.0.0.1"
+  ARGS="--model $R/target --served-model-name tiny-dsv3 --speculative-config '$SPEC_CFG' --load-format dummy --enforce-eager --max-model-len 2048 --skip-tokenizer-init --host 127.0.0.1"
   cat > $SV/supervisord.conf <<CONF
 [unix_http_server]
 file=$SV/supervisor.sock
@@ -77,9 +87,9 @@ supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
 [supervisorctl]
 serverurl=unix://$SV/supervisor.sock
 [program:vllm]
-command=$PY -m vllm.entrypoints.openai.api_server $ARGS --port 8000
+command=$PY -m vllm.entrypoints.openai.api_server $ARGS --gpu-memory-utilization 0.65 --port 8000
 directory=/tmp
-autostart=true
+autostart=false
 autorestart=false
 startsecs=1
 stopasgroup=true
@@ -90,9 +100,9 @@ redirect_stderr=true
 stdout_logfile=$SV/vllm.log
 stdout_logfile_maxbytes=0
 [program:control]
-command=$PY2 -m vllm.entrypoints.openai.api_server $ARGS --port 8001
+command=$PY2 -m vllm.entrypoints.openai.api_server $ARGS --gpu-memory-utilization 0.3 --port 8001
 directory=/tmp
-autostart=true
+autostart=false
 autorestart=false
 startsecs=1
 stopasgroup=true
@@ -119,7 +129,10 @@ python = "$PY2"
 metrics = "http://127.0.0.1:8001/metrics"
 TOML
   "$PY" -m supervisor.supervisord -c $SV/supervisord.conf || { log "supervisord did not start"; exit 1; }
-  healthy http://127.0.0.1:8000 300 && healthy http://127.0.0.1:8001 300 || { cp $SV/*.log "$OUT/"; exit 1; }
+  # vLLM's memory share counts what the GPU's other processes hold: the control (0.3) first,
+  # then the canary's budget (0.65 of the GPU, the control's share included)
+  $CTL start control >/dev/null; healthy http://127.0.0.1:8001 240 || { cp $SV/*.log "$OUT/"; exit 1; }
+  $CTL start vllm >/dev/null; healthy http://127.0.0.1:8000 240 || { cp $SV/*.log "$OUT/"; exit 1; }
   load base 4
   sleep 10
   roll harmless "$G/specs/gpu-harmless.toml"

@@ -83,9 +83,12 @@ def test_connection_cut_mid_call_then_status_and_rollback(
     assert ssh_clients_of(lab) == []
 
     st = vpatch("status", "--host", h.name, *ssh_args(lab, "--json", *VIA))
-    assert st.code == 0, st.out + st.err
     patched = '"kimi_k2",' in host_file(h, REL).read_text()
     assert [p["outcome"] for p in st.doc["hosts"][0]["patches"]] == (["applied"] if patched else [])
+    # written, its checks cut with the connection: journaled unverified, a state for a person
+    assert st.code == (1 if patched else 0), st.out + st.err
+    attention = [a["state"] for a in st.doc["hosts"][0].get("attention") or []]
+    assert attention == (["unverified"] if patched else []), st.out
     back = vpatch("rollback", "--host", h.name, *ssh_args(lab, *VIA))
     assert back.code == 0, back.out + back.err
     assert host_file(h, REL).read_bytes() == pristine
