@@ -40,6 +40,15 @@ def _s(x: float) -> str:
     return f"{x * 1000:.1f} ms" if x < 1 else f"{x:.2f} s"
 
 
+def _shown(row: Row, value: float, limit: float) -> str:
+    """The measure as the gate's detail prints it: where its rounding reads the same as the
+    limit's (1.504x against 1.5x: "1.50x > 1.50x"), four digits more say which side it is."""
+    text = row.show(value)
+    if value != limit and text == row.show(limit):
+        text += f" ({value:.4g})"
+    return text
+
+
 @dataclass(frozen=True)
 class Row:
     """One gate. `key`: the `[metrics]` key and the Gates field; `at_least`: the threshold is
@@ -254,13 +263,13 @@ def _one(
     if gates.confidence is None:
         ok = value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
-        text = f"{row.show(value)} {sign} {row.show(limit)}{suffix}"
+        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix}"
         return Gate(row.name, ok, value, limit, text, cmp)
     ev = _evidence(row, limit, after, ref, gates.level or gates.confidence)
     if ev is None:  # no statistic for this measure: the point judgement, said so
         ok = value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
-        text = f"{row.show(value)} {sign} {row.show(limit)}{suffix} (no samples to test)"
+        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} (no samples to test)"
         return Gate(row.name, ok, value, limit, text, cmp)
     numbers = ev.numbers()
     if (
@@ -269,19 +278,19 @@ def _one(
         numbers = f"n={ev.n:g} requests, share over it {ev.low:.3f}..{ev.high:.3f}"
     if ev.decision == stats.PASS:
         sign = ">=" if row.at_least else "<="
-        text = f"{row.show(value)} {sign} {row.show(limit)}{suffix} ({numbers})"
+        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
         return Gate(row.name, True, value, limit, text, cmp, ev)
     if ev.decision == stats.FAIL:
         sign = "<" if row.at_least else ">"
-        text = f"{row.show(value)} {sign} {row.show(limit)}{suffix} ({numbers})"
+        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
         return Gate(row.name, False, value, limit, text, cmp, ev)
     if last:
         text = (
-            f"not enough evidence: {row.show(value)} against {row.show(limit)}{suffix} "
+            f"not enough evidence: {_shown(row, value, limit)} against {row.show(limit)}{suffix} "
             f"({numbers}, confidence {gates.confidence:g})"
         )
         return Gate(row.name, False, value, limit, text, cmp, ev)
-    text = f"{row.show(value)} against {row.show(limit)}{suffix}: undecided ({numbers})"
+    text = f"{_shown(row, value, limit)} against {row.show(limit)}{suffix}: undecided ({numbers})"
     return Gate(row.name, False, value, limit, text, cmp, ev, pending=True)
 
 

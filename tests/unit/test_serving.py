@@ -250,3 +250,11 @@ def test_with_confidence_a_ratio_without_enough_intervals_is_never_a_point_judge
     [end] = gates.judge(None, one, g, ref, last=True)
     assert mid.extend and mid.evidence is not None and mid.evidence.n == 1
     assert not end.ok and not end.extend and "not enough evidence" in end.detail
+
+
+def test_a_measure_that_rounds_to_its_limit_says_which_side_it_is() -> None:
+    """On the H200 a slow patch failed `itl_p99_ratio 1.50x > 1.50x`: the ratio was above 1.5
+    and printed like it. A value that rounds to its limit's text shows its digits."""
+    row = next(r for r in gates.GATES if r.key == "max_itl_p99_ratio")
+    assert gates._shown(row, 1.5037, 1.5) == "1.50x (1.504)"
+    assert gates._shown(row, 1.62, 1.5) == "1.62x" and gates._shown(row, 1.5, 1.5) == "1.50x"
