@@ -186,11 +186,9 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         render_problems(result, sys.stderr)
     if done.interrupted:
-        print(
-            f"note: rollout {done.run} stopped by Ctrl-C; report: {done.report}; the same "
-            f"command with --resume {done.report} continues it",
-            file=sys.stderr,
-        )
+        from patcher.rollout.view import stopped_note
+
+        print(stopped_note(done.run, done.report, result), file=sys.stderr)
     if done.cut_short:
         return 130
     return 0 if result.ok else 1

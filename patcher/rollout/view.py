@@ -142,3 +142,21 @@ def render_problems(result: RunResult, err: TextIO) -> None:
         print(f"error: {clean(msg.splitlines()[0])}", file=err)
     if found:
         print(f"hint: {clean(found[0][1])}", file=err)
+
+
+def stopped_note(run: str, report: str, result: RunResult) -> str:
+    """What a rollout a Ctrl-C stopped says last: how to go on while a host is left mid-way
+    (stopped between two steps, or never started), and that nothing is left when every host
+    had already reached its verdict (a Ctrl-C in the last step)."""
+    left = [
+        h for h in result.hosts if (h.rollout or {}).get("verdict") in (None, rollout.INTERRUPTED)
+    ]
+    if left:
+        return (
+            f"note: rollout {run} stopped by Ctrl-C; report: {report}; the same command with "
+            f"--resume {report} continues it"
+        )
+    return (
+        f"note: rollout {run} stopped by Ctrl-C after every host's last step: nothing is left "
+        f"to resume; report: {report}"
+    )

@@ -342,3 +342,21 @@ def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: P
         assert words in err.value.message
     with pytest.raises(UsageError):
         rolloutreport.load_report(str(tmp_path / "missing.json"), ["h1"])
+
+
+def test_a_ctrl_c_in_the_last_step_says_nothing_is_left_to_resume() -> None:
+    """Issue 39: a Ctrl-C whose hosts had all reached a verdict said "--resume continues it"
+    with nothing left to resume; a host stopped between steps, or never started, still gets
+    the --resume words."""
+    from patcher.rollout.view import stopped_note
+
+    def host(verdict: str | None) -> HostResult:
+        h = HostResult("h1", True)
+        h.rollout = None if verdict is None else {"verdict": verdict}
+        return h
+
+    done = RunResult("rollout", True, [host(rollout.KEPT), host(rollout.ROLLED_BACK)])
+    assert "nothing is left to resume" in stopped_note("r1", "/tmp/r.json", done)
+    for left in (rollout.INTERRUPTED, None):
+        mid = RunResult("rollout", False, [host(rollout.KEPT), host(left)])
+        assert "--resume /tmp/r.json continues it" in stopped_note("r1", "/tmp/r.json", mid)
