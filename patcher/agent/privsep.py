@@ -49,10 +49,9 @@ import os
 import stat
 import sys
 
-from . import closure, closurefacts
+from . import closure, closurefacts, rootscan
 from .closurefacts import env_prefix, has_cfg, parse_pyvenv
 from .rootscan import FD_ANSWER, FD_ASK
-from .rootscan import STATE as STATE  # the worker's standing (agent/__init__ reads it here)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
@@ -63,6 +62,9 @@ if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms p
 # The worker's descriptors, set up by stage 0 before the exec: the bundle (read once), and
 # the two ends of the restart-scan channel to stage 0 (rootscan.py, which asks on them).
 FD_BUNDLE = 3
+# What the worker was told and found is rootscan.STATE (the restart scan reads it there),
+# written by `worker` below; agent/__init__ reads it by this name.
+STATE = rootscan.STATE
 ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep MARK`)
 # MARK: "1" dropped by stage 0, "0" root still (stage 0 waits), IN_PLACE root still and
 # stage 0 exec'd into the worker (no parent to ask for scans).
@@ -484,27 +486,27 @@ def worker(argv: list[str]) -> None:
     drops to the one other user who can write any of it, a worker stage 0 dropped refuses to
     go on when someone else can write it too (unless the operator chose --run-as); then run
     `site` as the interpreter would have without -S."""
-    STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
-    STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
+    rootscan.STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
+    rootscan.STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
     try:
         euid = os.geteuid()
-        if euid == 0 or STATE["dropped_from"] == 0:
+        if euid == 0 or rootscan.STATE["dropped_from"] == 0:
             import site
 
-            facts, STATE["sites"] = closurefacts.start_facts(site)
-            STATE["facts"] = facts
-            uid = decide(0, facts, STATE["run_as"], euid or None)
+            facts, rootscan.STATE["sites"] = closurefacts.start_facts(site)
+            rootscan.STATE["facts"] = facts
+            uid = decide(0, facts, rootscan.STATE["run_as"], euid or None)
             if euid == 0 and uid is not None:
                 if argv[1:2] == [IN_PLACE]:
                     _scan_helper()
                 drop(uid)
-                STATE["dropped_from"] = 0
+                rootscan.STATE["dropped_from"] = 0
         import site
 
         site.main()
     except (Refusal, OSError) as exc:
-        STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
-    STATE["uid"] = os.geteuid()
+        rootscan.STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
+    rootscan.STATE["uid"] = os.geteuid()
 
 
 def probe_user(modules: list[str]) -> int | None:
