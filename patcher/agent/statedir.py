@@ -148,11 +148,11 @@ def replace_entry(
     """`data` becomes entry `name` of directory `dfd` whole, or the old entry stays: a temp
     file created O_EXCL|O_NOFOLLOW in `dfd` (never one that was there, never through a link),
     0600, given to `owner` (uid, gid) when root writes it, written, fsync'ed and closed, then
-    renamed over `name` and `dfd` fsync'ed; every step on the descriptors. A failure before
-    the rename removes the temp file; a kill leaves it for the next `fsops.sweep`, and the
-    old entry in place. `points`: the prefix of the fault points passed (REPLACE_STEPS), ""
-    for none. The one writer of a state file replaced whole (the journal compacted, the
-    rollout lease)."""
+    renamed over `name` and `dfd` fsync'ed: all by descriptor, the rename by names in `dfd`
+    (a link planted at `name` is replaced, never followed). A failure before the rename
+    removes the temp file; a kill leaves it for the next `fsops.sweep`, and the old entry in
+    place. `points`: the prefix of the fault points passed (REPLACE_STEPS), "" for none. The
+    one writer of a state file replaced whole (the journal compacted, the rollout lease)."""
     tmp = fsops.TEMP_PREFIX + os.urandom(8).hex() + fsops.TEMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
     try:

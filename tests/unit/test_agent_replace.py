@@ -28,14 +28,16 @@ _CHILD = (
     "from patcher.agent import faults, statedir\n"
     "faults.arm(sys.argv[3])\n"
     "fd = os.open(sys.argv[2], os.O_RDONLY | os.O_DIRECTORY)\n"
-    "statedir.replace_entry(fd, 'entry', sys.stdin.buffer.read(), points='t')\n"
+    "owner = tuple(map(int, sys.argv[4:6])) or None\n"
+    "statedir.replace_entry(fd, 'entry', sys.stdin.buffer.read(), owner, points='t')\n"
 )
 
 
-def _replace(where: Path, armed: str) -> int:
-    """Run the writer in a child with fault point `armed` ("" none); its exit status."""
+def _replace(where: Path, armed: str, owner: tuple[int, int] | None = None) -> int:
+    """Run the writer in a child with fault point `armed` ("" none), giving the new entry to
+    `owner` (uid, gid) when root; its exit status."""
     return subprocess.run(
-        [sys.executable, "-I", "-c", _CHILD, str(REPO), str(where), armed],
+        [sys.executable, "-I", "-c", _CHILD, str(REPO), str(where), armed, *map(str, owner or ())],
         input=NEW,
         cwd="/",
         check=False,
@@ -72,6 +74,18 @@ def test_unkilled_it_replaces_the_entry_0600_and_leaves_nothing(tmp_path: Path) 
     assert _replace(tmp_path, "") == 0
     assert entry.read_bytes() == NEW
     assert stat.S_IMODE(entry.stat().st_mode) == 0o600 and _temps(tmp_path) == []
+
+
+def test_root_gives_the_new_entry_to_the_owner_it_names(tmp_path: Path) -> None:
+    """As the journal it replaces is owned (compaction as root of a user's state dir)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file away")
+    (tmp_path / "entry").write_bytes(OLD)
+    assert _replace(tmp_path, "", (65534, 65534)) == 0
+    st = (tmp_path / "entry").stat()
+    assert (st.st_uid, st.st_gid) == (65534, 65534) and (tmp_path / "entry").read_bytes() == NEW
+    assert _replace(tmp_path, "") == 0  # no owner named: the writer's own
+    assert (tmp_path / "entry").stat().st_uid == 0
 
 
 def test_a_planted_link_is_replaced_not_followed(tmp_path: Path) -> None:
