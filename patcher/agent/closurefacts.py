@@ -259,19 +259,51 @@ def import_facts(tops: tuple[str, ...], dirs: list[str]) -> list[Fact]:
     return facts
 
 
+# pyvenv.cfg as CPython finds and reads it: stage 0's env_facts (privsep) and the worker's
+# site_prefixes below both need it, so it sits here, below privsep.
+
+
+def parse_pyvenv(text: str) -> dict[str, str]:
+    """pyvenv.cfg's `key = value` lines, as site.venv reads them (keys lower-cased, first
+    `=` splits, blank and `#` lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if "=" not in line or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().lower()
+        if key and key not in out:
+            out[key] = value.strip()
+    return out
+
+
+def env_prefix(executable: str, has_cfg: Any) -> str:
+    """The environment's prefix as CPython finds it: the directory of `pyvenv.cfg` next to
+    the executable (as given, not resolved) or one level up; else the installation's own,
+    two levels above the resolved executable. `has_cfg(dir)` says whether dir holds one."""
+    here = os.path.dirname(executable)
+    for d in (here, os.path.dirname(here)):
+        if has_cfg(d):
+            return d
+    return os.path.dirname(os.path.dirname(os.path.realpath(executable)))
+
+
+def has_cfg(d: str) -> bool:
+    """Whether directory `d` holds a pyvenv.cfg (lexists: a link there counts, as one)."""
+    return os.path.lexists(os.path.join(d, "pyvenv.cfg"))
+
+
 def site_prefixes() -> list[str]:
     """The prefixes whose site dirs `site` will read here: the env's, and the base
     interpreter's when pyvenv.cfg includes the system site packages (their .pth files run
     at `site.main()` too)."""
-    from . import privsep
-
-    prefix = privsep.env_prefix(sys.executable, privsep._has_cfg)
+    prefix = env_prefix(sys.executable, has_cfg)
     cfg = os.path.join(prefix, "pyvenv.cfg")
     out = [prefix]
     if os.path.isfile(cfg):  # root's: stage 0 checked it
         with open(cfg, encoding="utf-8", errors="replace") as fh:
             text = fh.read(1 << 16)
-        if privsep.parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
+        if parse_pyvenv(text).get("include-system-site-packages", "").lower() == "true":
             out.append(sys.base_prefix)
     return out
 

@@ -130,9 +130,9 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     faults.point("commit.unlocked")
     restart: list[dict[str, Any]] = []
     if written_at >= 0:
-        from . import privsep
+        from . import rootscan
 
-        restart = privsep.processes(written_at)
+        restart = rootscan.processes(written_at)
     return {
         "txn": txn,
         "written": [w[0] for w in planned],

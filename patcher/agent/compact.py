@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 # VPATCH_AGENT_COMPACT_AT=<bytes>.
 COMPACT_AT = int(os.environ.get("VPATCH_AGENT_COMPACT_AT") or 128 << 10)
 
-# The steps of one compaction, in order (faults.py; tests kill the agent at each).
+# The steps of one compaction, in order (faults.py; tests kill the agent at each): the first
+# four are statedir.replace_entry's (REPLACE_STEPS), under `compact.`.
 POINTS = (
     "compact.temp_written",  # the kept lines in a temp file in the state dir, not fsync'ed
     "compact.temp_synced",  # temp file fsync'ed; the old journal still in place
@@ -53,8 +54,6 @@ POINTS = (
 
 _MARKERS = (protocol.COMMIT, protocol.ABORT)
 _RETIRING = (protocol.ROLLBACK, protocol.RESET, protocol.SUPERSEDE)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | _CLOEXEC
 
 
 def retires(entries: list[dict[str, Any]]) -> bool:
@@ -198,36 +197,17 @@ def after_commit(state: statedir.State, retired: bool, keep: Any = ()) -> list[s
 
 
 def replace_journal(state: statedir.State, data: bytes) -> None:
-    """`data` becomes the journal, atomically: temp file, fsync, rename, directory fsync, all
-    by the state dir's descriptor; owned like the journal it replaces, 0600."""
+    """`data` becomes the journal, atomically (statedir.replace_entry: temp file, fsync,
+    rename, directory fsync, all by the state dir's descriptor; fault points POINTS); owned
+    like the journal it replaces, 0600."""
     old = state.open_file(statedir.JOURNAL, os.O_RDONLY)
     try:
         owner = os.fstat(old)
     finally:
         os.close(old)
-    tmp = fsops.TEMP_PREFIX + os.urandom(8).hex() + fsops.TEMP_SUFFIX
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=state.fd)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            if os.geteuid() == 0 and (owner.st_uid, owner.st_gid) != (0, 0):
-                os.fchown(fd, owner.st_uid, owner.st_gid)
-            fsops.write_all(fd, data)
-            faults.point("compact.temp_written")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        faults.point("compact.temp_synced")
-        os.replace(tmp, statedir.JOURNAL, src_dir_fd=state.fd, dst_dir_fd=state.fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=state.fd)
-        except OSError:
-            pass
-        raise
-    faults.point("compact.renamed")
-    os.fsync(state.fd)
-    faults.point("compact.dir_synced")
+    statedir.replace_entry(
+        state.fd, statedir.JOURNAL, data, (owner.st_uid, owner.st_gid), points="compact"
+    )
 
 
 def collect(state: statedir.State, keep: set[str]) -> int:

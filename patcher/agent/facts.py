@@ -354,6 +354,6 @@ def op_procs(req: dict[str, Any]) -> dict[str, Any]:
             continue
     if not mtimes:
         return {"restart_required": []}
-    from . import privsep
+    from . import rootscan
 
-    return {"restart_required": privsep.processes(procs.from_wall(max(mtimes)))}
+    return {"restart_required": rootscan.processes(procs.from_wall(max(mtimes)))}

@@ -7,7 +7,8 @@ its replacement written in that one locked step: two controllers asking at once 
 one after the other, and only one of them is granted. It is read by descriptor without
 following a link and checked like every state file (statedir.open_entry: a regular file,
 ours, one link), and written as a new file opened O_CREAT|O_EXCL|O_NOFOLLOW in the state dir,
-fsync'ed and renamed over the old one: a reader never sees half a lease.
+fsync'ed and renamed over the old one (statedir.replace_entry): a reader never sees half a
+lease.
 
 The same file gates commits (commit.op_commit, `check_commit`): an apply or rollback of a
 spec a live rollout of another run holds the lease for is refused (kind `leased`), naming the
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from typing import Any, Dict, Optional
 
 MAX_LEASE_BYTES = 64 << 10
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _stamp(now: float) -> str:
@@ -60,24 +60,10 @@ def read(state: statedir.State) -> Optional[Dict[str, Any]]:
 
 
 def _write(state: statedir.State, lease: Dict[str, Any]) -> None:
-    tmp = fsops.TEMP_PREFIX + os.urandom(8).hex() + fsops.TEMP_SUFFIX
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-    fd = os.open(tmp, flags, 0o600, dir_fd=state.fd)
-    try:
-        try:
-            os.fchmod(fd, 0o600)
-            fsops.write_all(fd, (wire.dumps(lease) + "\n").encode("ascii"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, protocol.LEASE_FILE, src_dir_fd=state.fd, dst_dir_fd=state.fd)
-    except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=state.fd)
-        except OSError:
-            pass
-        raise
-    os.fsync(state.fd)
+    """The lease replaced whole (statedir.replace_entry); given the environment's owner with
+    what this run made (`state.adopt`)."""
+    data = (wire.dumps(lease) + "\n").encode("ascii")
+    statedir.replace_entry(state.fd, protocol.LEASE_FILE, data)
     state.made.append((protocol.LEASE_FILE,))
 
 

@@ -34,9 +34,9 @@ a root login) it starts in two stages, OpenSSH-style:
    closure's import part says (`probe_user`).
 3. **What stays privileged**: the `/proc` scan for processes that still run old code
    (`procs.scan`), which must see other users' processes: read-only and bounded, the worker
-   asks stage 0 over a pipe (`scan`): a time and the environment's site dirs, which stage 0
-   accepts only under the prefix it found itself; the answer is pids, start times and
-   command lines. And the operator's ops (restart, health, fetch: relay.py), which stage 0
+   asks stage 0 over a pipe (rootscan.py): a time and the environment's site dirs, which
+   stage 0 accepts only under the prefix it found itself; the answer is pids, start times
+   and command lines. And the operator's ops (restart, health, fetch: relay.py), which stage 0
    reads from the controller itself, never from the worker.
 
 Without root nothing of this runs: the transport starts the environment's interpreter as
@@ -49,7 +49,9 @@ import os
 import stat
 import sys
 
-from . import closure, closurefacts
+from . import closure, closurefacts, rootscan
+from .closurefacts import env_prefix, has_cfg, parse_pyvenv
+from .rootscan import FD_ANSWER, FD_ASK
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
@@ -58,17 +60,17 @@ if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms p
     from .closure import Fact
 
 # The worker's descriptors, set up by stage 0 before the exec: the bundle (read once), and
-# the two ends of the restart-scan channel to stage 0.
-FD_BUNDLE, FD_ASK, FD_ANSWER = 3, 4, 5
+# the two ends of the restart-scan channel to stage 0 (rootscan.py, which asks on them).
+FD_BUNDLE = 3
+# What the worker was told and found is rootscan.STATE (the restart scan reads it there),
+# written by `worker` below; agent/__init__ reads it by this name.
+STATE = rootscan.STATE
 ARG = "privsep"  # the worker's argv[1] (`-c CHILD_BOOT privsep MARK`)
 # MARK: "1" dropped by stage 0, "0" root still (stage 0 waits), IN_PLACE root still and
 # stage 0 exec'd into the worker (no parent to ask for scans).
 IN_PLACE = "2"
 KIND = "privsep"  # agent error kind: stage 0 or the worker refused to go on
 _SITES_MAX = 32
-
-# What the worker was told and found: {"uid": euid, "dropped_from": 0 or None, "why": ...}.
-STATE: dict[str, Any] = {}
 
 
 class Refusal(Exception):
@@ -77,31 +79,6 @@ class Refusal(Exception):
 
 # ---------------------------------------------------------------------------------------------
 # Pure: the layout and the decision, from facts gathered by the edges below
-
-
-def parse_pyvenv(text: str) -> dict[str, str]:
-    """pyvenv.cfg's `key = value` lines, as site.venv reads them (keys lower-cased, first
-    `=` splits, blank and `#` lines skipped)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        if "=" not in line or line.lstrip().startswith("#"):
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().lower()
-        if key and key not in out:
-            out[key] = value.strip()
-    return out
-
-
-def env_prefix(executable: str, has_cfg: Any) -> str:
-    """The environment's prefix as CPython finds it: the directory of `pyvenv.cfg` next to
-    the executable (as given, not resolved) or one level up; else the installation's own,
-    two levels above the resolved executable. `has_cfg(dir)` says whether dir holds one."""
-    here = os.path.dirname(executable)
-    for d in (here, os.path.dirname(here)):
-        if has_cfg(d):
-            return d
-    return os.path.dirname(os.path.dirname(os.path.realpath(executable)))
 
 
 def decide(
@@ -155,11 +132,11 @@ def env_facts(executable: str) -> list[Fact]:
     library's whole tree (but its site dirs, which the worker checks, and but the trusted
     interpreter's own, which stage 0 checked as itself)."""
     facts = closurefacts.chain(executable)
-    prefix = env_prefix(executable, _has_cfg)
+    prefix = env_prefix(executable, has_cfg)
     cfg = os.path.join(prefix, "pyvenv.cfg")
     start = os.path.dirname(os.path.realpath(executable))
     version = _version(os.path.basename(os.path.realpath(executable)))
-    if _has_cfg(prefix):
+    if has_cfg(prefix):
         facts.append(closurefacts.fact(cfg))
         found = parse_pyvenv(closurefacts.read_pth(cfg))
         home = found.get("home", "")
@@ -182,10 +159,6 @@ def _version(text: str) -> str:
     return (
         "%s.%s" % tuple(parts[:2]) if len(parts) > 1 and all(p.isdigit() for p in parts[:2]) else ""
     )
-
-
-def _has_cfg(d: str) -> bool:
-    return os.path.lexists(os.path.join(d, "pyvenv.cfg"))
 
 
 def _which(name: str) -> str:
@@ -326,8 +299,8 @@ def _same_interpreter(python: str) -> bool:
         if not os.path.samestat(os.stat(sys.executable), os.stat(python)):
             return False
         here = os.path.realpath(os.path.dirname(sys.executable))
-        prefix = env_prefix(python, _has_cfg)
-        if not _has_cfg(prefix):
+        prefix = env_prefix(python, has_cfg)
+        if not has_cfg(prefix):
             return os.path.realpath(os.path.dirname(python)) == here
         with open(os.path.join(prefix, "pyvenv.cfg"), encoding="utf-8", errors="replace") as fh:
             home = parse_pyvenv(fh.read(1 << 16)).get("home", "")
@@ -513,27 +486,27 @@ def worker(argv: list[str]) -> None:
     drops to the one other user who can write any of it, a worker stage 0 dropped refuses to
     go on when someone else can write it too (unless the operator chose --run-as); then run
     `site` as the interpreter would have without -S."""
-    STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
-    STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
+    rootscan.STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
+    rootscan.STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
     try:
         euid = os.geteuid()
-        if euid == 0 or STATE["dropped_from"] == 0:
+        if euid == 0 or rootscan.STATE["dropped_from"] == 0:
             import site
 
-            facts, STATE["sites"] = closurefacts.start_facts(site)
-            STATE["facts"] = facts
-            uid = decide(0, facts, STATE["run_as"], euid or None)
+            facts, rootscan.STATE["sites"] = closurefacts.start_facts(site)
+            rootscan.STATE["facts"] = facts
+            uid = decide(0, facts, rootscan.STATE["run_as"], euid or None)
             if euid == 0 and uid is not None:
                 if argv[1:2] == [IN_PLACE]:
                     _scan_helper()
                 drop(uid)
-                STATE["dropped_from"] = 0
+                rootscan.STATE["dropped_from"] = 0
         import site
 
         site.main()
     except (Refusal, OSError) as exc:
-        STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
-    STATE["uid"] = os.geteuid()
+        rootscan.STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
+    rootscan.STATE["uid"] = os.geteuid()
 
 
 def probe_user(modules: list[str]) -> int | None:
@@ -574,37 +547,3 @@ def user_kwargs(uid: int) -> dict[str, Any]:
     env = dict(os.environ, HOME=home, USER=name, LOGNAME=name)
     # cwd "/": the worker's own (root's home over SSH) may be closed to that user
     return {"user": uid, "group": gid, "extra_groups": groups, "env": env, "cwd": "/"}
-
-
-def processes(before: float) -> list[dict[str, Any]]:
-    """The restart scan for this worker (procs.scan): asked of stage 0 when the worker
-    dropped root (it cannot read other users' processes), else scanned here. Here, not in
-    procs, so that procs (which stage 0 runs) never imports privsep back."""
-    from . import procs
-
-    if before >= 0 and os.path.isdir("/proc"):
-        asked = scan(before, procs.site_dirs())
-        if asked is not None:
-            return asked
-    return procs.scan(before)
-
-
-def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
-    """Ask stage 0 for the restart scan; None when this worker may scan itself (it is root,
-    or there is no stage 0)."""
-    if os.geteuid() == 0 or STATE.get("dropped_from") is None:
-        return None
-    from . import wire
-
-    try:
-        os.write(FD_ASK, (wire.dumps({"before": before, "sites": sites}) + "\n").encode())
-        buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = os.read(FD_ANSWER, 1 << 20)
-            if not chunk:
-                return []
-            buf += chunk
-        found = wire.loads(buf.decode("utf-8"))
-    except (OSError, ValueError):
-        return []
-    return found if isinstance(found, list) else []

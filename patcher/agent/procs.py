@@ -242,7 +242,7 @@ def scan(before: float, where: tuple[str, str, list[str]] | None = None) -> list
     `where`: (interpreter, bin dir, site dirs) of the environment, real paths, for a caller
     that is not its interpreter (privsep's stage 0, asked by a worker that dropped root);
     without it, this interpreter's. A worker that dropped root asks stage 0 instead
-    (privsep.processes, the one caller for a worker).
+    (rootscan.processes, the one caller for a worker).
 
     Never raises: a failure to inspect one process skips that process, and a host without
     /proc (or without CLOCK_BOOTTIME) yields an empty list.

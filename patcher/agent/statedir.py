@@ -137,6 +137,52 @@ def open_entry(
     return fd, created
 
 
+# The steps of `replace_entry`, in order: a caller that names its fault points (compact's
+# `compact.temp_written`, ...) passes them under its own prefix (faults.py).
+REPLACE_STEPS = ("temp_written", "temp_synced", "renamed", "dir_synced")
+
+
+def replace_entry(
+    dfd: int, name: str, data: bytes, owner: tuple[int, int] | None = None, points: str = ""
+) -> None:
+    """`data` becomes entry `name` of directory `dfd` whole, or the old entry stays: a temp
+    file created O_EXCL|O_NOFOLLOW in `dfd` (never one that was there, never through a link),
+    0600, given to `owner` (uid, gid) when root writes it, written, fsync'ed and closed, then
+    renamed over `name` and `dfd` fsync'ed: all by descriptor, the rename by names in `dfd`
+    (a link planted at `name` is replaced, never followed). A failure before the rename
+    removes the temp file; a kill leaves it for the next `fsops.sweep`, and the old entry in
+    place. `points`: the prefix of the fault points passed (REPLACE_STEPS), "" for none. The
+    one writer of a state file replaced whole (the journal compacted, the rollout lease)."""
+    tmp = fsops.TEMP_PREFIX + os.urandom(8).hex() + fsops.TEMP_SUFFIX
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            if owner is not None and os.geteuid() == 0 and owner != (0, 0):
+                os.fchown(fd, owner[0], owner[1])
+            fsops.write_all(fd, data)
+            _step(points, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _step(points, 1)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        raise
+    _step(points, 2)
+    os.fsync(dfd)
+    _step(points, 3)
+
+
+def _step(points: str, i: int) -> None:
+    if points:
+        faults.point(points + "." + REPLACE_STEPS[i])
+
+
 MAX_LINKS = 40  # the kernel's own limit on links in one lookup
 
 

@@ -46,7 +46,7 @@ NOT_RUN_STATE = {
     "agent/faults.py:_ARMED": "TEST-ONLY: the armed fault point of this agent",
     "agent/faults.py:REACHED": "TEST-ONLY: fault points the current request passed",
     "agent/fsops.py:_COMPILED": "the last compile_check's code, cleared with every request",
-    "agent/privsep.py:STATE": "who the agent works as, settled once at start",
+    "agent/rootscan.py:STATE": "who the agent works as, settled once at start",
     "agent/privsep.py:_PROBE_USERS": "the closure's answer per package set, once per agent",
     # the process's terminal, not a run's: made anew by configure() at each command's start
     "output/progress.py:_state": "-q/-v/--json and the one live line on this process's stderr",
