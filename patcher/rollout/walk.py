@@ -178,7 +178,7 @@ class _Host:
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
     lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
-    hint: str = ""  # the first failed step's error's hint (an AgentError's kind's words)
+    hint: str = ""  # the first hint a failed step's error gave (an AgentError's kind's words)
 
     @property
     def plan(self) -> rollout.Plan:
@@ -449,7 +449,7 @@ def walk(
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
             with h.lock:
-                h.hint = h.hint or exc.hint  # the first failure's: what to check first
+                h.hint = h.hint or exc.hint  # the first one given: what to check first
         phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
         _record(h, phase, plan, [*h.done, (step, ok)])  # the journal first: a report never
         with h.lock:  # says a step is done that the host's journal does not have
