@@ -169,6 +169,23 @@ def as_plain(obj: Any) -> Any:
     return copy.deepcopy(obj)  # what asdict does with anything else
 
 
+def take_run(host: HostResult, res: HostResult, restarts: bool = False) -> None:
+    """Fold one engine run's result `res` into `host`, a result that spans several runs on
+    the host (a rollout's plan, apply and rollback): the newest run's patches; the
+    interpreter and who did the work, when the host answered; its warnings once each; all
+    its notes; with `restarts`, its restart_required too (apply's: what the rollout's restart
+    is for). `host`'s verdict (ok, error, hint), rollout and seconds are its own to decide."""
+    host.patches = res.patches
+    if res.python:
+        host.python, host.python_path = res.python, res.python_path
+        host.python_version = res.python_version
+        host.uid, host.dropped_from = res.uid, res.dropped_from
+    host.warnings += [w for w in res.warnings if w not in host.warnings]
+    host.notes += res.notes
+    if restarts:
+        host.restart_required = res.restart_required
+
+
 def host_ok(command: str, host: HostResult) -> bool:
     """A host is ok when it answered, every patch ended in a good outcome for `command` and
     nothing on it needs a person (bare `status`'s `attention`)."""

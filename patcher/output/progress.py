@@ -35,7 +35,8 @@ _WORDS = {
     "verify": "checking (imports, probes)",
     "restart": "restarting",
     "health": "waiting for health",
-    "step": "journaling",
+    "rollout_step": "journaling the rollout step",
+    "rollout_lease": "asking for the rollout lease",
     "scan": "reading the package's files against pip's RECORD",
     "fetch": "scraping metrics",
 }

@@ -25,6 +25,7 @@ from patcher.serving.model import PROFILES, Counters, parse
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.rollout.walk import Settings
+    from patcher.run.exchange import RunContext
     from patcher.transports import Transport
 
 
@@ -34,20 +35,31 @@ class ScrapeFailed(HostError):
     nothing to compare with, and no evidence never reads as good."""
 
 
+# What to check when the agent refuses a scrape and its error kind names nothing (a bad URL).
+METRICS_HINT = (
+    "check --metrics or the inventory host's `metrics`: a URL the agent fetches on the host"
+)
+
+
 def urls(metrics: str | None) -> list[str]:
     """A host's metrics endpoints: one URL, or several separated by whitespace (the TOML
     inventory's `metrics = [URL, ...]` is kept so; `--metrics 'URL URL'`)."""
     return metrics.split() if metrics else []
 
 
-def scrape(transport: Transport, endpoints: Sequence[str], profile: str) -> tuple[Counters, float]:
+def scrape(
+    transport: Transport, endpoints: Sequence[str], profile: str, ctx: RunContext | None = None
+) -> tuple[Counters, float]:
     """Every endpoint of one host, by its agent, summed: (counters, the controller's
-    monotonic time after the last one)."""
+    monotonic time after the last one). Each fetch is one exchange of the rollout's run
+    `ctx` (patcher.run.exchange: counted, shown by -v; a refusal an AgentError)."""
+    from patcher.run import exchange
     from patcher.serving import metrics
 
     total: Counters | None = None
     for url in endpoints:
-        got = metrics.scrape(transport, url)
+        said = f"cannot scrape {url}: agent refused"
+        got = metrics.scrape(exchange.Counted(transport, ctx, said, METRICS_HINT), url)
         if got.text is None:
             raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
         try:
@@ -69,6 +81,7 @@ class Controls:
     targets: list[Target]
     open_transport: Callable[[Target], Transport]
     default_metrics: str | None
+    ctx: RunContext | None = None  # the rollout's run: its scrapes are exchanges of it
     transports: dict[str, Transport] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     scrapes: int = 0
@@ -84,7 +97,8 @@ class Controls:
                     tr = self.transports.get(t.name)
                     if tr is None:
                         tr = self.transports[t.name] = self.open_transport(t)
-                    c, _at = scrape(tr, urls(t.metrics or self.default_metrics), cfg.profile)
+                    found = urls(t.metrics or self.default_metrics)
+                    c, _at = scrape(tr, found, cfg.profile, self.ctx)
                 except HostError as exc:
                     raise ScrapeFailed(f"control host {t.name}: {exc.message}") from None
                 total = total.plus(c)

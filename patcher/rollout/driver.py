@@ -82,6 +82,8 @@ def drive(
     ctrl_c = threading.Event()
     ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
+    if controls is not None:  # their scrapes are the run's exchanges too
+        controls.ctx = ctx
     ids = [(s.id, s.package) for s in specs]
     path = request.report or rolloutreport.default_report(run)
     report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
@@ -122,7 +124,7 @@ def drive(
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     ctx.flush()
     hosts = canary.closed(controls, hosts, ids)  # the control hosts' lines at the end
-    result = RunResult("rollout", all(h.ok for h in hosts), hosts)
+    result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
 
@@ -164,6 +166,7 @@ def leased_walk(
         [s.id for s in h.specs],
         h.state_dir,
         session=isinstance(h.transport, SessionTransport),
+        ctx=h.ctx,
     )
     first = rollout.next_step(h.plan, h.done) or rollout.BASELINE
     try:
@@ -171,7 +174,7 @@ def leased_walk(
     except rolloutlease.Refused as exc:
         return _refused(h, exc.error, exc.hint)
     except VpatchError as exc:
-        return _refused(h, exc.message, exc.hint or "run `vpatch status` on the host")
+        return _refused(h, exc.message, exc.hint or rolloutlease.HINT)
     h.lease = lease
     result = walk.walk(h, ctrl_c, on_step)
     if not h.lost and rollout.next_step(h.plan, h.done) is not None:

@@ -23,16 +23,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import leasing, protocol
-from patcher.errors import AgentError
 
 if TYPE_CHECKING:
     from patcher.rollout.walk import Settings
+    from patcher.run.exchange import RunContext
     from patcher.transports import Transport
 
 GRACE = 60.0  # seconds a beat's promise adds to the longest call the step makes
 BEAT_S = 10.0  # between two beats within a step of short calls (windows, the health loop)
 ENGINE_S = 1800.0  # apply, rollback: a full-level verify imports torch and vLLM, twice
 WAIT_POLL_S = 1.0  # a --resume waiting for its own run's lease to go stale asks this often
+LEASE_CALL = 120.0  # seconds one lease request may take (it waits on the environment's lock)
+# What to check when the agent refuses a lease request and its error kind names nothing.
+HINT = "run `vpatch status` on the host"
 
 
 def who() -> str:
@@ -124,6 +127,7 @@ class Lease:
     specs: list[str]
     state_dir: str | None
     session: bool
+    ctx: RunContext | None = None  # the rollout's run: its lease requests are exchanges of it
     who: str = field(default_factory=who)
     beaten: float = -1.0  # the controller's monotonic time of the last granted beat
     promised: float = 0.0  # the ttl that beat promised
@@ -132,14 +136,12 @@ class Lease:
         req = protocol.lease_request(
             action, self.run, self.who, self.specs, ttl, self.state_dir, resume, self.session
         )
-        res = self.transport.call(req, timeout=120)
-        if not res.get("ok"):
-            raise AgentError(
-                str(res.get("error")),  # the report names the host
-                protocol.HINTS.get(str(res.get("kind")), ""),
-                str(res.get("kind", "")),
-            )
-        return res
+        from patcher.run import exchange
+
+        # An error answer is an AgentError of the agent's words alone: the report names the host.
+        return exchange.call(
+            self.transport, req, self.ctx, timeout=LEASE_CALL, refused="", hint=HINT
+        )
 
     def take(self, ttl: float, resume: bool = False) -> str:
         """Take the host's lease (what it came to: leasing.TAKEN ...). With `resume`, this

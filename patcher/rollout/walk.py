@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import protocol
 from patcher.errors import UsageError, VpatchError
 from patcher.plan import monitor
-from patcher.result import HostResult
+from patcher.result import HostResult, take_run
 from patcher.rollout import canary
 from patcher.rollout import decide as rollout
 from patcher.rollout import lease as rolloutlease
@@ -34,6 +34,16 @@ if TYPE_CHECKING:
 
 HEALTH_CALL = 60.0  # seconds one health request may wait on the host; the controller repeats
 RESTART_TIMEOUT = 600.0
+JOURNAL_CALL = 120.0  # seconds a journal step may take
+
+# What to check when the agent refuses a step's request and its error kind names nothing
+# (protocol.HINTS has no words for `input`: a bad URL, an empty command).
+RESTART_HINT = (
+    "the restart runs on the host through the agent (`sh -c`, as its user): check --restart "
+    "or the inventory host's `restart`"
+)
+HEALTH_HINT = "check --health or the inventory host's `health`: a URL the agent GETs on the host"
+JOURNAL_HINT = "run `vpatch status` on the host: its state dir and journal"
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,7 @@ class _Host:
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
     lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
+    hint: str = ""  # the first hint a failed step's error gave (an AgentError's kind's words)
 
     @property
     def plan(self) -> rollout.Plan:
@@ -192,7 +203,7 @@ def _scrape(h: _Host) -> tuple[rollout.Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
     controller's monotonic time of it."""
     try:
-        return canary.scrape(h.transport, canary.urls(h.metrics), h.cfg.profile)
+        return canary.scrape(h.transport, canary.urls(h.metrics), h.cfg.profile, h.ctx)
     except canary.ScrapeFailed as exc:
         raise _StepFailed(str(exc)) from None
 
@@ -275,7 +286,7 @@ def _step_gates(h: _Host) -> str:
     not restarted since the window closed (a crash right after its last scrape)."""
     assert h.after is not None
     if h.health:
-        res = h.transport.call(protocol.health_request(h.health, 0.0), timeout=60)
+        res = _ask(h, protocol.health_request(h.health, 0.0), 60, "the health check", HEALTH_HINT)
         if not res.get("healthy"):
             why = res.get("error") or f"HTTP {res.get('status')}"
             raise _StepFailed(f"the server is not healthy after the window: {h.health}: {why}")
@@ -300,14 +311,7 @@ def _engine_step(h: _Host, which: str) -> str:
     opts = replace(h.opts, dry_run=True) if which == "plan" else h.opts
     command = "apply" if which == "plan" else which
     res = engine.run(command, h.specs, h.transport, opts, ctx, state_dir=h.state_dir)
-    h.result.patches = res.patches
-    if res.python:
-        h.result.python, h.result.python_path = res.python, res.python_path
-        h.result.python_version = res.python_version
-    h.result.warnings += [w for w in res.warnings if w not in h.result.warnings]
-    h.result.notes += res.notes
-    if which == "apply":
-        h.result.restart_required = res.restart_required
+    take_run(h.result, res, restarts=which == "apply")
     outcomes = ", ".join(f"{p.id} {p.outcome}" for p in res.patches)
     refused = monitor.baked_in_rollout(res.patches) if which == "apply" and res.ok else None
     if refused is not None:  # nothing written: the restart would only run the baked code
@@ -324,9 +328,7 @@ def _step_restart(h: _Host) -> str:
     cmd = h.restart
     assert cmd is not None
     t = h.cfg.restart_timeout
-    res = h.transport.call(protocol.restart_request(cmd, t), timeout=t + 60)
-    if not res.get("ok"):
-        raise _StepFailed(f"agent refused the restart: {res.get('error')}")
+    res = _ask(h, protocol.restart_request(cmd, t), t + 60, "the restart", RESTART_HINT)
     took = f"{float(res.get('seconds', 0)):.1f} s"
     if res.get("timed_out"):
         raise _StepFailed(f"`{cmd}` ran past {t:g} s (killed)")
@@ -361,14 +363,23 @@ def _step_health(h: _Host) -> str:
             time.sleep(pause)
         _beat(h, rollout.HEALTH, force=False)
         request = protocol.health_request(url, wait, healthpoll.INTERVAL)
-        res = h.transport.call(request, timeout=wait + 60)
+        res = _ask(h, request, wait + 60, "the health check", HEALTH_HINT)
         returned = time.monotonic()
-        if not res.get("ok"):
-            raise _StepFailed(f"agent refused the health check: {res.get('error')}")
         tries += int(res.get("tries", 1))
         if res.get("healthy"):
             return f"{url} answered 200 after {returned - started:.1f} s ({tries} tries)"
         last = str(res.get("error") or f"HTTP {res.get('status')}")
+
+
+def _ask(h: _Host, request: dict[str, Any], timeout: float, what: str, hint: str) -> dict[str, Any]:
+    """One agent request of a step, through the run's exchange (patcher.run.exchange.call:
+    counted in the rollout's stats, shown by -v); an error answer is an AgentError saying
+    "agent refused `what`", with its kind's hint or `hint`."""
+    from patcher.run import exchange
+
+    return exchange.call(
+        h.transport, request, h.ctx, timeout=timeout, refused=f"agent refused {what}", hint=hint
+    )
 
 
 def _beat(h: _Host, step: str, force: bool = True) -> None:
@@ -437,6 +448,8 @@ def walk(
             ok, detail = False, str(exc)
         except VpatchError as exc:  # the connection or an agent call failed
             ok, detail = False, exc.message
+            with h.lock:
+                h.hint = h.hint or exc.hint  # the first one given: what to check first
         phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
         _record(h, phase, plan, [*h.done, (step, ok)])  # the journal first: a report never
         with h.lock:  # says a step is done that the host's journal does not have
@@ -469,15 +482,25 @@ def _record(
     why = ""
     try:
         request = protocol.step_request(entry, h.state_dir, release)
-        res = h.transport.call(request, timeout=120)
-        if not res.get("ok"):
-            why = str(res.get("error"))
+        _journal(h, request, "", JOURNAL_CALL)
     except VpatchError as exc:
         why = exc.message
     if why:
         h.result.warnings.append(
             f"the {phase.step} step is not in the host's journal ({why}): --resume redoes it"
         )
+
+
+def _journal(
+    h: _Host, request: dict[str, Any], refused: str, timeout: float | None
+) -> dict[str, Any]:
+    """A request to the host's journal (a step recorded, its steps read back), through the
+    run's exchange as a step's are (`_ask`); `refused` "": the agent's error alone."""
+    from patcher.run import exchange
+
+    return exchange.call(
+        h.transport, request, h.ctx, timeout=timeout, refused=refused, hint=JOURNAL_HINT
+    )
 
 
 def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
@@ -504,7 +527,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
         if len(failed) > 1:  # the way back failed too: what the host is left with
             host.error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
     if not host.ok:
-        host.hint = _HINTS[verdict]
+        host.hint = "; ".join(filter(None, [h.hint, _HINTS[verdict]]))
         if verdict == rollout.ROLLED_BACK:
             host.notes.append("rolled back, restarted and healthy again: the host serves as before")
     host.rollout = {
@@ -546,9 +569,8 @@ def new_run() -> str:
 def resume_host(h: _Host, reported: list[tuple[str, bool]] | None) -> rolloutresume.Resume:
     """Read the host's journal steps and decide (rolloutresume.resume); on `continue`, `h` then
     holds the steps and measures its journal recorded, to walk on from."""
-    ans = h.transport.call({"op": "inspect", "packages": {}, "state_dir": h.state_dir})
-    if not ans.get("ok", True) and ans.get("error"):
-        raise _StepFailed(f"cannot read the host's journal: {ans.get('error')}")
+    request: dict[str, Any] = {"op": "inspect", "packages": {}, "state_dir": h.state_dir}
+    ans = _journal(h, request, "cannot read the host's journal", None)
     steps, problems = rolloutresume.read_steps(ans.get("rollout"))
     h.result.warnings += problems
     decision = rolloutresume.resume(h.plan, h.run, reported, steps, [s.id for s in h.specs])

@@ -151,24 +151,73 @@ class RunContext:
         return made.copy() if made is not None else None  # the entry's stays untouched
 
 
-def call(transport: Transport, request: Answer, ctx: RunContext | None = None) -> Answer:
-    """The agent's answer to one request (counted in `ctx`); an error answer raises an
-    AgentError with its kind and hint, the one error shape of every agent call."""
+def call(
+    transport: Transport,
+    request: Answer,
+    ctx: RunContext | None = None,
+    *,
+    timeout: float | None = None,
+    refused: str | None = None,
+    hint: str = "",
+) -> Answer:
+    """The agent's answer to one request: the one way every agent request of a run travels,
+    the engine's and a rollout's steps' (restart, health, scrapes, journal steps, the lease)
+    alike. Counted in `ctx` (`stats.agent_exchanges`), shown as it ends under -v
+    (progress.exchange); an error answer raises an AgentError with its kind and hint, the one
+    error shape of every agent call (`checked`). `timeout`: the call's own, for a request
+    that waits on the host (a restart command, a health wait); None: the transport's."""
     if ctx is not None:
         ctx.count("agent_exchanges")
     with progress.exchange(transport, request):
-        res = transport.call(request)
-    return checked(transport.target, res)
+        res = transport.call(request) if timeout is None else transport.call(request, timeout)
+    return checked(transport.target, res, refused=refused, hint=hint)
 
 
-def checked(target: str, res: Answer) -> Answer:
-    """`res` when the agent says ok; else the AgentError it stands for, raised."""
+def checked(target: str, res: Answer, *, refused: str | None = None, hint: str = "") -> Answer:
+    """`res` when the agent says ok; else the AgentError it stands for, raised. Its hint is
+    the kind's (protocol.HINTS: the agent never words hints), else `hint`: the caller's words
+    for what to check (a rollout step's option). `refused`: the words before the agent's
+    error, for a caller whose report names the host already (a rollout phase: "agent refused
+    the restart"; "": the error alone); None: the host's name, as the engine's errors say."""
     if not res.get("ok"):
         kind = str(res.get("kind", ""))
         error = str(res.get("error"))
-        hint = read_only_hint(error) or protocol.HINTS.get(kind, "")
-        raise AgentError(f"{target}: {error}", hint, kind)
+        hint = read_only_hint(error) or protocol.HINTS.get(kind, "") or hint
+        if refused is None:
+            said = f"{target}: {error}"
+        else:
+            said = f"{refused}: {error}" if refused else error
+        raise AgentError(said, hint, kind)
     return res
+
+
+@dataclass
+class Counted:
+    """`transport` for code of another room that asks the agent itself (serving.metrics'
+    scrape): each of its calls is one `call` of the run, counted, shown and checked as
+    the run's own requests are (`refused`, `hint`: as `call` takes them)."""
+
+    transport: Transport
+    ctx: RunContext | None
+    refused: str | None = None
+    hint: str = ""
+    target: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.target = self.transport.target
+
+    def call(self, request: Answer, timeout: float | None = None) -> Answer:
+        return call(
+            self.transport,
+            request,
+            self.ctx,
+            timeout=timeout,
+            refused=self.refused,
+            hint=self.hint,
+        )
+
+    def close(self) -> None:
+        self.transport.close()
 
 
 def forged(target: str, where: str) -> AgentError:

@@ -124,9 +124,14 @@ def test_whitelist_stops_at_the_canary_then_the_backport_rolls_out(
         assert hosts[name]["rollout"] is None and hosts[name]["patches"][0]["outcome"] == "skipped"
         assert lab4.files(i) == files[i] and lab4.pid(i) == pids[i]
     assert (tmp_path / "r.json").read_text().strip() == res.out.strip()
+    # Every agent request of the rollout is an exchange of its run: at least one journal step
+    # per phase, two restarts and two health waits beside the engine's (issue 38).
+    assert res.doc["stats"]["agent_exchanges"] >= len(canary["phases"]) + 4, res.doc["stats"]
 
-    human = rollout(lab4, inv, BACKPORT, "--canary", "1", "--batch", "2")
+    human = rollout(lab4, inv, BACKPORT, "--canary", "1", "--batch", "2", "-v")
     assert human.code == 0, human.out + human.err
+    for words in ("restarting", "waiting for health", "scraping metrics", "journaling"):
+        assert f"h1: {words}" in human.err, human.err  # -v shows the steps' exchanges too
     assert "rollout canary (1 host(s)): 1 kept" in human.err
     assert human.err.count("rollout batch") == 2
     table = human.out.splitlines()

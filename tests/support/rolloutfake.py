@@ -23,6 +23,7 @@ from patcher.serving.model import VLLM
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
+    from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
 
 DRAFTS_PER_SCRAPE = 100
@@ -171,11 +172,14 @@ def host(
     specs: list[PatchSpec],
     cfg: rolloutrun.Settings,
     run: str,
+    ctx: RunContext | None = None,
 ) -> rolloutrun._Host:
-    """The executor's state for one host on `fake`, and `fake` told which step is running."""
+    """The executor's state for one host on `fake`, and `fake` told which step is running;
+    `ctx`: the rollout's run, whose stats count its exchanges (None: uncounted)."""
     from patcher.run import engine
 
-    h = rolloutrun._host(target, fake, specs, engine.Options(level="static"), None, cfg, run)
+    opts = engine.Options(level="static")
+    h = rolloutrun._host(target, fake, specs, opts, None, cfg, run, ctx)
     fake.current = lambda: h.current
     return h
 
