@@ -288,10 +288,14 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
 
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
-    """The target's transport, chosen by `transports.open_transport` from these options."""
-    from patcher.transports import open_transport
+    """The target's transport, chosen by `transports.open_transport` from these options; -v
+    names its kind (the host's own, an inventory's `transport`, or the run's)."""
+    from patcher.output import progress
+    from patcher.transports import kind_for, open_transport
 
-    return open_transport(target, settings(args))
+    made = settings(args)
+    progress.detail(f"{target.name}: transport: {kind_for(target, made)}")
+    return open_transport(target, made)
 
 
 def settings(args: argparse.Namespace) -> Settings:
