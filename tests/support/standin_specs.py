@@ -7,44 +7,34 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests import standin
+from tests.support.specs import edit, probe, spec_toml
 
 REL = "servekit/config.py"
 
-SPEC_A = f"""
-id = "servekit-kimi"
-summary = "accept kimi_k2"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "ensure_elements"
-  scope = "SpecConfig.verify"
-  target = "supported"
-  values = ["kimi_k2"]
-[[probe]]
-name = "kimi_k2 accepted"
-module = "servekit.config"
-code = '''{standin.PROBE}'''
-"""
+SPEC_A = spec_toml(
+    id="servekit-kimi",
+    summary="accept kimi_k2",
+    package="servekit",
+    versions=">=1.0",
+    file=REL,
+    edits=[
+        edit("ensure_elements", scope="SpecConfig.verify", target="supported", values=["kimi_k2"])
+    ],
+    # TOML drops the newline that opens a multi-line string: the probe's code without it
+    probes=[probe("kimi_k2 accepted", "servekit.config", standin.PROBE.removeprefix("\n"))],
+)
 
-SPEC_B = f"""
-id = "servekit-batch"
-summary = "raise the batch limit"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "set_value"
-  target = "LIMITS"
-  key = "max_batch"
-  value = 64
-[[probe]]
-name = "batch limit is 64"
-module = "servekit.config"
-code = "assert module.LIMITS['max_batch'] == 64"
-"""
+SPEC_B = spec_toml(
+    id="servekit-batch",
+    summary="raise the batch limit",
+    package="servekit",
+    versions=">=1.0",
+    file=REL,
+    edits=[edit("set_value", target="LIMITS", key="max_batch", value=64)],
+    probes=[
+        probe("batch limit is 64", "servekit.config", "assert module.LIMITS['max_batch'] == 64")
+    ],
+)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
