@@ -105,3 +105,16 @@ _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 def _char(c: str) -> str:
     """A character as a basic string may hold it: control characters as \\uXXXX."""
     return f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c
+
+
+def demo_fix(file: str) -> str:
+    """`demo-fix`: `X = "2"` in `file` of the fake `demo` 1.0 wheel (tests/support/wheellab.py's
+    fake_wheel), as the wheel-building tests patch it."""
+    return spec_toml(
+        id="demo-fix",
+        summary="demo",
+        package="demo",
+        versions=">=1.0",
+        file=file,
+        edits=[edit("set_value", target="X", value="2")],
+    )
