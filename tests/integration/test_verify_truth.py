@@ -29,7 +29,7 @@ from tests import envs
 from tests import sshd as harness
 from tests.conftest import Env, fingerprint, vpatch
 from tests.support.specs import Table, Value, edit, probe, spec_toml
-from tests.support.standin_specs import REL, SPEC_A, SPEC_B, write
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B, spec_a, write
 
 
 # Already true in the pristine stand-in ("llama" is listed): verify is `satisfied_upstream`, so
@@ -357,7 +357,7 @@ def test_no_restart_required_when_nothing_was_written(
 ) -> None:
     """A failed verify restores the old bytes: running processes match the disk again."""
     holders.append(Holder([str(standin_env.python), "-c", _HOLDER]))
-    bad = write(tmp_path, "bad.toml", SPEC_A.replace('values = ["kimi_k2"]', 'values = ["x"]'))
+    bad = write(tmp_path, "bad.toml", spec_a(values=["x"]))
     res = vpatch("apply", bad, "--python", standin_env.python, "--json")
     assert res.code == 1 and "previous bytes restored" in res.patch()["message"]
     assert res.doc["hosts"][0]["restart_required"] == []
