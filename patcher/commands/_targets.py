@@ -229,13 +229,20 @@ def targets(args: argparse.Namespace) -> list[Target]:
     found = select(inv, args.host, args.group, flag_target(args))
     from patcher.transports import sshnames
 
-    problem = (
-        None
-        if all(t.local for t in found)
-        else sshnames.client_problem(args.ssh_client, _add_fabric)
-    )
-    if problem:
-        raise UsageError(*problem)
+    # Each SSH client the run will use, asked once: a host's own `transport`, else the flag's
+    # (ray's nodes come from --ray and are checked there).
+    asked: set[str] = set()
+    for t in found:
+        client = t.transport or args.ssh_client
+        if t.local or client in asked or client == "ray":
+            continue
+        asked.add(client)
+        problem = sshnames.client_problem(client, _add_fabric)
+        if problem and t.transport is not None:  # the inventory's choice: name the host
+            what = f"host {t.name}: transport = {client!r}: fabric/paramiko is not installed"
+            problem = (what, problem[1])
+        if problem:
+            raise UsageError(*problem)
     return found
 
 

@@ -4,10 +4,12 @@ name is bad input where it is written. Real sshd hosts on 127.0.0.1 (tests/sshd.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from tests import sshd as harness
-from tests.conftest import vpatch
+from tests.conftest import REPO, vpatch
 
 PY = "/root/ml-env/bin/python"
 
@@ -51,3 +53,27 @@ def test_an_unknown_transport_is_bad_input(tmp_path: Path) -> None:
     machine = vpatch("status", "--inventory", inv, "--json")
     assert machine.code == 2
     assert "unknown transport 'paramico'" in machine.doc["error"], machine.out
+
+
+# vpatch's CLI in an interpreter where the paramiko extra (fabric) is not installed: an import
+# of it finds nothing, as in a plain `pipx install vpatch`.
+WITHOUT_FABRIC = (
+    "import runpy, sys; sys.modules['fabric'] = None; "
+    "runpy.run_module('patcher.cli', run_name='__main__')"
+)
+
+
+def test_a_host_whose_client_is_missing_is_bad_input(tmp_path: Path) -> None:
+    """A host that names paramiko where the extra is missing: exit 2 naming the host and how
+    to add it, before any host is contacted (the run's own client, OpenSSH, is there)."""
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(
+        "[[host]]\nname = 'a'\naddress = '127.0.0.1'\n"
+        "[[host]]\nname = 'b'\naddress = '127.0.0.1'\ntransport = 'paramiko'\n"
+    )
+    argv = [sys.executable, "-c", WITHOUT_FABRIC, "status", "--inventory", str(inv)]
+    run = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == "", run.stdout + run.stderr
+    error, hint = run.stderr.splitlines()
+    assert error == "error: host b: transport = 'paramiko': fabric/paramiko is not installed"
+    assert hint.startswith("hint: ") and "fabric" in hint, hint
