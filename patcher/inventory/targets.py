@@ -157,6 +157,12 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     _only(data, {"defaults", "host"}, ())
     defaults = _table(data.get("defaults", {}), _FIELDS | _DEFAULTS_ONLY, ("defaults",))
     defaults.pop("control", None)  # the rollout's, read by control_of
+    if defaults.get("transport") == "local":  # every host this machine: never by default
+        raise _Invalid(
+            ("defaults", "transport"),
+            "transport 'local' is one host's (this machine), not every host's",
+            'write it in that host\'s [[host]] table, or `address = "local"`',
+        )
     hosts = data.get("host")
     if hosts is None:
         raise _Invalid(("host",), "Field required")

@@ -287,3 +287,8 @@ def test_the_local_target_takes_no_other_transport(tmp_path: Path) -> None:
     )
     (here, _), (a, _) = load_inventory(str(path), {}).hosts
     assert (here.local, here.transport, a.local, a.transport) == (True, None, False, "paramiko")
+    # [defaults] cannot make every host this machine
+    path.write_text('[defaults]\ntransport = "local"\n[[host]]\nname = "a"\naddress = "gpu-1"\n')
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert got.value.message.startswith(f"{path}:2:1: defaults.transport: transport 'local'")
