@@ -229,13 +229,20 @@ def targets(args: argparse.Namespace) -> list[Target]:
     found = select(inv, args.host, args.group, flag_target(args))
     from patcher.transports import sshnames
 
-    problem = (
-        None
-        if all(t.local for t in found)
-        else sshnames.client_problem(args.ssh_client, _add_fabric)
-    )
-    if problem:
-        raise UsageError(*problem)
+    # Each SSH client the run will use, asked once: a host's own `transport`, else the flag's
+    # (ray's nodes come from --ray and are checked there).
+    asked: set[str] = set()
+    for t in found:
+        client = t.transport or args.ssh_client
+        if t.local or client in asked or client == "ray":
+            continue
+        asked.add(client)
+        problem = sshnames.client_problem(client, _add_fabric)
+        if problem and t.transport is not None:  # the inventory's choice: name the host
+            what = f"host {t.name}: transport = {client!r}: fabric/paramiko is not installed"
+            problem = (what, problem[1])
+        if problem:
+            raise UsageError(*problem)
     return found
 
 
@@ -288,10 +295,14 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
 
 
 def _open(target: Target, args: argparse.Namespace) -> Transport:
-    """The target's transport, chosen by `transports.open_transport` from these options."""
-    from patcher.transports import open_transport
+    """The target's transport, chosen by `transports.open_transport` from these options; -v
+    names its kind (the host's own, an inventory's `transport`, or the run's)."""
+    from patcher.output import progress
+    from patcher.transports import kind_for, open_transport
 
-    return open_transport(target, settings(args))
+    made = settings(args)
+    progress.detail(f"{target.name}: transport: {kind_for(target, made)}")
+    return open_transport(target, made)
 
 
 def settings(args: argparse.Namespace) -> Settings:

@@ -26,12 +26,14 @@ Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh 
     ansible_ssh_private_key_file,
       ansible_private_key_file              identity
     ansible_connection                      `local`: this machine; ssh, smart, paramiko: SSH
+                                            by the run's client (--ssh-client)
     ansible_become                          sudo (`sudo -n`)
     ansible_become_user, ansible_sudo_user  sudo_user (`sudo -n -u USER`)
     ansible_become_method                   sudo only
     vpatch_restart                          restart (`vpatch rollout`'s restart command)
     vpatch_health_url                       health (its --health URL for this host)
     vpatch_metrics_url                      metrics (its --metrics URL for this host)
+    vpatch_transport                        transport (this host's kind: openssh, paramiko...)
 
 Whatever would make vpatch reach another host, as another user or with other rights than
 Ansible would is refused (exit 2, naming the host and the variable) rather than guessed: a
@@ -72,6 +74,7 @@ _VARS: dict[str, tuple[str, ...]] = {
     "restart": ("vpatch_restart",),
     "health": ("vpatch_health_url",),
     "metrics": ("vpatch_metrics_url",),
+    "transport": ("vpatch_transport",),
 }
 # Set both to different users and Ansible's sudo plugin and play context disagree: refused.
 _BECOME_USER = ("ansible_become_user", "ansible_sudo_user")

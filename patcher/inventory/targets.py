@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
 from patcher.specs import tomlpos
-from patcher.transports import sshnames
+from patcher.transports import KINDS, sshnames
 
 
 class Target(NamedTuple):
@@ -40,6 +40,9 @@ class Target(NamedTuple):
     # False: this host's SSH connection is not shared with later commands (`--no-share`,
     # `share = false`; patcher.transports.share); None: shared, the default.
     share: bool | None = None
+    # The transport kind that reaches this host (a name in patcher.transports.KINDS: the
+    # inventory's `transport = ...`); None: the run's (--ssh-client, --ray, or auto).
+    transport: str | None = None
 
 
 class Inventory(NamedTuple):
@@ -57,6 +60,7 @@ _FIELDS: dict[str, type] = {
     "sudo": bool,
     "sudo_user": str,
     "share": bool,
+    "transport": str,
 }
 _FIELDS |= {"restart": str, "health": str, "metrics": tuple}  # rollout (patcher/rollout/walk.py)
 # [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/canary.py).
@@ -66,18 +70,18 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
 _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
-    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share; for "
-    "rollout restart, health, metrics, control) and [[host]] tables with name, address and "
-    "optional groups"
+    "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share, "
+    "transport; for rollout restart, health, metrics, control) and [[host]] tables with name, "
+    "address and optional groups"
 )
 
 
 class _Invalid(Exception):
     """Where (a path of keys and indices) and what is wrong in an inventory."""
 
-    def __init__(self, loc: tuple[int | str, ...], msg: str) -> None:
+    def __init__(self, loc: tuple[int | str, ...], msg: str, hint: str = "") -> None:
         super().__init__(msg)
-        self.loc, self.msg = loc, msg
+        self.loc, self.msg, self.hint = loc, msg, hint
 
 
 def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
@@ -106,11 +110,20 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         # A hosts.toml's problem where it is written, `FILE:LINE:COL:` as `vpatch check` says a
         # spec's (editors jump there); an Ansible inventory's fields are not where TOML says.
         at = f":{':'.join(map(str, tomlpos.locate(text, where)))}" if local is None else ""
-        raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", _HINT) from None
+        hint = exc.hint or _HINT
+        raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", hint) from None
     if local is None:  # a hosts.toml: the local target is written `address = "local"`
         local = [h["address"] == "local" for h in hosts]
     out = []
     for h, here in zip(hosts, local, strict=True):
+        kind = _pick("transport", h, defaults, flags)
+        if kind == "local":  # `transport = "local"`: this machine, as `address = "local"` is
+            here = True
+        elif here and h.get("transport") is not None:  # [defaults]' is for the others
+            raise SpecError(
+                f"{path}: host {h['name']!r}: transport {kind!r} on the local target",
+                'this machine is reached without SSH: drop `transport`, or `address = "local"`',
+            )
         sudo = bool(_pick("sudo", h, defaults, flags))
         target = Target(
             name=h["name"],
@@ -126,6 +139,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
             sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
             local=here,
             share=_pick("share", h, defaults, flags),
+            transport=None if here else kind,
         )
         if here and sudo:
             raise SpecError(
@@ -143,6 +157,12 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     _only(data, {"defaults", "host"}, ())
     defaults = _table(data.get("defaults", {}), _FIELDS | _DEFAULTS_ONLY, ("defaults",))
     defaults.pop("control", None)  # the rollout's, read by control_of
+    if defaults.get("transport") == "local":  # every host this machine: never by default
+        raise _Invalid(
+            ("defaults", "transport"),
+            "transport 'local' is one host's (this machine), not every host's",
+            'write it in that host\'s [[host]] table, or `address = "local"`',
+        )
     hosts = data.get("host")
     if hosts is None:
         raise _Invalid(("host",), "Field required")
@@ -196,6 +216,12 @@ def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
         problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
         if problem:
             raise _Invalid(loc, f"user name {problem}")
+        if name == "transport" and value not in KINDS:
+            from patcher import suggest  # difflib: only for the error
+
+            close = suggest.did_you_mean(value, KINDS, '"{}"')
+            known = f"a transport is one of: {', '.join(KINDS)}"
+            raise _Invalid(loc, f"unknown transport {value!r}", f"{close} {known}".lstrip())
         return value
     if kind is tuple:  # one URL, or several (`metrics = [URL, ...]`: one host's endpoints)
         urls = value if isinstance(value, list) else [value]

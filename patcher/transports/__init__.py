@@ -64,14 +64,17 @@ class Target(Protocol):
     def local(self) -> bool: ...  # this machine: only when written so, never by a name
     @property
     def share(self) -> bool | None: ...  # False: no shared SSH connection (--no-share)
+    @property
+    def transport(self) -> str | None: ...  # its own kind (an inventory's); None: the run's
 
 
 class Settings(NamedTuple):
     """The run's transport options, alike for every host of one command (a NamedTuple: frozen,
     and read before the first host connects, where `dataclasses` would cost its import).
 
-    `kind` is the transport of every target that is not local: `auto` (the OpenSSH client
-    when `ssh` is on PATH, else paramiko) or a name in KINDS (`--ssh-client`, `--ray`)."""
+    `kind` is the transport of every target that is not local and names none of its own:
+    `auto` (the OpenSSH client when `ssh` is on PATH, else paramiko) or a name in KINDS
+    (`--ssh-client`, `--ray`)."""
 
     kind: str = "auto"
     ssh_config: str | None = None
@@ -92,9 +95,14 @@ class Settings(NamedTuple):
 
 
 def kind_for(target: Target, settings: Settings) -> str:
-    """The kind that reaches `target`: `local` for this machine, else the settings' kind."""
+    """The kind that reaches `target`: `local` for this machine, else the target's own kind
+    (an inventory host's `transport = ...`, checked against KINDS where it was read), else the
+    settings' kind. The host's own wins, as its other fields win over the command line's: one
+    fleet may mix hosts reached by OpenSSH with hosts only paramiko reaches."""
     if target.local:
         return "local"
+    if target.transport is not None:
+        return target.transport
     if settings.kind != "auto":
         if settings.kind not in KINDS or settings.kind == "local":
             known = ", ".join(k for k in KINDS if k != "local")

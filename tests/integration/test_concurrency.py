@@ -33,22 +33,18 @@ from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
 from patcher.transports.pipe import LocalTransport
 from tests.conftest import REPO, Env, vpatch
+from tests.support.specs import edit, spec_toml
 from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 
 OPTS = engine.Options(level="static")
-SPEC_C = f"""
-id = "servekit-factor"
-summary = "a bigger budget factor"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "set_value"
-  scope = "budget"
-  param = "factor"
-  value = 3
-"""
+SPEC_C = spec_toml(
+    id="servekit-factor",
+    summary="a bigger budget factor",
+    package="servekit",
+    versions=">=1.0",
+    file=REL,
+    edits=[edit("set_value", scope="budget", param="factor", value=3)],
+)
 
 
 def specs(tmp_path: Path) -> tuple[PatchSpec, PatchSpec, Path, Path]:

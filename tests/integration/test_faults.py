@@ -48,7 +48,7 @@ from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import vpatch
 from tests.support.sshargs import CLIENTS, lab_options
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 pytestmark = pytest.mark.faults
 
@@ -97,7 +97,7 @@ class Target:
 
 def make_target(name: str, root: Path, connect: Callable[[], Transport], spec_dir: Path) -> Target:
     spec_path = spec_dir / "a.toml"
-    spec_path.write_text(SPEC_A.split("[[probe]]")[0])
+    spec_path.write_text(spec_a(probes=()))
     spec = load_spec(spec_path)
     pristine = (envs.site_packages(root) / REL).read_bytes()
     assert spec.variant[0].edit

@@ -29,6 +29,7 @@ from tests.conftest import Run
 from tests.support import fsattack
 from tests.support.badinputs import tree_hash
 from tests.support.fsattack import NOBODY, SECRET, Host, cli, sha
+from tests.support.specs import edit, spec_toml
 from tests.support.sshargs import ssh_args
 from tests.support.standin_specs import SPEC_A
 
@@ -36,17 +37,14 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root is the operator 
 
 TAG = sys.implementation.cache_tag
 
-SPEC_ADD = """
-id = "servekit-aux"
-summary = "add a module"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "servekit/aux.py"
-  [[variant.edit]]
-  op = "add_file"
-  text = "AUX = 1\\n"
-"""
+SPEC_ADD = spec_toml(
+    id="servekit-aux",
+    summary="add a module",
+    package="servekit",
+    versions=">=1.0",
+    file="servekit/aux.py",
+    edits=[edit("add_file", text="AUX = 1\n")],
+)
 
 
 @pytest.fixture(scope="module")

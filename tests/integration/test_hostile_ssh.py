@@ -10,15 +10,15 @@ one host, with marker files that any shell or eval reaching them would create.
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
 
 from tests import sshd as harness
 from tests.conftest import vpatch
+from tests.support.specs import probe
 from tests.support.sshargs import CLIENTS, PY, host_file
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, spec_a
 
 TRICKS = [
     "'; touch {m}/q1; '",
@@ -29,10 +29,6 @@ TRICKS = [
     "' \"$(touch {m}/mix)\" '",
     "\\'; touch {m}/bs #",
 ]
-
-
-def toml_string(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -60,11 +56,10 @@ def test_hostile_arguments_and_values_over_ssh(
     values = [*tricks, "nul\x00byte", "y" * 100_000]
     spec = tmp_path / "h.toml"
     spec.write_text(
-        SPEC_A.split("[[probe]]")[0].replace(
-            'values = ["kimi_k2"]', f"values = [{', '.join(map(toml_string, values))}]"
+        spec_a(
+            values=values,
+            probes=[probe(tricks[2] + tricks[4], "servekit.config", "assert module.LIMITS")],
         )
-        + f"[[probe]]\nname = {toml_string(tricks[2] + tricks[4])}\n"
-        + "module = 'servekit.config'\ncode = 'assert module.LIMITS'\n"
     )
     state = "/root/state " + tricks[0].replace("/", "_") + tricks[2].replace("/", "_")
     res = vpatch(

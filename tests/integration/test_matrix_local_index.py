@@ -24,6 +24,7 @@ from patcher.wheels import matrix
 from patcher.wheels.index import list_versions, versions_from_download_error
 from patcher.wheels.wheel import record_files
 from tests.conftest import vpatch
+from tests.support.specs import edit, spec_toml, variant
 
 PKG = "vpatch-fake"
 MOD = "vpatch_fake/mod.py"
@@ -44,24 +45,19 @@ RELEASES: dict[str, dict[str, str]] = {
     "1.7": {MOD: OLD},  # yanked
 }
 YANKED = {"1.7"}
-SPEC_TOML = f"""
-id = "fake-supported"
-summary = "b is supported"
-package = "{PKG}"
-
-[[variant]]
-versions = ">=1.0,<2.0"
-file = "{MOD}"
-  [[variant.edit]]
-  op = "ensure_elements"
-  scope = "check"
-  target = "SUPPORTED"
-  values = ["b"]
-
-[[variant]]
-versions = ">=2.0,<2.5"
-upstream = "2.0 supports b"
-"""
+SPEC_TOML = spec_toml(
+    id="fake-supported",
+    summary="b is supported",
+    package=PKG,
+    variants=[
+        variant(
+            ">=1.0,<2.0",
+            [edit("ensure_elements", scope="check", target="SUPPORTED", values=["b"])],
+            file=MOD,
+        ),
+        variant(">=2.0,<2.5", [], upstream="2.0 supports b"),
+    ],
+)
 EXPECTED = [
     ("0.9", None, "not_covered"),
     ("1.0", 0, "would_apply"),

@@ -112,7 +112,7 @@ def test_apply_verify_rollback_cli(tmp_path: Path) -> None:
 def test_failing_probe_restores_every_file(tmp_path: Path) -> None:
     python = standin.make_env(tmp_path / "host")
     spec_path = tmp_path / "bad.toml"
-    spec_path.write_text(multifile.SPEC.replace("(2, 16, 29)\\n", "(2, 16, 30)\\n", 1))
+    spec_path.write_text(multifile.spec_text(aux_layers="(2, 16, 30)"))
     target = multifile.target(python.parent.parent, multifile.write_spec(tmp_path))
     res = vpatch("apply", spec_path, "--python", str(python), "--json")
     assert res.code == 1

@@ -20,8 +20,9 @@ import pytest
 
 from tests import sshd as harness
 from tests.conftest import REPO, vpatch
+from tests.support.specs import probe
 from tests.support.sshargs import CLIENTS, PY, host_file, ssh_args
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 VIA = ("--ssh-client", "openssh")
 
@@ -29,11 +30,8 @@ VIA = ("--ssh-client", "openssh")
 def slow_spec(tmp_path: Path, seconds: int = 60) -> Path:
     """SPEC_A whose probe sleeps on the host: a call that is still running when we strike."""
     spec = tmp_path / "slow.toml"
-    spec.write_text(
-        SPEC_A.split("[[probe]]")[0]
-        + "[[probe]]\nname = 'sleeps'\nmodule = 'servekit.config'\n"
-        + f"code = 'import time; time.sleep({seconds})'\ntimeout = 120\n"
-    )
+    sleeps = probe("sleeps", "servekit.config", f"import time; time.sleep({seconds})", timeout=120)
+    spec.write_text(spec_a(probes=[sleeps]))
     return spec
 
 

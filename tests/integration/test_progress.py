@@ -12,22 +12,22 @@ from pathlib import Path
 
 from tests.conftest import REPO, Env, vpatch
 from tests.support import tmuxcap
-from tests.support.standin_specs import SPEC_A
+from tests.support.specs import probe
+from tests.support.standin_specs import KIMI, SPEC_A, spec_a
 
 # A probe that takes a while, as vLLM's import does: the live line has time to be seen.
-SLOW = (
-    SPEC_A
-    + """
-[[probe]]
-name = "takes two seconds"
-module = "servekit.config"
-code = '''
-import time
-from types import SimpleNamespace as NS
-time.sleep(2)
-assert module.SpecConfig.verify(NS(model_type="kimi_k2")) is True
-'''
-"""
+SLOW = spec_a(
+    probes=[
+        KIMI,
+        probe(
+            "takes two seconds",
+            "servekit.config",
+            "import time\n"
+            "from types import SimpleNamespace as NS\n"
+            "time.sleep(2)\n"
+            'assert module.SpecConfig.verify(NS(model_type="kimi_k2")) is True\n',
+        ),
+    ]
 )
 # The live line: words, then rich's elapsed time (0:00:01).
 LIVE = re.compile(r"(apply: starting|local: [a-z].*) +\d:\d\d:\d\d\s*$", re.M)

@@ -14,41 +14,36 @@ real `vpatch` command: each test is a case where vpatch said something the files
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.conftest import vpatch
 from tests.support import realpkgs
 from tests.support.handedits import record_sha
 from tests.support.realpkgs import site, spec_file
+from tests.support.specs import Table, Value, edit, probe, spec_toml
 
 TYPES, CORE, ADAPTERS = "click/types.py", "click/core.py", "requests/adapters.py"
 
 
-def spec(sid: str, file: str, edit: str, versions: str = ">=8.1", package: str = "click") -> str:
-    return f"""
-id = "{sid}"
-summary = "spec {sid}"
-package = "{package}"
-[[variant]]
-versions = "{versions}"
-file = "{file}"
-  [[variant.edit]]
-{edit}
-"""
+def spec(
+    sid: str,
+    file: str,
+    one: Table,
+    versions: str = ">=8.1",
+    package: str = "click",
+    probes: Sequence[Table] = (),
+) -> str:
+    return spec_toml(
+        id=sid, package=package, versions=versions, file=file, edits=[one], probes=probes
+    )
 
 
-MARK = """  op = "insert_statement"
-  scope = "Choice"
-  match = 'name = "choice"'
-  code = 'X_MARK = 1'"""
-FUNC = """  op = "set_value"
-  scope = "FuncParamType.__init__"
-  target = "self.func"
-  expr = "staticmethod(func)\""""
-OPTS = """  op = "set_value"
-  scope = "BaseCommand"
-  target = "ignore_unknown_options"
-  value = true"""
+MARK = edit("insert_statement", scope="Choice", match='name = "choice"', code="X_MARK = 1")
+FUNC = edit(
+    "set_value", scope="FuncParamType.__init__", target="self.func", expr="staticmethod(func)"
+)
+OPTS = edit("set_value", scope="BaseCommand", target="ignore_unknown_options", value=True)
 
 
 def journal(python: Path) -> list[dict[str, object]]:
@@ -102,11 +97,14 @@ def test_force_refuses_a_hand_edit_of_vpatchs_own_line(tmp_path: Path) -> None:
     assert target.read_bytes() == edited
 
 
-AUGMENT = """  op = "replace_statement"
-  scope = "augment_usage_errors"
-  match = "e.ctx = ctx"
-  occurrence = {n}
-  code = "{code}\""""
+def augment(n: int, code: str) -> dict[str, Value]:
+    return edit(
+        "replace_statement",
+        scope="augment_usage_errors",
+        match="e.ctx = ctx",
+        occurrence=n,
+        code=code,
+    )
 
 
 def test_stacked_occurrence_specs_verify_as_applied(tmp_path: Path) -> None:
@@ -114,8 +112,8 @@ def test_stacked_occurrence_specs_verify_as_applied(tmp_path: Path) -> None:
     B then the first (the only one left). Apply said 2 applied; verify and ensure must agree."""
     py = realpkgs.venv(tmp_path / "env", "click", "8.1.7")
     target, args = site(py) / CORE, ["--python", str(py), "--json", "--level", "static"]
-    a = spec_file(tmp_path, "a", spec("a", CORE, AUGMENT.format(n=2, code="e.ctx = e.ctx or ctx")))
-    b = spec_file(tmp_path, "b", spec("b", CORE, AUGMENT.format(n=1, code="e.ctx = ctx or e.ctx")))
+    a = spec_file(tmp_path, "a", spec("a", CORE, augment(2, "e.ctx = e.ctx or ctx")))
+    b = spec_file(tmp_path, "b", spec("b", CORE, augment(1, "e.ctx = ctx or e.ctx")))
     res = vpatch("apply", a, b, *args)
     assert res.code == 0, res.out
     assert [p["outcome"] for p in res.doc["hosts"][0]["patches"]] == ["applied", "applied"]
@@ -163,7 +161,7 @@ def test_adopt_records_a_module_added_by_hand(tmp_path: Path) -> None:
     py = realpkgs.venv(tmp_path / "env", "click", "8.1.7")
     args = ["--python", str(py), "--json", "--level", "static"]
     module = site(py) / "click" / "_vpatch_extra.py"
-    add = '  op = "add_file"\n  text = """X = 1\n"""'
+    add = edit("add_file", text="X = 1\n")
     sp = spec_file(tmp_path, "extra", spec("extra", "click/_vpatch_extra.py", add))
     module.write_text("X = 1\n")
     res = vpatch("apply", sp, *args)
@@ -199,7 +197,7 @@ def test_upgrade_that_wiped_a_fitting_patch_is_not_green(tmp_path: Path) -> None
     edit still fits: bare status says drifted on 2.32.0, exit 1; apply patches it again."""
     py = realpkgs.venv(tmp_path / "env", "requests", "2.31.0")
     args = ["--python", str(py), "--json", "--level", "static"]
-    pool = '  op = "set_value"\n  target = "DEFAULT_POOLSIZE"\n  value = 20'
+    pool = edit("set_value", target="DEFAULT_POOLSIZE", value=20)
     sp = spec_file(tmp_path, "pool", spec("pool", ADAPTERS, pool, ">=2.31", "requests"))
     assert vpatch("apply", sp, *args).code == 0
     realpkgs.install(py, "requests", "2.32.0")
@@ -221,11 +219,12 @@ def test_adopted_host_whose_check_fails_is_not_left_applied(tmp_path: Path) -> N
         "    ignore_unknown_options = False\n", "    ignore_unknown_options = True\n", 1
     )
     target.write_text(hand)
-    probe = (
-        '[[probe]]\nname = "refuses unknown options"\nmodule = "click.core"\n'
-        'code = "assert not module.BaseCommand.ignore_unknown_options"\n'
+    refuses = probe(
+        "refuses unknown options",
+        "click.core",
+        "assert not module.BaseCommand.ignore_unknown_options",
     )
-    opts = spec_file(tmp_path, "opts", spec("opts", CORE, OPTS) + probe)
+    opts = spec_file(tmp_path, "opts", spec("opts", CORE, OPTS, probes=[refuses]))
     res = vpatch("apply", opts, "--adopt", *args)
     assert res.code == 1 and res.patch()["outcome"] == "failed", res.out
     assert "refuses unknown options" in res.patch()["message"]

@@ -15,6 +15,7 @@ import pytest
 from patcher.commands import authoring
 from patcher.errors import UsageError
 from tests.conftest import vpatch
+from tests.support.specs import demo_fix
 
 
 @pytest.mark.parametrize("as_json", [False, True])
@@ -59,11 +60,7 @@ def test_wheel_output_name_planted_as_a_link_is_refused(tmp_path: Path) -> None:
 
     wheel = fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b"X = 1\n"})
     spec = tmp_path / "demo-fix.toml"
-    spec.write_text(
-        'id = "demo-fix"\nsummary = "demo"\npackage = "demo"\n\n[[variant]]\n'
-        'versions = ">=1.0"\nfile = "demo/__init__.py"\n  [[variant.edit]]\n'
-        '  op = "set_value"\n  target = "X"\n  value = "2"\n'
-    )
+    spec.write_text(demo_fix("demo/__init__.py"))
     out = tmp_path / "out"
     out.mkdir()
     args = ("wheel", spec, "--package", "demo==1.0", "--from-wheel", wheel, "-o", out)

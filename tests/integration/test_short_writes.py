@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tests.conftest import REPO, VPATCH, Env, Run, vpatch
 from tests.support.badinputs import Ctx
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 PAD = 400  # commit markers padding the journal: it must be the largest file vpatch writes
 
@@ -96,9 +96,9 @@ def test_preflight_counts_the_journal_line(tmp_path: Path, standin_env: Env) -> 
     """A spec whose edits are large makes a large journal line (the edits are in it) and a
     tiny backup: the preflight counted only the backup, so the commit ran out of space in the
     state dir after staging; now the preflight refuses with nothing written."""
-    values = ", ".join(json.dumps(f"model-{i:04d}-" + "x" * 200) for i in range(500))
+    values = [f"model-{i:04d}-" + "x" * 200 for i in range(500)]
     spec = tmp_path / "big.toml"
-    spec.write_text(SPEC_A.split("[[probe]]")[0].replace('"kimi_k2"', values))
+    spec.write_text(spec_a(values=values, probes=()))
     fs = tmp_path / "fs"
     fs.mkdir()
     ctx = Ctx(tmp_path, tmp_path)

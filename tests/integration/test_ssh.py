@@ -19,8 +19,9 @@ from tests import envs, standin
 from tests import sshd as harness
 from tests.conftest import SPEC, fingerprint, vpatch
 from tests.support.handedits import record_sha
+from tests.support.specs import probe
 from tests.support.sshargs import CLIENTS, PY, host_file, ssh_args
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import KIMI, REL, SPEC_A, spec_a
 
 
 def write_spec(tmp_path: Path, name: str, text: str) -> Path:
@@ -122,10 +123,8 @@ def test_per_host_failures_do_not_stop_healthy_hosts(
     h1, h2, _h3, h4 = lab.hosts
     h2.stop()
     # h4's probe hangs; its connection is cut while the probe runs.
-    slow = SPEC_A + (
-        '\n[[probe]]\nname = "slow on h4"\nmodule = "servekit.config"\n'
-        "code = \"import socket, time\\nif socket.gethostname() == 'h4': time.sleep(60)\"\n"
-    )
+    on_h4 = "import socket, time\nif socket.gethostname() == 'h4': time.sleep(60)"
+    slow = spec_a(probes=[KIMI, probe("slow on h4", "servekit.config", on_h4)])
     spec = write_spec(tmp_path, "slow.toml", slow)
     inv = write_spec(
         tmp_path,
@@ -216,16 +215,7 @@ def test_hostile_values_never_reach_a_shell(
     marker = tmp_path / "markers"
     marker.mkdir()
     values = [v.format(m=marker) for v in HOSTILE]
-    toml_values = ", ".join(
-        '"' + v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') + '"' for v in values
-    )
-    spec = write_spec(
-        tmp_path,
-        "h.toml",
-        SPEC_A.replace('values = ["kimi_k2"]', f"values = [{toml_values}]")
-        .replace("[[probe]]", "[[probe.disabled]]")
-        .split("[[probe.disabled]]")[0],
-    )
+    spec = write_spec(tmp_path, "h.toml", spec_a(values=values, probes=()))
     lab = ssh_lab_factory(1, harness.standin_env_factory)
     h = lab.hosts[0]
     res = vpatch("apply", spec, "--host", h.name, *ssh_args(lab, "--json"))

@@ -17,7 +17,8 @@ import pytest
 from tests import sshd as harness
 from tests import standin
 from tests.conftest import REPO, VPATCH, Env, vpatch
-from tests.support.standin_specs import SPEC_A, write
+from tests.support import specs
+from tests.support.standin_specs import KIMI, SPEC_A, spec_a, write
 
 
 def _bare(env: Env) -> tuple[int, list[str], str]:
@@ -32,9 +33,7 @@ def test_an_upgrade_past_the_entrys_variant_is_not_a_green_superseded(
 ) -> None:
     """The entry's variant covers 1.0 only; pip installs 1.1.0 (the code unpatched): bare
     status said `superseded ... status: ok` while the patch was gone."""
-    spec = write(
-        tmp_path, "a.toml", SPEC_A.replace('versions = ">=1.0"', 'versions = ">=1.0,<1.1"')
-    )
+    spec = write(tmp_path, "a.toml", spec_a(versions=">=1.0,<1.1"))
     assert vpatch("apply", spec, "--python", standin_env.python, "--level", "static").code == 0
     assert _bare(standin_env)[:2] == (0, [])
     standin.install_venv(standin_env.root, standin.build_wheel(tmp_path, "1.1.0"))
@@ -106,7 +105,7 @@ def test_a_write_whose_checks_never_finished_is_unverified_until_checked(
     spec = write(
         tmp_path,
         "a.toml",
-        SPEC_A + f'[[probe]]\nname = "held"\nmodule = "servekit"\ncode = """{probe}"""\n',
+        spec_a(probes=[KIMI, specs.probe("held", "servekit", probe)]),
     )
     flag.touch()
     run = subprocess.Popen(

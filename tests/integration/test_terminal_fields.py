@@ -16,6 +16,7 @@ from tests import envs
 from tests.conftest import vpatch
 from tests.support import handedits, realpkgs
 from tests.support.handedits import CLICK_EDITS, CLICK_VERSION
+from tests.support.specs import demo_fix
 from tests.support.wheellab import fake_wheel
 
 ESC, BEL = "\x1b", "\x07"
@@ -30,11 +31,7 @@ def test_wheel_prints_escaped_paths_and_file_names(tmp_path: Path) -> None:
     member = f"demo/b{BEL}.py"
     wheel = fake_wheel(tmp_path, "demo", "1.0", {"demo/__init__.py": b"", member: b"X = 1\n"})
     spec = tmp_path / "demo-fix.toml"
-    spec.write_text(
-        'id = "demo-fix"\nsummary = "demo"\npackage = "demo"\n\n[[variant]]\n'
-        'versions = ">=1.0"\nfile = "demo/b\\u0007.py"\n  [[variant.edit]]\n'
-        '  op = "set_value"\n  target = "X"\n  value = "2"\n'
-    )
+    spec.write_text(demo_fix(member))  # the BEL written as TOML's \u0007
     out = tmp_path / f"out{NASTY}"
     out.mkdir()
     run = vpatch("wheel", spec, "--package", "demo==1.0", "--from-wheel", wheel, "-o", out)

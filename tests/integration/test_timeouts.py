@@ -20,16 +20,14 @@ import pytest
 from patcher.transports.bundle import BOOT, BOOT0, TRUSTED_PYTHON, agent_bundle
 from patcher.transports.ray import run_agent
 from tests.conftest import REPO, VPATCH, Env
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.specs import probe
+from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 
 def sleeper_spec(tmp_path: Path, seconds: int = 60) -> Path:
     spec = tmp_path / "sleepy.toml"
-    spec.write_text(
-        SPEC_A.split("[[probe]]")[0]
-        + "[[probe]]\nname = 'sleeps'\nmodule = 'servekit.config'\n"
-        + f"code = 'import time; time.sleep({seconds})'\ntimeout = 120\n"
-    )
+    sleeps = probe("sleeps", "servekit.config", f"import time; time.sleep({seconds})", timeout=120)
+    spec.write_text(spec_a(probes=[sleeps]))
     return spec
 
 

@@ -28,30 +28,28 @@ from patcher.transports.pipe import LocalTransport
 from tests import envs
 from tests import sshd as harness
 from tests.conftest import Env, fingerprint, vpatch
-from tests.support.standin_specs import REL, SPEC_A, SPEC_B, write
+from tests.support.specs import Table, Value, edit, probe, spec_toml
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B, spec_a, write
+
 
 # Already true in the pristine stand-in ("llama" is listed): verify is `satisfied_upstream`, so
 # these tests need no write and the probes alone decide the outcome.
-SATISFIED = f"""
-id = "servekit-llama"
-summary = "llama is supported"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "{REL}"
-  [[variant.edit]]
-  op = "ensure_elements"
-  scope = "SpecConfig.verify"
-  target = "supported"
-  values = ["llama"]
-"""
-
-
-def _probe(name: str, code: str, timeout: float = 120) -> str:
-    return (
-        f'\n[[probe]]\nname = "{name}"\nmodule = "servekit.config"\n'
-        f"timeout = {timeout}\ncode = '''\n{code}\n'''\n"
+def satisfied(*probes: Table) -> str:
+    return spec_toml(
+        id="servekit-llama",
+        summary="llama is supported",
+        package="servekit",
+        versions=">=1.0",
+        file=REL,
+        edits=[
+            edit("ensure_elements", scope="SpecConfig.verify", target="supported", values=["llama"])
+        ],
+        probes=probes,
     )
+
+
+def _probe(name: str, code: str, timeout: float = 120) -> dict[str, Value]:
+    return probe(name, "servekit.config", code + "\n", timeout=timeout)
 
 
 def _gone(pid: int) -> bool:
@@ -78,10 +76,9 @@ def test_hanging_and_crashing_probes_are_failed_probes(tmp_path: Path, standin_e
     spec = write(
         tmp_path,
         "s.toml",
-        SATISFIED
-        + _probe("hangs", hang, timeout=1)
-        + _probe("crashes", crash)
-        + _probe("exits", exits),
+        satisfied(
+            _probe("hangs", hang, timeout=1), _probe("crashes", crash), _probe("exits", exits)
+        ),
     )
     started = time.monotonic()
     res = vpatch("verify", spec, "--python", standin_env.python, "--json")
@@ -360,7 +357,7 @@ def test_no_restart_required_when_nothing_was_written(
 ) -> None:
     """A failed verify restores the old bytes: running processes match the disk again."""
     holders.append(Holder([str(standin_env.python), "-c", _HOLDER]))
-    bad = write(tmp_path, "bad.toml", SPEC_A.replace('values = ["kimi_k2"]', 'values = ["x"]'))
+    bad = write(tmp_path, "bad.toml", spec_a(values=["x"]))
     res = vpatch("apply", bad, "--python", standin_env.python, "--json")
     assert res.code == 1 and "previous bytes restored" in res.patch()["message"]
     assert res.doc["hosts"][0]["restart_required"] == []
@@ -462,7 +459,7 @@ def test_metrics_window_judges_the_recent_traffic(tmp_path: Path, standin_env: E
 
 
 def test_unreachable_metrics_url_fails_the_probe(tmp_path: Path, standin_env: Env) -> None:
-    spec = write(tmp_path, "s.toml", SATISFIED)
+    spec = write(tmp_path, "s.toml", satisfied())
     res = vpatch(
         "verify",
         spec,

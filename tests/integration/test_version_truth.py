@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from patcher.rewrite import apply_edits
@@ -21,54 +22,50 @@ from tests.conftest import vpatch
 from tests.support import realpkgs
 from tests.support.handedits import record_sha
 from tests.support.realpkgs import site, spec_file
+from tests.support.specs import Table, edit, probe, spec_toml
 
 TYPES, CORE, ADAPTERS = "click/types.py", "click/core.py", "requests/adapters.py"
 
 
-def insert_in_choice(sid: str, code: str, probe: str = "") -> str:
-    return f"""
-id = "{sid}"
-summary = "insert into click.types.Choice"
-package = "click"
-[[variant]]
-versions = ">=8.1"
-file = "{TYPES}"
-  [[variant.edit]]
-  op = "insert_statement"
-  scope = "Choice"
-  match = 'name = "choice"'
-  code = '''{code}'''
-{probe}"""
+def insert_in_choice(sid: str, code: str, probes: Sequence[Table] = ()) -> str:
+    mark = edit("insert_statement", scope="Choice", match='name = "choice"', code=code)
+    return spec_toml(
+        id=sid,
+        summary="insert into click.types.Choice",
+        package="click",
+        versions=">=8.1",
+        file=TYPES,
+        edits=[mark],
+        probes=probes,
+    )
 
 
-SPEC_Y = f"""
-id = "y"
-summary = "a set_value in FuncParamType.__init__"
-package = "click"
-[[variant]]
-versions = ">=8.1"
-file = "{TYPES}"
-  [[variant.edit]]
-  op = "set_value"
-  scope = "FuncParamType.__init__"
-  target = "self.func"
-  expr = "staticmethod(func)"
-"""
+SPEC_Y = spec_toml(
+    id="y",
+    summary="a set_value in FuncParamType.__init__",
+    package="click",
+    versions=">=8.1",
+    file=TYPES,
+    edits=[
+        edit(
+            "set_value",
+            scope="FuncParamType.__init__",
+            target="self.func",
+            expr="staticmethod(func)",
+        )
+    ],
+)
 
 
 def pool_spec(versions: str) -> str:
-    return f"""
-id = "pool"
-summary = "a bigger connection pool"
-package = "requests"
-[[variant]]
-versions = "{versions}"
-file = "{ADAPTERS}"
-  [[variant.edit]]
-  op = "set_value"
-  target = "DEFAULT_POOLSIZE"
-  value = 20
-"""
+    return spec_toml(
+        id="pool",
+        summary="a bigger connection pool",
+        package="requests",
+        versions=versions,
+        file=ADAPTERS,
+        edits=[edit("set_value", target="DEFAULT_POOLSIZE", value=20)],
+    )
 
 
 def test_changed_spec_replaces_its_edits_and_rollback_keeps_the_rest(tmp_path: Path) -> None:
@@ -154,19 +151,16 @@ def test_hand_edit_identical_to_the_spec_is_not_green(tmp_path: Path) -> None:
     spec = spec_file(
         tmp_path,
         "opts",
-        f"""
-id = "opts"
-summary = "ignore unknown options"
-package = "click"
-[[variant]]
-versions = ">=8.1"
-file = "{CORE}"
-  [[variant.edit]]
-  op = "set_value"
-  scope = "BaseCommand"
-  target = "ignore_unknown_options"
-  value = true
-""",
+        spec_toml(
+            id="opts",
+            summary="ignore unknown options",
+            package="click",
+            versions=">=8.1",
+            file=CORE,
+            edits=[
+                edit("set_value", scope="BaseCommand", target="ignore_unknown_options", value=True)
+            ],
+        ),
     )
     res = vpatch("apply", spec, *args)
     assert res.code == 1 and res.patch()["outcome"] == "modified", res.out
@@ -209,8 +203,13 @@ def test_partial_rollback_rechecks_what_remains(tmp_path: Path) -> None:
         insert_in_choice(
             "a",
             "SUPPORTS_IN = True",
-            '[[probe]]\nname = "membership"\nmodule = "click.types"\n'
-            "code = \"assert 'x' in module.Choice(['x']) and module.Choice.SUPPORTS_IN\"\n",
+            [
+                probe(
+                    "membership",
+                    "click.types",
+                    "assert 'x' in module.Choice(['x']) and module.Choice.SUPPORTS_IN",
+                )
+            ],
         ),
     )
     assert vpatch("apply", b, *args).code == 0
@@ -236,32 +235,37 @@ def test_two_file_spec_on_a_real_package(tmp_path: Path) -> None:
     spec = spec_file(
         tmp_path,
         "two",
-        f"""
-id = "two"
-summary = "two files of click"
-package = "click"
-[[variant]]
-versions = ">=8.1"
-  [[variant.edit]]
-  op = "insert_statement"
-  file = "{TYPES}"
-  scope = "Choice"
-  match = 'name = "choice"'
-  code = "VPATCHED = True"
-  [[variant.edit]]
-  op = "set_value"
-  file = "{CORE}"
-  scope = "BaseCommand"
-  target = "ignore_unknown_options"
-  value = true
-[[probe]]
-name = "both files"
-module = "click.core"
-code = '''
-import click.types
-assert click.types.Choice.VPATCHED and module.BaseCommand.ignore_unknown_options
-'''
-""",
+        spec_toml(
+            id="two",
+            summary="two files of click",
+            package="click",
+            versions=">=8.1",
+            edits=[
+                edit(
+                    "insert_statement",
+                    file=TYPES,
+                    scope="Choice",
+                    match='name = "choice"',
+                    code="VPATCHED = True",
+                ),
+                edit(
+                    "set_value",
+                    file=CORE,
+                    scope="BaseCommand",
+                    target="ignore_unknown_options",
+                    value=True,
+                ),
+            ],
+            probes=[
+                probe(
+                    "both files",
+                    "click.core",
+                    "import click.types\n"
+                    "assert click.types.Choice.VPATCHED"
+                    " and module.BaseCommand.ignore_unknown_options\n",
+                )
+            ],
+        ),
     )
     res = vpatch("apply", spec, *args)
     assert res.code == 0, res.out

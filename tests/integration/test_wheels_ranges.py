@@ -20,6 +20,7 @@ from tests import envs
 from tests.conftest import vpatch
 from tests.support import handedits, rangeindex, realpkgs, wheellab
 from tests.support.handedits import CLICK_EDITS, CLICK_VERSION
+from tests.support.specs import edit, spec_toml
 
 CLICK_TYPES = "click/types.py"
 LIMIT = 5_000_000  # issue 28: a cold capture of one vLLM file moves less than 5 MB
@@ -197,19 +198,14 @@ def _site(py: Path) -> Path:
     return next((py.parent.parent / "lib").glob("python3*/site-packages"))
 
 
-REQUESTS_SPEC = """
-id = "req-title"
-summary = "requests' title"
-package = "requests"
-
-[[variant]]
-versions = ">=2.31,<2.33"
-file = "requests/__version__.py"
-  [[variant.edit]]
-  op = "set_value"
-  target = "__title__"
-  value = "req"
-"""
+REQUESTS_SPEC = spec_toml(
+    id="req-title",
+    summary="requests' title",
+    package="requests",
+    versions=">=2.31,<2.33",
+    file="requests/__version__.py",
+    edits=[edit("set_value", target="__title__", value="req")],
+)
 
 
 def test_matrix_reads_each_release_by_ranges(lab: Path, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from tests.conftest import REPO, VPATCH
-from tests.support.standin_specs import SPEC_A
+from tests.support.specs import probe
+from tests.support.standin_specs import KIMI, spec_a
 
 
 def systemd_unquote(line: str) -> list[str]:
@@ -31,9 +32,8 @@ def counting_spec(tmp_path: Path, versions: str = ">=1.0") -> tuple[Path, Path]:
     """SPEC_A plus a probe that leaves a mark each time it runs."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     marker = tmp_path / "probe-runs"
-    text = SPEC_A.replace('">=1.0"', f'"{versions}"')
-    text += '\n[[probe]]\nname = "count"\nmodule = "servekit.config"\n'
-    text += f"code = \"open({str(marker)!r}, 'a').write('x')\"\n"
+    count = probe("count", "servekit.config", f"open({str(marker)!r}, 'a').write('x')")
+    text = spec_a(versions=versions, probes=[KIMI, count])
     path = tmp_path / "servekit-kimi.toml"
     path.write_text(text)
     return path, marker

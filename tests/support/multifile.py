@@ -12,40 +12,44 @@ from pathlib import Path
 
 from patcher.specs.model import PatchSpec, load_spec
 from tests import envs
+from tests.support.specs import edit, probe, spec_toml
 
 FILES = ("servekit/__init__.py", "servekit/aux.py", "servekit/config.py")
 
-SPEC = """
-id = "servekit-eagle3"
-summary = "accept kimi_k2, mark the package, add the aux module"
-package = "servekit"
-[[variant]]
-versions = ">=1.0"
-file = "servekit/config.py"
-  [[variant.edit]]
-  op = "ensure_elements"
-  scope = "SpecConfig.verify"
-  target = "supported"
-  values = ["kimi_k2"]
-  [[variant.edit]]
-  op = "insert_statement"
-  file = "servekit/__init__.py"
-  match = '__version__ = "1.0.0"'
-  code = "EAGLE3 = True"
-  [[variant.edit]]
-  op = "add_file"
-  file = "servekit/aux.py"
-  text = "AUX_LAYERS = (2, 16, 29)\\n"
-[[probe]]
-name = "all three changes load"
-module = "servekit.aux"
-code = '''
-import servekit, servekit.config
-from types import SimpleNamespace as NS
-assert servekit.EAGLE3 and module.AUX_LAYERS == (2, 16, 29)
-assert servekit.config.SpecConfig.verify(NS(model_type="kimi_k2"))
-'''
-"""
+# The probe needs all three changes, the aux module's as the spec's own text has it.
+ALL_THREE = probe(
+    "all three changes load",
+    "servekit.aux",
+    "import servekit, servekit.config\n"
+    "from types import SimpleNamespace as NS\n"
+    "assert servekit.EAGLE3 and module.AUX_LAYERS == (2, 16, 29)\n"
+    'assert servekit.config.SpecConfig.verify(NS(model_type="kimi_k2"))\n',
+)
+
+
+def spec_text(aux_layers: str = "(2, 16, 29)", probes: bool = True) -> str:
+    """The three-file spec; `aux_layers` is what the added module says (another value than
+    the probe's makes the probe fail after every write)."""
+    return spec_toml(
+        id="servekit-eagle3",
+        summary="accept kimi_k2, mark the package, add the aux module",
+        package="servekit",
+        versions=">=1.0",
+        file="servekit/config.py",
+        edits=[
+            edit(
+                "ensure_elements", scope="SpecConfig.verify", target="supported", values=["kimi_k2"]
+            ),
+            edit(
+                "insert_statement",
+                file="servekit/__init__.py",
+                match='__version__ = "1.0.0"',
+                code="EAGLE3 = True",
+            ),
+            edit("add_file", file="servekit/aux.py", text=f"AUX_LAYERS = {aux_layers}\n"),
+        ],
+        probes=[ALL_THREE] if probes else [],
+    )
 
 
 @dataclass
@@ -90,7 +94,7 @@ class MultiTarget:
 
 def write_spec(dest: Path, probe: bool = True) -> PatchSpec:
     path = dest / "multi.toml"
-    path.write_text(SPEC if probe else SPEC.split("[[probe]]")[0])
+    path.write_text(spec_text(probes=probe))
     return load_spec(path)
 
 

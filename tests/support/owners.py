@@ -1,6 +1,6 @@
 """A real unprivileged owner of a real venv, for the privilege-separation tests.
 
-The test creates the user (useradd, a home of its own, removed with it afterwards), and the
+The test creates the user (tests/support/users.py: a home of its own, removed with it), and the
 venv in that home made by the host's own interpreter with `--system-site-packages` (as
 servers that take torch from the system have it), the stand-in package installed by real
 pip, every entry then the owner's. `plant_pth` gives the owner's site-packages a `.pth` that
@@ -18,18 +18,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests import envs, standin
+from tests.support.users import LabUser, lab_user
 
 HOST_PYTHON = "/usr/bin/python3"
 
 
-@dataclass
-class OwnedEnv:
-    name: str
-    uid: int
-    gid: int
-    home: Path
+@dataclass(frozen=True)
+class OwnedEnv(LabUser):
     markers: Path  # 1777: where the owner's .pth records who ran it
 
     @property
@@ -48,16 +46,8 @@ class OwnedEnv:
     def state(self) -> Path:
         return self.venv / ".vpatch"
 
-    def as_owner(self, *argv: str | Path, **kw: object) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [str(a) for a in argv],
-            user=self.uid,
-            group=self.gid,
-            extra_groups=[],
-            check=True,
-            capture_output=True,
-            **kw,  # type: ignore[call-overload]
-        )
+    def as_owner(self, *argv: str | Path, **kw: Any) -> subprocess.CompletedProcess[bytes]:
+        return self.run(*argv, **kw)
 
     def write_as_owner(self, path: Path, data: bytes) -> None:
         """`path` the owner's file with these bytes (written through the owner's own
@@ -118,22 +108,8 @@ def base_site_dir() -> Path:
 @contextmanager
 def owned_env(wheel_dir: Path) -> Iterator[OwnedEnv]:
     """A fresh user owning a venv (with the stand-in installed) in its home; both removed."""
-    name = "vpo" + secrets.token_hex(4)
-    subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/sh", "--user-group", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        import pwd
-
-        pw = pwd.getpwnam(name)
-        home = Path(pw.pw_dir)
-        os.chmod(home, 0o755)
-        markers = Path(f"/tmp/vpatch-markers-{name}")
-        markers.mkdir(mode=0o777)
-        os.chmod(markers, 0o1777)
-        env = OwnedEnv(name, pw.pw_uid, pw.pw_gid, home, markers)
+    with lab_user("vpo", home=True) as u, _markers(u.name) as markers:
+        env = OwnedEnv(u.name, u.uid, u.gid, u.home, markers)
         subprocess.run(
             [HOST_PYTHON, "-m", "venv", "--without-pip", "--system-site-packages", str(env.venv)],
             check=True,
@@ -146,10 +122,19 @@ def owned_env(wheel_dir: Path) -> Iterator[OwnedEnv]:
         )
         env.give(env.venv)
         yield env
+
+
+@contextmanager
+def _markers(name: str) -> Iterator[Path]:
+    """/tmp/vpatch-markers-NAME, mode 1777: where code the tests plant records the uid of every
+    interpreter that ran it; removed afterwards."""
+    markers = Path(f"/tmp/vpatch-markers-{name}")
+    markers.mkdir(mode=0o777)
+    try:
+        os.chmod(markers, 0o1777)
+        yield markers
     finally:
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
-        shutil.rmtree(f"/tmp/vpatch-markers-{name}", ignore_errors=True)
-        shutil.rmtree(f"/home/{name}", ignore_errors=True)
+        shutil.rmtree(markers, ignore_errors=True)
 
 
 def evil_apply(path: str | Path, before: str | None, after: str | None) -> dict[str, object]:
@@ -166,15 +151,11 @@ def evil_apply(path: str | Path, before: str | None, after: str | None) -> dict[
     }
 
 
-@dataclass
-class User:
+@dataclass(frozen=True)
+class User(LabUser):
     """A real unprivileged user with a home of its own, and a 1777 marker dir where the code
     the tests plant records the uid of every interpreter that ran it."""
 
-    name: str
-    uid: int
-    gid: int
-    home: Path
     markers: Path
 
     def marker_code(self) -> str:
@@ -191,28 +172,10 @@ class User:
 
 @contextmanager
 def a_user() -> Iterator[User]:
-    """A fresh user (useradd, home 0755 so others may reach what it owns there), removed with
-    its home and markers afterwards."""
-    name = "vpt" + secrets.token_hex(4)
-    subprocess.run(
-        ["useradd", "--create-home", "--shell", "/bin/sh", "--user-group", name],
-        check=True,
-        capture_output=True,
-    )
-    markers = Path(f"/tmp/vpatch-markers-{name}")
-    try:
-        import pwd
-
-        pw = pwd.getpwnam(name)
-        home = Path(pw.pw_dir)
-        os.chmod(home, 0o755)
-        markers.mkdir(mode=0o777)
-        os.chmod(markers, 0o1777)
-        yield User(name, pw.pw_uid, pw.pw_gid, home, markers)
-    finally:
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
-        shutil.rmtree(markers, ignore_errors=True)
-        shutil.rmtree(f"/home/{name}", ignore_errors=True)
+    """A fresh user (home 0755 so others may reach what it owns there), removed with its home
+    and markers afterwards (tests/support/users.py)."""
+    with lab_user("vpt", home=True) as u, _markers(u.name) as markers:
+        yield User(u.name, u.uid, u.gid, u.home, markers)
 
 
 @contextmanager

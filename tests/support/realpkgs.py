@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from tests import envs
+from tests.support.specs import write_spec
 
 
 def wheel(package: str, version: str) -> Path:
@@ -82,7 +83,5 @@ def site(python: Path) -> Path:
 
 
 def spec_file(tmp: Path, name: str, body: str) -> Path:
-    """A spec TOML at tmp/<name>.toml."""
-    p = tmp / f"{name}.toml"
-    p.write_text(body)
-    return p
+    """A spec TOML at tmp/<name>.toml (tests/support/specs.py builds the body)."""
+    return write_spec(tmp, name, body)

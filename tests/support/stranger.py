@@ -1,35 +1,19 @@
-"""A real unprivileged user of this machine for a test (useradd; userdel afterwards), and ways
-to plant files as that user: what another user on the operator's controller can do."""
+"""A real unprivileged user of this machine for a test (tests/support/users.py), and ways to
+plant files as that user: what another user on the operator's controller can do."""
 
 from __future__ import annotations
 
-import pwd
-import secrets
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.users import LabUser, lab_user
 
-@dataclass(frozen=True)
-class Stranger:
-    name: str
-    uid: int
-    gid: int
 
-    def run(self, *argv: str | Path) -> None:
-        """argv as this user (no supplementary groups), failing the test if it fails."""
-        subprocess.run(
-            [str(a) for a in argv],
-            user=self.uid,
-            group=self.gid,
-            extra_groups=[],
-            check=True,
-            capture_output=True,
-        )
+class Stranger(LabUser):
+    """A user with no business in the operator's files: what it plants, it plants as itself."""
 
     def link(self, target: str | Path, at: Path) -> None:
         self.run("ln", "-s", target, at)
@@ -40,17 +24,9 @@ class Stranger:
 
 @contextmanager
 def stranger() -> Iterator[Stranger]:
-    name = "vps" + secrets.token_hex(4)
-    subprocess.run(
-        ["useradd", "--no-create-home", "--shell", "/bin/sh", "--user-group", name],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        pw = pwd.getpwnam(name)
-        yield Stranger(name, pw.pw_uid, pw.pw_gid)
-    finally:
-        subprocess.run(["userdel", name], capture_output=True)
+    """A fresh user without a home (tests/support/users.py makes and removes it)."""
+    with lab_user("vps") as u:
+        yield Stranger(u.name, u.uid, u.gid, u.home)
 
 
 @contextmanager

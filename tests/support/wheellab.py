@@ -21,43 +21,26 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-CLICK_SPEC = """
-id = "click-bool-name"
-summary = "click's BOOL is named bool"
-package = "click"
+from tests.support.specs import edit, probe, spec_toml
 
-[[variant]]
-versions = ">=8.1,<8.2"
-file = "click/types.py"
-  [[variant.edit]]
-  op = "set_value"
-  scope = "BoolParamType"
-  target = "name"
-  value = "bool"
+CLICK_SPEC = spec_toml(
+    id="click-bool-name",
+    summary="click's BOOL is named bool",
+    package="click",
+    versions=">=8.1,<8.2",
+    file="click/types.py",
+    edits=[edit("set_value", scope="BoolParamType", target="name", value="bool")],
+    probes=[probe("bool-name", "click", "assert module.BOOL.name == 'bool', module.BOOL.name")],
+)
 
-[[probe]]
-name = "bool-name"
-module = "click"
-code = "assert module.BOOL.name == 'bool', module.BOOL.name"
-"""
-
-CLICK_ADD_SPEC = """
-id = "click-extra-module"
-summary = "click gains a module"
-package = "click"
-
-[[variant]]
-versions = ">=8.1,<8.2"
-  [[variant.edit]]
-  op = "add_file"
-  file = "click/vpatch_extra.py"
-  text = "ANSWER = 42\\n"
-
-[[probe]]
-name = "extra"
-module = "click.vpatch_extra"
-code = "assert module.ANSWER == 42"
-"""
+CLICK_ADD_SPEC = spec_toml(
+    id="click-extra-module",
+    summary="click gains a module",
+    package="click",
+    versions=">=8.1,<8.2",
+    edits=[edit("add_file", file="click/vpatch_extra.py", text="ANSWER = 42\n")],
+    probes=[probe("extra", "click.vpatch_extra", "assert module.ANSWER == 42")],
+)
 
 
 def counting_pip(tmp: Path) -> tuple[Path, Path]:

@@ -277,6 +277,8 @@ svc ansible_become=yes ansible_become_user=vllm ansible_become_method=sudo
 root ansible_become=true
 asked ansible_become=false ansible_become_user=vllm
 auto ansible_python_interpreter=auto_silent
+own ansible_connection=paramiko vpatch_transport=paramiko
+client ansible_connection=paramiko
 """
     inv = {t.name: t for t, _ in load_inventory(write(tmp_path, "h.ini", text), {}).hosts}
     # A host NAMED local is an SSH host; only ansible_connection=local is this machine.
@@ -287,6 +289,10 @@ auto ansible_python_interpreter=auto_silent
     assert (inv["root"].sudo, inv["root"].sudo_user) == (True, None)
     assert (inv["asked"].sudo, inv["asked"].sudo_user) == (False, None)
     assert inv["auto"].python == "python3"
+    # vpatch_transport names the host's own kind; ansible_connection alone keeps the run's
+    assert (inv["own"].transport, inv["client"].transport) == ("paramiko", None)
+    with pytest.raises(SpecError, match="unknown transport 'docker'"):
+        load_inventory(write(tmp_path, "d.ini", "h vpatch_transport=docker\n"), {})
     with pytest.raises(SpecError, match="sudo on the local target"):
         load_inventory(
             write(tmp_path, "l.ini", "h ansible_connection=local ansible_become=1\n"), {}

@@ -9,34 +9,22 @@ from pathlib import Path
 
 from patcher.plan.base import checks_for, imported_by, recorded_checks
 from patcher.specs.model import load_spec
+from tests.support.specs import edit, probe, spec_toml
 
 # A multi-file variant: the package's __init__, two submodules; a probe on one submodule.
-SPEC = """
-id = "multi"
-summary = "three files"
-package = "toy"
-[[variant]]
-versions = ">=1.0"
-file = "toy/a.py"
-  [[variant.edit]]
-  op = "set_value"
-  target = "A"
-  value = "1"
-  [[variant.edit]]
-  op = "set_value"
-  file = "toy/__init__.py"
-  target = "X"
-  value = "1"
-  [[variant.edit]]
-  op = "set_value"
-  file = "toy/b.py"
-  target = "B"
-  value = "1"
-[[probe]]
-name = "a works"
-module = "toy.a"
-code = "assert module.A == 1"
-"""
+SPEC = spec_toml(
+    id="multi",
+    summary="three files",
+    package="toy",
+    versions=">=1.0",
+    file="toy/a.py",
+    edits=[
+        edit("set_value", target="A", value="1"),
+        edit("set_value", file="toy/__init__.py", target="X", value="1"),
+        edit("set_value", file="toy/b.py", target="B", value="1"),
+    ],
+    probes=[probe("a works", "toy.a", "assert module.A == 1")],
+)
 
 
 def test_a_probed_submodule_covers_its_package(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ tests/integration/test_hostile_ssh.py.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from patcher.transports.pipe import LocalTransport
 from patcher.transports.ssh import parse_target
 from tests import standin
 from tests.conftest import Env, vpatch
+from tests.support import specs
 
 EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 # Per process (values are built at import time); a concurrent run has its own.
@@ -169,32 +169,26 @@ def test_expr_and_code_are_code_exactly_or_refused(value: str) -> None:
     assert namespace["MSG"] == value
 
 
-def toml_string(value: str) -> str:
-    """A TOML basic string for any text (JSON's escapes are TOML's, except DEL)."""
-    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
 def test_whole_cli_run_with_every_hostile_value(tmp_path: Path, standin_env: Env) -> None:
     """One real apply (level full: the module is imported and the probe runs) carrying every
     hostile value in a list, as dict keys and values, and as probe names; then rollback."""
     values = [v for v in HOSTILE if v]  # "" twice would be one value
     edits = [
-        "[[variant.edit]]\nop = 'ensure_elements'\nscope = 'SpecConfig.verify'\n"
-        f"target = 'supported'\nvalues = [{', '.join(map(toml_string, values))}]\n"
+        specs.edit("ensure_elements", scope="SpecConfig.verify", target="supported", values=values)
     ]
-    for v in values:
-        edits.append(
-            f"[[variant.edit]]\nop = 'set_value'\ntarget = 'LIMITS'\nkey = {toml_string(v)}\n"
-            f"value = {toml_string(v[::-1])}\n"
-        )
+    edits += [specs.edit("set_value", target="LIMITS", key=v, value=v[::-1]) for v in values]
     check = "\n".join(f"assert module.LIMITS[{v!r}] == {v[::-1]!r}" for v in values)
     spec = tmp_path / "hostile.toml"
     spec.write_text(
-        "id = 'hostile'\nsummary = 'hostile values'\npackage = 'servekit'\n"
-        "[[variant]]\nversions = '>=1.0'\nfile = 'servekit/config.py'\n"
-        + "".join(edits)
-        + f"[[probe]]\nname = {toml_string(HOSTILE[2] + HOSTILE[12])}\n"
-        + f"module = 'servekit.config'\ncode = {toml_string(check)}\n"
+        specs.spec_toml(
+            id="hostile",
+            summary="hostile values",
+            package="servekit",
+            versions=">=1.0",
+            file="servekit/config.py",
+            edits=edits,
+            probes=[specs.probe(HOSTILE[2] + HOSTILE[12], "servekit.config", check)],
+        )
     )
     py = ["--python", str(standin_env.python)]
     pristine = standin_env.file("servekit/config.py").read_bytes()
@@ -217,9 +211,21 @@ def test_hostile_arguments(tmp_path: Path, standin_env: Env) -> None:
     real CLI run per argument shows the whole path, state dir included, with all of them."""
     spec = tmp_path / "a.toml"
     spec.write_text(
-        "id = 'a'\nsummary = 's'\npackage = 'servekit'\n[[variant]]\nversions = '>=1.0'\n"
-        "file = 'servekit/config.py'\n[[variant.edit]]\nop = 'ensure_elements'\n"
-        "scope = 'SpecConfig.verify'\ntarget = 'supported'\nvalues = ['kimi_k2']\n"
+        specs.spec_toml(
+            id="a",
+            summary="s",
+            package="servekit",
+            versions=">=1.0",
+            file="servekit/config.py",
+            edits=[
+                specs.edit(
+                    "ensure_elements",
+                    scope="SpecConfig.verify",
+                    target="supported",
+                    values=["kimi_k2"],
+                )
+            ],
+        )
     )
     py = str(standin_env.python)
     shellish = [v for v in HOSTILE if "touch" in v]

@@ -230,3 +230,65 @@ def test_metrics_may_list_several_endpoints_and_defaults_name_the_control_hosts(
     ]
     assert canary.urls(b.metrics) == ["http://localhost:8000/metrics"]
     assert control_of(str(inv)) == 1
+
+
+def test_a_host_names_its_own_transport(tmp_path: Path) -> None:
+    """`transport = KIND` (a name in patcher.transports.KINDS): the host's own wins over
+    [defaults]; none leaves the run's choice (None); `local` makes the host this machine, as
+    `address = "local"` does."""
+    path = tmp_path / "hosts.toml"
+    path.write_text(
+        '[defaults]\ntransport = "openssh"\n'
+        '[[host]]\nname = "a"\naddress = "a"\ntransport = "paramiko"\n'
+        '[[host]]\nname = "b"\naddress = "b"\n'
+        '[[host]]\nname = "c"\naddress = "c"\ntransport = "local"\n'
+    )
+    (a, _), (b, _), (c, _) = load_inventory(str(path), {}).hosts
+    assert [(t.transport, t.local) for t in (a, b, c)] == [
+        ("paramiko", False),
+        ("openssh", False),
+        (None, True),
+    ]
+    path.write_text('[[host]]\nname = "a"\naddress = "a"\n')
+    assert load_inventory(str(path), {}).hosts[0][0].transport is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "hint"),
+    [
+        ("paramico", 'did you mean "paramiko"? a transport is one of: '),
+        ("docker", "a transport is one of: "),
+    ],
+)
+def test_an_unknown_transport_is_an_error_where_it_is_written(
+    tmp_path: Path, kind: str, hint: str
+) -> None:
+    path = tmp_path / "hosts.toml"
+    path.write_text(
+        f'[[host]]\nname = "a"\naddress = "a"\n\n[[host]]\nname = "b"\n'
+        f'address = "b"\n  transport = "{kind}"\n'
+    )
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert got.value.message == f"{path}:8:3: host[1].transport: unknown transport {kind!r}"
+    assert got.value.hint == hint + "local, openssh, paramiko, ray"
+
+
+def test_the_local_target_takes_no_other_transport(tmp_path: Path) -> None:
+    path = tmp_path / "hosts.toml"
+    """A host's own `transport` on `address = "local"` contradicts it; [defaults]' is for the
+    other hosts."""
+    path.write_text('[[host]]\nname = "here"\naddress = "local"\ntransport = "openssh"\n')
+    with pytest.raises(SpecError, match="transport 'openssh' on the local target"):
+        load_inventory(str(path), {})
+    path.write_text(
+        '[defaults]\ntransport = "paramiko"\n[[host]]\nname = "here"\naddress = "local"\n'
+        '[[host]]\nname = "a"\naddress = "a"\n'
+    )
+    (here, _), (a, _) = load_inventory(str(path), {}).hosts
+    assert (here.local, here.transport, a.local, a.transport) == (True, None, False, "paramiko")
+    # [defaults] cannot make every host this machine
+    path.write_text('[defaults]\ntransport = "local"\n[[host]]\nname = "a"\naddress = "gpu-1"\n')
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(path), {})
+    assert got.value.message.startswith(f"{path}:2:1: defaults.transport: transport 'local'")

@@ -16,7 +16,7 @@ from patcher.caches import rewrites as rewrite_cache
 from patcher.rewrite import apply_edits
 from patcher.specs.model import PatchSpec, load_spec
 from tests.conftest import REPO, Env, vpatch
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 SOURCE = 'class SpecConfig:\n    def verify(self):\n        supported = ["llama", "qwen"]\n'
 
@@ -55,7 +55,7 @@ def test_round_trip_and_exact_keys(tmp_path: Path, cache_dir: Path) -> None:
     # Any other input is another key: text, variant, spec content.
     assert rewrite_cache.get(sha(SOURCE + "\n"), s, 0) is None
     assert rewrite_cache.get(sha(SOURCE), s, 1) is None
-    other = spec(tmp_path, SPEC_A.replace('values = ["kimi_k2"]', 'values = ["kimi_k25"]'))
+    other = spec(tmp_path, spec_a(values=["kimi_k25"]))
     assert rewrite_cache.get(sha(SOURCE), other, 0) is None
     assert not rewrite_cache.covers([s, other])
     # Only results a run acts on are kept.

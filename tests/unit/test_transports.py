@@ -46,6 +46,10 @@ def test_kind_for_decides_from_the_target_and_the_settings(
     for bad in ("docker", "local"):
         with pytest.raises(UsageError):
             kind_for(REMOTE, Settings(kind=bad))
+    # a host's own kind (an inventory's `transport = ...`) wins over the run's
+    own = REMOTE._replace(transport="paramiko")
+    assert {kind_for(own, Settings(kind=k)) for k in ("auto", "openssh", "ray")} == {"paramiko"}
+    assert kind_for(LOCAL._replace(transport="paramiko"), Settings()) == "local"
 
 
 def test_open_transport_passes_the_target_and_the_settings() -> None:
