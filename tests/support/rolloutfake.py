@@ -173,9 +173,9 @@ def host(
     run: str,
 ) -> rolloutrun._Host:
     """The executor's state for one host on `fake`, and `fake` told which step is running."""
-    from patcher.run import engine
+    from patcher.plan.base import Options
 
-    h = rolloutrun._host(target, fake, specs, engine.Options(level="static"), None, cfg, run)
+    h = rolloutrun._host(target, fake, specs, Options(level="static"), None, cfg, run)
     fake.current = lambda: h.current
     return h
 
