@@ -90,3 +90,21 @@ def _word_comparisons(path: Path) -> list[str]:
 def test_no_module_on_the_host_commands_path_compares_the_word() -> None:
     paths = ["patcher/commands/hosts.py", "patcher/run/engine.py", "patcher/run/ensure.py"]
     assert [w for p in paths for w in _word_comparisons(REPO / p)] == []
+
+
+def test_rollback_of_an_id_no_target_has_fails_every_target() -> None:
+    """`rollback ID` that every answering host reports `not_applied` is most likely a typo:
+    failed on each (exit 1); an id one host had applied stays as it is."""
+    rollback = HOST_COMMANDS["rollback"]
+    hosts = [_host("not_applied"), _host("not_applied")]
+    rollback.settle(hosts, ["s"])
+    assert [p.outcome for h in hosts for p in h.patches] == ["failed", "failed"]
+    assert "applied on none of the targets" in hosts[0].patches[0].message
+    assert [h.ok for h in hosts] == [False, False]
+    kept = [_host("not_applied"), _host("rolled_back")]
+    rollback.settle(kept, ["s"])
+    assert [p.outcome for h in kept for p in h.patches] == ["not_applied", "rolled_back"]
+    assert [h.ok for h in kept] == [True, True]
+    files = [_host("not_applied")]
+    rollback.settle(files, [])  # a spec FILE with nothing to roll back is fine
+    assert files[0].patches[0].outcome == "not_applied"
