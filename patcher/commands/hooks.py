@@ -22,8 +22,9 @@ from patcher.errors import HostError, UsageError
 from patcher.exitcodes import ExitCode
 
 if TYPE_CHECKING:
+    from patcher.plan.base import Options
     from patcher.result import HostResult
-    from patcher.run.engine import Options, RunContext
+    from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
 
 _STATE_DIR_HELP = "journal/backup dir (default: <prefix>/.vpatch)"
@@ -71,15 +72,15 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
     from patcher.commands import _ensureview
     from patcher.result import RunResult
-    from patcher.run import engine
     from patcher.run import ensure as hooks
+    from patcher.run.exchange import RunContext
     from patcher.specs import catalog
 
     specs = catalog.load_all(args.specs)
     exe = resolve_command(command)
     python = exec_python(exe, args.python)
     opts = hooks.ensure_options(args.level, args.force)
-    ctx = engine.RunContext()
+    ctx = RunContext()
     host = _ensure_local(specs, python, opts, args.state_dir, ctx)
     # stdout belongs to the command: the hook's lines go to stderr (the service's log).
     _ensureview.render_ensure(RunResult("ensure", host.ok, [host]), sys.stderr, sys.stderr)

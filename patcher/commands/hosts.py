@@ -1,10 +1,11 @@
 """`vpatch apply | verify | rollback | status | ensure`: one command across the targets.
 
-Every host runs the same engine command (patcher.run.engine; ensure: patcher.run.ensure.ensure)
-under
-the fleet policy (patcher.run.fleet); the results become one RunResult, rendered for a person or as
-one JSON document. Exit: 0 every host in the desired state; 1 a host failed; 2 bad input, or a
-target that holds something vpatch cannot patch (errors.Unsupported).
+Each is one `HostCommand` of HOST_COMMANDS, looked up once by its word: its options, how it runs
+on one host (patcher.run.engine; ensure: patcher.run.ensure), how its result is reported and its
+exit rule. The run across the targets is theirs in common (`_run`): every host runs the command
+under the fleet policy (patcher.run.fleet); the results become one RunResult, rendered for a
+person or as one JSON document. Exit: 0 every host in the desired state; 1 a host failed; 2 bad
+input, or a target that holds something vpatch cannot patch (errors.Unsupported).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from patcher.commands import _targets
 from patcher.commands._help import SPEC_HELP
@@ -21,20 +22,88 @@ from patcher.exitcodes import ExitCode
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
-    from patcher.result import HostResult
-    from patcher.run import engine
+    from patcher.plan.base import Options
+    from patcher.result import HostResult, RunResult
+    from patcher.run.engine import Pristine
+    from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
 
 _FORCE_HELP = "patch files not pristine per RECORD"
 
 
-def add_options(p: argparse.ArgumentParser, name: str) -> None:
-    """The options of `vpatch NAME` (apply, verify, rollback, status or ensure)."""
-    many = "*" if name in ("rollback", "status") else "+"
-    p.add_argument("specs", nargs=many, metavar="SPEC", help=SPEC_HELP)
-    _targets.target_options(p)
-    if name == "apply":
+class HostCommand:
+    """One command across the targets, as pip has one class per command: what is its own
+    (options, the run on one host, the report, the exit rule) is a method a subclass
+    overrides; the run across the targets (`_run`) is theirs in common."""
+
+    name: ClassVar[str]
+    spec_nargs: ClassVar[str] = "+"  # "*": no SPEC names everything vpatch did there
+    by_id: ClassVar[bool] = False  # a SPEC may be a spec id, known from the journal alone
+    rewrites: ClassVar[bool] = True  # plans rewrites: libcst is loaded while hosts connect
+
+    def add_options(self, p: argparse.ArgumentParser) -> None:
+        """The options of `vpatch NAME`: SPEC, the targets', then the command's own."""
+        p.add_argument("specs", nargs=self.spec_nargs, metavar="SPEC", help=SPEC_HELP)
+        _targets.target_options(p)
+        self.own_options(p)
+
+    def own_options(self, p: argparse.ArgumentParser) -> None:
+        """The options only this command has: none here."""
+
+    def options(self, args: argparse.Namespace) -> Options:
+        """The engine's options; a usage error here comes before any host is asked anything."""
+        from patcher.plan.base import Options
+
+        return Options()
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        """The host's result of the command. `ids`: specs named by id (rollback, verify);
+        `pristine`: pip's text of a file (WheelTexts)."""
+        raise NotImplementedError
+
+    def settle(self, hosts: list[HostResult], ids: Sequence[str]) -> None:
+        """What is judged across the hosts once every one has answered: nothing here."""
+
+    def ok(self, host: HostResult) -> bool:
+        """Whether a host is in the state this command asks for: it answered, and every spec
+        ended in one of its good outcomes (patcher.result.GOOD[name]), its checks passed."""
+        from patcher.result import host_ok
+
+        return host_ok(self.name, host)
+
+    def exit_code(self, result: RunResult, unsupported: bool) -> ExitCode:
+        """The exit rule: 2 when a target holds what vpatch cannot patch (errors.Unsupported:
+        no run can succeed there as it is), else 0 when every host is ok, else 1."""
+        if unsupported:
+            return ExitCode.UNSUPPORTED
+        return ExitCode.OK if result.ok else ExitCode.FAILED
+
+    def report(self, result: RunResult, args: argparse.Namespace) -> None:
+        """The result for a person (stdout), or the JSON document; then the problems."""
+        from patcher.output.report import render_human, render_json, render_problems
+
+        if args.json:
+            render_json(result)
+        else:
+            render_human(result, show_diff=getattr(args, "diff", False))
+        if not result.ok:
+            render_problems(result)
+
+
+class Apply(HostCommand):
+    name = "apply"
+
+    def own_options(self, p: argparse.ArgumentParser) -> None:
         _targets.level_option(p)
         p.add_argument(
             "--dry-run", action="store_true", help="show what would change, write nothing"
@@ -48,10 +117,62 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
             "(pip's bytes, from the wheel, become its backup), so rollback and status work",
         )
         _targets.wheelhouse_option(p)
-    elif name == "verify":
+
+    def options(self, args: argparse.Namespace) -> Options:
+        from patcher.plan.base import Options
+
+        return Options(dry_run=args.dry_run, force=args.force, level=args.level, adopt=args.adopt)
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        from patcher.run import engine
+
+        return engine.apply(specs, transport, opts, state_dir, pristine, ctx=ctx)
+
+
+class Verify(HostCommand):
+    name = "verify"
+    by_id = True
+
+    def own_options(self, p: argparse.ArgumentParser) -> None:
         _targets.level_option(p)
         _metrics_options(p)
-    elif name == "rollback":
+
+    def options(self, args: argparse.Namespace) -> Options:
+        from patcher.plan.base import Options
+
+        return Options(level=args.level, **_metrics_values(args))
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        from patcher.run import engine
+
+        return engine.verify(specs, transport, opts, state_dir, ids, pristine, ctx=ctx)
+
+
+class Rollback(HostCommand):
+    name = "rollback"
+    spec_nargs = "*"
+    by_id = True
+    rewrites = False
+
+    def own_options(self, p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--dry-run", action="store_true", help="show what would be restored, write nothing"
         )
@@ -62,9 +183,225 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
             "checks of the specs that stay, re-run after a partial rollback (undone if one "
             "fails; default: full)",
         )
-    elif name == "ensure":
+
+    def options(self, args: argparse.Namespace) -> Options:
+        from patcher.plan.base import Options
+
+        return Options(dry_run=args.dry_run, force=args.force, level=args.level)
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        from patcher.run import engine
+
+        # no SPEC: everything vpatch did there
+        return engine.rollback(specs or None, transport, opts, state_dir, ids, ctx=ctx)
+
+    def settle(self, hosts: list[HostResult], ids: Sequence[str]) -> None:
+        """`rollback ID` where no target that answered has ID applied: most likely a typo (a
+        spec FILE with nothing to roll back is fine: that is what a second rollback meets).
+        Such an id fails on every target, so the run exits 1 with a hint."""
+        if not ids:
+            return
+        for sid in ids:
+            found = [p for h in hosts if h.error is None for p in h.patches if p.id == sid]
+            if not found or any(p.outcome != "not_applied" for p in found):
+                continue
+            for p in found:
+                p.outcome = "failed"
+                p.message = f"{sid} is applied on none of the targets: nothing to roll back"
+        for h in hosts:
+            h.ok = self.ok(h)
+
+
+class Status(HostCommand):
+    name = "status"
+    spec_nargs = "*"
+    rewrites = False
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        from patcher.run import engine
+
+        return engine.status(specs, transport, opts, state_dir, ctx=ctx)
+
+
+class Ensure(HostCommand):
+    name = "ensure"
+
+    def own_options(self, p: argparse.ArgumentParser) -> None:
         _targets.ensure_level(p)
         p.add_argument("--force", action="store_true", help=_FORCE_HELP)
+
+    def options(self, args: argparse.Namespace) -> Options:
+        from patcher.run import ensure as hooks
+
+        return hooks.ensure_options(args.level, args.force)
+
+    def on_host(
+        self,
+        specs: list[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ids: Sequence[str],
+        ctx: RunContext,
+        pristine: Pristine,
+    ) -> HostResult:
+        from patcher.run import ensure as hooks
+
+        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+
+    def report(self, result: RunResult, args: argparse.Namespace) -> None:
+        """A pre-start hook's terse lines (they land in a log), its own error lines among
+        them; the JSON document as the others'."""
+        if args.json:
+            super().report(result, args)
+            return
+        from patcher.commands import _ensureview
+
+        _ensureview.render_ensure(result)
+
+
+HOST_COMMANDS: dict[str, HostCommand] = {
+    "apply": Apply(),
+    "verify": Verify(),
+    "rollback": Rollback(),
+    "status": Status(),
+    "ensure": Ensure(),
+}
+
+
+def add_options(p: argparse.ArgumentParser, name: str) -> None:
+    """The options of `vpatch NAME` (apply, verify, rollback, status or ensure)."""
+    HOST_COMMANDS[name].add_options(p)
+
+
+def _one_host(
+    command: HostCommand,
+    target: Target,
+    args: argparse.Namespace,
+    specs: list[PatchSpec],
+    opts: Options,
+    ids: Sequence[str],
+    early: Transport | HostError | None,
+    ctx: RunContext,
+    pristine: Pristine,
+) -> HostResult:
+    """Connect (or take the transport _start_early opened), run the command, close; any
+    per-host failure becomes that host's error."""
+    from patcher.run import engine
+
+    try:
+        if isinstance(early, HostError):
+            raise early
+        transport = early if early is not None else _targets._open(target, args)
+    except HostError as exc:
+        return engine.connect_error(target.name, exc)
+    try:
+        return command.on_host(specs, transport, opts, args.state_dir, ids, ctx, pristine)
+    finally:
+        transport.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from patcher.output import progress
+
+    command = HOST_COMMANDS[args.command]
+    # One host on a terminal: a live line from the start (the specs load, the host connects,
+    # its probes run), erased before the result prints. A fleet has its bar (progress_for).
+    one = not args.ray and len(args.host) <= 1 and not args.inventory
+    with progress.live(f"{command.name}: starting") if one else nullcontext():
+        return _run(command, args)
+
+
+def _run(command: HostCommand, args: argparse.Namespace) -> int:
+    from patcher.output import progress
+    from patcher.run import fleet
+
+    # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
+    # targets come first, and the first hosts' sessions start while the specs load.
+    early: dict[int, Transport | HostError] = {}
+    if args.report:  # a link or a stranger's file at the name: refused before any host
+        from patcher import safewrite
+
+        safewrite.check(args.report)
+    if not args.ray:
+        targets = _targets.targets(args)
+        policy = _targets.policy(args, len(targets))
+        early = _targets._start_early(targets, args, policy)
+    try:
+        specs, ids, opts = _prepare(command, args)
+        if args.ray:
+            targets = _targets.targets(args)
+            policy = _targets.policy(args, len(targets))
+    except BaseException:
+        _targets._close_early(early)  # a session started early and never asked is killed
+        raise
+    from patcher.output.report import progress_for, write_report
+    from patcher.result import RunResult
+    from patcher.run.exchange import RunContext
+
+    ctx = RunContext()  # what this run's hosts share: texts, rewrites, counts
+    ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
+    pristine = WheelTexts(getattr(args, "wheelhouse", []), getattr(args, "refresh", False))
+    try:
+        with progress_for(len(targets), args.json or progress.quiet()) as bar:
+            hosts = fleet.run(
+                [t.name for t in targets],
+                lambda i: _one_host(
+                    command, targets[i], args, specs, opts, ids, early.pop(i, None), ctx, pristine
+                ),
+                policy,
+                [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
+                bar,
+            )
+    finally:
+        _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
+        progress.stop_live()  # the result and errors print on a clean terminal
+        ctx.flush()
+    command.settle(hosts, ids)
+    stats = ctx.stats()
+    result = RunResult(command.name, all(h.ok for h in hosts), hosts, stats)
+    if args.report:
+        write_report(result, args.report)
+    command.report(result, args)
+    return command.exit_code(result, bool(ctx.unsupported))
+
+
+def _prepare(
+    command: HostCommand, args: argparse.Namespace
+) -> tuple[list[PatchSpec], list[str], Options]:
+    """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
+    error here comes before any host is asked anything. The engine is imported here, in the
+    main thread while the first hosts' sessions start, not by the fleet's workers."""
+    from patcher.caches import rewrites as rewrite_cache
+    from patcher.run import engine  # noqa: F401
+    from patcher.specs import catalog
+
+    ids: list[str] = []
+    if command.by_id:
+        specs, ids = catalog.load_or_ids(args.specs)
+    else:
+        specs = catalog.load_all(args.specs) if args.specs else []
+    if command.rewrites and not rewrite_cache.covers(specs):
+        _prefetch_rewriters()
+    return specs, ids, command.options(args)
 
 
 def _metrics_options(p: argparse.ArgumentParser) -> None:
@@ -88,161 +425,6 @@ def _metrics_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _one_host(
-    target: Target,
-    args: argparse.Namespace,
-    specs: list[PatchSpec],
-    opts: engine.Options,
-    ids: Sequence[str] = (),
-    early: Transport | HostError | None = None,
-    ctx: engine.RunContext | None = None,
-    pristine: engine.Pristine | None = None,
-) -> HostResult:
-    """Connect (or take the transport _start_early opened), run the command, close; any
-    per-host failure becomes that host's error."""
-    from patcher.run import engine
-
-    try:
-        if isinstance(early, HostError):
-            raise early
-        transport = early if early is not None else _targets._open(target, args)
-    except HostError as exc:
-        return engine.connect_error(target.name, exc)
-    try:
-        return _dispatch(args.command, specs, transport, opts, args.state_dir, ids, ctx, pristine)
-    finally:
-        transport.close()
-
-
-def run(args: argparse.Namespace) -> int:
-    from patcher.output import progress
-
-    # One host on a terminal: a live line from the start (the specs load, the host connects,
-    # its probes run), erased before the result prints. A fleet has its bar (progress_for).
-    one = not args.ray and len(args.host) <= 1 and not args.inventory
-    with progress.live(f"{args.command}: starting") if one else nullcontext():
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from patcher.output import progress
-    from patcher.run import fleet
-
-    # --ray asks a cluster for its nodes: only once the specs are known good. Otherwise the
-    # targets come first, and the first hosts' sessions start while the specs load.
-    early: dict[int, Transport | HostError] = {}
-    if args.report:  # a link or a stranger's file at the name: refused before any host
-        from patcher import safewrite
-
-        safewrite.check(args.report)
-    if not args.ray:
-        targets = _targets.targets(args)
-        policy = _targets.policy(args, len(targets))
-        early = _targets._start_early(targets, args, policy)
-    try:
-        specs, ids, opts = _prepare(args)
-        if args.ray:
-            targets = _targets.targets(args)
-            policy = _targets.policy(args, len(targets))
-    except BaseException:
-        _targets._close_early(early)  # a session started early and never asked is killed
-        raise
-    from patcher.output.report import (
-        progress_for,
-        render_human,
-        render_json,
-        render_problems,
-        write_report,
-    )
-    from patcher.result import RunResult
-    from patcher.run import engine
-
-    ctx = engine.RunContext()  # what this run's hosts share: texts, rewrites, counts
-    ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
-    pristine = WheelTexts(getattr(args, "wheelhouse", []), getattr(args, "refresh", False))
-    try:
-        with progress_for(len(targets), args.json or progress.quiet()) as bar:
-            hosts = fleet.run(
-                [t.name for t in targets],
-                lambda i: _one_host(
-                    targets[i], args, specs, opts, ids, early.pop(i, None), ctx, pristine
-                ),
-                policy,
-                [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
-                bar,
-            )
-    finally:
-        _targets._close_early(early)  # started early, never run (Ctrl-C, max-fail)
-        progress.stop_live()  # the result and errors print on a clean terminal
-        ctx.flush()
-    if args.command == "rollback" and ids:
-        _unknown_ids(hosts, ids)
-    stats = ctx.stats()
-    result = RunResult(args.command, all(h.ok for h in hosts), hosts, stats)
-    if args.report:
-        write_report(result, args.report)
-    if args.json:
-        render_json(result)
-    elif args.command == "ensure":
-        from patcher.commands import _ensureview
-
-        _ensureview.render_ensure(result)
-    else:
-        render_human(result, show_diff=getattr(args, "diff", False))
-    if not result.ok and (args.json or args.command != "ensure"):  # ensure prints its own
-        render_problems(result)
-    if ctx.unsupported:  # errors.Unsupported: no run can succeed there as it is
-        return ExitCode.UNSUPPORTED
-    return ExitCode.OK if result.ok else ExitCode.FAILED
-
-
-def _unknown_ids(hosts: list[HostResult], ids: Sequence[str]) -> None:
-    """`rollback ID` where no target that answered has ID applied: most likely a typo (a
-    spec FILE with nothing to roll back is fine: that is what a second rollback meets). Such
-    an id fails on every target, so the run exits 1 with a hint."""
-    from patcher.result import host_ok
-
-    for sid in ids:
-        found = [p for h in hosts if h.error is None for p in h.patches if p.id == sid]
-        if not found or any(p.outcome != "not_applied" for p in found):
-            continue
-        for p in found:
-            p.outcome = "failed"
-            p.message = f"{sid} is applied on none of the targets: nothing to roll back"
-    for h in hosts:
-        h.ok = host_ok("rollback", h)
-
-
-def _prepare(
-    args: argparse.Namespace,
-) -> tuple[list[PatchSpec], list[str], engine.Options]:
-    """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
-    error here comes before any host is asked anything."""
-    from patcher.caches import rewrites as rewrite_cache
-    from patcher.run import engine
-    from patcher.specs import catalog
-
-    ids: list[str] = []
-    if args.command in ("rollback", "verify"):
-        specs, ids = catalog.load_or_ids(args.specs)
-    else:
-        specs = catalog.load_all(args.specs) if args.specs else []
-    if args.command in ("apply", "verify", "ensure") and not rewrite_cache.covers(specs):
-        _prefetch_rewriters()
-    opts = engine.Options(
-        dry_run=getattr(args, "dry_run", False),
-        force=getattr(args, "force", False),
-        level=getattr(args, "level", "full"),
-        adopt=getattr(args, "adopt", False),
-        **_metrics_values(args),
-    )
-    if args.command == "ensure":
-        from patcher.run import ensure as hooks
-
-        opts = hooks.ensure_options(args.level, args.force)
-    return specs, ids, opts
-
-
 def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
     """verify's --metrics/--min-acceptance, checked before any host is contacted (exit 2)."""
     url, rate = getattr(args, "metrics", None), getattr(args, "min_acceptance", None)
@@ -260,38 +442,6 @@ def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
         "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
         "metrics_window": metrics.parse_window(window) if window is not None else None,
     }
-
-
-def _dispatch(
-    command: str,
-    specs: list[PatchSpec],
-    transport: Transport,
-    opts: engine.Options,
-    state_dir: str | None,
-    ids: Sequence[str] = (),
-    ctx: engine.RunContext | None = None,
-    pristine: engine.Pristine | None = None,
-) -> HostResult:
-    """The host's result of `command` (ensure: patcher.run.ensure; the rest: engine.run);
-    `pristine` is pip's text of a file (default: a wheel store of this host's own)."""
-    from patcher.run import engine
-
-    ctx = ctx if ctx is not None else engine.RunContext()
-    if command == "ensure":
-        from patcher.run import ensure as hooks
-
-        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
-    wanted = specs or None if command == "rollback" else specs  # rollback: no spec = all
-    return engine.run(
-        command,
-        wanted,
-        transport,
-        opts,
-        ctx,
-        state_dir=state_dir,
-        ids=ids,
-        pristine=pristine or WheelTexts(()),
-    )
 
 
 class WheelTexts:

@@ -67,8 +67,10 @@ def drive(
     """Roll the specs out over `targets` (the last `--control K` of them only scraped, as
     control hosts: patcher.rollout.canary). `started(run, report)` is called once the report exists,
     before any host is contacted; `lines(names)` shows the canaries' batches as they go."""
+    from patcher.plan.base import Options
     from patcher.rollout import canary
     from patcher.run import engine
+    from patcher.run.exchange import RunContext
     from patcher.specs import catalog
 
     cfg = request.settings
@@ -78,9 +80,9 @@ def drive(
     reported = rolloutreport.load_report(request.resume, names) if request.resume else None
     run = (reported.run if reported else None) or walk.new_run()
     specs = catalog.load_all(request.specs)
-    opts = engine.Options(level=request.level, force=request.force)
+    opts = Options(level=request.level, force=request.force)
     ctrl_c = threading.Event()
-    ctx = engine.RunContext()  # what the rollout's hosts share: texts, rewrites, answers
+    ctx = RunContext()  # what the rollout's hosts share: texts, rewrites, answers
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     if controls is not None:  # their scrapes are the run's exchanges too
         controls.ctx = ctx

@@ -28,7 +28,8 @@ from patcher.rollout import resume as rolloutresume
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
-    from patcher.run.engine import Options, RunContext
+    from patcher.plan.base import Options
+    from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
 
@@ -174,7 +175,7 @@ class _Host:
     controls: canary.Controls | None = None  # --control: scraped in the same windows
     control_after: rollout.Measures | None = None  # the control hosts' after-window
     started: float = field(default_factory=time.monotonic)
-    ctx: RunContext | None = None  # the rollout's run (engine.RunContext)
+    ctx: RunContext | None = None  # the rollout's run (exchange.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
     lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
@@ -303,14 +304,14 @@ def _step_gates(h: _Host) -> str:
 
 def _engine_step(h: _Host, which: str) -> str:
     """apply, rollback, or `plan`: apply's dry run (the baseline's first look)."""
-    from patcher.run import engine
+    from patcher.run import engine, exchange
 
-    ctx = h.ctx if h.ctx is not None else engine.RunContext()
+    ctx = h.ctx if h.ctx is not None else exchange.RunContext()
     if h.lease is not None:  # its commits are the lease holder's (agent/lease.py)
         ctx.lease = h.run
     opts = replace(h.opts, dry_run=True) if which == "plan" else h.opts
-    command = "apply" if which == "plan" else which
-    res = engine.run(command, h.specs, h.transport, opts, ctx, state_dir=h.state_dir)
+    step = engine.rollback if which == "rollback" else engine.apply
+    res = step(h.specs, h.transport, opts, h.state_dir, ctx=ctx)
     take_run(h.result, res, restarts=which == "apply")
     outcomes = ", ".join(f"{p.id} {p.outcome}" for p in res.patches)
     refused = monitor.baked_in_rollout(res.patches) if which == "apply" and res.ok else None

@@ -13,23 +13,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
 
 from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.output import progress
 from patcher.plan import monitor
 from patcher.plan.apply import plan_apply, preflight
-from patcher.plan.base import (
-    Level,
-    Options,
-    Plan,
-    checks_for,
-    drift_state,
-    sha256_text,
-    unified_diff,
-)
+from patcher.plan.base import Level, Options, Plan, checks_for
 from patcher.plan.hostfacts import HostFacts
 from patcher.plan.rollback import plan_rollback
 from patcher.plan.undo import (
@@ -50,51 +42,13 @@ from patcher.plan.verify import (
 )
 from patcher.result import HostResult, PatchResult, ProbeResult, host_ok
 from patcher.run import exchange
-from patcher.run.exchange import TEST_FAULT_ENV, Guess, RunContext, checked, probes, run_checks
+from patcher.run.exchange import Guess, RunContext, checked, probes, run_checks
 from patcher.specs.model import PatchSpec
 from patcher.transports import Transport
 
-__all__ = [
-    "TEST_FAULT_ENV",
-    "Level",
-    "Options",
-    "RunContext",
-    "drift_state",
-    "sha256_text",
-    "unified_diff",
-]
-
-Command = Literal["apply", "verify", "rollback", "status"]
 Pristine = Callable[[str, str, str], str | None]  # (package, version, file) -> pip's text
 Ran = dict[str, list[ProbeResult]]  # spec id -> the results of its checks in a commit's chain
 _CONFLICT_RETRIES = 3
-
-
-def run(
-    command: Command | str,
-    specs: Sequence[PatchSpec] | None,
-    transport: Transport,
-    opts: Options,
-    ctx: RunContext,
-    *,
-    state_dir: str | None = None,
-    ids: Sequence[str] = (),
-    pristine: Pristine | None = None,
-) -> HostResult:
-    """The result of `command` (apply, verify, rollback, status) on one host, in the run `ctx`.
-    `specs` None (rollback): all that vpatch did there; `ids`: specs by id, from the journal
-    alone (rollback, verify); `pristine`: pip's text of a file (apply --adopt, and naming a
-    hand edit's lines)."""
-    if command == "apply":
-        return apply(list(specs or []), transport, opts, state_dir, pristine, ctx=ctx)
-    if command == "verify":
-        return verify(list(specs or []), transport, opts, state_dir, ids, pristine, ctx=ctx)
-    if command == "rollback":
-        wanted = None if specs is None else list(specs)
-        return rollback(wanted, transport, opts, state_dir, ids, ctx=ctx)
-    if command == "status":
-        return status(list(specs or []), transport, opts, state_dir, ctx=ctx)
-    raise ValueError(f"no per-host command {command!r}")
 
 
 # A commit asks for the environment's lock for exchange.LOCK_POLL_S; held by another vpatch,
@@ -200,63 +154,155 @@ def _with_record_texts(facts: HostFacts, pristine: Pristine) -> HostFacts:
     return replace(facts, files=files)
 
 
-@dataclass(frozen=True)
 class _Writing:
-    """What apply and rollback differ in; `_write_host` is the body they share: inspect (with
-    plans made ahead), plan, commit with the checks chained, remember, re-check."""
+    """A command that writes (apply, rollback) on one host. `run` is the body they share:
+    inspect (with plans made ahead), plan, commit with the checks chained, remember, re-check;
+    the methods it calls are what they differ in, and each subclass overrides its own."""
 
-    command: Literal["apply", "rollback"]
-    specs: Sequence[PatchSpec]
-    make: Callable[[HostFacts], Plan]  # the plan on some facts (a guess's, or the host's)
-    decide: Callable[[HostFacts], tuple[HostFacts, Plan]]  # the plan on the host's own answer
-    recheck: Callable[[HostResult, Plan, HostFacts, Ran], None]  # once written
-    done: frozenset[str]  # outcomes of specs that wrote (not_done on a failure)
-    guessing: bool  # plan ahead
-    refusing: bool  # apply: refuse an editable install, and a plan preflight stops
-    recipe: Hashable  # what `make` plans from besides the facts (exchange.commit_ahead)
+    command: ClassVar[Literal["apply", "rollback"]]
+    done: ClassVar[frozenset[str]]  # outcomes of specs that wrote (not_done on a failure)
 
+    def __init__(
+        self,
+        specs: Sequence[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ctx: RunContext | None,
+    ) -> None:
+        self.specs = specs
+        self.transport = transport
+        self.opts = opts
+        self.state_dir = state_dir
+        self.ctx = ctx if ctx is not None else RunContext()  # None: a run of its own
 
-def _write_host(
-    w: _Writing, ctx: RunContext, transport: Transport, opts: Options, state_dir: str | None
-) -> HostResult:
-    def once(host: HostResult) -> None:
-        request = exchange.inspect_request(ctx, w.specs, state_dir)
-        if w.command == "rollback":  # a spec baked into a wheel is named, never "nothing"
-            request["baked"] = True
+    def make(self, facts: HostFacts) -> Plan:
+        """The plan on some facts (a guess's, or the host's)."""
+        raise NotImplementedError
+
+    def decide(self, facts: HostFacts) -> tuple[HostFacts, Plan]:
+        """The plan on the host's own answer, and the facts it was made on."""
+        return facts, self.make(facts)
+
+    def recheck(self, host: HostResult, plan: Plan, facts: HostFacts, ran: Ran) -> None:
+        """The checks once `plan` is written (`ran`: those that rode in the commit's chain)."""
+        raise NotImplementedError
+
+    def recipe(self) -> Hashable:
+        """What `make` plans from besides the facts (exchange.commit_ahead's key)."""
+        raise NotImplementedError
+
+    def guessing(self) -> bool:
+        """Whether to plan ahead (a dry run writes nothing, so there is nothing to chain)."""
+        return not self.opts.dry_run
+
+    def request(self) -> dict[str, Any]:
+        """The inspect request."""
+        return exchange.inspect_request(self.ctx, self.specs, self.state_dir)
+
+    def check_answer(self, answer: dict[str, Any]) -> None:
+        """Refuse what the inspect's answer shows before any plan (HostError); nothing here."""
+
+    def check_plan(self, facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
+        """Why the plan must not be committed (message, hint), made on the host's own answer;
+        None here."""
+        return None
+
+    def attend(self, host: HostResult, plan: Plan, got: exchange.Exchange) -> None:
+        """What needs a person, once the plan is known; nothing here."""
+
+    def run(self) -> HostResult:
+        """The host's result."""
+        return _host_run(
+            self.command,
+            self.ctx,
+            self.transport,
+            lambda host: _retrying(host, self.done, lambda: self._once(host)),
+        )
+
+    def _once(self, host: HostResult) -> None:
+        ctx, transport, level = self.ctx, self.transport, self.opts.level
+        request = self.request()
         ahead = (
-            exchange.commit_ahead(ctx, request, w.make, opts.level, w.recipe)
-            if w.guessing
+            exchange.commit_ahead(ctx, request, self.make, level, self.recipe())
+            if self.guessing()
             else None
         )
         got = exchange.look(ctx, transport, request, host, ahead)
-        if w.refusing:
-            refuse_editable(transport.target, got.answer, w.specs)
+        self.check_answer(got.answer)
         if got.guess is not None:
             facts, plan, answers = got.guess.facts, got.guess.plan, got.answers
             host.patches = plan.results
         else:
-            facts, plan = w.decide(got.facts)
+            facts, plan = self.decide(got.facts)
             host.patches = plan.results
-        if w.command == "apply":  # in place, but written by a run stopped before its checks
-            kept = {p.id for p in plan.results if p.outcome == "already_applied"}
-            host.attention = monitor.unverified_attention(got.facts.unverified, kept)
+        self.attend(host, plan, got)
         if got.guess is None:
-            problem = preflight(facts, plan) if w.refusing and plan.writes else None
+            problem = self.check_plan(facts, plan)
             if problem:
                 raise HostError(f"{problem[0]}; nothing was changed", problem[1])
-            if opts.dry_run or not plan.needs_commit():
+            if self.opts.dry_run or not plan.needs_commit():
                 exchange.remember(ctx, transport, request, [got])
                 return
-            answers = exchange.write(ctx, transport, plan, opts.level, request)
-        host.restart_required, ran, after = exchange.carry_out(
-            ctx, transport, plan, opts.level, answers
-        )
+            answers = exchange.write(ctx, transport, plan, level, request)
+        host.restart_required, ran, after = exchange.carry_out(ctx, transport, plan, level, answers)
         exchange.remember(ctx, transport, request, [after, got])
-        w.recheck(host, plan, facts, ran)
+        self.recheck(host, plan, facts, ran)
 
-    return _host_run(
-        w.command, ctx, transport, lambda host: _retrying(host, w.done, lambda: once(host))
-    )
+
+class _Applying(_Writing):
+    """apply on one host: refuses an editable install and what the planner's preflight stops;
+    a failed check puts the previous bytes back."""
+
+    command = "apply"
+    done = frozenset({"applied", "would_apply"})
+
+    def __init__(
+        self,
+        specs: Sequence[PatchSpec],
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ctx: RunContext | None,
+        pristine: Pristine | None,
+    ) -> None:
+        super().__init__(specs, transport, opts, state_dir, ctx)
+        self.pristine = pristine
+
+    def make(self, facts: HostFacts) -> Plan:
+        return plan_apply(self.specs, facts, self.opts, self.ctx.caches.rewrite)
+
+    def decide(self, facts: HostFacts) -> tuple[HostFacts, Plan]:
+        adopt, pristine = self.opts.adopt, self.pristine
+        if adopt and pristine is not None:
+            facts = _with_record_texts(facts, pristine)
+        plan = self.make(facts)
+        if not adopt and pristine is not None and _refused_hand_edit(plan):
+            plan = self.make(_with_record_texts(facts, pristine))  # name the lines that differ
+        return facts, plan
+
+    def recheck(self, host: HostResult, plan: Plan, facts: HostFacts, ran: Ran) -> None:
+        undo = lambda p, failed: plan_undo(p, failed, "verify failed")  # noqa: E731
+        ctx, transport, level = self.ctx, self.transport, self.opts.level
+        if _recheck(ctx, transport, plan, level, self.state_dir, undo, verify_failed, ran):
+            host.restart_required = []  # every write was undone: disk = what they loaded
+
+    def recipe(self) -> Hashable:
+        return ("apply", _identity(self.specs), self.opts)
+
+    def guessing(self) -> bool:
+        return not (self.opts.dry_run or self.opts.adopt)
+
+    def check_answer(self, answer: dict[str, Any]) -> None:
+        refuse_editable(self.transport.target, answer, self.specs)
+
+    def check_plan(self, facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
+        return preflight(facts, plan) if plan.writes else None
+
+    def attend(self, host: HostResult, plan: Plan, got: exchange.Exchange) -> None:
+        # in place, but written by a run stopped before its checks
+        kept = {p.id for p in plan.results if p.outcome == "already_applied"}
+        host.attention = monitor.unverified_attention(got.facts.unverified, kept)
 
 
 def apply(
@@ -271,36 +317,7 @@ def apply(
     """The host's result of applying `specs`. `pristine`: pip's bytes of a file, for --adopt's
     base and, where apply refuses a hand edit as `modified`, to name the lines that differ
     (fetched on that path only). Without `ctx`, the call is a run of its own."""
-    run_ctx = ctx if ctx is not None else RunContext()
-
-    def make(facts: HostFacts) -> Plan:
-        return plan_apply(specs, facts, opts, run_ctx.caches.rewrite)
-
-    def decide(facts: HostFacts) -> tuple[HostFacts, Plan]:
-        if opts.adopt and pristine is not None:
-            facts = _with_record_texts(facts, pristine)
-        plan = make(facts)
-        if not opts.adopt and pristine is not None and _refused_hand_edit(plan):
-            plan = make(_with_record_texts(facts, pristine))  # name the lines that differ
-        return facts, plan
-
-    def recheck(host: HostResult, plan: Plan, facts: HostFacts, ran: Ran) -> None:
-        undo = lambda p, failed: plan_undo(p, failed, "verify failed")  # noqa: E731
-        if _recheck(run_ctx, transport, plan, opts.level, state_dir, undo, verify_failed, ran):
-            host.restart_required = []  # every write was undone: disk = what they loaded
-
-    writing = _Writing(
-        "apply",
-        specs,
-        make,
-        decide,
-        recheck,
-        frozenset({"applied", "would_apply"}),
-        guessing=not (opts.dry_run or opts.adopt),
-        refusing=True,
-        recipe=("apply", _identity(specs), opts),
-    )
-    return _write_host(writing, run_ctx, transport, opts, state_dir)
+    return _Applying(specs, transport, opts, state_dir, ctx, pristine).run()
 
 
 def _identity(specs: Sequence[PatchSpec]) -> tuple[tuple[str, str], ...]:
@@ -434,6 +451,42 @@ def _record_verified(
             exchange.call(transport, {"op": "verify", "checks": [], "record": record}, ctx)
 
 
+class _RollingBack(_Writing):
+    """rollback on one host: the files rebuilt from the journal, the kept specs' checks re-run
+    (patcher.plan.undo decides what a failure means)."""
+
+    command = "rollback"
+    done = frozenset({"rolled_back"})
+
+    def __init__(
+        self,
+        specs: list[PatchSpec] | None,
+        transport: Transport,
+        opts: Options,
+        state_dir: str | None,
+        ctx: RunContext | None,
+        ids: Sequence[str],
+    ) -> None:
+        super().__init__(specs or [], transport, opts, state_dir, ctx)
+        self.wanted = None if specs is None and not ids else {s.id for s in specs or []} | set(ids)
+
+    def make(self, facts: HostFacts) -> Plan:
+        return plan_rollback(self.wanted, facts, self.opts, self.specs)
+
+    def recheck(self, host: HostResult, plan: Plan, facts: HostFacts, ran: Ran) -> None:
+        ctx, transport, level = self.ctx, self.transport, self.opts.level
+        _rollback_recheck(ctx, transport, plan, facts, level, self.state_dir, ran)
+
+    def recipe(self) -> Hashable:
+        wanted = None if self.wanted is None else tuple(sorted(self.wanted))
+        return ("rollback", wanted, _identity(self.specs), self.opts)
+
+    def request(self) -> dict[str, Any]:
+        request = super().request()
+        request["baked"] = True  # a spec baked into a wheel is named, never "nothing"
+        return request
+
+
 def rollback(
     specs: list[PatchSpec] | None,
     transport: Transport,
@@ -447,32 +500,7 @@ def rollback(
     keeping the others: the files are rebuilt from the journal, and the kept specs' recorded
     checks run again; if one fails, the previous bytes go back and the error names the spec
     that needs the other. Without `ctx`, the call is a run of its own."""
-    run_ctx = ctx if ctx is not None else RunContext()
-    wanted = None if specs is None and not ids else {s.id for s in specs or []} | set(ids)
-
-    def make(facts: HostFacts) -> Plan:
-        return plan_rollback(wanted, facts, opts, specs or [])
-
-    def recheck(host: HostResult, plan: Plan, facts: HostFacts, ran: Ran) -> None:
-        _rollback_recheck(run_ctx, transport, plan, facts, opts.level, state_dir, ran)
-
-    writing = _Writing(
-        "rollback",
-        specs or [],
-        make,
-        lambda facts: (facts, make(facts)),
-        recheck,
-        frozenset({"rolled_back"}),
-        guessing=not opts.dry_run,
-        refusing=False,
-        recipe=(
-            "rollback",
-            None if wanted is None else tuple(sorted(wanted)),
-            _identity(specs or []),
-            opts,
-        ),
-    )
-    return _write_host(writing, run_ctx, transport, opts, state_dir)
+    return _RollingBack(specs, transport, opts, state_dir, ctx, ids).run()
 
 
 def _rollback_recheck(

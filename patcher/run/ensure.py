@@ -21,10 +21,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from patcher.plan.base import Level, Options
 from patcher.plan.recheck import recheck, recheck_specs
 from patcher.result import GOOD, HostResult, host_ok
 from patcher.run import engine
-from patcher.run.engine import Level, Options, RunContext
+from patcher.run.exchange import RunContext
 from patcher.specs.model import PatchSpec
 from patcher.transports import Transport
 
@@ -56,7 +57,7 @@ def ensure(
     """The host's result: `apply` semantics (it writes only what is missing, and a write is
     verified and undone if the check fails), plus, when `--level` asks, a verify of what was
     already in place, whose outcomes the planner folds in (`plan.recheck`). Without `ctx`
-    (engine.RunContext), the call is a run of its own."""
+    (exchange.RunContext), the call is a run of its own."""
     started = time.monotonic()
     ctx = ctx if ctx is not None else RunContext()
     host = engine.apply(specs, transport, opts, state_dir, ctx=ctx)

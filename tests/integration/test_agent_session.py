@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from patcher.errors import HostError
+from patcher.plan.base import Options
 from patcher.run import engine
 from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
@@ -35,7 +36,7 @@ from tests import sshd as harness
 from tests.support.standin_specs import REL, SPEC_A
 
 PY = "/root/ml-env/bin/python"
-FULL = engine.Options(level="full")
+FULL = Options(level="full")
 INSPECT: dict[str, Any] = {"op": "inspect", "packages": {}}
 
 
@@ -269,7 +270,7 @@ def test_fault_armed_on_one_request_only(host: Host, spec: PatchSpec) -> None:
     t = Recorder(host.connect())
     try:
         assert t.call({**INSPECT, "fault": "commit.locked"})["ok"]
-        res = engine.apply([spec], t, engine.Options(level="static"))
+        res = engine.apply([spec], t, Options(level="static"))
         assert res.ok and res.error is None, res
         assert [op for op, _ in t.calls][:3] == ["inspect", "inspect", "commit"], (res, t.calls)
         assert len(t.pids) == 1
@@ -405,7 +406,7 @@ def test_other_agent_session_is_not_restart_required(
     try:
         idle = other.call(dict(INSPECT))["pid"]
         time.sleep(0.05)  # /proc start times have 10 ms resolution
-        res = engine.apply([spec], t, engine.Options(level="static"))
+        res = engine.apply([spec], t, Options(level="static"))
         assert res.ok, res
         pids = {p["pid"] for p in res.restart_required}
         assert server.pid in pids and idle not in pids, res.restart_required

@@ -242,7 +242,7 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
     agent's commit then fails on the first byte it stages, before any backup or journal line,
     and takes its temp file with it. Driven as one request to the agent of a venv that lives on
     a really full tmpfs (a commit writes only inside its env's site-packages)."""
-    from patcher.run import engine
+    from patcher.plan.base import sha256_text
 
     fs = tmp_path / "fs"
     fs.mkdir()
@@ -271,7 +271,7 @@ def test_enospc_inside_the_commit_leaves_nothing(tmp_path: Path) -> None:
                 "writes": [
                     {
                         "path": str(mod),
-                        "expect_sha256": engine.sha256_text("x = 1\n"),
+                        "expect_sha256": sha256_text("x = 1\n"),
                         "text": "x = 2\n" * 5000,
                     }
                 ],

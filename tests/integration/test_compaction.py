@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from patcher.agent import compact, journal
+from patcher.plan.base import Options, sha256_text
 from patcher.run import engine
 from patcher.run import ensure as hooks
+from patcher.run.exchange import TEST_FAULT_ENV
 from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports.pipe import LocalTransport
 from tests import standin
@@ -76,8 +78,8 @@ def test_cycles_keep_the_journal_bounded_and_the_backups_live(
     [(path, (ids, base, expected))] = _fold(root).items()
     assert ids == ["servekit-batch", "servekit-kimi"] and path.endswith(REL)
     [backup] = (state / "backups").iterdir()
-    assert backup.name == base and expected == engine.sha256_text((_site(root) / REL).read_text())
-    st = engine.status([], LocalTransport(str(python)), engine.Options(level="static"))
+    assert backup.name == base and expected == sha256_text((_site(root) / REL).read_text())
+    st = engine.status([], LocalTransport(str(python)), Options(level="static"))
     assert st.ok and sorted(p.outcome for p in st.patches) == ["applied", "applied"]
 
 
@@ -141,7 +143,7 @@ def test_full_rollback_removes_the_backups(lab: tuple[Path, Path, list[PatchSpec
     state = root / ".vpatch"
     t = LocalTransport(str(python))
     try:
-        opts = engine.Options(level="static")
+        opts = Options(level="static")
         assert engine.apply(specs, t, opts).ok
         [base] = [b.name for b in (state / "backups").iterdir()]
         part = engine.rollback([specs[0]], t, opts)
@@ -166,21 +168,21 @@ def test_kill_at_every_compaction_step(
     pristine = next((state / "backups").iterdir()).read_bytes()
     patched = target.read_bytes()
     cycles.reinstall({target: pristine})
-    monkeypatch.setenv(engine.TEST_FAULT_ENV, point)
+    monkeypatch.setenv(TEST_FAULT_ENV, point)
     t = LocalTransport(str(python))
     try:
         res = hooks.ensure(specs, t, hooks.ensure_options("static"))
     finally:
         t.close()
     assert res.error and "killed by signal 9" in res.error, res  # the kill happened
-    monkeypatch.delenv(engine.TEST_FAULT_ENV)
+    monkeypatch.delenv(TEST_FAULT_ENV)
     assert target.read_bytes() == patched  # the commit was complete before compaction began
     size = (state / "journal.jsonl").stat().st_size
     assert size < before if point in compact.POINTS[2:] else size > before
     assert next(iter(_fold(root).values()))[0] == ["servekit-batch", "servekit-kimi"]
     t = LocalTransport(str(python))
     try:
-        st = engine.status([], t, engine.Options(level="static"))
+        st = engine.status([], t, Options(level="static"))
         assert st.ok and sorted(p.outcome for p in st.patches) == ["applied", "applied"], st
     finally:
         t.close()

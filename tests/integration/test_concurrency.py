@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from patcher.plan.base import Options
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.run import engine
@@ -36,7 +37,7 @@ from tests.conftest import REPO, Env, vpatch
 from tests.support.specs import edit, spec_toml
 from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 
-OPTS = engine.Options(level="static")
+OPTS = Options(level="static")
 SPEC_C = spec_toml(
     id="servekit-factor",
     summary="a bigger budget factor",

@@ -36,9 +36,11 @@ import pytest
 
 from patcher.agent import faults
 from patcher.agent import lock as agent_lock
+from patcher.plan.base import Options, sha256_text
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
 from patcher.run import engine
+from patcher.run.exchange import TEST_FAULT_ENV
 from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
@@ -52,7 +54,7 @@ from tests.support.standin_specs import REL, SPEC_A, spec_a
 
 pytestmark = pytest.mark.faults
 
-OPTS = engine.Options(level="static")  # probes are not what a crash test is about
+OPTS = Options(level="static")  # probes are not what a crash test is about
 # Points where the killed run leaves a temp file behind (the next commit must remove it).
 LEAVES_TEMP = {
     "write.temp_written": "target",
@@ -142,11 +144,11 @@ def ssh_target(
 @contextmanager
 def armed(fault: str) -> Iterator[None]:
     """VPATCH_TEST_FAULT for the commands run inside (the controller copies it into commits)."""
-    os.environ[engine.TEST_FAULT_ENV] = fault
+    os.environ[TEST_FAULT_ENV] = fault
     try:
         yield
     finally:
-        del os.environ[engine.TEST_FAULT_ENV]
+        del os.environ[TEST_FAULT_ENV]
 
 
 def run(target: Target, command: str, transport: Transport | None = None) -> HostResult:
@@ -233,7 +235,7 @@ def test_points_are_every_step_in_order(tmp_path: Path) -> None:
             "writes": [
                 {
                     "path": str(target),
-                    "expect_sha256": engine.sha256_text("x = 1\n"),
+                    "expect_sha256": sha256_text("x = 1\n"),
                     "text": "x = 2\n",
                 }
             ],
@@ -343,7 +345,7 @@ def test_cli_end_to_end(local_target: Target, tmp_path: Path) -> None:
     spec = tmp_path / "a.toml"
     spec.write_text(SPEC_A)
     py = ["--python", str(local_target.root / "bin" / "python")]
-    killed = vpatch("apply", spec, *py, env={engine.TEST_FAULT_ENV: "write.renamed"})
+    killed = vpatch("apply", spec, *py, env={TEST_FAULT_ENV: "write.renamed"})
     assert killed.code == 1, killed.out + killed.err
     assert killed.err.splitlines() == [
         "error: local: agent killed by signal 9; outcome unknown",

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from patcher.agent import faults
+from patcher.plan.base import Options
 from patcher.result import HostResult
 from patcher.run import engine
+from patcher.run.exchange import TEST_FAULT_ENV
 from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.paramiko_ssh import SshTransport
@@ -29,7 +31,7 @@ from tests.support import multifile
 from tests.support.multifile import FILES, MultiTarget
 from tests.support.sshargs import CLIENTS, lab_options
 
-OPTS = engine.Options(level="static")
+OPTS = Options(level="static")
 # Steps a commit passes once per file: the second file's step is a fault point of its own.
 PER_FILE = ("write.temp_written", "write.temp_synced", "write.before_rename", "write.renamed")
 POINTS = [*faults.POINTS, *(f"{p}#2" for p in PER_FILE), "write.renamed#3"]
@@ -131,11 +133,11 @@ def test_sigkill_local(local: tuple[MultiTarget, str], point: str, command: str)
         with closing(LocalTransport(python)) as t:
             assert run(t, target, "apply").ok
     with closing(LocalTransport(python)) as t:
-        os.environ[engine.TEST_FAULT_ENV] = point
+        os.environ[TEST_FAULT_ENV] = point
         try:
             res = run(t, target, command)
         finally:
-            del os.environ[engine.TEST_FAULT_ENV]
+            del os.environ[TEST_FAULT_ENV]
     assert res.error and "killed by signal 9" in res.error, res
     with closing(LocalTransport(python)) as t:
         all_or_none(target, t)
@@ -194,7 +196,7 @@ def test_ssh_cut(
             got.append(run(t, target, command))
 
     worker = threading.Thread(target=work)
-    os.environ[engine.TEST_FAULT_ENV] = point + ":pause"
+    os.environ[TEST_FAULT_ENV] = point + ":pause"
     try:
         worker.start()
         try:
@@ -203,7 +205,7 @@ def test_ssh_cut(
             host.kill_sessions(keep_commands=False)
             worker.join(60)
     finally:
-        del os.environ[engine.TEST_FAULT_ENV]
+        del os.environ[TEST_FAULT_ENV]
     [res] = got
     assert res.error and "outcome unknown" in res.error, res
     with closing(connect()) as t:

@@ -176,10 +176,9 @@ def host(
 ) -> rolloutrun._Host:
     """The executor's state for one host on `fake`, and `fake` told which step is running;
     `ctx`: the rollout's run, whose stats count its exchanges (None: uncounted)."""
-    from patcher.run import engine
+    from patcher.plan.base import Options
 
-    opts = engine.Options(level="static")
-    h = rolloutrun._host(target, fake, specs, opts, None, cfg, run, ctx)
+    h = rolloutrun._host(target, fake, specs, Options(level="static"), None, cfg, run, ctx)
     fake.current = lambda: h.current
     return h
 

@@ -14,9 +14,9 @@ import pytest
 from patcher.agent import fetch as agent_fetch
 from patcher.agent import handle, restart
 from patcher.inventory.targets import Target
+from patcher.plan.base import Options
 from patcher.rollout import healthpoll
 from patcher.rollout import walk as rolloutrun
-from patcher.run import engine
 from tests.support import rolloutfake
 
 URL = "http://localhost:8000/health"
@@ -69,7 +69,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 def health_step(timeout: float) -> rolloutrun._Host:
     cfg = rolloutfake.settings(health=URL, health_timeout=timeout)
-    opts = engine.Options(level="static")
+    opts = Options(level="static")
     return rolloutrun._host(Target("h1", "h1"), Agent(), [], opts, None, cfg, "r1")
 
 

@@ -22,6 +22,7 @@ import pytest
 
 from patcher import cli
 from patcher.errors import HostError, SpecError, UsageError
+from patcher.plan.base import Options
 from patcher.run import engine
 from patcher.specs.model import load_spec
 from patcher.transports import ray as ray_transport
@@ -230,9 +231,7 @@ def test_engine_over_ray_tasks_pinned_per_node(
     spec = load_spec(spec_file)
     cluster = ray_transport.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
     assert fake.address == "auto" and [n.name for n in cluster.nodes] == ["n1", "n2"]
-    hosts = [
-        engine.apply([spec], cluster.transport(n.target), engine.Options()) for n in cluster.nodes
-    ]
+    hosts = [engine.apply([spec], cluster.transport(n.target), Options()) for n in cluster.nodes]
     assert [h.patches[0].outcome for h in hosts] == ["applied", "applied"], hosts
     assert fake.registered == 1  # one task for the run's nodes, not one per node
     assert [h.python.split()[0] for h in hosts] == [pythons["n1"], pythons["n2"]]

@@ -22,7 +22,7 @@ from patcher.result import HostResult, take_run
 from patcher.rollout import canary, driver
 from patcher.rollout import decide as rollout
 from patcher.rollout import walk as rolloutrun
-from patcher.run import engine, exchange, fleet
+from patcher.run import exchange, fleet
 from patcher.specs import catalog
 from patcher.specs.model import PatchSpec
 from tests.conftest import REPO
@@ -31,7 +31,7 @@ from tests.support.rolloutfake import FakeHost
 
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
 TARGET = Target("h1", "h1")
-ENGINE = ("plan", "apply", "rollback")  # the fake's stand-ins for engine.run, not requests
+ENGINE = ("plan", "apply", "rollback")  # the fake's stand-ins for the engine's steps, not requests
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_every_request_of_a_host_s_rollout_is_counted_in_its_run(
     """Scrapes, restart, health, a journal step per phase and the lease's take, beats and
     release: each one exchange of the run (today's walk counted none of them)."""
     fake = FakeHost(state_dir=str(tmp_path / "state"))
-    ctx = engine.RunContext()
+    ctx = exchange.RunContext()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", ctx)
     res = driver.leased_walk(h)
     assert res.ok and res.rollout is not None and res.rollout["verdict"] == rollout.KEPT
@@ -88,7 +88,7 @@ def test_every_request_of_a_host_s_rollout_is_counted_in_its_run(
 
 def test_the_resume_s_read_of_the_journal_is_counted_too(specs: list[PatchSpec]) -> None:
     fake = FakeHost()
-    ctx = engine.RunContext()
+    ctx = exchange.RunContext()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", ctx)
     rolloutrun.resume_host(h, None)
     assert requests(fake) == ["inspect"] and ctx.stats()["agent_exchanges"] == 1
@@ -140,7 +140,7 @@ def test_verbose_shows_each_step_s_exchange(
     """-v shows a rollout's exchanges as it shows apply's: what each did and its time."""
     progress.configure(verbose=1)
     fake = FakeHost()
-    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", engine.RunContext())
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
     assert rolloutrun.walk(h, threading.Event()).ok
     err = capsys.readouterr().err
     for words in (
@@ -206,7 +206,7 @@ def test_a_step_the_agent_refuses_fails_with_the_error_s_hint(
     """The step fails in the agent's words, and the host's hint says what to check first
     (then what its verdict asks); today's walk dropped the kind and said only the latter."""
     fake = Refusing(op, kind, "no")
-    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", engine.RunContext())
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
     res = rolloutrun.walk(h, threading.Event())
     assert not res.ok and res.rollout is not None
     failed = next(p for p in res.rollout["phases"] if not p["ok"])
@@ -216,7 +216,7 @@ def test_a_step_the_agent_refuses_fails_with_the_error_s_hint(
 
 def test_a_refused_journal_step_is_a_warning_in_the_agent_s_words(specs: list[PatchSpec]) -> None:
     fake = Refusing(protocol.STEP, protocol.STATE, "the journal is a link")
-    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", engine.RunContext())
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
     res = rolloutrun.walk(h, threading.Event())
     assert res.ok  # the steps ran; --resume cannot rely on the journal
     want = "the baseline step is not in the host's journal (the journal is a link): --resume"

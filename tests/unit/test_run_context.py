@@ -200,7 +200,7 @@ def test_a_run_learns_and_counts_for_itself(tmp_path: Path, standin_env: Env) ->
     ctx, other = exchange.RunContext(), exchange.RunContext()
     t = LocalTransport(str(standin_env.python))
     try:
-        host = engine.run("apply", [spec], t, Options(level="static"), ctx)
+        host = engine.apply([spec], t, Options(level="static"), ctx=ctx)
         assert host.ok and [p.outcome for p in host.patches] == ["applied"], host
         counted = ctx.stats()
         # inspect, then commit + closing inspect in one exchange; one parse of the file

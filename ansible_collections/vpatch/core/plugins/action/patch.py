@@ -143,18 +143,22 @@ class ActionModule(ActionBase):
             specs = catalog.load_all([self._spec_path(s, args["catalog"]) for s in args["spec"]])
         except errors.VpatchError as exc:
             raise AnsibleActionFail(_error_text(exc)) from None
-        opts = engine.Options(dry_run=check, force=args["force"], level=args["level"])
+        from patcher.plan.base import Options
+        from patcher.run.exchange import RunContext
+
+        opts = Options(dry_run=check, force=args["force"], level=args["level"])
         transport = _ModuleTransport(
             self, task_vars, args["python"], args["timeout"], args["trusted_python"]
         )
         # The remote tmp dir made by the first module call is reused by the next ones and
         # removed by the task executor's cleanup(), as for any action plugin.
-        ctx = engine.RunContext()  # this task on this host is one run
+        ctx = RunContext()  # this task on this host is one run
         if command == "apply" and not check and any(args[k] for k in ROLLOUT_TRIGGERS):
             command = "rollout"
             host = self._rollout(args, specs, opts, transport, ctx, errors)
         else:
-            host = engine.run(command, specs, transport, opts, ctx, state_dir=args["state_dir"])
+            step = {"apply": engine.apply, "rollback": engine.rollback, "verify": engine.verify}
+            host = step[command](specs, transport, opts, args["state_dir"], ctx=ctx)
         counts = ctx.stats()
         stats = {k: counts[k] for k in ("libcst_parses", "rewrite_cache_hits")}
         doc = results.RunResult(command, host.ok, [host], stats).to_json()
