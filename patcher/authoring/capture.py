@@ -42,11 +42,14 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from patcher import pyast
-from patcher.rewrite import apply_edits
+from patcher.rewrite import RewriteResult, apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.specs.model import Edit
 
 EditDict = dict[str, Any]
+# How a candidate is replayed on the pristine text: `apply_edits`, or one that remembers
+# (`patcher.authoring.replays`, the command's: a capture replays the same edits more than once)
+Replay = Callable[[str, Sequence[Edit]], RewriteResult]
 _EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COLLECTIONS = (ast.List, ast.Tuple, ast.Set)
@@ -66,8 +69,9 @@ class Captured:
     notes: list[str] = field(default_factory=list)
 
 
-def capture(pristine: str, edited: str, rel: str) -> Captured:
-    """The edits that turn `pristine` into `edited` (same AST always; see module docstring)."""
+def capture(pristine: str, edited: str, rel: str, replay: Replay = apply_edits) -> Captured:
+    """The edits that turn `pristine` into `edited` (same AST always; see module docstring),
+    every candidate replayed on `pristine` by `replay`."""
     if pristine == edited:
         return Captured([], [f"{rel}: no change"])
     if not pristine:
@@ -87,12 +91,12 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
     if have == want:
         return Captured([], [f"{rel}: only comments or layout changed; nothing to capture"])
     for coarse in (False, True):
-        cap = _Capture(pristine, edited, ptree, etree, coarse)
+        cap = _Capture(pristine, edited, ptree, etree, coarse, replay)
         sites = cap.block((), "body", ptree.body, etree.body, "", module=True)
         if sites is None:
             continue
         edits = [e for s in sites for e in s]
-        if _result_dump(pristine, edits) == want:
+        if _result_dump(pristine, edits, replay) == want:
             return Captured(edits)
     raise CaptureError(
         f"{rel}: no combination of spec ops reproduces this edit (every candidate, down to "
@@ -107,12 +111,12 @@ def _models(edits: Sequence[EditDict]) -> list[Edit] | None:
         return None
 
 
-def _result_dump(source: str, edits: Sequence[EditDict]) -> str | None:
+def _result_dump(source: str, edits: Sequence[EditDict], replay: Replay) -> str | None:
     """AST dump of `source` after `edits`, None when they do not apply cleanly."""
     models = _models(edits)
     if models is None:
         return None
-    rw = apply_edits(source, models)
+    rw = replay(source, models)
     if rw.status != "changed":
         return None
     try:
@@ -262,9 +266,16 @@ class _Block:
 
 class _Capture:
     def __init__(
-        self, pristine: str, edited: str, ptree: ast.Module, etree: ast.Module, coarse: bool
+        self,
+        pristine: str,
+        edited: str,
+        ptree: ast.Module,
+        etree: ast.Module,
+        coarse: bool,
+        replay: Replay,
     ) -> None:
         self.p, self.e = pristine, edited
+        self.replay = replay
         self.plines = pristine.splitlines(keepends=True)
         self.elines = edited.splitlines(keepends=True)
         self.ptree, self.etree = ptree, etree
@@ -284,7 +295,7 @@ class _Capture:
         mutate(tree)
         want = ast.dump(tree)
         for edits in alternatives:
-            if edits and _result_dump(self.p, edits) == want:
+            if edits and _result_dump(self.p, edits, self.replay) == want:
                 return edits
         return None
 

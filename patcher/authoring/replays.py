@@ -1,0 +1,114 @@
+"""Replays of edits on a pristine text, remembered: what `vpatch capture` and `backport` check
+every candidate edit (and the written spec) with.
+
+Why: a capture replays the same edits on the same pristine text several times (the candidate
+chosen, all kept edits together, then the spec loaded back from its TOML), and a second capture
+of the same hand edit (a warm run: the file, the release and the edit seen before) replays them
+all again. Each replay is a libcst parse, transform and print of the whole file (~0.1 s of CPU
+for vLLM's `speculative.py`), and importing libcst alone is ~0.15 s. A replay is a pure function
+of (text, edits, rewrite code), so its result is kept: in memory for the run, and on disk in the
+rewrite cache's directory (`patcher.caches.rewrites.directory`, `replays/`: the user's own, not
+writable by others, the same code version in every key), so a warm capture never imports libcst.
+
+Only `changed` and `unchanged` results are kept on disk, each with the sha256 of its text
+(checked on every read: a torn or hand-edited entry is a miss). The cache can never fail a run;
+`VPATCH_NO_CACHE=1` turns the disk side off, as it does the rewrite cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from patcher.caches import rewrites
+
+if TYPE_CHECKING:
+    from patcher.rewrite import RewriteResult
+    from patcher.specs.model import Edit
+
+KEEP = 256  # entries kept on disk (least recently written go first)
+_STORED = ("changed", "unchanged")
+
+
+def edits_key(edits: Sequence[Edit]) -> str:
+    """The edits as canonical JSON, without the file they name (the text says which file):
+    the same edits give the same key whether a capture made them or a spec's TOML did."""
+    return json.dumps(
+        [e.model_dump(mode="json", exclude={"file"}) for e in edits],
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+class Replays:
+    """`apply_edits(source, edits)` with memory (this run's, then earlier runs' on disk)."""
+
+    def __init__(self, disk: bool = True) -> None:
+        self.disk = disk
+        self.memo: dict[tuple[str, str], RewriteResult] = {}
+        self.stats = {"applied": 0, "memo": 0, "disk": 0}
+
+    def __call__(self, source: str, edits: Sequence[Edit]) -> RewriteResult:
+        key = (source, edits_key(edits))
+        got = self.memo.get(key)
+        if got is not None:
+            self.stats["memo"] += 1
+            return got
+        name = _name(source, key[1]) if self.disk else None
+        got = _read(name) if name is not None else None
+        if got is not None:
+            self.stats["disk"] += 1
+        else:
+            from patcher.rewrite import apply_edits  # libcst: only when nothing was kept
+
+            got = apply_edits(source, edits)
+            self.stats["applied"] += 1
+            if name is not None:
+                _write(name, got)
+        self.memo[key] = got
+        return got
+
+
+def _name(source: str, key: str) -> str:
+    text_sha = rewrites.sha256_of(source)
+    h = hashlib.sha256(f"{text_sha}:{key}:{rewrites.code_version()}".encode())
+    return f"replay-{h.hexdigest()[:40]}.json"
+
+
+def _read(name: str) -> RewriteResult | None:
+    d = rewrites.directory(sub="replays")
+    if d is None:
+        return None
+    raw = rewrites.read_owned(d / name, rewrites.MAX_ENTRY_BYTES)
+    try:
+        entry = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(entry, dict) or entry.get("name") != name:
+        return None
+    status, source, message = entry.get("status"), entry.get("source"), entry.get("message")
+    if status not in _STORED or not isinstance(source, str) or not isinstance(message, str):
+        return None
+    if rewrites.sha256_of(source) != entry.get("source_sha256"):
+        return None  # torn, or edited by hand: not the text it was stored with
+    from patcher.rewrite import RewriteResult
+
+    return RewriteResult(status, source, message)
+
+
+def _write(name: str, result: RewriteResult) -> None:
+    if result.status not in _STORED:
+        return
+    d = rewrites.directory(create=True, sub="replays")
+    if d is None:
+        return
+    entry = {
+        "name": name,
+        "status": result.status,
+        "source": result.source,
+        "source_sha256": rewrites.sha256_of(result.source),
+        "message": result.message,
+    }
+    rewrites.write_entry(d, name, entry, KEEP)
