@@ -9,7 +9,7 @@ import hashlib
 import io
 from pathlib import PurePosixPath
 
-from patcher.wheels.wheel import record_files
+from patcher.wheels.wheel import record_entry, record_files
 
 NAMES = [
     "pkg/mod.py",
@@ -55,16 +55,32 @@ def _reference(record: str) -> dict[str, str | None]:
     return out
 
 
-def test_every_name_shape_reads_as_pathlib_reads_it() -> None:
+def _record() -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for n in NAMES:
         digest = base64.urlsafe_b64encode(hashlib.sha256(n.encode()).digest()).rstrip(b"=")
         w.writerow([n, "sha256=" + digest.decode(), "1"])
     w.writerow(["pkg/nohash.py", "", ""])
-    record = buf.getvalue()
+    w.writerow(["pkg/twice.py", "sha256=" + "A" * 43, "1"])
+    w.writerow(["pkg/./twice.py", "sha256=" + "B" * 43, "1"])  # the last row wins
+    return buf.getvalue()
+
+
+def test_every_name_shape_reads_as_pathlib_reads_it() -> None:
+    record = _record()
     got = record_files(record)
     assert got == _reference(record)
     assert got["pkg/double.py"] is not None and "pkg//double.py" not in got
     assert "pkg/pure.py" in got and "tool" not in got and "pkg-1.0.data/scripts/tool" not in got
     assert got["pkg/nohash.py"] is None
+
+
+def test_one_entry_is_what_the_whole_record_says_of_it() -> None:
+    record = _record()
+    every = record_files(record)
+    asked = [*every, "pkg/absent.py", "pkg/sub/a", "tool", "pkg-1.0.data/purelib/pkg/pure.py"]
+    asked += ['pkg/"quoted".py', "pkg/", ""]
+    for rel in asked:
+        assert record_entry(record, rel) == (rel in every, every.get(rel)), rel
+    assert record_entry(record, "pkg/twice.py")[1] == every["pkg/twice.py"]
