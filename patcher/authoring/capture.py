@@ -48,10 +48,10 @@ from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.specs.model import Edit
 
 EditDict = dict[str, Any]
-# How a candidate is replayed on the pristine text: `apply_edits`, or one that remembers
-# (`patcher.authoring.replays`, the command's: a capture replays the same edits more than once)
-Replay = Callable[[str, Sequence[Edit]], RewriteResult]
-_EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
+# How a candidate is replayed on the pristine text: None when its edits are not valid spec
+# edits, else apply_edits' result (`Validated`, or `patcher.authoring.replays.Replays`, the
+# command's, which remembers: a capture replays the same edits more than once)
+Replay = Callable[[str, Sequence[EditDict]], "RewriteResult | None"]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COLLECTIONS = (ast.List, ast.Tuple, ast.Set)
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
@@ -70,9 +70,10 @@ class Captured:
     notes: list[str] = field(default_factory=list)
 
 
-def capture(pristine: str, edited: str, rel: str, replay: Replay = apply_edits) -> Captured:
+def capture(pristine: str, edited: str, rel: str, replay: Replay | None = None) -> Captured:
     """The edits that turn `pristine` into `edited` (same AST always; see module docstring),
-    every candidate replayed on `pristine` by `replay`."""
+    every candidate replayed on `pristine` by `replay` (default: `Validated()`)."""
+    replay = replay if replay is not None else Validated()
     if pristine == edited:
         return Captured([], [f"{rel}: no change"])
     if not pristine:
@@ -105,11 +106,26 @@ def capture(pristine: str, edited: str, rel: str, replay: Replay = apply_edits) 
     )
 
 
-def _models(edits: Sequence[EditDict]) -> list[Edit] | None:
-    try:
-        return [_EDIT.validate_python(e) for e in edits]
-    except ValidationError:
-        return None
+class Validated:
+    """Replay a candidate: its edits validated as spec edits, then `apply_edits`. The
+    validator of the Edit union is built when first asked for (~20 ms of pydantic's schema
+    building: a capture whose replays are all remembered never needs it)."""
+
+    def __init__(self) -> None:
+        self._adapter: TypeAdapter[Edit] | None = None
+
+    def models(self, edits: Sequence[EditDict]) -> list[Edit] | None:
+        """The edits as models, None when one is not a valid spec edit."""
+        if self._adapter is None:
+            self._adapter = TypeAdapter(Edit)
+        try:
+            return [self._adapter.validate_python(e) for e in edits]
+        except ValidationError:
+            return None
+
+    def __call__(self, source: str, edits: Sequence[EditDict]) -> RewriteResult | None:
+        models = self.models(edits)
+        return None if models is None else apply_edits(source, models)
 
 
 def _result_dump(
@@ -117,11 +133,8 @@ def _result_dump(
 ) -> str | None:
     """AST dump of `source` after `edits`, None when they do not apply cleanly; `dumps`: the
     dumps of results already made (the candidate kept is replayed again at the end)."""
-    models = _models(edits)
-    if models is None:
-        return None
-    rw = replay(source, models)
-    if rw.status != "changed":
+    rw = replay(source, edits)
+    if rw is None or rw.status != "changed":
         return None
     if rw.source not in dumps:
         try:

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from patcher.authoring.capture import EditDict, Validated
 from patcher.caches import rewrites
 
 if TYPE_CHECKING:
@@ -32,42 +33,60 @@ KEEP = 256  # entries kept on disk (least recently written go first)
 _STORED = ("changed", "unchanged")
 
 
-def edits_key(edits: Sequence[Edit]) -> str:
-    """The edits as canonical JSON, without the file they name (the text says which file):
-    the same edits give the same key whether a capture made them or a spec's TOML did."""
+def edits_key(edits: Sequence[EditDict]) -> str:
+    """The edits as canonical JSON, without the file they name (the text says which file)."""
     return json.dumps(
-        [e.model_dump(mode="json", exclude={"file"}) for e in edits],
+        [{k: v for k, v in e.items() if k != "file"} for e in edits],
         sort_keys=True,
         separators=(",", ":"),
     )
 
 
-class Replays:
-    """`apply_edits(source, edits)` with memory (this run's, then earlier runs' on disk)."""
+def models_key(edits: Sequence[Edit]) -> str:
+    """`edits_key` of edits loaded from a spec: the fields the spec set, so a spec's edits
+    have the key of the edit dicts capture wrote it from."""
+    return edits_key([e.model_dump(mode="json", exclude_unset=True) for e in edits])
+
+
+class Replays(Validated):
+    """Replays (`capture.Validated`) with memory: this run's, then earlier runs' on disk. A
+    hit needs neither the edits' validation nor libcst."""
 
     def __init__(self, disk: bool = True) -> None:
+        super().__init__()
         self.disk = disk
-        self.memo: dict[tuple[str, str], RewriteResult] = {}
+        self.memo: dict[tuple[str, str], RewriteResult | None] = {}
         self.stats = {"applied": 0, "memo": 0, "disk": 0}
 
-    def __call__(self, source: str, edits: Sequence[Edit]) -> RewriteResult:
-        key = (source, edits_key(edits))
-        got = self.memo.get(key)
-        if got is not None:
+    def __call__(self, source: str, edits: Sequence[EditDict]) -> RewriteResult | None:
+        return self._replay(source, edits_key(edits), lambda: self.models(edits))
+
+    def spec_edits(self, source: str, edits: Sequence[Edit]) -> RewriteResult:
+        """The replay of a spec's own edits (check_spec: the written spec loaded back)."""
+        got = self._replay(source, models_key(edits), lambda: list(edits))
+        assert got is not None  # models are valid edits
+        return got
+
+    def _replay(
+        self, source: str, key: str, models: Callable[[], list[Edit] | None]
+    ) -> RewriteResult | None:
+        if (source, key) in self.memo:
             self.stats["memo"] += 1
-            return got
-        name = _name(source, key[1]) if self.disk else None
+            return self.memo[source, key]
+        name = _name(source, key) if self.disk else None
         got = _read(name) if name is not None else None
         if got is not None:
             self.stats["disk"] += 1
         else:
-            from patcher.rewrite import apply_edits  # libcst: only when nothing was kept
+            valid = models()
+            if valid is not None:
+                from patcher.rewrite import apply_edits  # libcst: only when nothing was kept
 
-            got = apply_edits(source, edits)
-            self.stats["applied"] += 1
-            if name is not None:
-                _write(name, got)
-        self.memo[key] = got
+                got = apply_edits(source, valid)
+                self.stats["applied"] += 1
+                if name is not None:
+                    _write(name, got)
+        self.memo[source, key] = got
         return got
 
 

@@ -323,7 +323,7 @@ def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> Pa
     variant = spec.variant[0]
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
-        rw = replays(res.pristine if not adds(edits) else "", edits)
+        rw = replays.spec_edits(res.pristine if not adds(edits) else "", edits)
         if ast.dump(pyast.parse(rw.source)) != ast.dump(pyast.parse(res.edited)):
             raise VpatchError(
                 f"{rel}: the captured spec does not reproduce the edit",
