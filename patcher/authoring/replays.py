@@ -10,9 +10,11 @@ of (text, edits, rewrite code), so its result is kept: in memory for the run, an
 rewrite cache's directory (`patcher.caches.rewrites.directory`, `replays/`: the user's own, not
 writable by others, the same code version in every key), so a warm capture never imports libcst.
 
-Only `changed` and `unchanged` results are kept on disk, each with the sha256 of its text
-(checked on every read: a torn or hand-edited entry is a miss). The cache can never fail a run;
-`VPATCH_NO_CACHE=1` turns the disk side off, as it does the rewrite cache.
+Every result is kept, a candidate that missed its anchor or was ambiguous too (a warm capture
+tries it again); a changed text with its sha256 (checked on every read: a torn or hand-edited
+entry is a miss), any other result without a text (it is the text replayed on, whose sha256
+is in the entry's name). The cache can never fail a run; `VPATCH_NO_CACHE=1` turns the disk
+side off, as it does the rewrite cache.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from patcher.specs.model import Edit
 
 KEEP = 256  # entries kept on disk (least recently written go first)
-_STORED = ("changed", "unchanged")
+_STATUSES = ("changed", "unchanged", "anchor_missing", "ambiguous", "invalid")
 
 
 def edits_key(edits: Sequence[EditDict]) -> str:
@@ -74,7 +76,7 @@ class Replays(Validated):
             self.stats["memo"] += 1
             return self.memo[source, key]
         name = _name(source, key) if self.disk else None
-        got = _read(name) if name is not None else None
+        got = _read(name, source) if name is not None else None
         if got is not None:
             self.stats["disk"] += 1
         else:
@@ -96,7 +98,9 @@ def _name(source: str, key: str) -> str:
     return f"replay-{h.hexdigest()[:40]}.json"
 
 
-def _read(name: str) -> RewriteResult | None:
+def _read(name: str, given: str) -> RewriteResult | None:
+    """The kept result of replaying on `given` (None: none, or it does not hold). Only a
+    changed text is kept; any other result's text is `given` itself."""
     d = rewrites.directory(sub="replays")
     if d is None:
         return None
@@ -108,26 +112,30 @@ def _read(name: str) -> RewriteResult | None:
     if not isinstance(entry, dict) or entry.get("name") != name:
         return None
     status, source, message = entry.get("status"), entry.get("source"), entry.get("message")
-    if status not in _STORED or not isinstance(source, str) or not isinstance(message, str):
+    if status == "changed":
+        if not isinstance(source, str) or rewrites.sha256_of(source) != entry.get("sha256"):
+            return None  # torn, or edited by hand: not the text it was stored with
+    elif status in _STATUSES and source is None:
+        source = given  # a replay that changed nothing (or missed its anchor) keeps the text
+    else:
         return None
-    if rewrites.sha256_of(source) != entry.get("source_sha256"):
-        return None  # torn, or edited by hand: not the text it was stored with
+    if not isinstance(message, str):
+        return None
     from patcher.rewrite import RewriteResult
 
     return RewriteResult(status, source, message)
 
 
 def _write(name: str, result: RewriteResult) -> None:
-    if result.status not in _STORED:
-        return
     d = rewrites.directory(create=True, sub="replays")
-    if d is None:
+    if d is None or result.status not in _STATUSES:
         return
+    changed = result.status == "changed"
     entry = {
         "name": name,
         "status": result.status,
-        "source": result.source,
-        "source_sha256": rewrites.sha256_of(result.source),
+        "source": result.source if changed else None,
+        "sha256": rewrites.sha256_of(result.source) if changed else None,
         "message": result.message,
     }
     rewrites.write_entry(d, name, entry, KEEP)

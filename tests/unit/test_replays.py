@@ -70,6 +70,7 @@ def test_a_torn_or_edited_entry_is_a_miss(cache_dir: Path) -> None:
     want = Replays()(case["pristine"], edits)
     [entry] = list((cache_dir / "replays").iterdir())
     doc = json.loads(entry.read_text())
+    assert doc["status"] == "changed"
     doc["source"] += "import os\n"  # its sha256 no longer holds
     entry.write_text(json.dumps(doc))
     again = Replays()
@@ -86,20 +87,30 @@ def test_no_cache_turns_the_disk_off(cache_dir: Path, monkeypatch: pytest.Monkey
 
 CHILD = """
 import json, sys
-from patcher.authoring.capture import capture
+from pathlib import Path
+from patcher.authoring.capture import CaptureError, capture
 from patcher.authoring.replays import Replays
-case = json.load(open(sys.argv[1]))
-capture(case["pristine"], case["edited"], "pkg/m.py", Replays())
+cases = [json.loads(p.read_text("utf-8")) for p in sorted(Path(sys.argv[1]).glob("*.json"))]
+# a repeated statement: the candidate without `occurrence` is ambiguous, then occurrence=2 fits
+twice = "print(1)\\nx = 2\\nprint(1)\\n"
+cases.append({"pristine": twice, "edited": "print(1)\\nx = 2\\nprint(2)\\n"})
+for case in cases:
+    try:
+        capture(case["pristine"], case["edited"], "pkg/m.py", Replays())
+    except CaptureError:
+        pass
 print(json.dumps("libcst" in sys.modules))
 """
 
 
 def test_a_warm_capture_does_not_import_libcst(cache_dir: Path) -> None:
+    """Every golden capture and an ambiguous candidate's, twice in a fresh process each: the
+    second never loads libcst, not even for the candidates that missed the first time."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
     def libcst_loaded() -> bool:
         out = subprocess.run(
-            [sys.executable, "-c", CHILD, str(CASE)],
+            [sys.executable, "-c", CHILD, str(CASES)],
             env=env,
             cwd=REPO,
             capture_output=True,
