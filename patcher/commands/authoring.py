@@ -324,12 +324,14 @@ def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> Pa
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
         rw = replays.spec_edits(res.pristine if not adds(edits) else "", edits)
-        if ast.dump(pyast.parse(rw.source)) != ast.dump(pyast.parse(res.edited)):
+        res.identical = rw.source == res.edited  # the same bytes: the same AST, unparsed
+        if not res.identical and ast.dump(pyast.parse(rw.source)) != ast.dump(
+            pyast.parse(res.edited)
+        ):
             raise VpatchError(
                 f"{rel}: the captured spec does not reproduce the edit",
                 "a bug in vpatch capture: please report it with the diff",
             )
-        res.identical = rw.source == res.edited
     return spec
 
 
