@@ -2,6 +2,7 @@
 
     python -m bench.wheels                # real vLLM 0.16.0 env, wheel from the test cache
     python -m bench.wheels --standin      # the stand-in package (seconds; a smoke test)
+    python -m bench.wheels --configured-index   # + capture against pip's configured index
 
 Rows (wall and CPU of the whole command's process tree, bench/timing.py; medians):
 - capture-cold   `vpatch capture PACKAGE FILE --id ... --no-matrix --wheelhouse WHEEL` with an
@@ -15,6 +16,12 @@ Rows (wall and CPU of the whole command's process tree, bench/timing.py; medians
                  what the server sent (median)
 - wheel-build    `vpatch wheel SPEC --package NAME==VER --from-wheel WHEEL -o DIR`: the patched
                  wheel, RECORD regenerated (the catalog spec on vLLM; SPEC_A on the stand-in)
+- capture-index-cold / capture-index-warm (only with --configured-index: it reaches whatever
+                 index pip's configuration names, the network included): `vpatch capture
+                 vllm FILE --id ...` as a user runs it, no wheelhouse, WITH its matrix of the
+                 neighbouring releases; cold: empty wheel store, matrix and rewrite caches;
+                 warm: the same command again (kept pages, kept members, kept verdicts and
+                 replays: no request). Each sample carries the load average it ran under.
 
 The env is a private copy (tests/envs.py clone, or a stand-in venv) with one hand edit: a line
 appended to the file by rename (never into a hard-linked template file). No network: the
@@ -173,10 +180,41 @@ def measure(work: Path, use_standin: bool, reps: int) -> dict[str, Any]:
     }
 
 
-def run(use_standin: bool = False, reps: int = REPS) -> dict[str, Any]:
+def measure_index(work: Path, reps: int) -> dict[str, Any]:
+    """capture cold then warm against pip's configured index (module docstring)."""
+    env = envs.clone(VLLM_VERSION, work / "index-env")
+    _edit(envs.site_packages(env) / VLLM_FILE)
+    python = str(env / "bin" / "python")
+    argv = _vpatch(
+        "capture", "vllm", VLLM_FILE, "--id", "bench-index", "--python", python, cache=work
+    )
+    nothing = {"VPATCH_WHEELHOUSE": "", "VPATCH_MATRIX_WHEELS": ""}
+    rows: dict[str, list[dict[str, float]]] = {"capture-index-cold": [], "capture-index-warm": []}
+    for rep in range(reps):
+        cache = work / f"index-cache-{rep}"  # cold: nothing kept yet
+        for name in ("capture-index-cold", "capture-index-warm", "capture-index-warm"):
+            load = os.getloadavg()[0]
+            t = _run(argv, cache, name, nothing)
+            if "VPATCH_BENCH_HAND_EDIT" not in t.out:
+                raise WheelsError(f"{name}: the spec does not carry the hand edit:\n{t.out}")
+            rows[name].append({"wall_s": t.wall, "cpu_s": t.cpu, "load": load})
+    return {
+        name: {
+            "wall_s": round(summary([r["wall_s"] for r in rs])["median"], 3),
+            "cpu_s": round(summary([r["cpu_s"] for r in rs])["median"], 3),
+            "samples": [{k: round(v, 3) for k, v in r.items()} for r in rs],
+        }
+        for name, rs in rows.items()
+    }
+
+
+def run(use_standin: bool = False, reps: int = REPS, index: bool = False) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="vpatch-bench-wheels-"))
     try:
-        return measure(work, use_standin, reps)
+        doc = measure(work, use_standin, reps)
+        if index:
+            doc["rows"].update(measure_index(work, reps))
+        return doc
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -187,7 +225,9 @@ def text(doc: dict[str, Any]) -> str:
         f"wheelhouse), median of {doc['reps']}:"
     ]
     for name, r in doc["rows"].items():
-        lines.append(f"  {name:<19} wall {r['wall_s']:7.3f} s   CPU {r['cpu_s']:7.3f} s")
+        load = [x["load"] for x in r.get("samples", [])]
+        under = f"   load {min(load):.1f}-{max(load):.1f}" if load else ""
+        lines.append(f"  {name:<19} wall {r['wall_s']:7.3f} s   CPU {r['cpu_s']:7.3f} s{under}")
     if "ranges_kb" in doc:
         lines.append(f"  capture-cold-ranges moved {doc['ranges_kb']:.0f} KB from the index")
     return "\n".join(lines)
@@ -198,9 +238,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--standin", action="store_true", help="the stand-in package, not vLLM")
     p.add_argument("--reps", type=int, default=REPS)
     p.add_argument("--json", action="store_true", help="print the JSON document")
+    p.add_argument(
+        "--configured-index",
+        action="store_true",
+        help="also capture (with its matrix) against the index pip's configuration names",
+    )
     args = p.parse_args(argv)
+    if args.configured_index and args.standin:
+        p.error("--configured-index measures vLLM, not the stand-in")
     try:
-        doc = run(args.standin, args.reps)
+        doc = run(args.standin, args.reps, args.configured_index)
     except WheelsError as exc:
         print(f"bench.wheels: {exc}", file=sys.stderr)
         return 1

@@ -33,6 +33,7 @@ import ast
 import copy
 import json
 import math
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,12 +43,15 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from patcher import pyast
-from patcher.rewrite import apply_edits
+from patcher.rewrite import RewriteResult, apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.specs.model import Edit
 
 EditDict = dict[str, Any]
-_EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
+# How a candidate is replayed on the pristine text: None when its edits are not valid spec
+# edits, else apply_edits' result (`Validated`, or `patcher.authoring.replays.Replays`, the
+# command's, which remembers: a capture replays the same edits more than once)
+Replay = Callable[[str, Sequence[EditDict]], "RewriteResult | None"]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COLLECTIONS = (ast.List, ast.Tuple, ast.Set)
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
@@ -66,8 +70,10 @@ class Captured:
     notes: list[str] = field(default_factory=list)
 
 
-def capture(pristine: str, edited: str, rel: str) -> Captured:
-    """The edits that turn `pristine` into `edited` (same AST always; see module docstring)."""
+def capture(pristine: str, edited: str, rel: str, replay: Replay | None = None) -> Captured:
+    """The edits that turn `pristine` into `edited` (same AST always; see module docstring),
+    every candidate replayed on `pristine` by `replay` (default: `Validated()`)."""
+    replay = replay if replay is not None else Validated()
     if pristine == edited:
         return Captured([], [f"{rel}: no change"])
     if not pristine:
@@ -87,12 +93,12 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
     if have == want:
         return Captured([], [f"{rel}: only comments or layout changed; nothing to capture"])
     for coarse in (False, True):
-        cap = _Capture(pristine, edited, ptree, etree, coarse)
+        cap = _Capture(pristine, edited, ptree, etree, coarse, replay)
         sites = cap.block((), "body", ptree.body, etree.body, "", module=True)
         if sites is None:
             continue
         edits = [e for s in sites for e in s]
-        if _result_dump(pristine, edits) == want:
+        if cap.result_dump(edits) == want:
             return Captured(edits)
     raise CaptureError(
         f"{rel}: no combination of spec ops reproduces this edit (every candidate, down to "
@@ -100,29 +106,70 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
     )
 
 
-def _models(edits: Sequence[EditDict]) -> list[Edit] | None:
-    try:
-        return [_EDIT.validate_python(e) for e in edits]
-    except ValidationError:
-        return None
+class Validated:
+    """Replay a candidate: its edits validated as spec edits, then `apply_edits`. The
+    validator of the Edit union is built when first asked for (~20 ms of pydantic's schema
+    building: a capture whose replays are all remembered never needs it)."""
+
+    def __init__(self) -> None:
+        self._adapter: TypeAdapter[Edit] | None = None
+
+    def models(self, edits: Sequence[EditDict]) -> list[Edit] | None:
+        """The edits as models, None when one is not a valid spec edit."""
+        if self._adapter is None:
+            self._adapter = TypeAdapter(Edit)
+        try:
+            return [self._adapter.validate_python(e) for e in edits]
+        except ValidationError:
+            return None
+
+    def __call__(self, source: str, edits: Sequence[EditDict]) -> RewriteResult | None:
+        models = self.models(edits)
+        return None if models is None else apply_edits(source, models)
 
 
-def _result_dump(source: str, edits: Sequence[EditDict]) -> str | None:
-    """AST dump of `source` after `edits`, None when they do not apply cleanly."""
-    models = _models(edits)
-    if models is None:
+def _result_dump(
+    source: str, edits: Sequence[EditDict], replay: Replay, dumps: dict[str, str | None]
+) -> str | None:
+    """AST dump of `source` after `edits`, None when they do not apply cleanly; `dumps`: the
+    dumps of results already made (the candidate kept is replayed again at the end)."""
+    rw = replay(source, edits)
+    if rw is None or rw.status != "changed":
         return None
-    rw = apply_edits(source, models)
-    if rw.status != "changed":
-        return None
-    try:
-        return ast.dump(pyast.parse(rw.source))
-    except SyntaxError:
-        return None
+    if rw.source not in dumps:
+        try:
+            dumps[rw.source] = ast.dump(pyast.parse(rw.source))
+        except SyntaxError:
+            dumps[rw.source] = None
+    return dumps[rw.source]
 
 
 # ---------------------------------------------------------------------------------------------
 # Source and values
+
+
+# line breaks str.splitlines knows and ast's line numbers do not count
+_NOT_AST_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _segment(text: str, node: ast.AST) -> str | None:
+    """`ast.get_source_segment(text, node)`, which splits the whole text character by
+    character on every call (~10 ms for vLLM's speculative.py, a capture asks many times):
+    the same slice from splitlines where that splits the text where ast counts lines."""
+    if _NOT_AST_BREAKS.search(text):
+        return ast.get_source_segment(text, node)
+    end: int | None = getattr(node, "end_lineno", None)
+    end_col: int | None = getattr(node, "end_col_offset", None)
+    if end is None or end_col is None:
+        return None
+    first: int = node.lineno - 1  # type: ignore[attr-defined]
+    col: int = node.col_offset  # type: ignore[attr-defined]
+    lines = text.splitlines(keepends=True)
+    if end - 1 == first:
+        return lines[first].encode()[col:end_col].decode()
+    head = lines[first].encode()[col:].decode()
+    tail = lines[end - 1].encode()[:end_col].decode()
+    return "".join([head, *lines[first + 1 : end - 1], tail])
 
 
 def _src(node: ast.stmt, lines: Sequence[str], text: str) -> str:
@@ -131,7 +178,7 @@ def _src(node: ast.stmt, lines: Sequence[str], text: str) -> str:
     end = node.end_lineno or node.lineno
     head = lines[first - 1]
     if head[: node.col_offset].strip() and first == node.lineno:  # after a `;`
-        return ast.get_source_segment(text, node) or ""
+        return _segment(text, node) or ""
     return textwrap.dedent("".join(lines[first - 1 : end]))
 
 
@@ -196,7 +243,7 @@ def _value_or_expr(node: ast.expr, text: str) -> list[dict[str, Any]]:
     ok, v = _json_value(node)
     if ok and v is not None:
         out.append({"value": v})
-    seg = ast.get_source_segment(text, node)
+    seg = _segment(text, node)
     if seg is not None:
         out.append({"expr": seg})
     return out
@@ -228,7 +275,16 @@ def _stmt_key(s: ast.stmt) -> tuple[str, ...]:
 
 
 Steps = tuple[tuple[str, int], ...]
-Mutate = Callable[[ast.Module], None]
+# A mutation made in place on the pristine tree; it returns what undoes it (the tree is dumped
+# between the two: no copy of a whole module per candidate)
+Mutate = Callable[[ast.Module], Callable[[], None]]
+
+
+def _swap(node: ast.AST, name: str, value: Any) -> Callable[[], None]:
+    """Set node.name to value; what sets it back."""
+    saved = getattr(node, name)
+    setattr(node, name, value)
+    return lambda: setattr(node, name, saved)
 
 
 def _node_at(tree: ast.AST, steps: Steps) -> Any:
@@ -254,21 +310,39 @@ class _Block:
     def mutate(self, i1: int, i2: int, new: list[ast.stmt]) -> Mutate:
         """The pristine tree with p[i1:i2] replaced by `new`: what a candidate must give."""
 
-        def apply(tree: ast.Module) -> None:
-            getattr(_node_at(tree, self.steps), self.name)[i1:i2] = copy.deepcopy(new)
+        def apply(tree: ast.Module) -> Callable[[], None]:
+            owner = getattr(_node_at(tree, self.steps), self.name)
+            saved = owner[i1:i2]
+            owner[i1:i2] = new
+
+            def undo() -> None:
+                owner[i1 : i1 + len(new)] = saved
+
+            return undo
 
         return apply
 
 
 class _Capture:
     def __init__(
-        self, pristine: str, edited: str, ptree: ast.Module, etree: ast.Module, coarse: bool
+        self,
+        pristine: str,
+        edited: str,
+        ptree: ast.Module,
+        etree: ast.Module,
+        coarse: bool,
+        replay: Replay,
     ) -> None:
         self.p, self.e = pristine, edited
+        self.replay = replay
+        self.dumps: dict[str, str | None] = {}
         self.plines = pristine.splitlines(keepends=True)
         self.elines = edited.splitlines(keepends=True)
         self.ptree, self.etree = ptree, etree
         self.coarse = coarse
+
+    def result_dump(self, edits: Sequence[EditDict]) -> str | None:
+        return _result_dump(self.p, edits, self.replay, self.dumps)
 
     def psrc(self, nodes: Sequence[ast.stmt]) -> str:
         return _run_src(nodes, self.plines, self.p)
@@ -280,11 +354,13 @@ class _Capture:
         self, alternatives: Sequence[list[EditDict]], mutate: Mutate
     ) -> list[EditDict] | None:
         """The first alternative whose result is the pristine tree with `mutate` applied."""
-        tree = copy.deepcopy(self.ptree)
-        mutate(tree)
-        want = ast.dump(tree)
+        undo = mutate(self.ptree)
+        try:
+            want = ast.dump(self.ptree)
+        finally:
+            undo()
         for edits in alternatives:
-            if edits and _result_dump(self.p, edits) == want:
+            if edits and self.result_dump(edits) == want:
                 return edits
         return None
 
@@ -505,8 +581,8 @@ class _Capture:
             names.append(pname)
             choices.append(_value_or_expr(edefault, self.e))
 
-        def mutate(tree: ast.Module) -> None:
-            _node_at(tree, here).args = copy.deepcopy(e.args)
+        def mutate(tree: ast.Module) -> Callable[[], None]:
+            return _swap(_node_at(tree, here), "args", e.args)
 
         alts = []
         for pick in (0, 1):
@@ -530,18 +606,18 @@ class _Capture:
         pb, eb = [ast.dump(b) for b in p.bases], [ast.dump(b) for b in e.bases]
         if pb != eb:
             edits = [
-                _scoped("ensure_base", path, value=ast.get_source_segment(self.e, b) or "")
+                _scoped("ensure_base", path, value=_segment(self.e, b) or "")
                 for b, d in zip(e.bases, eb, strict=True)
                 if d not in pb
             ]
             edits += [
-                _scoped("remove_base", path, value=ast.get_source_segment(self.p, b) or "")
+                _scoped("remove_base", path, value=_segment(self.p, b) or "")
                 for b, d in zip(p.bases, pb, strict=True)
                 if d not in eb
             ]
 
-            def mutate(tree: ast.Module) -> None:
-                _node_at(tree, here).bases = copy.deepcopy(e.bases)
+            def mutate(tree: ast.Module) -> Callable[[], None]:
+                return _swap(_node_at(tree, here), "bases", e.bases)
 
             got = self.choose([edits], mutate)
             if got is None:

@@ -53,12 +53,19 @@ class FileDiff:
         """The unified diff (made once: the report and --json both print it)."""
         if self.before is None or (self.after is None and self.state != "missing"):
             return ""
+        after = self.after or ""
+        a, b = self.before.splitlines(keepends=True), after.splitlines(keepends=True)
+        fromfile, tofile = f"a/{self.rel}", f"b/{self.rel}"
+        if len(a) * len(b) > fastdiff.SMALL:  # a big file: diff -u's text where it is ours
+            got = sysdiff.unified(self.before, after, a, b, fromfile, tofile)
+            if got is not None:
+                return got
         return "".join(
             fastdiff.unified_diff(
-                self.before.splitlines(keepends=True),
-                (self.after or "").splitlines(keepends=True),
-                fromfile=f"a/{self.rel}",
-                tofile=f"b/{self.rel}",
+                a,
+                b,
+                fromfile=fromfile,
+                tofile=tofile,
                 matcher=sysdiff.matching_blocks,  # a stretch without anchors: the system's diff
             )
         )

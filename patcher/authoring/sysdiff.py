@@ -7,6 +7,14 @@ matches: each distinct line becomes a number, the two number lists go to `diff` 
 private directory, and its normal-format change commands (`5,7c5,6`, `3a4`, `8d7`) become the
 matching blocks; the output format stays difflib's (`fastdiff` groups the blocks).
 
+A large file's whole diff can come from it too (`unified`): `diff -u` writes a 20k-line
+module's 13k-line diff in a few milliseconds where Python's formatting alone takes tens. Its
+text is used only where it is exactly what `patcher.plan.fastdiff` would write from the same
+matching (`fastdiff.is_canonical` checks every line against both texts, the headers, ranges,
+context and hunk splits); both texts must end in a newline and be split by splitlines where
+diff splits them, at each "\n" and nowhere else (splitlines knows other breaks: "\r", "\x0c",
+...), or the caller formats its own.
+
 Started safely: a fixed path (/usr/bin/diff, /bin/diff), no shell, a private working
 directory, `LC_ALL=C` and nothing else from the environment. No diff there, or a diff that
 fails: None, and the caller uses difflib.
@@ -62,6 +70,46 @@ def blocks_from_normal(out: bytes, len_a: int, len_b: int) -> list[Block] | None
 
 def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
     """The matching blocks `diff` finds between a and b, or None (no diff, or it failed)."""
+    ids: dict[str, int] = {}
+    a_ids = [ids.setdefault(line, len(ids)) for line in a]
+    b_ids = [ids.setdefault(line, len(ids)) for line in b]
+    a_bytes = "".join(f"{n}\n" for n in a_ids).encode()
+    b_bytes = "".join(f"{n}\n" for n in b_ids).encode()
+    out = _run([], a_bytes, b_bytes)
+    return None if out is None else blocks_from_normal(out, len(a), len(b))
+
+
+def unified(
+    a_text: str, b_text: str, a: Sequence[str], b: Sequence[str], fromfile: str, tofile: str
+) -> str | None:
+    """`diff -u`'s diff of a_text -> b_text (`a`, `b`: their splitlines(keepends=True)) when it
+    is byte for byte what `fastdiff.unified_diff` writes (`fastdiff.is_canonical`); None when
+    it cannot be had or is not (the caller formats its own)."""
+    from patcher.plan import fastdiff
+
+    for t, split in ((a_text, a), (b_text, b)):
+        if (t and not t.endswith("\n")) or t.count("\n") != len(split):
+            return None  # "\\ No newline at end of file", or a break diff does not split at
+    if any(c in label for label in (fromfile, tofile) for c in '\n\r\t\\"'):
+        return None  # a label diff might quote
+    try:
+        a_bytes, b_bytes = a_text.encode("utf-8"), b_text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    out = _run(["-u", "--label", fromfile, "--label", tofile], a_bytes, b_bytes)
+    if out is None:
+        return None
+    try:
+        text = out.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines(keepends=True)
+    return text if fastdiff.is_canonical(a, b, lines, fromfile, tofile) else None
+
+
+def _run(options: list[str], a: bytes, b: bytes) -> bytes | None:
+    """`diff OPTIONS a b` over two private files holding `a` and `b`: its output when it
+    says same (0) or different (1), else None (no diff, an error, a timeout)."""
     program = available()
     if program is None:
         return None
@@ -69,24 +117,21 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
     import subprocess
     import tempfile
 
-    ids: dict[str, int] = {}
-    a_ids = [ids.setdefault(line, len(ids)) for line in a]
-    b_ids = [ids.setdefault(line, len(ids)) for line in b]
     work = tempfile.mkdtemp(prefix="vpatch-diff-")
     try:
-        for name, seq in (("a", a_ids), ("b", b_ids)):
+        for name, data in (("a", a), ("b", b)):
             fd = os.open(
                 os.path.join(work, name),
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                 0o600,
             )
-            with os.fdopen(fd, "w") as fh:
-                fh.write("".join(f"{n}\n" for n in seq))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
         try:
             # process-start: the system's diff (not a Python): a fixed path, no shell, a
             # private working directory, LC_ALL=C and nothing else from the environment
             res = subprocess.run(
-                [program, "a", "b"],
+                [program, *options, "a", "b"],
                 cwd=work,
                 env={"LC_ALL": "C"},
                 capture_output=True,
@@ -97,6 +142,6 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
             return None
         if res.returncode not in (0, 1):
             return None
-        return blocks_from_normal(res.stdout, len(a), len(b))
+        return res.stdout
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from patcher.authoring import handedit
     from patcher.authoring.capture import Captured
+    from patcher.authoring.replays import Replays
     from patcher.specs.model import PatchSpec
     from patcher.wheels import matrix
     from patcher.wheels.store import Store
@@ -278,8 +279,9 @@ class FileResult:
     identical: bool = False
 
 
-def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]:
-    """Capture every hand-edited .py file of one host; notes say what was left out and why."""
+def capture_files(scan: handedit.HostScan, replays: Replays) -> tuple[list[FileResult], list[str]]:
+    """Capture every hand-edited .py file of one host; notes say what was left out and why
+    (every candidate replayed through the run's `replays`)."""
     from patcher.authoring import handedit
     from patcher.authoring.capture import CaptureError, capture
 
@@ -302,7 +304,7 @@ def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]
                 "the installed release)",
             )
         try:
-            cap = capture(f.before, f.after, f.rel)
+            cap = capture(f.before, f.after, f.rel, replays)
         except CaptureError as exc:
             raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
         notes.extend(cap.notes)
@@ -311,24 +313,25 @@ def capture_files(scan: handedit.HostScan) -> tuple[list[FileResult], list[str]]
     return out, notes
 
 
-def check_spec(text: str, results: Sequence[FileResult]) -> PatchSpec:
+def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> PatchSpec:
     """Load the written spec back and replay it on the pristine files: the AST must be the
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
     from patcher._compat import tomllib
-    from patcher.rewrite import apply_edits
     from patcher.specs.model import PatchSpec
 
     spec = PatchSpec.model_validate(tomllib.loads(text))
     variant = spec.variant[0]
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
-        rw = apply_edits(res.pristine if not adds(edits) else "", edits)
-        if ast.dump(pyast.parse(rw.source)) != ast.dump(pyast.parse(res.edited)):
+        rw = replays.spec_edits(res.pristine if not adds(edits) else "", edits)
+        res.identical = rw.source == res.edited  # the same bytes: the same AST, unparsed
+        if not res.identical and ast.dump(pyast.parse(rw.source)) != ast.dump(
+            pyast.parse(res.edited)
+        ):
             raise VpatchError(
                 f"{rel}: the captured spec does not reproduce the edit",
                 "a bug in vpatch capture: please report it with the diff",
             )
-        res.identical = rw.source == res.edited
     return spec
 
 
@@ -419,8 +422,11 @@ def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store
             + ")",
             "capture from one host (--host), after `vpatch diff` shows which",
         )
+    from patcher.authoring.replays import Replays
+
     scan = groups[0].scan
-    results, notes = capture_files(scan)
+    replays = Replays()  # the run's: the candidate kept is replayed again by check_spec
+    results, notes = capture_files(scan, replays)
     if not results:
         raise VpatchError(
             f"no hand edit of {args.package} {scan.version} to capture"
@@ -429,7 +435,7 @@ def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store
         )
     origin = f"vpatch capture from {', '.join(groups[0].hosts)}"
     extra = {"targets": groups[0].hosts}
-    return finish(args, str(scan.version), results, notes, origin, extra, store)
+    return finish(args, str(scan.version), results, notes, origin, extra, store, replays)
 
 
 def finish(
@@ -440,10 +446,12 @@ def finish(
     origin: str,
     extra: dict[str, Any],
     store: Store | None = None,
+    replays: Replays | None = None,
 ) -> int:
     """Write the spec (checked by replay), run the matrix over the neighbours (through the
     run's `store`), report."""
     from patcher.authoring.capture import spec_toml
+    from patcher.authoring.replays import Replays
     from patcher.commands import _matrixview
     from patcher.output.report import emit
     from patcher.result import SCHEMA_VERSION
@@ -458,7 +466,7 @@ def finish(
         [(r.rel, r.captured) for r in results],
         [f"{origin} ({args.package} {version}); review before use"],
     )
-    spec = check_spec(text, results)
+    spec = check_spec(text, results, replays if replays is not None else Replays())
     if args.output:
         from patcher import safewrite
 
@@ -528,6 +536,7 @@ def backport(args: argparse.Namespace) -> int:
 
     from patcher.authoring import udiff
     from patcher.authoring.capture import CaptureError, capture
+    from patcher.authoring.replays import Replays
     from patcher.wheels.store import Store
 
     validate(args)
@@ -546,6 +555,7 @@ def backport(args: argparse.Namespace) -> int:
     except udiff.PatchError as exc:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
     store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # one wheel open, every file
+    replays = Replays()
     results: list[FileResult] = []
     notes: list[str] = []
     for fp in patches:
@@ -569,7 +579,7 @@ def backport(args: argparse.Namespace) -> int:
                 "make the diff against that release (--from-version), or fix the hunk",
             ) from None
         try:
-            cap = capture(pristine, patched, fp.rel)
+            cap = capture(pristine, patched, fp.rel, replays)
         except CaptureError as exc:
             raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
         notes.extend(cap.notes)
@@ -578,4 +588,4 @@ def backport(args: argparse.Namespace) -> int:
     if not results:
         raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
     origin = f"vpatch backport of {Path(args.diff).name}"
-    return finish(args, str(version), results, notes, origin, {"diff": args.diff}, store)
+    return finish(args, str(version), results, notes, origin, {"diff": args.diff}, store, replays)

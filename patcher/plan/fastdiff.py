@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import re
 from collections.abc import Callable, Iterator, Sequence
 
 # Below this many line pairs (len(a) * len(b)) difflib is fast enough and is used as it is.
@@ -190,3 +191,78 @@ def _longest_increasing(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
         out.append(pairs[k])
         k = back[k]
     return out[::-1]
+
+
+def is_canonical(
+    a: Sequence[str],
+    b: Sequence[str],
+    lines: Sequence[str],
+    fromfile: str,
+    tofile: str,
+    n: int = 3,
+) -> bool:
+    """Whether `lines` (another program's unified diff, e.g. the system's `diff -u`) are a diff
+    of a -> b written exactly as `unified_diff` writes one from the same matching: difflib's
+    headers and `@@` ranges, every unchanged stretch equal on both sides, each change's `-`
+    lines before its `+` lines, `n` lines of context (fewer only at an end of the file), hunks
+    split where more than 2n unchanged lines separate two changes. Linear in the lines; one
+    that does not hold is False (the caller then formats its own)."""
+    if len(lines) < 3 or lines[0] != f"--- {fromfile}\n" or lines[1] != f"+++ {tofile}\n":
+        return not lines and list(a) == list(b)
+    k, end = 2, len(lines)
+    a_done = b_done = 0  # what the hunks so far covered
+    first = True
+    while k < end:
+        head = _HUNK.fullmatch(lines[k])
+        if head is None:
+            return False
+        k += 1
+        a0, a_len = _start(head.group(1), head.group(2))
+        b0, b_len = _start(head.group(3), head.group(4))
+        skipped = a0 - a_done
+        if skipped < 0 or skipped != b0 - b_done or a[a_done:a0] != b[b_done:b0]:
+            return False
+        if not first and skipped < 1:  # two hunks that should have been one
+            return False
+        i, j, a_end, b_end = a0, b0, a0 + a_len, b0 + b_len
+        run = 0  # unchanged lines in a row
+        lead = -1  # context before the hunk's first change
+        minus_ok = True  # a '-' may come (no '+' of this change yet)
+        while i < a_end or j < b_end:
+            if k >= end:
+                return False
+            text = lines[k]
+            tag, body = text[:1], text[1:]
+            if tag == " ":
+                if i >= a_end or j >= b_end or a[i] != body or b[j] != body:
+                    return False
+                i, j, run, minus_ok = i + 1, j + 1, run + 1, True
+            else:
+                if lead < 0:
+                    lead = run
+                elif run > 2 * n:
+                    return False
+                run = 0
+                if tag == "-" and minus_ok and i < a_end and a[i] == body:
+                    i += 1
+                elif tag == "+" and j < b_end and b[j] == body:
+                    j, minus_ok = j + 1, False
+                else:
+                    return False
+            k += 1
+        # n lines of context each side; fewer only where the file begins or ends
+        if lead < 0 or lead > n or (lead < n and (not first or a0 != 0 or b0 != 0)):
+            return False
+        if run > n or (run < n and (i != len(a) or j != len(b))):
+            return False
+        a_done, b_done, first = i, j, False
+    return a[a_done:] == b[b_done:]
+
+
+_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@\n")
+
+
+def _start(first: str, length: str | None) -> tuple[int, int]:
+    """(0-based start, length) of a hunk's range as `_range` writes it."""
+    size = 1 if length is None else int(length)
+    return (int(first) if size == 0 else int(first) - 1), size

@@ -33,7 +33,7 @@ from packaging.version import Version
 
 from patcher.wheels import trust
 from patcher.wheels.store import Counters, Store
-from patcher.wheels.wheel import record_files
+from patcher.wheels.wheel import record_entry, record_files
 
 
 def default_cache() -> Path:
@@ -77,22 +77,22 @@ class Cache:
         d = self.release_dir(version)
         try:
             manifest = json.loads(read_checked(d / "manifest.json"))
-            listed = record_files(read_checked(d / "RECORD").decode("utf-8"))
+            record = read_checked(d / "RECORD").decode("utf-8")
         except (OSError, ValueError, trust.UnsafeStore):
             return False, None
+        in_record, want = record_entry(record, rel)
         files: dict[str, str | None] = manifest.get("files", {})
         if rel in files:
             if files[rel] is None:
-                return rel not in listed, None
+                return not in_record, None
             try:
                 data = read_checked(d / "files" / rel)
             except (OSError, trust.UnsafeStore):
                 return False, None
-            want = listed.get(rel)
             if want is None or hashlib.sha256(data).hexdigest() != want:
                 return False, None
             return True, data
-        if listed and rel not in listed:
+        if not in_record and record_files(record):
             return True, None  # RECORD lists every file of the wheel: no need to fetch it
         return False, None
 

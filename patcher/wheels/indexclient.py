@@ -146,7 +146,7 @@ class Client:
         return out
 
     def http_indexes(self) -> list[str]:
-        return list(self.http.index_urls) if self.config.index_urls else []
+        return remote.index_urls(self.config)[0]  # no TLS set up to name a page
 
     def page(self, url: str) -> list[File]:
         """One http(s) page's files: kept and fresh, kept and not modified, or fetched."""

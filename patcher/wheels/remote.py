@@ -22,15 +22,11 @@ import bisect
 import html.parser
 import io
 import json
-import netrc
 import re
-import ssl
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 from packaging.tags import sys_tags
@@ -40,6 +36,10 @@ from packaging.version import InvalidVersion, Version
 from patcher.errors import VpatchError
 from patcher.wheels import wheelhouse
 from patcher.wheels.pipconf import IndexConfig
+
+if TYPE_CHECKING:
+    import urllib.request
+    import urllib.response
 
 READ_AHEAD = 64 * 1024  # the least a range request fetches (zipfile reads in small pieces)
 TAIL = 64 * 1024 + 22  # the zip's end record with the longest comment a zip may have
@@ -96,20 +96,15 @@ class Client:
         self.trusted = {h.split(":")[0] for h in config.trusted_hosts}  # pip's trusted-host
         self.opener = self._opener(config, verify=True)
         self.trusted_opener = self._opener(config, verify=False) if self.trusted else None
-        self.auth: dict[str, tuple[str, str]] = {}  # netloc -> (user, password)
-        self.index_urls: list[str] = []
-        for url in config.index_urls:
-            parts = urlsplit(url)
-            host = parts.hostname or ""
-            netloc = host + (f":{parts.port}" if parts.port else "")
-            if parts.username is not None:
-                self.auth[netloc] = (unquote(parts.username), unquote(parts.password or ""))
-            self.index_urls.append(urlunsplit(parts._replace(netloc=netloc)))
+        self.index_urls, self.auth = index_urls(config)  # auth: netloc -> (user, password)
 
     @staticmethod
     def _opener(config: IndexConfig, verify: bool) -> urllib.request.OpenerDirector:
         """urllib with pip's CA bundle (`cert`), client certificate and proxy; `verify=False`
         is pip's trusted-host: TLS without checking the server's certificate."""
+        import ssl  # here: a warm run reads kept pages and never loads TLS (~10 ms) or its CAs
+        import urllib.request
+
         context = ssl.create_default_context(cafile=config.cert or None)
         if not verify:
             context.check_hostname = False
@@ -128,6 +123,8 @@ class Client:
 
     def credentials(self, url: str) -> tuple[str, str] | None:
         """(user, password) for this URL's own host: the index URL's, else ~/.netrc's."""
+        import netrc
+
         parts = urlsplit(url)
         netloc = (parts.hostname or "") + (f":{parts.port}" if parts.port else "")
         if netloc in self.auth:
@@ -144,6 +141,9 @@ class Client:
         """The response (any status below 400, or one in `passing`: e.g. 304 to a conditional
         request, 404 for a project an index does not have); NoRanges for another error,
         Unreachable when no HTTP answer came."""
+        import urllib.error
+        import urllib.request
+
         req = urllib.request.Request(url, headers={**headers, "Accept-Encoding": "identity"})
         creds = self.credentials(url)
         if creds is not None:  # never carried to a redirect's host
@@ -165,6 +165,21 @@ class Client:
         except (OSError, ValueError) as exc:
             raise NoRanges(f"{_safe(url)}: {exc}") from None
         return resp
+
+
+def index_urls(config: IndexConfig) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """(the http(s) index URLs without their credentials, netloc -> (user, password) taken
+    from them): what a page's address is made from, known without opening anything."""
+    urls: list[str] = []
+    auth: dict[str, tuple[str, str]] = {}
+    for url in config.index_urls:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = host + (f":{parts.port}" if parts.port else "")
+        if parts.username is not None:
+            auth[netloc] = (unquote(parts.username), unquote(parts.password or ""))
+        urls.append(urlunsplit(parts._replace(netloc=netloc)))
+    return urls, auth
 
 
 def _safe(url: str) -> str:

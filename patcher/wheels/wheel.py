@@ -47,15 +47,54 @@ def record_files(record: str) -> dict[str, str | None]:
     to where pip installs it; scripts, headers and data files are not in site-packages)."""
     out: dict[str, str | None] = {}
     for row in csv.reader(io.StringIO(record)):
-        if not row:
-            continue
-        parts = PurePosixPath(row[0]).parts
+        path = _site_path(row[0]) if row else None
+        if path is not None:
+            out[path] = record_sha256(row[1]) if len(row) > 1 else None
+    return out
+
+
+def record_entry(record: str, rel: str) -> tuple[bool, str | None]:
+    """(listed, sha256) of one site-packages path: what `record_files(record)` says of `rel`,
+    without mapping every row (the matrix asks this of one file per release). A row can only
+    map to `rel` if it holds rel's last segment, so only those rows are looked at."""
+    last = rel.rsplit("/", 1)[-1]
+    if not last or '"' in last:  # CSV would write it otherwise: every row mapped
+        every = record_files(record)
+        return rel in every, every.get(rel)
+    listed, sha = False, None
+    if last not in record:
+        return listed, sha
+    for row in csv.reader(io.StringIO(record)):
+        if row and last in row[0] and _site_path(row[0]) == rel:
+            listed, sha = True, record_sha256(row[1]) if len(row) > 1 else None
+    return listed, sha
+
+
+def _site_path(path: str) -> str | None:
+    """Where pip installs RECORD's `path` under site-packages, as pathlib's normal form of it
+    (None: a .data file outside purelib/platlib, not in site-packages)."""
+    if not _plain(path) or path.partition("/")[0].endswith(".data"):
+        parts = PurePosixPath(path).parts
         if len(parts) > 2 and parts[0].endswith(".data"):
             if parts[1] not in ("purelib", "platlib"):
-                continue
+                return None
             parts = parts[2:]
-        out["/".join(parts)] = record_sha256(row[1]) if len(row) > 1 else None
-    return out
+        return "/".join(parts)
+    return path
+
+
+def _plain(path: str) -> bool:
+    """Whether `path` is already what PurePosixPath(path).parts joined by "/" gives back (no
+    empty, `.` or leading-slash segment): most of a RECORD, taken as it is (pathlib on every
+    row was half of reading vLLM's 1,900-row RECORD, and the matrix reads one per release)."""
+    return not (
+        not path
+        or path == "."
+        or path.startswith(("/", "./"))
+        or path.endswith(("/", "/."))
+        or "//" in path
+        or "/./" in path
+    )
 
 
 class Wheel:

@@ -91,3 +91,19 @@ def test_suggested_range_around_the_installed_release() -> None:
     assert suggest(rows, "0.16.0") == ">=0.14.1,<0.17.0"
     assert suggest(rows[1:3], "0.16.0") == ">=0.14.1,<=0.16.0"
     assert suggest(rows[2:], "0.16.0") is None
+
+
+def test_source_segments_are_asts_own() -> None:
+    """capture's segment (splitlines, once per call) is ast.get_source_segment's text for every
+    node, multi-line and non-ASCII ones included, and for texts ast splits otherwise."""
+    from patcher.authoring.capture import _segment
+
+    for text in (
+        'x = [\n    "é", 2,\n    {"k": (1,\n  2)}]\ny = f(a, b=3)  # ü\n',
+        "a = 1\r\nb = [1,\r\n 2]\r\n",
+        "a = 1\n\x0cb = [1,\n 2]\n",
+        "a = 1\rb = (2,\r 3)\n",
+    ):
+        for node in ast.walk(ast.parse(text)):
+            if hasattr(node, "lineno"):
+                assert _segment(text, node) == ast.get_source_segment(text, node), (text, node)

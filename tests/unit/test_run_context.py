@@ -34,7 +34,6 @@ NOT_RUN_STATE = {
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
-    "authoring/capture.py:_EDIT": "pydantic's validator of the Edit union (stateless once built)",
     "wheels/matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
     "transports/__init__.py:DEFAULTS": "a Settings() NamedTuple (immutable)",
     # the agent: a process of its own per host and run (it ends with os._exit after its last
