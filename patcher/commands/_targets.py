@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from patcher.errors import HostError, UsageError
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
+    from patcher.result import HostResult
     from patcher.run import fleet
     from patcher.transports import Settings, Transport
 
@@ -303,6 +304,19 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
     made = settings(args)
     progress.detail(f"{target.name}: transport: {kind_for(target, made)}")
     return open_transport(target, made)
+
+
+def name_transports(
+    hosts: Sequence[HostResult], targets: Sequence[Target], args: argparse.Namespace
+) -> None:
+    """Say in every host's result which transport reached it (or was tried): the JSON's
+    `transport`, so a mixed fleet's results show which hosts went by which client."""
+    from patcher.transports import kind_for
+
+    made = settings(args)
+    kinds = {t.name: kind_for(t, made) for t in targets}
+    for host in hosts:
+        host.transport = kinds.get(host.target, host.transport)
 
 
 def settings(args: argparse.Namespace) -> Settings:

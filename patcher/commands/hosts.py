@@ -376,6 +376,7 @@ def _run(command: HostCommand, args: argparse.Namespace) -> int:
         progress.stop_live()  # the result and errors print on a clean terminal
         ctx.flush()
     command.settle(hosts, ids)
+    _targets.name_transports(hosts, targets, args)
     stats = ctx.stats()
     result = RunResult(command.name, all(h.ok for h in hosts), hosts, stats)
     if args.report:

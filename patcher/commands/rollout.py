@@ -177,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
     done = drive(request, targets, policy, lambda t: _targets._open(t, args), lines, started)
     result = done.result
+    _targets.name_transports(result.hosts, targets, args)
     if args.json:
         from patcher.output.report import emit
 

@@ -33,6 +33,7 @@ def test_each_host_is_reached_by_its_own_transport(
     assert res.code == 0, res.out + res.err
     assert [h["target"] for h in res.doc["hosts"]] == [a, b]
     assert all(h["ok"] and h["python_path"] == PY for h in res.doc["hosts"]), res.out
+    assert [h["transport"] for h in res.doc["hosts"]] == ["paramiko", "openssh"], res.out
     lines = res.err.splitlines()
     assert f"{a}: transport: paramiko" in lines, res.err
     assert f"{b}: transport: openssh" in lines, res.err
