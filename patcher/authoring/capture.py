@@ -39,15 +39,12 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from patcher import pyast
 from patcher.rewrite import apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
-from patcher.specs.model import Edit
+from patcher.specs.model import Edit, edits_from_json
 
 EditDict = dict[str, Any]
-_EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COLLECTIONS = (ast.List, ast.Tuple, ast.Set)
 _BLOCK_FIELDS = ("body", "orelse", "finalbody")
@@ -102,8 +99,8 @@ def capture(pristine: str, edited: str, rel: str) -> Captured:
 
 def _models(edits: Sequence[EditDict]) -> list[Edit] | None:
     try:
-        return [_EDIT.validate_python(e) for e in edits]
-    except ValidationError:
+        return edits_from_json(list(edits))
+    except ValueError:  # pydantic's ValidationError: not an edit of the format
         return None
 
 
