@@ -17,17 +17,13 @@ Nothing here validates: build these only from what validate.py (or the cache) ga
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
-import textwrap
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from patcher import pyast
-from patcher._compat import tomllib
 from patcher.errors import SpecError
 
 if TYPE_CHECKING:
@@ -244,6 +240,11 @@ class EnsureDef(_Edit):
     @property
     def name(self) -> str:
         """Name of the def in `code`."""
+        import ast
+        import textwrap
+
+        from patcher import pyast
+
         node = pyast.parse(textwrap.dedent(self.code)).body[0]
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         return node.name
@@ -469,6 +470,8 @@ MAX_SPEC_BYTES = 1024 * 1024
 def toml_loads(text: str) -> dict[str, Any]:
     """tomllib.loads, with nesting deeper than its recursive parser can take (`a = [[[[...`)
     reported as invalid TOML instead of a RecursionError traceback."""
+    from patcher._compat import tomllib  # here: a spec seen before is never parsed
+
     try:
         return tomllib.loads(text)
     except RecursionError:
@@ -501,6 +504,8 @@ def load_spec(path: Path | str) -> PatchSpec:
 
 def parse_spec(raw: bytes, path: Path | str) -> PatchSpec:
     """Validate one spec's bytes (read from `path`, which errors name)."""
+    from patcher._compat import tomllib
+
     path = Path(path)
     try:
         data = toml_loads(raw.decode("utf-8"))
