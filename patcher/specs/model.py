@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 from patcher.errors import SpecError
 
 if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+    from dataclasses import field
     from typing import TypeAlias
 
     from packaging.specifiers import SpecifierSet
-    from typing_extensions import dataclass_transform
 
     # pydantic's JsonValue, spelled without importing pydantic.
     JsonValue: TypeAlias = (
@@ -38,9 +39,15 @@ if TYPE_CHECKING:
     )
 else:
 
-    def dataclass_transform(**_: Any) -> Callable[[type], type]:
-        """For type checkers alone (typing's is 3.11+): nothing to do at run time."""
+    def record(**_: Any) -> Callable[[type], type]:
+        """What type checkers read as dataclasses.dataclass (frozen, keyword-only: every class
+        says so); at run time the class is _Model's own, as it is."""
         return lambda cls: cls
+
+    def field(*, default_factory: Callable[[], Any]) -> Any:
+        """A field whose default is made anew for each object (a list), as
+        dataclasses.field."""
+        return _Factory(default_factory)
 
 
 class _Missing:
@@ -54,23 +61,17 @@ class _Factory:
         self.make = make
 
 
-def field(*, default_factory: Callable[[], Any]) -> Any:
-    """A field whose default is made anew for each object (a list), as dataclasses.field."""
-    return _Factory(default_factory)
-
-
 class FrozenError(AttributeError):
     """A spec object's fields were assigned (as dataclasses' FrozenInstanceError)."""
 
 
-@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field,))
 class _Model:
     """A frozen record, keyword arguments only: what a frozen dataclass gives, without its
     cost. The dataclass decorator writes and compiles six methods per class (~0.5 ms each
     class, ~10 ms for the format's 21, paid by every command); here the fields are read once
     per class from its annotations, in the order dataclasses uses (bases first, a redeclared
-    field in its first place), and one set of methods serves every class. Type checkers see a
-    frozen keyword-only dataclass (dataclass_transform).
+    field in its first place), and one set of methods serves every class. Type checkers see
+    each class as the frozen keyword-only dataclass it stands for (`record`).
 
     What a model derives from its fields (a spec's digest, a variant's version range parsed)
     is a functools.cached_property: a fleet's run asks it per host, and a frozen object's
@@ -148,6 +149,7 @@ def as_json(obj: Any) -> Any:
     return obj
 
 
+@record(frozen=True, kw_only=True)
 class _Edit(_Model):
     scope: str = ""  # dotted path of classes/functions holding the target ('' = module level)
     file: str | None = None  # relative to site-packages (default: the variant's `file`)
@@ -159,24 +161,28 @@ class _Edit(_Model):
         return {k: v for k, v in as_json(self).items() if v is not None}
 
 
+@record(frozen=True, kw_only=True)
 class _ElementsEdit(_Edit):
     target: str | None = None
     containing: list[JsonValue] | None = None
     values: list[JsonValue]
 
 
+@record(frozen=True, kw_only=True)
 class EnsureElements(_ElementsEdit):
     """Add missing values to a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
     op: Literal["ensure_elements"] = "ensure_elements"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveElements(_ElementsEdit):
     """Remove values from a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
     op: Literal["remove_elements"] = "remove_elements"
 
 
+@record(frozen=True, kw_only=True)
 class SetValue(_Edit):
     """Set the right-hand side of an assignment, a dict entry in it, or a parameter default."""
 
@@ -188,11 +194,13 @@ class SetValue(_Edit):
     expr: str | None = None
 
 
+@record(frozen=True, kw_only=True)
 class _StatementEdit(_Edit):
     match: str
     occurrence: int | None = None
 
 
+@record(frozen=True, kw_only=True)
 class ReplaceStatement(_StatementEdit):
     """Replace the statement(s) `match` finds in scope with `code`."""
 
@@ -200,6 +208,7 @@ class ReplaceStatement(_StatementEdit):
     code: str
 
 
+@record(frozen=True, kw_only=True)
 class InsertStatement(_StatementEdit):
     """Insert `code` before or after the statement `match` finds in scope."""
 
@@ -208,28 +217,33 @@ class InsertStatement(_StatementEdit):
     position: Literal["before", "after"] = "after"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveStatement(_StatementEdit):
     """Remove the statement `match` finds in scope."""
 
     op: Literal["remove_statement"] = "remove_statement"
 
 
+@record(frozen=True, kw_only=True)
 class _BaseEdit(_Edit):
     value: str
 
 
+@record(frozen=True, kw_only=True)
 class EnsureBase(_BaseEdit):
     """Add a base class (after the positional bases, before `metaclass=` and other keywords)."""
 
     op: Literal["ensure_base"] = "ensure_base"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveBase(_BaseEdit):
     """Remove a base class; nothing to do when it is not there."""
 
     op: Literal["remove_base"] = "remove_base"
 
 
+@record(frozen=True, kw_only=True)
 class EnsureDef(_Edit):
     """Add a function or method to the module or class `scope` unless one of its name exists."""
 
@@ -250,6 +264,7 @@ class EnsureDef(_Edit):
         return node.name
 
 
+@record(frozen=True, kw_only=True)
 class EnsureImport(_Edit):
     """Add a module-level import unless its names are already imported."""
 
@@ -257,6 +272,7 @@ class EnsureImport(_Edit):
     code: str
 
 
+@record(frozen=True, kw_only=True)
 class SetArgument(_Edit):
     """Set (or add) a keyword argument of the one call to `call` in scope, decorators included."""
 
@@ -267,6 +283,7 @@ class SetArgument(_Edit):
     expr: str | None = None
 
 
+@record(frozen=True, kw_only=True)
 class AddFile(_Edit):
     """Create a module the package lacks (`text` is its whole content); rollback removes it."""
 
@@ -305,6 +322,7 @@ _EDIT_CLASSES: dict[str, type[Edit]] = {
 EDIT_OPS = tuple(_EDIT_CLASSES)
 
 
+@record(frozen=True, kw_only=True)
 class Variant(_Model):
     """One PEP 440 version range: edit `file`, or do nothing because upstream fixed it."""
 
@@ -346,6 +364,7 @@ def module_of(rel: str) -> str:
     return ".".join(parts)
 
 
+@record(frozen=True, kw_only=True)
 class Probe(_Model):
     """A check run in a fresh `python -I` on the target; passes when the code raises nothing."""
 
@@ -355,6 +374,7 @@ class Probe(_Model):
     timeout: float = 120.0
 
 
+@record(frozen=True, kw_only=True)
 class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
@@ -376,6 +396,7 @@ class MetricsThresholds(_Model):
     max_itl_p99_s: float | None = None
 
 
+@record(frozen=True, kw_only=True)
 class PatchSpec(_Model):
     """One patch: which package it fixes, how per version range, and how to prove it works."""
 
