@@ -23,7 +23,6 @@ less (the caches: 0600).
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -107,7 +106,7 @@ def write(
     tmp = ""  # set once the temp file is ours: only then is it removed on a failure
     try:
         _check_at(dfd, name, shown, what)
-        temp = f".tmp-{secrets.token_hex(8)}"
+        temp = f".tmp-{os.urandom(8).hex()}"  # secrets.token_hex, without its imports
         fd = os.open(temp, _FLAGS, mode, dir_fd=dfd)
         tmp = temp
         try:

@@ -40,12 +40,10 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
 from patcher import pyast
 from patcher.rewrite import RewriteResult, apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
-from patcher.specs.model import Edit
+from patcher.specs.model import Edit, edits_from_json
 
 EditDict = dict[str, Any]
 # How a candidate is replayed on the pristine text: None when its edits are not valid spec
@@ -107,20 +105,18 @@ def capture(pristine: str, edited: str, rel: str, replay: Replay | None = None) 
 
 
 class Validated:
-    """Replay a candidate: its edits validated as spec edits, then `apply_edits`. The
-    validator of the Edit union is built when first asked for (~20 ms of pydantic's schema
-    building: a capture whose replays are all remembered never needs it)."""
+    """Replay a candidate: its edits validated as spec edits (patcher.specs.validate, pydantic
+    imported when first asked: a capture whose replays are all remembered never needs it),
+    then `apply_edits`."""
 
-    def __init__(self) -> None:
-        self._adapter: TypeAdapter[Edit] | None = None
+    validated = 0  # edit lists validated (a replay remembered validates none)
 
     def models(self, edits: Sequence[EditDict]) -> list[Edit] | None:
-        """The edits as models, None when one is not a valid spec edit."""
-        if self._adapter is None:
-            self._adapter = TypeAdapter(Edit)
+        """The edits as spec edits, None when one is not a valid spec edit."""
+        self.validated += 1
         try:
-            return [self._adapter.validate_python(e) for e in edits]
-        except ValidationError:
+            return edits_from_json(list(edits))
+        except ValueError:  # pydantic's ValidationError: not an edit of the format
             return None
 
     def __call__(self, source: str, edits: Sequence[EditDict]) -> RewriteResult | None:

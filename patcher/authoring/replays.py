@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from patcher.authoring.capture import EditDict, Validated
 from patcher.caches import rewrites
+from patcher.specs import model
 
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult
@@ -36,18 +37,30 @@ _STATUSES = ("changed", "unchanged", "anchor_missing", "ambiguous", "invalid")
 
 
 def edits_key(edits: Sequence[EditDict]) -> str:
-    """The edits as canonical JSON, without the file they name (the text says which file)."""
-    return json.dumps(
-        [{k: v for k, v in e.items() if k != "file"} for e in edits],
-        sort_keys=True,
-        separators=(",", ":"),
-    )
+    """The edits as canonical JSON, without the file they name (the text says which file) and
+    without the fields that hold their op's default (`op` kept): capture's dicts and a spec's
+    edits loaded back name the same edits whether or not a default was written out."""
+    return json.dumps([_canonical(e) for e in edits], sort_keys=True, separators=(",", ":"))
+
+
+def _canonical(edit: EditDict) -> EditDict:
+    defaults = model.edit_defaults(edit.get("op"))
+    return {
+        k: v
+        for k, v in edit.items()
+        if k != "file" and (k == "op" or k not in defaults or not _same(v, defaults[k]))
+    }
+
+
+def _same(value: object, default: object) -> bool:
+    """The value is its default: equal and of the same type (JSON's 1 is not True)."""
+    return type(value) is type(default) and value == default
 
 
 def models_key(edits: Sequence[Edit]) -> str:
-    """`edits_key` of edits loaded from a spec: the fields the spec set, so a spec's edits
-    have the key of the edit dicts capture wrote it from."""
-    return edits_key([e.model_dump(mode="json", exclude_unset=True) for e in edits])
+    """`edits_key` of edits loaded from a spec: they key as the edit dicts capture wrote them
+    from."""
+    return edits_key([model.as_json(e) for e in edits])
 
 
 class Replays(Validated):

@@ -27,7 +27,7 @@ from typing import Any, get_args
 from patcher import result
 from patcher.commands._help import subcommands
 from patcher.plan.verdicts import MATRIX_FAILING, MatrixOutcome
-from patcher.specs.model import PatchSpec
+from patcher.specs.validate import PatchSpec
 from patcher.wheels import matrix
 
 MARKER = re.compile(r"^<!-- vpatch:([a-z-]+) -->$", re.MULTILINE)

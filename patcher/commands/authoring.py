@@ -316,10 +316,9 @@ def capture_files(scan: handedit.HostScan, replays: Replays) -> tuple[list[FileR
 def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> PatchSpec:
     """Load the written spec back and replay it on the pristine files: the AST must be the
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
-    from patcher._compat import tomllib
-    from patcher.specs.model import PatchSpec
+    from patcher.specs.model import parse_spec
 
-    spec = PatchSpec.model_validate(tomllib.loads(text))
+    spec = parse_spec(text.encode(), "captured spec")
     variant = spec.variant[0]
     for rel, edits in variant.files():
         res = next(r for r in results if r.rel == rel)
@@ -365,19 +364,12 @@ def fits(
     store: Store | None = None,
 ) -> matrix.Matrix:
     """The matrix of the spec's edits over `versions` (the variant's range opened up)."""
-    from patcher.specs.model import Variant
+    from patcher.specs.model import copy_with
     from patcher.wheels import matrix
     from patcher.wheels.cache import Cache, default_cache
     from patcher.wheels.store import Store
 
-    wide = spec.model_copy(
-        update={
-            "variant": [
-                Variant.model_validate({**v.model_dump(), "versions": ">=0"})
-                for v in spec.variant[:1]
-            ]
-        }
-    )
+    wide = copy_with(spec, variant=[copy_with(v, versions=">=0") for v in spec.variant[:1]])
     runner = matrix.Runner(
         wide,
         Cache(cache_root or default_cache(), spec.package),

@@ -37,7 +37,7 @@ from patcher.plan import fastdiff
 from patcher.plan.hostfacts import FileFact
 from patcher.result import Outcome, PatchResult
 from patcher.rewrite import RewriteResult, Status, apply_edits
-from patcher.specs.model import Edit, PatchSpec, Variant
+from patcher.specs.model import Edit, PatchSpec, Variant, edits_from_json
 
 Level = Literal["static", "import", "full"]
 Rewriter = Callable[[str, PatchSpec, int, str, Sequence[Edit]], RewriteResult]
@@ -98,9 +98,7 @@ def dump_edits(edits: Sequence[Edit]) -> list[Any]:
 
 
 def load_edits(raw: Any) -> list[Edit]:
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(list[Edit]).validate_python(raw)
+    return edits_from_json(raw)  # validated: a journal is the host's word
 
 
 def wanted_files(specs: Sequence[PatchSpec]) -> dict[str, list[str]]:

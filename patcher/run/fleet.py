@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from patcher.errors import UsageError
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future
+    import queue
 
     from patcher.result import HostResult
 
@@ -91,10 +91,7 @@ def run(
 ) -> list[HostResult]:
     """Run `work(i)` for each target index under `policy`; results in target order.
     `interrupted` is set on the first Ctrl-C (a host's work may stop at its next safe point)."""
-    # Here, not at the top: cli reads the policy (first_wave) before the first host
-    # connects, and concurrent.futures brings logging along.
-    import queue
-    from concurrent.futures import ThreadPoolExecutor
+    import queue  # here, not at the top: cli reads the policy (first_wave) before any host
 
     progress = progress or Progress()
     results: list[HostResult | None] = [None] * len(targets)
@@ -106,24 +103,25 @@ def run(
     def phase(indices: list[int]) -> bool:
         """Run a group of hosts; False when scheduling must stop."""
         pending = deque(indices)
-        running: dict[Future[HostResult], int] = {}
-        # Each host's future puts itself here when done: the scheduler takes the hosts in the
+        running: set[int] = set()
+        # Each host's worker puts it here when done: the scheduler takes the hosts in the
         # order they finish, at a cost per host (concurrent.futures.wait costs one per host in
         # flight, every time one finishes).
-        finished: queue.SimpleQueue[Future[HostResult]] = queue.SimpleQueue()
-        pool = ThreadPoolExecutor(max_workers=max(1, min(policy.parallel, len(indices))))
+        finished: queue.SimpleQueue[_Done] = queue.SimpleQueue()
+        pool = _Pool(max(1, min(policy.parallel, len(indices))), work, finished)
         try:
             while pending or running:
                 while pending and len(running) < policy.parallel and not stop.is_set():
                     i = pending.popleft()
-                    fut = pool.submit(work, i)
-                    running[fut] = i
-                    fut.add_done_callback(finished.put)
+                    pool.submit(i)
+                    running.add(i)
                 if not running:
                     break
-                fut = finished.get()  # a Ctrl-C's handler runs while this waits
-                i = running.pop(fut)
-                res = fut.result()
+                i, res, exc = finished.get()  # a Ctrl-C's handler runs while this waits
+                running.discard(i)
+                if exc is not None:
+                    raise exc
+                assert res is not None
                 results[i] = res
                 progress.advance(res)
                 if not res.ok:
@@ -132,7 +130,7 @@ def run(
                         why[0] = MAX_FAIL  # worded at the end: hosts in flight may fail too
                         stop.set()
         except BaseException:  # the second Ctrl-C: no waiting for the hosts in flight
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=False)
             raise
         pool.shutdown()
         return not stop.is_set()
@@ -156,6 +154,55 @@ def max_fail_reached(failed: int, limit: int) -> str:
     (those in flight when the limit was reached count too: a batch of 3 that all fail is 3
     failed, not 1) and the limit."""
     return f"max-fail reached ({failed} failed; the limit is {limit})"
+
+
+# A host done: (index, its result, or what its work raised).
+_Done = tuple[int, "HostResult | None", "BaseException | None"]
+
+
+class _Pool:
+    """What the scheduler needs of concurrent.futures.ThreadPoolExecutor, which imports
+    logging (~3 ms of every command's start, issue 41): up to `size` worker threads, one
+    started with each of the first `size` hosts submitted (the scheduler submits that many at
+    once) and reused, each running `work(i)` for the next index and putting (i, result, None)
+    or (i, None, what it raised) on `done`. Not daemons: as with the executor, the interpreter
+    waits for the hosts in flight before it exits."""
+
+    def __init__(self, size: int, work: Work, done: queue.SimpleQueue[_Done]) -> None:
+        import queue
+
+        self._size, self._work, self._done = size, work, done
+        self._todo: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, i: int) -> None:
+        self._todo.put(i)
+        if len(self._threads) < self._size:
+            worker = threading.Thread(target=self._loop, name=f"vpatch-host-{len(self._threads)}")
+            worker.start()
+            self._threads.append(worker)
+
+    def _loop(self) -> None:
+        while (i := self._todo.get()) is not None:
+            try:
+                self._done.put((i, self._work(i), None))
+            except BaseException as exc:  # the scheduler raises it, as Future.result() did
+                self._done.put((i, None, exc))
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Hosts not yet started are dropped; each worker ends after its host in flight."""
+        import queue
+
+        try:
+            while True:
+                self._todo.get_nowait()
+        except queue.Empty:
+            pass
+        for _ in self._threads:
+            self._todo.put(None)
+        if wait:
+            for worker in self._threads:
+                worker.join()
 
 
 @contextmanager

@@ -1,30 +1,33 @@
 """Specs validated once and kept, on the controller, so that a command on a spec it has seen
-before builds no pydantic validator.
+before imports no pydantic at all.
 
-Why: a spec's first validation in a process builds pydantic's validators for every model of
-the format and runs pydantic's plugin lookup (which imports importlib.metadata): ~25 ms of a
-~200 ms one-host apply, paid again by every command (`vpatch ensure` in a pre-start hook on
-every restart, `verify` after `apply`) for the same few spec files.
+Why: validating a spec needs pydantic (~30 ms to import) and its model classes (~50 ms to
+build, and the validators' first build besides): most of a one-host apply's controller CPU,
+paid again by every command (`vpatch ensure` in a pre-start hook on every restart, `verify`
+after `apply`) for the same few spec files (issue 41).
 
-What is stored: per spec text, what validating it gave (patcher.specs.model.kept_form: the fields as
-given, the digest, each edit's journal form), one JSON file named by the sha256 of the spec's
-bytes, of patcher/specs/model.py's own source and of pydantic's version, so an edit of the spec, of
-its format or an upgrade of pydantic is another name (never a stale hit). A kept spec is
-rebuilt with pydantic's model_construct (patcher.specs.model.from_kept): the same objects, equal to
-a
-validation's (tests/unit/test_spec_cache.py checks every catalog spec), with no validator built.
-Only specs that validated are kept: a bad one is validated, and refused, every time.
+What is stored: per spec text, what validating it gave: the validator's JSON dump of it
+(patcher.specs.validate.spec_fields), one JSON file named by the sha256 of the spec's bytes,
+of the format's two sources (patcher/specs/model.py, which builds the objects, and
+validate.py, which decides what validates) and of pydantic's version.py, read without
+importing it; so an edit of the spec, of its format or an upgrade of pydantic is another name,
+and an entry of an older format is never met (a miss: the spec is validated again). A kept
+spec is built by model.from_json, exactly as a fresh validation's dump is: the same objects
+(tests/unit/test_spec_cache.py checks every catalog spec). Only specs that validated are kept:
+a bad one is validated, and refused, every time.
 
 Where: beside the rewrite cache (rewrite_cache.directory: `specs/`, the same switch
 VPATCH_NO_CACHE, the user's own directory closed to others); an entry is read on its
-descriptor (owner, mode, one link) and used only when its recorded name is its own. `vpatch
-check` never uses it: it is the validator. The cache can never fail a command: anything
-unreadable, corrupt or unwritable is a miss.
+descriptor (owner, mode, one link) and used only when its recorded name is its own and it
+builds (a missing or unknown field, an unknown op: a miss). Where pydantic cannot be found
+there is no key and no cache. `vpatch check` never uses it: it is the validator. The cache can
+never fail a command: anything unreadable, corrupt or unwritable is a miss.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 from functools import cache
 from pathlib import Path
@@ -37,22 +40,36 @@ if TYPE_CHECKING:
 
 KEEP = 256
 MAX_ENTRY_BYTES = 4 * 1024 * 1024  # a spec is at most 1 MiB (spec.MAX_SPEC_BYTES), JSON-escaped
-_FORMAT = b"vpatch-spec-cache 1"
+_FORMAT = b"vpatch-spec-cache 2"  # 2: the validator's dump, built by model.from_json
 
 
 @cache
-def _code_key() -> bytes:
-    """What decides a validation's result besides the spec's text: the format's source and
-    pydantic's version."""
-    import pydantic
+def _code_key() -> bytes | None:
+    """What decides a validation's result besides the spec's text: the format's sources and
+    pydantic's version.py (found as the import system would, not imported); None where
+    pydantic is not found."""
+    from patcher.specs import model
 
-    from patcher.specs import model as spec
+    found = importlib.util.find_spec("pydantic")
+    if found is None or found.origin is None:
+        return None
+    here = Path(model.__file__).parent
+    try:
+        parts = [
+            (here / "model.py").read_bytes(),
+            (here / "validate.py").read_bytes(),
+            (Path(found.origin).parent / "version.py").read_bytes(),
+        ]
+    except OSError:
+        return None
+    return b"\0".join(parts)
 
-    return Path(spec.__file__).read_bytes() + b"\0" + pydantic.VERSION.encode()
 
-
-def _name(raw: bytes) -> str:
-    h = hashlib.sha256(_FORMAT + b"\0" + _code_key() + b"\0" + raw)
+def _name(raw: bytes) -> str | None:
+    key = _code_key()
+    if key is None:
+        return None
+    h = hashlib.sha256(_FORMAT + b"\0" + key + b"\0" + raw)
     return h.hexdigest()[:40] + ".json"
 
 
@@ -63,12 +80,13 @@ def load(path: Path | str) -> PatchSpec:
     raw = spec.read_spec(path)
     d = rewrite_cache.directory(sub="specs")
     name = _name(raw)
-    if d is not None:
+    if d is not None and name is not None:
         kept = _get(d, name)
         if kept is not None:
             return kept
     got = spec.parse_spec(raw, path)
-    _put(name, got)
+    if name is not None:
+        _put(name, got)
     return got
 
 
@@ -82,7 +100,7 @@ def _get(d: Path, name: str) -> PatchSpec | None:
         entry = json.loads(data)
         if not isinstance(entry, dict) or entry.get("name") != name:
             return None  # torn, or renamed by hand: not the entry of this text
-        return spec.from_kept(entry["spec"])
+        return spec.from_json(entry["spec"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -92,4 +110,4 @@ def _put(name: str, got: PatchSpec) -> None:
 
     d = rewrite_cache.directory(create=True, sub="specs")
     if d is not None:
-        rewrite_cache.write_entry(d, name, {"name": name, "spec": spec.kept_form(got)}, KEEP)
+        rewrite_cache.write_entry(d, name, {"name": name, "spec": spec.as_json(got)}, KEEP)

@@ -22,9 +22,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from patcher.errors import SpecError
 from patcher.specs.names import ID
@@ -100,8 +99,7 @@ def _local_is_safe(d: Path) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):  # not a dataclass: ~0.5 ms less on every command's path
     id: str
     source: str  # "$VPATCH_CATALOG", "./patches" or "shipped"
     path: Path

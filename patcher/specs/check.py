@@ -25,7 +25,7 @@ from patcher._compat import tomllib
 from patcher.errors import SpecError
 from patcher.output.inert import clean
 from patcher.result import SCHEMA_VERSION
-from patcher.specs import catalog, tomlpos
+from patcher.specs import catalog, tomlpos, validate
 from patcher.specs.model import (
     MAX_SPEC_BYTES,
     EnsureElements,
@@ -33,10 +33,11 @@ from patcher.specs.model import (
     RemoveElements,
     ReplaceStatement,
     Variant,
-    field_errors,
+    as_json,
     load_spec,
     toml_loads,
 )
+from patcher.specs.validate import field_errors
 
 _OVERLAP = re.compile(r"^variant\[\d+\] \(.*\) and variant\[(\d+)\] ")
 HINT = "fix the fields named above; docs/spec.md lists them (`vpatch schema` feeds editors)"
@@ -227,7 +228,7 @@ def _explain(path: Path, exc: SpecError) -> list[Problem]:
         where = "(toml)" if message.startswith("invalid TOML") else "(file)"
         return [Problem(name, where, message)]
     try:
-        PatchSpec.model_validate(data)
+        validate.PatchSpec.model_validate(data)
     except ValidationError as ve:
         return [Problem(name, _field(loc, msg), msg) for loc, msg in field_errors(ve)]
     return [Problem(name, "(file)", message)]
@@ -313,7 +314,7 @@ def _edits(where: str, variant: Variant) -> list[tuple[str, str]]:
     wanted: dict[tuple[str, str, str], int] = {}  # (scope, target, value) -> ensuring edit
     for k, edit in enumerate(variant.edit):
         at = f"{where}.edit[{k}]"
-        key = edit.model_dump_json()
+        key = json.dumps(as_json(edit))
         if key in first:
             out.append((at, f"repeats edit[{first[key]}]"))
         first.setdefault(key, k)

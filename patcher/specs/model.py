@@ -1,432 +1,297 @@
-"""Patch specs: TOML files validated by pydantic (frozen, extra fields forbidden).
+"""Patch specs as the rest of vpatch works with them: plain frozen dataclasses, built from a
+validated spec's JSON fields.
 
 A spec is declarative on purpose: it names a package, a file relative to site-packages, and
-structural edits per PEP 440 version range. Everything is validated here, before any host is
-contacted, so a typo costs an `error:` line and exit 2, never a half-applied fleet.
+structural edits per PEP 440 version range. It is validated by patcher/specs/validate.py
+(pydantic) before any host is contacted, so a typo costs an `error:` line and exit 2, never a
+half-applied fleet; what the validator gives, its models' JSON dump, is what these classes are
+built from (`from_json`), and what the spec cache (patcher/specs/cache.py) keeps of a spec
+seen before and builds them from again. So a command on a cached spec imports no pydantic and
+builds no model class: ~85 ms of a one-host apply's controller CPU (issue 41).
+
+The classes here and the models there have the same names, fields, field order and defaults
+(tests/unit/test_spec_model.py), so a dump here is the validator's dump: a spec's digest, each
+edit's journal form and the cache's entries do not depend on which side built the object.
+Nothing here validates: build these only from what validate.py (or the cache) gave.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
-import keyword
-import re
-import textwrap
-import types
-import typing
-from collections.abc import Mapping
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    JsonValue,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-
-from patcher import pyast
-from patcher._compat import tomllib
 from patcher.errors import SpecError
-from patcher.specs.names import ID as _ID
 
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_PACKAGE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+if TYPE_CHECKING:
+    from dataclasses import dataclass as record
+    from dataclasses import field
+    from typing import TypeAlias
 
+    from packaging.specifiers import SpecifierSet
 
-def _at_line(exc: SyntaxError) -> str:
-    """ " (line N)" when the compiler knows the line (not for e.g. a NUL byte in the source)."""
-    return f" (line {exc.lineno})" if exc.lineno else ""
+    # pydantic's JsonValue, spelled without importing pydantic.
+    JsonValue: TypeAlias = (
+        list["JsonValue"] | dict[str, "JsonValue"] | str | bool | int | float | None
+    )
+else:
 
+    def record(**_: Any) -> Callable[[type], type]:
+        """What type checkers read as dataclasses.dataclass (frozen, keyword-only: every class
+        says so); at run time the class is _Model's own, as it is."""
+        return lambda cls: cls
 
-def _empty() -> list[Any]:
-    """The list fields' default_factory: a Python function, not the builtin `list`. pydantic
-    reads each factory's signature (does it take the validated data?); a builtin's comes from
-    parsing its text signature with tokenize, whose pattern compiles on first use (~5 ms of
-    the first spec load of every run)."""
-    return []
-
-
-_M = TypeVar("_M", bound="_Model")
-
-
-class _Model(BaseModel):
-    # defer_build: the validators are built by the first validation, not at import. A command
-    # that imports the models without loading a spec (rollback or status by the journal, via
-    # the planner) skips that build (~30 ms) and the plugin lookup pydantic does with it.
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-    # What a model derives from its fields (a spec's digest, a variant's version range parsed)
-    # is a functools.cached_property: a fleet's run asks it per host, and a frozen model's
-    # fields do not change. Kept in the instance's __dict__ beside the fields, which pydantic
-    # compares, dumps and validates by its own list of fields alone.
-
-    def model_copy(self: _M, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> _M:
-        """pydantic's copy, less the derived values: `update` may change what they derive from
-        (the copy computes them again when asked)."""
-        copied = super().model_copy(update=update, deep=deep)
-        fields = type(self).model_fields
-        for name in [k for k in copied.__dict__ if k not in fields]:
-            del copied.__dict__[name]
-        return copied
+    def field(*, default_factory: Callable[[], Any]) -> Any:
+        """A field whose default is made anew for each object (a list), as
+        dataclasses.field."""
+        return _Factory(default_factory)
 
 
-def _check_statements(source: str, what: str) -> str:
-    """Statement sources must parse and hold at least one statement."""
-    try:
-        # Dedented like the rewrite does, so an indented multi-line TOML string is accepted.
-        tree = pyast.parse(textwrap.dedent(source))
-    except SyntaxError as exc:
-        raise ValueError(f"{what} is not valid Python: {exc.msg}{_at_line(exc)}") from None
-    if not tree.body:
-        raise ValueError(f"{what} holds no statement")
-    return source
+class _Missing:
+    """The default of a field that has none (a class: nothing to construct at import)."""
 
 
-def _rel_file(v: str | None) -> str | None:
-    """A path relative to site-packages, spelled the way pip's RECORD spells it."""
-    if v is None:
-        return v
-    p = PurePosixPath(v)
-    if p.is_absolute() or "\\" in v or ".." in p.parts or v.startswith("~"):
-        raise ValueError("file must be relative to site-packages, without '..'")
-    if str(p) != v or "\0" in v:  # "pkg/./m.py", "pkg//m.py": not how RECORD spells it
-        raise ValueError(f"file must be a plain relative path like 'pkg/module.py', not {v!r}")
-    if p.suffix != ".py" or len(p.parts) < 1:
-        raise ValueError("file must name a .py file inside the package")
-    return v
+class _Factory:
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
 
 
+class FrozenError(AttributeError):
+    """A spec object's fields were assigned (as dataclasses' FrozenInstanceError)."""
+
+
+class _Model:
+    """A frozen record, keyword arguments only: what a frozen dataclass gives, without its
+    cost. The dataclass decorator writes and compiles six methods per class (~0.5 ms each
+    class, ~10 ms for the format's 21, paid by every command); here the fields are read once
+    per class from its annotations, in the order dataclasses uses (bases first, a redeclared
+    field in its first place), and one set of methods serves every class. Type checkers see
+    each class as the frozen keyword-only dataclass it stands for (`record`).
+
+    What a model derives from its fields (a spec's digest, a variant's version range parsed)
+    is a functools.cached_property: a fleet's run asks it per host, and a frozen object's
+    fields do not change. Kept in the instance's __dict__ beside the fields, which __eq__
+    compares and `as_json` dumps by the list of fields alone; a copy (`copy_with`) computes
+    them again."""
+
+    _fields: ClassVar[tuple[tuple[str, Any], ...]] = ()
+
+    def __init_subclass__(cls) -> None:
+        found: dict[str, Any] = {}
+        for klass in reversed(cls.__mro__):
+            for name, ann in vars(klass).get("__annotations__", {}).items():
+                if not str(ann).startswith("ClassVar"):
+                    found[name] = vars(klass).get(name, _Missing)
+        cls._fields = tuple(found.items())
+
+    def __init__(self, **values: Any) -> None:
+        own = self.__dict__
+        for name, default in self._fields:
+            if name in values:
+                own[name] = values.pop(name)
+            elif default is _Missing:
+                raise TypeError(f"{type(self).__name__}: missing field {name!r}")
+            else:
+                own[name] = default.make() if type(default) is _Factory else default
+        if values:
+            raise TypeError(f"{type(self).__name__}: unknown field(s) {', '.join(values)}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenError(f"cannot delete field {name!r}")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(self.__dict__[name] for name, _ in self._fields)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, _Model)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={self.__dict__[name]!r}" for name, _ in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+
+_M = TypeVar("_M", bound=_Model)
+
+
+def field_names(cls: type[_Model]) -> tuple[str, ...]:
+    """A spec class's fields, in order (what dataclasses.fields would list)."""
+    return tuple(name for name, _ in cls._fields)
+
+
+def copy_with(obj: _M, **changes: Any) -> _M:
+    """`obj` with some fields changed (as dataclasses.replace); derived values recomputed."""
+    return type(obj)(**{**{name: obj.__dict__[name] for name, _ in obj._fields}, **changes})
+
+
+def as_json(obj: Any) -> Any:
+    """A spec (or any part of one) as the validator's JSON dump gives it: every field, defaults
+    and None included, in field order; lists and dicts copied, so the dump is the caller's."""
+    if isinstance(obj, _Model):
+        return {name: as_json(obj.__dict__[name]) for name, _ in obj._fields}
+    if isinstance(obj, list):
+        return [as_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: as_json(v) for k, v in obj.items()}
+    return obj
+
+
+@record(frozen=True, kw_only=True)
 class _Edit(_Model):
-    scope: str = Field(
-        default="",
-        description="Dotted path of classes/functions holding the target ('' = module level).",
-    )
-    file: str | None = Field(
-        default=None,
-        description="File this edit changes, relative to site-packages (default: the variant's "
-        "`file`); one variant may change several files of its package.",
-    )
-
-    @field_validator("file")
-    @classmethod
-    def _file(cls, v: str | None) -> str | None:
-        return _rel_file(v)
-
-    @field_validator("scope")
-    @classmethod
-    def _scope(cls, v: str) -> str:
-        if v and not _DOTTED.fullmatch(v):
-            raise ValueError("scope must be a dotted path like 'Class.method' (or empty)")
-        return v
+    scope: str = ""  # dotted path of classes/functions holding the target ('' = module level)
+    file: str | None = None  # relative to site-packages (default: the variant's `file`)
 
     @cached_property
     def dumped(self) -> dict[str, Any]:
         """The edit as journal entries record it (JSON, None fields left out). Shared by
         every caller, so never changed by one (plan.dump_edits)."""
-        return self.model_dump(mode="json", exclude_none=True)
+        return {k: v for k, v in as_json(self).items() if v is not None}
 
 
-def _check_dotted(v: str | None, what: str) -> str | None:
-    if v is not None and not _DOTTED.fullmatch(v):
-        raise ValueError(f"{what} must be a name or dotted attribute like 'self.items', not {v!r}")
-    return v
-
-
-def _check_expression(v: str, what: str) -> str:
-    try:
-        pyast.parse(v.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise ValueError(f"{what} is not a Python expression: {exc.msg}") from None
-    return v
-
-
+@record(frozen=True, kw_only=True)
 class _ElementsEdit(_Edit):
-    target: str | None = Field(
-        default=None,
-        description="Name assigned in scope, e.g. 'supported' or 'self.items'.",
-    )
-    containing: list[JsonValue] | None = Field(
-        default=None,
-        min_length=1,
-        description="Instead of target: the one list/tuple/set literal in scope that holds all "
-        "these values (a comparison operand, call argument, dict value, ...).",
-    )
-    values: list[JsonValue] = Field(min_length=1)
-
-    @field_validator("target")
-    @classmethod
-    def _target(cls, v: str | None) -> str | None:
-        return _check_dotted(v, "target")
-
-    @model_validator(mode="after")
-    def _anchor(self) -> _ElementsEdit:
-        if (self.target is None) == (self.containing is None):
-            raise ValueError("set exactly one of 'target' or 'containing'")
-        return self
+    target: str | None = None
+    containing: list[JsonValue] | None = None
+    values: list[JsonValue]
 
 
+@record(frozen=True, kw_only=True)
 class EnsureElements(_ElementsEdit):
     """Add missing values to a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
-    op: Literal["ensure_elements"] = Field(description="Add the values the literal lacks.")
-    values: list[JsonValue] = Field(
-        min_length=1, description="Values that must be in the literal (TOML strings, numbers...)."
-    )
+    op: Literal["ensure_elements"] = "ensure_elements"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveElements(_ElementsEdit):
     """Remove values from a list/tuple/set literal (`target`'s, or the one `containing`)."""
 
-    op: Literal["remove_elements"] = Field(description="Remove the values from the literal.")
-    values: list[JsonValue] = Field(
-        min_length=1, description="Values that must not be in the literal."
-    )
-
-    @model_validator(mode="after")
-    def _kept(self) -> RemoveElements:
-        doomed = {json.dumps(v, sort_keys=True) for v in self.values}
-        both = [v for v in self.containing or [] if json.dumps(v, sort_keys=True) in doomed]
-        if both:
-            # The anchor must still hold after the removal, or a re-run could not find it.
-            raise ValueError(f"containing lists {both[0]!r}, which values removes")
-        return self
+    op: Literal["remove_elements"] = "remove_elements"
 
 
+@record(frozen=True, kw_only=True)
 class SetValue(_Edit):
     """Set the right-hand side of an assignment, a dict entry in it, or a parameter default."""
 
-    op: Literal["set_value"] = Field(description="Set an assignment's value or a default.")
-    target: str | None = Field(
-        default=None, description="Name assigned in scope (or set 'param' instead)."
-    )
-    param: str | None = Field(default=None, description="Parameter of the scope function.")
-    key: str | int | float | bool | None = Field(
-        default=None, description="Dict key inside target's literal (a hashable scalar)."
-    )
-    value: JsonValue | None = Field(
-        default=None, description="The new value as TOML data (or set 'expr' instead)."
-    )
-    expr: str | None = Field(default=None, description="Python expression source.")
-
-    @model_validator(mode="after")
-    def _one_of(self) -> SetValue:
-        if (self.target is None) == (self.param is None):
-            raise ValueError("set exactly one of 'target' or 'param'")
-        if (self.value is None) == (self.expr is None):
-            raise ValueError("set exactly one of 'value' or 'expr'")
-        if self.key is not None and self.target is None:
-            raise ValueError("'key' needs 'target' (a dict literal assigned to it)")
-        if self.param is not None and not self.scope:
-            raise ValueError("'param' needs 'scope' naming the function")
-        for name in (self.target, self.param):
-            if name is not None and not _DOTTED.fullmatch(name):
-                raise ValueError(f"{name!r} is not a name or dotted attribute")
-        if self.expr is not None:
-            _check_expression(self.expr, "expr")
-        return self
+    op: Literal["set_value"] = "set_value"
+    target: str | None = None
+    param: str | None = None
+    key: str | int | float | bool | None = None
+    value: JsonValue | None = None
+    expr: str | None = None
 
 
+@record(frozen=True, kw_only=True)
 class _StatementEdit(_Edit):
-    match: str = Field(description="Statement source to find (whitespace/comments ignored).")
-    occurrence: int | None = Field(
-        default=None,
-        ge=1,
-        description="Which match (1-based, in file order) when it repeats in scope.",
-    )
-
-    @field_validator("match")
-    @classmethod
-    def _match(cls, v: str) -> str:
-        return _check_statements(v, "match")
+    match: str
+    occurrence: int | None = None
 
 
+@record(frozen=True, kw_only=True)
 class ReplaceStatement(_StatementEdit):
     """Replace the statement(s) `match` finds in scope with `code`."""
 
-    op: Literal["replace_statement"] = Field(description="Replace a statement.")
-    code: str = Field(description="Python statements to put in place of the match.")
-
-    @field_validator("code")
-    @classmethod
-    def _code(cls, v: str) -> str:
-        return _check_statements(v, "code")
+    op: Literal["replace_statement"] = "replace_statement"
+    code: str
 
 
+@record(frozen=True, kw_only=True)
 class InsertStatement(_StatementEdit):
     """Insert `code` before or after the statement `match` finds in scope."""
 
-    op: Literal["insert_statement"] = Field(description="Insert statements next to a match.")
-    code: str = Field(description="Python statements to insert.")
-    position: Literal["before", "after"] = Field(
-        default="after", description="Where `code` goes relative to the match."
-    )
-
-    @field_validator("code")
-    @classmethod
-    def _code(cls, v: str) -> str:
-        return _check_statements(v, "code")
+    op: Literal["insert_statement"] = "insert_statement"
+    code: str
+    position: Literal["before", "after"] = "after"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveStatement(_StatementEdit):
     """Remove the statement `match` finds in scope."""
 
-    op: Literal["remove_statement"] = Field(description="Remove a statement.")
-
-    @field_validator("occurrence")
-    @classmethod
-    def _no_occurrence(cls, v: int | None) -> int | None:
-        if v is not None:
-            # Removing the Nth of several equal statements leaves a file in which another one
-            # is the Nth: a re-run would remove it too. Only a wider match can say which one.
-            raise ValueError(
-                "occurrence cannot pick a statement to remove (after the removal another one "
-                "takes its number); widen match with a neighbouring statement instead"
-            )
-        return v
+    op: Literal["remove_statement"] = "remove_statement"
 
 
+@record(frozen=True, kw_only=True)
 class _BaseEdit(_Edit):
-    value: str = Field(description="Base class expression source, e.g. 'Mixin' or 'mod.Base'.")
-
-    @model_validator(mode="after")
-    def _class(self) -> _BaseEdit:
-        if not self.scope:  # an after-validator: a field's own validator skips the default
-            raise ValueError("scope must name the class (dotted for a nested class)")
-        return self
-
-    @field_validator("value")
-    @classmethod
-    def _value(cls, v: str) -> str:
-        return _check_expression(v, "value")
+    value: str
 
 
+@record(frozen=True, kw_only=True)
 class EnsureBase(_BaseEdit):
     """Add a base class (after the positional bases, before `metaclass=` and other keywords)."""
 
-    op: Literal["ensure_base"] = Field(description="Add a base class to the class `scope` names.")
+    op: Literal["ensure_base"] = "ensure_base"
 
 
+@record(frozen=True, kw_only=True)
 class RemoveBase(_BaseEdit):
     """Remove a base class; nothing to do when it is not there."""
 
-    op: Literal["remove_base"] = Field(
-        description="Remove a base class from the class `scope` names."
-    )
+    op: Literal["remove_base"] = "remove_base"
 
 
+@record(frozen=True, kw_only=True)
 class EnsureDef(_Edit):
     """Add a function or method to the module or class `scope` unless one of its name exists."""
 
-    op: Literal["ensure_def"] = Field(
-        description="Add (or, with replace, replace) a function or method."
-    )
-    code: str = Field(description="The whole def, decorators included.")
-    replace: bool = Field(
-        default=False, description="Replace a different def of the same name (else a conflict)."
-    )
-
-    @field_validator("code")
-    @classmethod
-    def _code(cls, v: str) -> str:
-        body = pyast.parse(textwrap.dedent(_check_statements(v, "code"))).body
-        if len(body) != 1 or not isinstance(body[0], ast.FunctionDef | ast.AsyncFunctionDef):
-            kinds = ", ".join(type(stmt).__name__ for stmt in body)
-            raise ValueError(f"code must be exactly one def (decorators allowed), not {kinds}")
-        return v
+    op: Literal["ensure_def"] = "ensure_def"
+    code: str
+    replace: bool = False
 
     @property
     def name(self) -> str:
         """Name of the def in `code`."""
+        import ast
+        import textwrap
+
+        from patcher import pyast
+
         node = pyast.parse(textwrap.dedent(self.code)).body[0]
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         return node.name
 
 
+@record(frozen=True, kw_only=True)
 class EnsureImport(_Edit):
     """Add a module-level import unless its names are already imported."""
 
-    op: Literal["ensure_import"] = Field(
-        description="Add a module-level import, merged into an existing one."
-    )
-    code: str = Field(description="One import statement, e.g. 'from .interfaces import X'.")
-
-    @field_validator("scope")
-    @classmethod
-    def _module_level(cls, v: str) -> str:
-        if v:
-            raise ValueError("ensure_import adds module-level imports: leave scope empty")
-        return v
-
-    @field_validator("code")
-    @classmethod
-    def _code(cls, v: str) -> str:
-        body = pyast.parse(textwrap.dedent(_check_statements(v, "code"))).body
-        if len(body) != 1 or not isinstance(body[0], ast.Import | ast.ImportFrom):
-            raise ValueError("code must be exactly one 'import ...' or 'from ... import ...'")
-        if any(alias.name == "*" for alias in body[0].names):
-            raise ValueError("a star import cannot be checked for presence; name the imports")
-        return v
+    op: Literal["ensure_import"] = "ensure_import"
+    code: str
 
 
+@record(frozen=True, kw_only=True)
 class SetArgument(_Edit):
     """Set (or add) a keyword argument of the one call to `call` in scope, decorators included."""
 
-    op: Literal["set_argument"] = Field(description="Set or add a keyword argument of one call.")
-    call: str = Field(description="Dotted name of the callee, e.g. 'lru_cache' or 'Field'.")
-    arg: str = Field(description="Keyword argument name.")
-    value: JsonValue | None = Field(default=None, description="The argument's value (TOML).")
-    expr: str | None = Field(default=None, description="Python expression source.")
-
-    @field_validator("call")
-    @classmethod
-    def _call(cls, v: str) -> str:
-        if not _DOTTED.fullmatch(v):
-            raise ValueError("call must be a dotted name like 'functools.lru_cache'")
-        return v
-
-    @field_validator("arg")
-    @classmethod
-    def _arg(cls, v: str) -> str:
-        if not v.isidentifier() or keyword.iskeyword(v):
-            raise ValueError("arg must be a keyword argument name")
-        return v
-
-    @model_validator(mode="after")
-    def _one_of(self) -> SetArgument:
-        if (self.value is None) == (self.expr is None):
-            raise ValueError("set exactly one of 'value' or 'expr'")
-        if self.expr is not None:
-            _check_expression(self.expr, "expr")
-        return self
+    op: Literal["set_argument"] = "set_argument"
+    call: str
+    arg: str
+    value: JsonValue | None = None
+    expr: str | None = None
 
 
+@record(frozen=True, kw_only=True)
 class AddFile(_Edit):
     """Create a module the package lacks (`text` is its whole content); rollback removes it."""
 
-    op: Literal["add_file"] = Field(
-        description="Create a module the package lacks; rollback removes it."
-    )
-    text: str = Field(description="The new module's source.")
-
-    @field_validator("text")
-    @classmethod
-    def _text(cls, v: str) -> str:
-        try:
-            compile(v, "<add_file>", "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            raise ValueError(f"text is not valid Python: {exc.msg}{_at_line(exc)}") from None
-        return v
+    op: Literal["add_file"] = "add_file"
+    text: str
 
 
-Edit = Annotated[
+Edit = (
     EnsureElements
     | RemoveElements
     | SetValue
@@ -438,83 +303,58 @@ Edit = Annotated[
     | EnsureDef
     | EnsureImport
     | SetArgument
-    | AddFile,
-    Field(discriminator="op"),
-]
-EDIT_OPS = (
-    "ensure_elements",
-    "remove_elements",
-    "set_value",
-    "replace_statement",
-    "insert_statement",
-    "remove_statement",
-    "ensure_base",
-    "remove_base",
-    "ensure_def",
-    "ensure_import",
-    "set_argument",
-    "add_file",
+    | AddFile
 )
+_EDIT_CLASSES: dict[str, type[Edit]] = {
+    "ensure_elements": EnsureElements,
+    "remove_elements": RemoveElements,
+    "set_value": SetValue,
+    "replace_statement": ReplaceStatement,
+    "insert_statement": InsertStatement,
+    "remove_statement": RemoveStatement,
+    "ensure_base": EnsureBase,
+    "remove_base": RemoveBase,
+    "ensure_def": EnsureDef,
+    "ensure_import": EnsureImport,
+    "set_argument": SetArgument,
+    "add_file": AddFile,
+}
+EDIT_OPS = tuple(_EDIT_CLASSES)
 
 
+def edit_defaults(op: object) -> dict[str, Any]:
+    """The plain defaults of an edit op's fields (a list's default included, made anew); {}
+    for a name that is not an op. A key of edits that must not depend on whether a default
+    was written out uses it (patcher.authoring.replays)."""
+    cls = _EDIT_CLASSES.get(op) if isinstance(op, str) else None
+    if cls is None:
+        return {}
+    made = {name: d.make() if type(d) is _Factory else d for name, d in cls._fields}
+    return {name: d for name, d in made.items() if d is not _Missing}
+
+
+@record(frozen=True, kw_only=True)
 class Variant(_Model):
     """One PEP 440 version range: edit `file`, or do nothing because upstream fixed it."""
 
-    versions: str = Field(description="PEP 440 specifier set, e.g. '>=0.11,<0.17'.")
-    file: str | None = Field(default=None, description="Path relative to site-packages.")
-    edit: list[Edit] = Field(
-        default_factory=_empty, description="Structural edits of `file`, applied in order."
-    )
-    upstream: str | None = Field(
-        default=None, min_length=1, description="Why no edit is needed here."
-    )
-
-    @field_validator("versions")
-    @classmethod
-    def _versions(cls, v: str) -> str:
-        if not v.strip():  # SpecifierSet("") admits every version: a forgotten value, not intent
-            raise ValueError("versions is empty; write '>=0' to mean every version")
-        try:
-            SpecifierSet(v)
-        except InvalidSpecifier:
-            raise ValueError(f"{v!r} is not a PEP 440 specifier like '>=0.11,<0.17'") from None
-        return v
-
-    @field_validator("file")
-    @classmethod
-    def _file(cls, v: str | None) -> str | None:
-        return _rel_file(v)
-
-    @model_validator(mode="after")
-    def _kind(self) -> Variant:
-        if self.upstream is not None:
-            if self.file is not None or self.edit:
-                raise ValueError("an 'upstream' variant takes no 'file' or 'edit'")
-            return self
-        if not self.edit:
-            raise ValueError(
-                "a variant needs 'file' and at least one [[variant.edit]] (an edit may name its "
-                "own file), or 'upstream'"
-            )
-        for i, e in enumerate(self.edit):
-            if (e.file or self.file) is None:
-                raise ValueError(f"edit[{i}] names no file: set the variant's 'file' or its own")
-        for rel, edits in self.files():
-            if len(edits) > 1 and any(e.op == "add_file" for e in edits):
-                raise ValueError(f"add_file gives the whole text of {rel}: no other edit there")
-        return self
+    versions: str
+    file: str | None = None
+    edit: list[Edit] = field(default_factory=list)
+    upstream: str | None = None
 
     def files(self) -> list[tuple[str, list[Edit]]]:
         """(file, its edits in spec order) per file the variant changes, in first-seen order."""
         out: dict[str, list[Edit]] = {}
         for e in self.edit:
             rel = e.file or self.file
-            assert rel is not None  # _kind
+            assert rel is not None  # validate.Variant._kind
             out.setdefault(rel, []).append(e)
         return list(out.items())
 
     @cached_property
     def specifier(self) -> SpecifierSet:
+        from packaging.specifiers import SpecifierSet
+
         return SpecifierSet(self.versions)
 
     @property
@@ -535,118 +375,49 @@ def module_of(rel: str) -> str:
     return ".".join(parts)
 
 
+@record(frozen=True, kw_only=True)
 class Probe(_Model):
     """A check run in a fresh `python -I` on the target; passes when the code raises nothing."""
 
-    name: str = Field(min_length=1, description="Names the probe in reports (unique).")
-    module: str = Field(description="Imported first; bound to the name `module` for the code.")
-    code: str = Field(default="", description="Python run after the import; raising = failing.")
-    timeout: float = Field(
-        default=120.0, gt=0, le=3600, description="Seconds before the probe counts as failed."
-    )
-
-    @field_validator("module")
-    @classmethod
-    def _module(cls, v: str) -> str:
-        if not _DOTTED.fullmatch(v):
-            raise ValueError("module must be a dotted import name")
-        return v
-
-    @field_validator("code")
-    @classmethod
-    def _code(cls, v: str) -> str:
-        try:
-            compile(v, "<probe>", "exec")
-        except SyntaxError as exc:
-            raise ValueError(f"probe code does not compile: {exc.msg}{_at_line(exc)}") from None
-        return v
+    name: str
+    module: str
+    code: str = ""
+    timeout: float = 120.0
 
 
+@record(frozen=True, kw_only=True)
 class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
     of `vpatch rollout` (all four); `--min-acceptance` and `--min-throughput-ratio` override.
     A patch can load perfectly and still not help: these turn "the file changed" into
-    "speculative decoding accepts enough drafts, and the server got no slower".
+    "speculative decoding accepts enough drafts, and the server got no slower". The fields'
+    meanings are validate.MetricsThresholds' descriptions (docs/spec.md).
     """
 
-    min_acceptance_rate: float | None = Field(
-        default=None, ge=0, le=1, description="accepted / drafted tokens, 0..1"
-    )
-    min_mean_acceptance_length: float | None = Field(
-        default=None, ge=1, description="1 + accepted tokens per draft (bonus token included)"
-    )
-    min_tokens_per_s_ratio: float | None = Field(
-        default=None,
-        gt=0,
-        description="rollout: generation tokens/s after the restart over the baseline's, e.g. 1.0",
-    )
-    max_error_rate: float | None = Field(
-        default=None,
-        ge=0,
-        le=1,
-        description="rollout: aborted or failed requests / finished requests in the window, 0..1",
-    )
+    min_acceptance_rate: float | None = None
+    min_mean_acceptance_length: float | None = None
+    min_tokens_per_s_ratio: float | None = None
+    max_error_rate: float | None = None
     # Latency gates (patcher/serving/gates.py GATES): p99 from the histograms' bucket deltas.
-    max_ttft_p99_ratio: float | None = Field(
-        default=None, gt=0, description="rollout: time-to-first-token p99 over the control's"
-    )
-    max_itl_p99_ratio: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 over the control's"
-    )
-    max_ttft_p99_s: float | None = Field(
-        default=None, gt=0, description="rollout: time-to-first-token p99 ceiling, seconds"
-    )
-    max_itl_p99_s: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 ceiling, seconds"
-    )
+    max_ttft_p99_ratio: float | None = None
+    max_itl_p99_ratio: float | None = None
+    max_ttft_p99_s: float | None = None
+    max_itl_p99_s: float | None = None
 
 
+@record(frozen=True, kw_only=True)
 class PatchSpec(_Model):
     """One patch: which package it fixes, how per version range, and how to prove it works."""
 
-    id: str = Field(description="Unique id, the file name without .toml (`vpatch apply ID`).")
-    summary: str = Field(min_length=1, description="One line: what the patch fixes.")
-    package: str = Field(description="Distribution name as pip knows it, e.g. 'vllm'.")
-    references: list[str] = Field(
-        default_factory=_empty, description="Issue or pull request links that explain the fix."
-    )
-    variant: list[Variant] = Field(
-        min_length=1, description="One per PEP 440 version range, oldest range first."
-    )
-    probe: list[Probe] = Field(
-        default_factory=_empty, description="Checks run on the target after applying (verify)."
-    )
-    metrics: MetricsThresholds | None = Field(
-        default=None, description="Live serving thresholds for `vpatch verify --metrics`."
-    )
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not _ID.fullmatch(v):
-            raise ValueError("id must be lowercase letters, digits, '.', '_' or '-'")
-        return v
-
-    @field_validator("package")
-    @classmethod
-    def _package(cls, v: str) -> str:
-        if not _PACKAGE.fullmatch(v):
-            raise ValueError("package must be a distribution name like 'vllm'")
-        return v
-
-    @model_validator(mode="after")
-    def _no_overlap(self) -> PatchSpec:
-        for i, a in enumerate(self.variant):
-            for j in range(i + 1, len(self.variant)):
-                probe = _overlap_witness(a.specifier, self.variant[j].specifier)
-                if probe is not None:
-                    raise ValueError(
-                        f"variant[{i}] ({a.versions}) and variant[{j}] "
-                        f"({self.variant[j].versions}) both match {probe}"
-                    )
-        return self
+    id: str
+    summary: str
+    package: str
+    references: list[str] = field(default_factory=list)
+    variant: list[Variant]
+    probe: list[Probe] = field(default_factory=list)
+    metrics: MetricsThresholds | None = None
 
     def choose_variant(self, version: str) -> tuple[int, Variant] | None:
         """The variant whose range contains `version` (pre-releases included), or None."""
@@ -666,6 +437,8 @@ class PatchSpec(_Model):
         return {}
 
     def _choose_variant(self, version: str) -> tuple[int, Variant] | None:
+        from packaging.version import InvalidVersion, Version
+
         try:
             v = Version(version)
         except InvalidVersion:
@@ -678,59 +451,48 @@ class PatchSpec(_Model):
     @cached_property
     def digest(self) -> str:
         """Stable hash of the validated content: journal entries record which spec text applied."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        blob = json.dumps(as_json(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def _overlap_witness(a: SpecifierSet, b: SpecifierSet) -> str | None:
-    """A version both sets admit, searched among the boundary versions they mention.
-
-    Two specifier sets overlap iff some version near one of their bounds is in both, so testing
-    each bound and its immediate neighbours finds every overlap that matters in practice.
-    """
-    candidates: set[Version] = set()
-    for spec in [*a, *b]:
-        try:
-            base = Version(spec.version.rstrip(".*"))
-        except InvalidVersion:
-            continue
-        rel = base.release + (0,) * (3 - len(base.release))
-        candidates.add(base)
-        candidates.add(Version(".".join(map(str, (*rel[:-1], rel[-1] + 1)))))
-        candidates.add(Version(".".join(map(str, (*rel[:2], rel[2] + 1)))))
-        candidates.add(Version(f"{base}.post1"))
-        if any(rel):
-            candidates.add(Version(".".join(map(str, rel)) + ".dev0"))
-    candidates.add(Version("0"))
-    for c in sorted(candidates):
-        if a.contains(c, prereleases=True) and b.contains(c, prereleases=True):
-            return str(c)
-    return None
+# ---------------------------------------------------------------------------------------------
+# Built from the validator's JSON dump (or the cache's copy of it)
 
 
-def _loc(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in EDIT_OPS:
-            continue  # pydantic's discriminator tag, not a field the user wrote
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
+def edit_from_json(doc: dict[str, Any]) -> Edit:
+    """One edit, by its `op`; a KeyError or TypeError when `doc` is not an edit's dump."""
+    return _EDIT_CLASSES[doc["op"]](**doc)
 
 
-def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
-    """(field path, message) for EVERY error pydantic found (`vpatch check` lists them all)."""
-    return [(_loc(tuple(e["loc"])), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
+def _variant(doc: dict[str, Any]) -> Variant:
+    return Variant(**{**doc, "edit": [edit_from_json(e) for e in doc.get("edit", [])]})
 
 
-_FIELD_HINTS = {
-    "op": "op must be one of: " + ", ".join(EDIT_OPS),
-    "extra_forbidden": "remove the field; allowed fields are listed in docs/spec.md",
-    "missing": "add the field; see patches/ for a complete example",
-}
+def from_json(doc: dict[str, Any]) -> PatchSpec:
+    """The spec whose validated JSON dump `doc` is (patcher/specs/validate.py's spec_fields,
+    or the spec cache's copy of it); a KeyError or TypeError when it is not one (an unknown or
+    missing field, an unknown op), which the cache takes for a miss."""
+    metrics = doc.get("metrics")
+    return PatchSpec(
+        **{
+            **doc,
+            "variant": [_variant(v) for v in doc["variant"]],
+            "probe": [Probe(**p) for p in doc.get("probe", [])],
+            "metrics": None if metrics is None else MetricsThresholds(**metrics),
+        }
+    )
 
+
+def edits_from_json(raw: Any) -> list[Edit]:
+    """Edits recorded elsewhere (a journal entry, capture's candidates), validated first: host
+    data is never trusted. A ValueError (pydantic's ValidationError) when one is not an edit."""
+    from patcher.specs import validate
+
+    return [edit_from_json(e) for e in validate.edit_fields(raw)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading a spec
 
 # Real specs are a few KiB; anything near this is a wrong file (or a device) and would only
 # make every host's request and every journal line huge.
@@ -740,6 +502,8 @@ MAX_SPEC_BYTES = 1024 * 1024
 def toml_loads(text: str) -> dict[str, Any]:
     """tomllib.loads, with nesting deeper than its recursive parser can take (`a = [[[[...`)
     reported as invalid TOML instead of a RecursionError traceback."""
+    from patcher._compat import tomllib  # here: a spec seen before is never parsed
+
     try:
         return tomllib.loads(text)
     except RecursionError:
@@ -772,6 +536,8 @@ def load_spec(path: Path | str) -> PatchSpec:
 
 def parse_spec(raw: bytes, path: Path | str) -> PatchSpec:
     """Validate one spec's bytes (read from `path`, which errors name)."""
+    from patcher._compat import tomllib
+
     path = Path(path)
     try:
         data = toml_loads(raw.decode("utf-8"))
@@ -781,70 +547,11 @@ def parse_spec(raw: bytes, path: Path | str) -> PatchSpec:
         raise SpecError(
             f"{path}: invalid TOML: {exc}", "fix the TOML syntax at that line"
         ) from None
-    try:
-        return PatchSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = _loc(tuple(err["loc"]))
-        msg = err["msg"].removeprefix("Value error, ")
-        kind = err["type"]
-        hint = _FIELD_HINTS.get(kind, "")
-        if kind == "union_tag_invalid" or kind == "union_tag_not_found":
-            hint = _FIELD_HINTS["op"]
-        if not hint:
-            hint = "see docs/spec.md for the allowed fields and values"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise SpecError(f"{path}: {loc}: {msg}{more}", hint) from None
+    return from_data(data, path)
 
 
-def kept_form(spec: PatchSpec) -> dict[str, Any]:
-    """What the spec cache (patcher/specs/cache.py) keeps of a validated spec: its fields as
-    given (JSON), its digest and each edit's journal form, which from_kept sets again."""
-    return {
-        "fields": spec.model_dump(mode="json", exclude_unset=True),
-        "digest": spec.digest,
-        "edits": [[e.dumped for e in v.edit] for v in spec.variant],
-    }
+def from_data(data: dict[str, Any], path: Path | str = "<spec>") -> PatchSpec:
+    """A spec's TOML data validated (errors name `path`): a SpecError when it is not one."""
+    from patcher.specs import validate
 
-
-def from_kept(doc: dict[str, Any]) -> PatchSpec:
-    """The spec `kept_form` kept, rebuilt without validating it again: pydantic's
-    model_construct, field by field (each nested model by its annotation, each edit by its
-    `op`), and the derived values a dump would need (digest, edits' journal forms) set from
-    what was kept, so that no validator or serializer is built for it."""
-    spec = _construct(PatchSpec, doc["fields"])
-    spec.__dict__["digest"] = str(doc["digest"])
-    for variant, dumps in zip(spec.variant, doc["edits"], strict=True):  # ValueError if not
-        for edit, dumped in zip(variant.edit, dumps, strict=True):
-            edit.__dict__["dumped"] = dict(dumped)
-    return spec
-
-
-def _construct(cls: type[_M], data: dict[str, Any]) -> _M:
-    fields = cls.model_fields
-    values = {k: _constructed(fields[k].annotation, v) for k, v in data.items()}
-    return cls.model_construct(_fields_set=set(data), **values)
-
-
-def _edit_classes() -> dict[str, type[_Model]]:
-    union = typing.get_args(Edit)[0]
-    return {typing.get_args(c.model_fields["op"].annotation)[0]: c for c in typing.get_args(union)}
-
-
-def _constructed(ann: Any, value: Any) -> Any:
-    if value is None:
-        return None
-    origin = typing.get_origin(ann)
-    if isinstance(ann, type) and issubclass(ann, _Model):
-        return _construct(ann, value)
-    if origin is list:
-        (inner,) = typing.get_args(ann)
-        return [_constructed(inner, v) for v in value]
-    if origin is typing.Annotated and isinstance(value, dict) and "op" in value:
-        return _construct(_edit_classes()[value["op"]], value)  # the Edit union, by its tag
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(ann)
-        models = [a for a in args if isinstance(a, type) and issubclass(a, _Model)]
-        if models and isinstance(value, dict):
-            return _construct(models[0], value)  # `Model | None`
-    return value
+    return from_json(validate.spec_fields(data, Path(path)))

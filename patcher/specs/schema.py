@@ -23,8 +23,8 @@ import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from patcher import __version__, result
-from patcher.specs.model import PatchSpec
 from patcher.specs.names import ID as _ID
+from patcher.specs.validate import PatchSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # URNs: stable names that claim no web address (a schema store or editor maps them to a file).

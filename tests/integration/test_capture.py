@@ -174,7 +174,7 @@ def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -
     spec = load_spec(out)
     [edit] = spec.variant[0].edit
     assert edit.op == "ensure_elements"
-    assert edit.model_dump(exclude_none=True) == {
+    assert edit.dumped == {
         "op": "ensure_elements",
         "scope": "SpeculativeConfig._verify_args",
         "target": "eagle3_target_supported",

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from patcher.specs.model import load_spec
+from patcher.specs.model import copy_with, load_spec
 from tests import envs
 from tests.conftest import REPO, SPEC, Env, fingerprint, vpatch
 from tests.support import vllm_models
@@ -156,5 +156,5 @@ def test_config_probe_holds_on_0_24(tmp_path: Path) -> None:
     env = model_env(tmp_path, "0.24.0")
     spec = load_spec(BACKPORT)
     [config] = [p for p in spec.probe if p.module == "vllm.config.speculative"]
-    got = vllm_models.run_probes(env.python, spec.model_copy(update={"probe": [config]}))
+    got = vllm_models.run_probes(env.python, copy_with(spec, probe=[config]))
     assert [(p["name"], p["ok"]) for p in got] == [(config.name, True)], got

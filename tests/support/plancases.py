@@ -40,7 +40,7 @@ from typing import Any
 from patcher.agent import journal as agent_journal
 from patcher.plan.base import Options, Plan, dump_edits
 from patcher.plan.hostfacts import HostFacts
-from patcher.specs.model import PatchSpec
+from patcher.specs.model import PatchSpec, from_data
 
 ROOT = "/env/lib/python3.11/site-packages/"
 CASES = Path(__file__).resolve().parent.parent / "cases" / "plan"
@@ -75,8 +75,8 @@ def case_paths() -> list[Path]:
 def load(path: Path) -> PlanCase:
     raw = json.loads(path.read_text("utf-8"))
     texts: dict[str, str] = raw.get("texts", {})
-    specs = [PatchSpec.model_validate(s) for s in raw.get("specs", [])]
-    old = {s.id: s for s in (PatchSpec.model_validate(x) for x in raw.get("old_specs", []))}
+    specs = [from_data(s) for s in raw.get("specs", [])]
+    old = {s.id: s for s in (from_data(x) for x in raw.get("old_specs", []))}
     answer = host_answer(raw.get("host", {}), texts, {s.id: s for s in specs}, old)
     opts = Options(**raw.get("options", {}))
     return PlanCase(path.stem, raw, texts, specs, old, HostFacts.from_answer(answer), answer, opts)

@@ -19,7 +19,7 @@ from typing import Any
 from patcher.agent import journal as agent_journal
 from patcher.plan.base import Plan
 from patcher.plan.hostfacts import HostFacts
-from patcher.specs.model import PatchSpec
+from patcher.specs.model import PatchSpec, from_data
 from tests.support.cases import CASES, load_case
 
 PACKAGE = "propkit"
@@ -48,7 +48,7 @@ def _picks() -> tuple[list[Pick], dict[str, str]]:
         if case.status != "changed":
             continue
         name = f"{path.parent.name}/{path.stem}"
-        edit = case.edit.model_dump(mode="json", exclude_none=True)
+        edit = dict(case.edit.dumped)
         edit.pop("file", None)
         if edit["op"] == "add_file":
             rel = f"{PACKAGE}/added_{path.stem}.py"
@@ -69,7 +69,7 @@ SHARED = [p for p in PICKS if sum(q.rel == p.rel for q in PICKS) > 1]
 def specs_of(picks: list[Pick]) -> list[PatchSpec]:
     """One spec per pick, ids in stack order (a pick may repeat: same edit, another spec)."""
     return [
-        PatchSpec.model_validate(
+        from_data(
             {
                 "id": f"s{i}-{p.name.replace('/', '-').replace('_', '-')}",
                 "summary": f"golden case {p.name}",

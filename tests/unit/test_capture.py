@@ -13,7 +13,7 @@ import pytest
 from patcher._compat import tomllib
 from patcher.authoring.capture import CaptureError, capture, spec_toml
 from patcher.rewrite import apply_edits
-from patcher.specs.model import PatchSpec
+from patcher.specs.model import from_data
 from tests.support.cases import EDIT
 
 CASES = sorted((Path(__file__).resolve().parent.parent / "cases" / "capture").glob("*.json"))
@@ -36,15 +36,12 @@ def test_golden(path: Path) -> None:
     assert (rw.source == case["edited"]) is case["bytes"], "same bytes where the ops keep layout"
     # the spec text carries exactly these edits
     text = spec_toml("x", "s", "pkg", "==1.0", [("pkg/m.py", got)])
-    spec = PatchSpec.model_validate(tomllib.loads(text))
+    spec = from_data(tomllib.loads(text))
     [(rel, edits)] = spec.variant[0].files()
     assert rel == "pkg/m.py"
-    dumped = [e.model_dump(mode="json", exclude_none=True) for e in edits]
+    dumped = [e.dumped for e in edits]
     assert dumped == [
-        EDIT.validate_python({k: v for k, v in e.items() if k != "file"}).model_dump(
-            mode="json", exclude_none=True
-        )
-        for e in got.edits
+        EDIT.validate_python({k: v for k, v in e.items() if k != "file"}).dumped for e in got.edits
     ]
 
 
@@ -52,7 +49,7 @@ def test_multi_file_spec_names_each_file() -> None:
     case = json.loads((CASES[0].parent / "value.json").read_text("utf-8"))
     a = capture(case["pristine"], case["edited"], "pkg/a.py")
     b = capture(case["pristine"], case["edited"], "pkg/b.py")
-    spec = PatchSpec.model_validate(
+    spec = from_data(
         tomllib.loads(spec_toml("x", "s", "pkg", "==1.0", [("pkg/a.py", a), ("pkg/b.py", b)]))
     )
     assert [rel for rel, _ in spec.variant[0].files()] == ["pkg/a.py", "pkg/b.py"]
@@ -68,7 +65,7 @@ def test_code_with_triple_quotes_stays_exact() -> None:
     p = "def f():\n    return 1\n"
     e = p + "\n\ndef g():\n    '''doc'''\n    return \"\"\"x\"\"\"\n"
     got = capture(p, e, "m.py")
-    spec = PatchSpec.model_validate(tomllib.loads(spec_toml("x", "s", "p", "==1", [("m.py", got)])))
+    spec = from_data(tomllib.loads(spec_toml("x", "s", "p", "==1", [("m.py", got)])))
     rw = apply_edits(p, spec.variant[0].edit)
     assert rw.source == e
 

@@ -21,7 +21,7 @@ from patcher.commands import _docgen as docgen
 from patcher.commands import build_parser
 from patcher.commands._help import help_with_default, subcommands
 from patcher.plan.verdicts import MATRIX_FAILING
-from patcher.specs.model import PatchSpec
+from patcher.specs.validate import PatchSpec
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -32,7 +32,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[Base
     seen.add(model)
     for field in model.model_fields.values():
         for arg in re.findall(r"[A-Za-z]+", str(field.annotation)):
-            sub = getattr(__import__("patcher.specs.model", fromlist=[arg]), arg, None)
+            sub = getattr(__import__("patcher.specs.validate", fromlist=[arg]), arg, None)
             if isinstance(sub, type) and issubclass(sub, BaseModel) and sub not in seen:
                 _models(sub, seen)
     return seen

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from patcher.errors import HostError, UsageError
 from patcher.rewrite import apply_edit
@@ -31,8 +31,8 @@ from patcher.transports.ssh import parse_target
 from tests import standin
 from tests.conftest import Env, vpatch
 from tests.support import specs
+from tests.support.cases import EDIT
 
-EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 # Per process (values are built at import time); a concurrent run has its own.
 MARKERS = Path(tempfile.gettempdir()) / f"vpatch-hostile-markers-{os.getpid()}"
 

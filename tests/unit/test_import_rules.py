@@ -84,6 +84,7 @@ PURE = {
     "patcher.result",
     "patcher.pyast",
     "patcher.specs.model",
+    "patcher.specs.validate",
     "patcher.specs.names",
     "patcher.specs.tomlpos",
     "patcher.authoring.capture",
@@ -362,7 +363,7 @@ def test_only_commands_choose_a_transport() -> None:
 def test_module_size(name: str) -> None:
     """One module, one job: ~600 lines, except the planner, the capture algorithm and the spec
     schema (one decision, one algorithm, one schema)."""
-    if name in {"patcher.plan.apply", "patcher.authoring.capture", "patcher.specs.model"}:
+    if name in {"patcher.plan.apply", "patcher.authoring.capture", "patcher.specs.validate"}:
         return
     lines = ALL[name].read_text().count("\n")
     assert lines <= 620, f"{name}: {lines} lines"

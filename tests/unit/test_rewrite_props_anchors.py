@@ -13,14 +13,13 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pydantic import JsonValue, TypeAdapter
+from pydantic import JsonValue
 
 from patcher.rewrite import apply_edit, apply_edits
 from patcher.rewrite._scope import render_literal
-from patcher.specs.model import Edit
+from tests.support.cases import EDIT
 
 PROPS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
 names = st.sampled_from(["Base", "mod.Mixin", "SupportsPP", "Generic[T]", "nn.Module"])
 BASE_LAYOUTS = ("none", "inline", "inline_comma", "exploded", "exploded_no_comma")

@@ -18,14 +18,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
-from pydantic import JsonValue, TypeAdapter
+from pydantic import JsonValue
 
 from patcher.rewrite import apply_edit
 from patcher.rewrite._scope import render_literal
 from patcher.specs.model import Edit
+from tests.support.cases import EDIT
 
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-EDIT: TypeAdapter[Edit] = TypeAdapter(Edit)
 
 # Characters a comment may hold (no line breaks as Python's tokenizer sees them, no NUL).
 comment_text = st.text(

@@ -26,7 +26,7 @@ NOT_RUN_STATE = {
     "result.py:_FIELDS": "a dataclass type's field names (what dataclasses.fields says)",
     "plan/base.py:_memo_diff": "lru_cache of a unified diff of two immutable strs",
     "caches/rewrites.py:code_version": "cache: the hash of the installed rewrite/ sources",
-    "specs/cache.py:_code_key": "cache: the installed spec.py's source and pydantic's version",
+    "specs/cache.py:_code_key": "cache: the installed format's sources and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
     "serving/model.py:VLLM": "a frozen Profile: vLLM's counter names (constant)",
     "serving/model.py:SGLANG": "a frozen Profile: SGLang's counter names (constant)",
@@ -34,6 +34,7 @@ NOT_RUN_STATE = {
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
+    "specs/validate.py:_edits": "pydantic's validator of a list of edits (stateless once built)",
     "wheels/matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
     "transports/__init__.py:DEFAULTS": "a Settings() NamedTuple (immutable)",
     # the agent: a process of its own per host and run (it ends with os._exit after its last

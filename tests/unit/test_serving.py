@@ -16,7 +16,7 @@ from patcher.rollout import canary
 from patcher.serving import gates, histogram, stats
 from patcher.serving.measures import measure_series
 from patcher.serving.model import ITL, SGLANG, TTFT, VLLM, Counters, parse, parse_all
-from patcher.specs.model import MetricsThresholds
+from patcher.specs.model import MetricsThresholds, field_names
 from tests.support import servingcases
 
 INF = math.inf
@@ -181,7 +181,7 @@ def test_sglang_profile_reads_its_own_names() -> None:
 def test_every_gate_is_one_row_with_one_metrics_key() -> None:
     keys = [r.key for r in gates.GATES]
     assert len(set(keys)) == len(keys) and len({r.name for r in gates.GATES}) == len(keys)
-    assert set(keys) == set(MetricsThresholds.model_fields)
+    assert set(keys) == set(field_names(MetricsThresholds))
     g = gates.Gates.of(
         [MetricsThresholds(max_itl_p99_s=0.05), MetricsThresholds(max_itl_p99_s=0.1)]
     )

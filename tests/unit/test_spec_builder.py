@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from patcher._compat import tomllib
-from patcher.specs.model import PatchSpec
+from patcher.specs.model import from_data
 from tests.support.specs import edit, probe, spec_toml, variant
 
 SCALARS = st.one_of(st.text(), st.integers(), st.booleans(), st.floats(allow_nan=False))
@@ -50,7 +50,7 @@ def test_a_built_spec_is_one_the_model_accepts() -> None:
         probes=[probe("loads", "servekit.config", "import os\nassert module\n", timeout=30)],
         metrics={"max_error_rate": 0.01},
     )
-    spec = PatchSpec.model_validate(tomllib.loads(text))
+    spec = from_data(tomllib.loads(text))
     assert [v.versions for v in spec.variant] == [">=1.0,<2.0", ">=2.0"]
     assert spec.variant[1].upstream == "2.0 has it" and spec.variant[1].file is None
     assert spec.probe[0].code == "import os\nassert module\n" and spec.probe[0].timeout == 30

@@ -107,9 +107,9 @@ def test_baked_versions_and_package_argument() -> None:
 
 def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
     """RECORD regenerated, METADATA and dist-info renamed, vpatch.json, members copied."""
-    from patcher.specs.model import PatchSpec
+    from patcher.specs.model import from_data
 
-    spec = PatchSpec.model_validate(
+    spec = from_data(
         {
             "id": "demo-x",
             "summary": "x is 2",
