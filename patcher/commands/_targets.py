@@ -306,15 +306,20 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
     return open_transport(target, made)
 
 
+def kind_of(target: Target, args: argparse.Namespace) -> str:
+    """The transport kind that reaches `target` under this run's options (the host's own,
+    else the run's): what -v says and each host's result names (`transport`)."""
+    from patcher.transports import kind_for
+
+    return kind_for(target, settings(args))
+
+
 def name_transports(
     hosts: Sequence[HostResult], targets: Sequence[Target], args: argparse.Namespace
 ) -> None:
     """Say in every host's result which transport reached it (or was tried): the JSON's
     `transport`, so a mixed fleet's results show which hosts went by which client."""
-    from patcher.transports import kind_for
-
-    made = settings(args)
-    kinds = {t.name: kind_for(t, made) for t in targets}
+    kinds = {t.name: kind_of(t, args) for t in targets}
     for host in hosts:
         host.transport = kinds.get(host.target, host.transport)
 

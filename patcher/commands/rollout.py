@@ -175,9 +175,16 @@ def run(args: argparse.Namespace) -> int:
     def lines(names: list[str]) -> fleet.Progress:  # the canaries' names (control hosts apart)
         return BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
 
-    done = drive(request, targets, policy, lambda t: _targets._open(t, args), lines, started)
+    done = drive(
+        request,
+        targets,
+        policy,
+        lambda t: _targets._open(t, args),
+        lines,
+        started,
+        kind_of=lambda t: _targets.kind_of(t, args),
+    )
     result = done.result
-    _targets.name_transports(result.hosts, targets, args)
     if args.json:
         from patcher.output.report import emit
 

@@ -63,10 +63,13 @@ def drive(
     open_transport: Callable[[Target], Transport],
     lines: Callable[[list[str]], fleet.Progress],
     started: Callable[[str, str], None],
+    *,
+    kind_of: Callable[[Target], str | None] = lambda t: None,
 ) -> Outcome:
     """Roll the specs out over `targets` (the last `--control K` of them only scraped, as
     control hosts: patcher.rollout.canary). `started(run, report)` is called once the report exists,
-    before any host is contacted; `lines(names)` shows the canaries' batches as they go."""
+    before any host is contacted; `lines(names)` shows the canaries' batches as they go;
+    `kind_of(target)`: the transport kind that reaches it, which its result names."""
     from patcher.plan.base import Options
     from patcher.rollout import canary
     from patcher.run import engine
@@ -97,9 +100,12 @@ def drive(
         try:
             transport = open_transport(t)
         except HostError as exc:
-            return report.ended(i, engine.connect_error(t.name, exc))
+            failed = engine.connect_error(t.name, exc)
+            failed.transport = kind_of(t)
+            return report.ended(i, failed)
         try:
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
+            h.result.transport = kind_of(t)
             h.controls = controls
             report.live[i] = h
             if reported is not None:
