@@ -101,14 +101,170 @@ CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline(
 _HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
 
 
-def agent_argv(python: str, root: bool, trusted: str, run_as: str = "") -> list[str]:
+def agent_argv(
+    python: str, root: bool, trusted: str, run_as: str = "", kept: bool = False
+) -> list[str]:
     """How the agent starts: as root, under the trusted interpreter (privsep's stage 0, which
     decides who works and starts the environment's interpreter as that user; `run_as`, the
     operator's --run-as, names that user); else the environment's interpreter itself, with
-    the login user's power."""
+    the login user's power. `kept`: the loader looks for the bundle kept on the host first
+    (`kept_boot`) and asks for it only on a miss."""
     if root:
-        return [trusted, "-I", "-S", "-c", BOOT0, python, *([run_as] if run_as else [])]
-    return [python, "-I", "-c", BOOT, *(["run-as", run_as] if run_as else [])]
+        boot0 = kept_boot(BOOT0, agent_key()) if kept else BOOT0
+        return [trusted, "-I", "-S", "-c", boot0, python, *([run_as] if run_as else [])]
+    boot = kept_boot(BOOT, agent_key()) if kept else BOOT
+    return [python, "-I", "-c", boot, *(["run-as", run_as] if run_as else [])]
+
+
+# The agent's code kept on the host between runs (the SSH transports' sessions). The loader
+# is sent the bundle's sha256 (in its own text, so the command line carries it) instead of
+# the bundle, and looks in the login user's cache directory (`~/.cache/vpatch/agent`, the
+# home from the password database, not $HOME) for `SHA256.bundle`. It uses the file only when
+# every directory from `/` down was opened without following a link (each the next one's
+# `dir_fd`) and is root's or this user's and writable by nobody else, the last one this
+# user's own and closed to everyone else (mode bits: an ACL entry that grants a write shows
+# in the group bits), the file itself opened on that descriptor with O_NOFOLLOW and, checked
+# on the descriptor, this user's regular file with one link, writable by nobody else, and
+# its bytes, read once, hash to the key: what runs is exactly the bytes the controller would
+# have sent. As root that is stage 0 (the trusted interpreter) in root's own home, so the
+# environment's owner can plant nothing root runs: a planted or changed file is not used.
+# Anything else is a miss: the loader writes one line, `{"#miss": "why"}`, before any
+# answer, and reads stdin until the bundle's line (lines before it are requests the
+# controller sent before it heard of the miss: it sends them again after the bundle), keeps
+# the bundle (a temp file made O_EXCL|O_NOFOLLOW in the checked directory, renamed over the
+# entry; only one whose hash is the key; the 8 newest entries stay) and goes on as BOOT. Stage
+# 0 reads by the bundle's length as before, in reads no longer than the shortest bundle, so
+# it never takes a byte past it: the worker reads the requests from the same stdin.
+MISS = b'{"#miss": '  # the agent's first line when it has no usable kept bundle
+_KEPT_LOOKUP = r"""import os
+k=%(key)r;H=b'{"#n": "'
+def V(x):
+    try:
+        if sys.version_info>=(3,12):from _sha2 import sha256
+        else:from _sha256 import sha256
+    except ImportError:
+        from hashlib import sha256
+    return sha256(x).hexdigest()==k
+def D(u,make):
+    import pwd,stat
+    p=os.path.realpath(pwd.getpwuid(u).pw_dir).strip('/').split('/')
+    p=[n for n in p if n]+['.cache','vpatch','agent']
+    f=os.open('/',os.O_RDONLY|os.O_DIRECTORY|os.O_CLOEXEC);w='/'
+    try:
+        for i,n in enumerate(['']+p):
+            if n:
+                if make and i>len(p)-3:
+                    try:os.mkdir(n,0o700,dir_fd=f)
+                    except FileExistsError:pass
+                g=os.open(n,os.O_RDONLY|os.O_DIRECTORY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+                os.close(f);f=g;w=w.rstrip('/')+'/'+n
+            s=os.fstat(f)
+            if s.st_uid not in(0,u):return f,'%%s is owned by uid %%d'%%(w,s.st_uid)
+            if s.st_mode&0o22:return f,'%%s is writable by others'%%w
+        if s.st_uid!=u or s.st_mode&0o77:return f,'%%s is not closed to others'%%w
+        return f,''
+    except BaseException:
+        os.close(f);raise
+def G():
+    u=os.geteuid();x=None
+    try:
+        f,w=D(u,False)
+        try:
+            if not w:
+                import stat
+                b=os.open(k+'.bundle',os.O_RDONLY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+                try:
+                    s=os.fstat(b)
+                    if not stat.S_ISREG(s.st_mode) or s.st_uid!=u or s.st_mode&0o22 \
+                            or s.st_nlink!=1 or s.st_size>1<<26:
+                        w='the kept bundle is not a file of this user only'
+                    else:
+                        p=[];n=s.st_size
+                        while n>0:
+                            c=os.read(b,n)
+                            if not c:break
+                            p.append(c);n-=len(c)
+                        x=b''.join(p)
+                finally:os.close(b)
+        finally:os.close(f)
+        if x is not None and not V(x):x=None;w='the kept bundle is not the one asked for'
+    except (OSError,KeyError) as e:
+        w='kept bundle: %%s'%%getattr(e,'strerror',e)
+        if isinstance(e,FileNotFoundError):w='no kept bundle'
+    if x is not None:return x.decode('latin-1')
+    w=''.join(c for c in w if c.isalnum() or c in ' ./_-:')
+    os.write(1,b'{"#miss": "'+w.encode()+b'"}\n')
+    x=R()
+    try:
+        if V(x):P(u,x)
+    except OSError:pass
+    return x.decode('latin-1')
+def P(u,x):
+    f,w=D(u,True)
+    try:
+        if w:return
+        t='.%%s.%%d.tmp'%%(k,os.getpid())
+        b=os.open(t,os.O_WRONLY|os.O_CREAT|os.O_EXCL|os.O_NOFOLLOW|os.O_CLOEXEC,0o600,dir_fd=f)
+        try:
+            v=memoryview(x)
+            while v:v=v[os.write(b,v):]
+        finally:os.close(b)
+        os.replace(t,k+'.bundle',src_dir_fd=f,dst_dir_fd=f)
+        e=sorted((os.stat(n,dir_fd=f,follow_symlinks=False).st_mtime,n)
+                 for n in os.listdir(f) if n.endswith('.bundle'))
+        for _,n in e[:-8]:os.unlink(n,dir_fd=f)
+    finally:os.close(f)
+"""
+# After a miss: the plain loader reads whole lines (its own buffered stdin, which the agent
+# goes on reading); stage 0 reads at most 4 KiB at a time until it has the bundle's header,
+# then exactly the rest by its length (a bundle is far longer than one such read).
+_KEPT_READ = r"""def R():
+    while 1:
+        x=sys.stdin.buffer.readline()
+        if not x:os._exit(0)
+        if x.startswith(H):return x
+"""
+_KEPT_READ0 = r"""def R():
+    b=b'';m=0
+    while 1:
+        if m:
+            e=b.find(b'\n')
+            if e<0:b=b''
+            else:b=b[e+1:];m=0;continue
+        elif len(b)>=18:
+            if b[:8]==H:break
+            m=1;continue
+        elif b[:8]!=H[:len(b)]:
+            m=1;continue
+        x=os.read(0,4096)
+        if not x:os._exit(0)
+        b+=x
+    return b+r(int(b[8:18])-len(b))
+"""
+_READ0 = "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n"
+
+
+def kept_boot(boot: str, key: str) -> str:
+    """BOOT or BOOT0 that loads the bundle kept on the host under `key` (its sha256), and
+    asks for it only on a miss (the comment above)."""
+    lookup = _KEPT_LOOKUP % {"key": key}
+    if boot is BOOT0:
+        return boot.replace(_READ0, lookup + _KEPT_READ0 + "l=G()\n")
+    return boot.replace(_READLINE, lookup + _KEPT_READ + "l=G()\n")
+
+
+def miss_reason(line: bytes) -> str:
+    """Why the host had no usable kept bundle: its agent's miss line (`{"#miss": "why"}`)."""
+    return line[len(MISS) :].strip(b' "}').decode("ascii", "replace")
+
+
+@cache
+def agent_key() -> str:
+    """The bundle's sha256: the name it is kept under on a host, and what its bytes are
+    checked against there."""
+    import hashlib
+
+    return hashlib.sha256(agent_bundle()).hexdigest()
 
 
 # The bundle's layout, part of the kept file's key: a loader that reads another layout never
