@@ -26,7 +26,7 @@ from patcher.transports.paramiko_ssh import SshTransport
 from patcher.transports.ssh import SshOptions
 from tests import sshd as harness
 from tests.conftest import vpatch
-from tests.support.keptagent import kept_dir, kept_file, planted_bundle
+from tests.support.keptagent import code_file, kept_dir, kept_file, planted_bundle
 from tests.support.sshargs import ssh_args
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the lab's hosts log in as root")
@@ -233,3 +233,71 @@ def test_apply_twice_over_ssh_sends_the_bundle_once(
     assert again.code == 0, again.out + again.err
     assert kept.stat().st_ino == ino
     assert kept_dir(host.home).is_dir()
+
+
+OTHER = "3.12"  # an interpreter whose bytecode magic is not the controller's
+
+
+@pytest.mark.parametrize("login", ["root", "user"])
+def test_other_magic_compiles_once_and_keeps_the_code(
+    ssh_lab_factory: harness.LabFactory, login: str
+) -> None:
+    """A host whose interpreter has another bytecode magic than the controller's cannot use
+    the bundle's code objects: it compiled every module it imported, on every start. Now it
+    compiles them once, keeps them beside the bundle (its user's file, 0600, a digest of its
+    bytes first) and loads them on later starts; a changed or foreign file is compiled anew
+    and replaced, never loaded. As root it is stage 0 under a trusted interpreter of that
+    version (--trusted-python); as a user, the environment's interpreter itself."""
+    import importlib.util
+    import subprocess
+
+    from tests import pythons
+
+    other = Path(pythons.find(OTHER)).resolve()
+    prefix = other.parent.parent
+    if not str(prefix).startswith("/root/"):
+        pytest.skip(f"Python {OTHER} here is not under /root, where a lab host can see it")
+    if login == "root":
+        lab = ssh_lab_factory(1, _env)
+        h = lab.hosts[0]
+        make = session(lab, h, trusted_python=str(other))
+    else:
+        lab = ssh_lab_factory(1, _env, user=harness.NONROOT_USER)
+        h = lab.hosts[0]
+        make = _with_python(lab, h, str(other))
+    seen = h.home / prefix.relative_to("/root")  # the host's /root is h.home
+    seen.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-al", str(prefix), str(seen)], check=True)
+    home = h.home if login == "root" else h.user_home
+    magic = subprocess.run(
+        [str(other), "-I", "-c", "import importlib.util as u; print(u.MAGIC_NUMBER.hex())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert magic != importlib.util.MAGIC_NUMBER.hex()
+    code = code_file(home, bytes.fromhex(magic))
+    first = one_run(make)
+    assert first.bundles_sent == 1
+    st = code.stat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode), st.st_nlink) == (
+        0 if login == "root" else os.stat(h.user_home).st_uid,
+        0o600,
+        1,
+    )
+    assert one_run(make).bundles_sent == 0
+    assert code.stat().st_ino == st.st_ino  # loaded, not compiled and written again
+    data = bytearray(code.read_bytes())
+    data[-1] ^= 1  # a changed byte: its digest no longer holds
+    code.write_bytes(bytes(data))
+    assert one_run(make).bundles_sent == 0
+    again = code.stat()
+    assert again.st_ino != st.st_ino and code.read_bytes() != bytes(data)
+    os.chown(code, STRANGER, STRANGER)  # someone else's: never loaded, replaced
+    assert one_run(make).bundles_sent == 0
+    assert code.stat().st_uid == st.st_uid and code.stat().st_ino != again.st_ino
+
+
+def _with_python(lab: harness.SshLab, h: harness.SshHost, python: str) -> Callable[[], Any]:
+    opts = SshOptions(python=python, ssh_config=str(lab.ssh_config), connect_timeout=10)
+    return lambda: OpenSshTransport(h.name, h.name, None, None, opts)

@@ -37,3 +37,8 @@ def planted_bundle(marker: str) -> bytes:
     body = json.dumps(out)
     size = len('{"#n": "0000000000", ') + len(body)  # the header takes body's "{"; the newline
     return (f'{{"#n": "{size:010d}", ' + body[1:]).encode() + b"\n"
+
+
+def code_file(home: Path, magic: bytes) -> Path:
+    """Where a host keeps the agent's code objects compiled for its interpreter's magic."""
+    return kept_dir(home) / f"{agent_key()}.{magic.hex()}.code"
