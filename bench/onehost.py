@@ -1,6 +1,8 @@
 """One host's `vpatch apply --level static` against the floor, for source trees side by side.
 
     python -m bench.onehost --reps 30 main=/tmp/main-tree now=.
+    python -m bench.onehost --reps 20 --rtt 30 main=/tmp/main-tree now=.   # bench/delay.py
+    python -m bench.onehost --reps 20 --rtt 30 --mbit 20 main=/tmp/main-tree now=.
 
 Each NAME=DIR is a tree holding a `patcher/` package (this checkout, or another revision
 unpacked with `git archive REV patcher | tar -x -C DIR`), run by this venv's interpreter with
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench import lab as labs
+from bench.rttlab import RttLab
 from bench.run import SED, BenchError, expected_text
 from bench.timing import Timed, child_env, timed
 from tests.support.standin_specs import SPEC_A
@@ -47,9 +50,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.onehost", description=__doc__.split("\n")[0])
     p.add_argument("trees", nargs="+", type=_tree, metavar="NAME=DIR")
     p.add_argument("--reps", type=int, default=15, help="timed rounds (15)")
+    p.add_argument(
+        "--rtt", type=float, default=0.0, help="round-trip time in ms (bench/delay.py; 0: loopback)"
+    )
+    p.add_argument(
+        "--mbit", type=float, default=0.0, help="with --rtt: bandwidth per direction (0: none)"
+    )
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="vpatch-onehost-"))
     lab = labs.start_standin(1, work)
+    rtt = RttLab(lab.lab, work, args.mbit) if args.rtt > 0 else None
+    if rtt is not None:
+        rtt.set(args.rtt)
     host = lab.hosts[0]
     inv = labs.write_inventory(work / "hosts.toml", [host])
     spec = work / "spec.toml"
@@ -84,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name, t in measured:
                     runs[name].append(t)
     finally:
+        if rtt is not None:
+            rtt.close()
         lab.lab.close()
     med = {n: statistics.median(t.wall for t in ts) for n, ts in runs.items()}
     for name, ts in runs.items():
