@@ -130,21 +130,21 @@ def agent_argv(
 # environment's owner can plant nothing root runs: a planted or changed file is not used.
 # Anything else is a miss: the loader writes one line, `{"#miss": "why"}`, before any
 # answer, and reads stdin until the bundle's line (lines before it are requests the
-# controller sent before it heard of the miss: it sends them again after the bundle), keeps
-# the bundle (a temp file made O_EXCL|O_NOFOLLOW in the checked directory, renamed over the
-# entry; only one whose hash is the key; the 8 newest entries stay) and goes on as BOOT. Stage
-# 0 reads by the bundle's length as before, in reads no longer than the shortest bundle, so
-# it never takes a byte past it: the worker reads the requests from the same stdin.
+# controller sent before it heard of the miss: it sends them again after the bundle) and goes
+# on as BOOT; once its importer is in place, patcher/agent/kept.py (from the bundle, with the
+# loader's own checks) keeps the bundle, only one whose hash is the key, and, for an
+# interpreter whose magic the bundle has no code objects for, the code objects it compiles
+# once. Stage 0 reads by the bundle's length as before, in reads no longer than the shortest
+# bundle, so it never takes a byte past it: the worker reads the requests from the same stdin.
 MISS = b'{"#miss": '  # the agent's first line when it has no usable kept bundle
 _KEPT_LOOKUP = r"""import os
-KEY=%(key)r;H=b'{"#n": "'
-def V(x,d=None):
+KEY=%(key)r;H=b'{"#n": "';W=None
+def V(x):
     try:
         from _blake2 import blake2b
     except ImportError:
         from hashlib import blake2b
-    h=blake2b(x,digest_size=32)
-    return h.digest()==d if d else h.hexdigest()==KEY
+    return blake2b(x,digest_size=32).hexdigest()==KEY
 def D(u,make):
     import pwd
     p=os.path.realpath(pwd.getpwuid(u).pw_dir).strip('/').split('/')
@@ -183,67 +183,17 @@ def Y(u,n):
         finally:os.close(b)
     finally:os.close(f)
 def G():
-    u=os.geteuid()
+    global W
     try:
-        x,w=Y(u,KEY+'.bundle')
+        x,w=Y(os.geteuid(),KEY+'.bundle')
         if x is not None and not V(x):x=None;w='the kept bundle is not the one asked for'
     except (OSError,KeyError) as e:
         x=None;w='kept bundle: %%s'%%getattr(e,'strerror',e)
         if isinstance(e,FileNotFoundError):w='no kept bundle'
-    if x is not None:return x.decode('latin-1')
-    exec(M,globals());return N(u,w)
-"""
-# What only a miss, or an interpreter of another bytecode magic than the controller's, runs:
-# one string constant in the loader's text, compiled only then (a start that finds its
-# bundle pays no compile for it: ~0.6 ms of CPU per start).
-_KEPT_MISS = r"""
-def Q(c):
-    n=KEY+'.'+c[1:-1]+'.code';u=os.geteuid();a=[j for j in m if j[0]!='#']
-    try:
-        x,w=Y(u,n)
-        if x is not None and V(x[32:],x[:32]):
-            d=marshal.loads(x[32:])
-            if type(d) is dict and sorted(d)==sorted(a):
-                for j in a:m[c+j]=d[j]
-                return
-    except (OSError,KeyError,ValueError,EOFError,TypeError):pass
-    C(c,u,n,a)
-def N(u,w):
-    w=''.join(c for c in w if c.isalnum() or c in ' ./_-:')
-    os.write(1,b'{"#miss": "'+w.encode()+b'"}\n')
-    x=R()
-    try:
-        if V(x):P(u,KEY+'.bundle',x)
-    except (OSError,KeyError):pass
+    if x is None:
+        w=''.join(c for c in w if c.isalnum() or c in ' ./_-:')
+        os.write(1,b'{"#miss": "'+w.encode()+b'"}\n');x=W=R()
     return x.decode('latin-1')
-def C(c,u,n,a):
-    try:
-        d={j:marshal.dumps(compile(z(binascii.a2b_base64(m[j])),'<'+j+'>','exec')) for j in a}
-    except (SyntaxError,ValueError):
-        return
-    for j in a:m[c+j]=d[j]
-    x=marshal.dumps(d)
-    try:
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
-    try:P(u,n,blake2b(x,digest_size=32).digest()+x)
-    except (OSError,KeyError):pass
-def P(u,n,x):
-    f,w=D(u,True)
-    try:
-        if w:return
-        t='.%s.%d.tmp'%(n,os.getpid())
-        b=os.open(t,os.O_WRONLY|os.O_CREAT|os.O_EXCL|os.O_NOFOLLOW|os.O_CLOEXEC,0o600,dir_fd=f)
-        try:
-            v=memoryview(x)
-            while v:v=v[os.write(b,v):]
-        finally:os.close(b)
-        os.replace(t,n,src_dir_fd=f,dst_dir_fd=f)
-        e=sorted((os.stat(j,dir_fd=f,follow_symlinks=False).st_mtime,j)
-                 for j in os.listdir(f) if j.endswith(('.bundle','.code')))
-        for _,j in e[:-16]:os.unlink(j,dir_fd=f)
-    finally:os.close(f)
 """
 # After a miss: the plain loader reads whole lines (its own buffered stdin, which the agent
 # goes on reading); stage 0 reads at most 4 KiB at a time until it has the bundle's header,
@@ -271,20 +221,27 @@ _KEPT_READ0 = r"""def R():
         b+=x
     return b+r(int(b[8:18])-len(b))
 """
+# Once the importer is in place: after a miss, or where the bundle has no code objects for
+# this interpreter's magic, the rest is patcher/agent/kept.py, run as a bare module from the
+# bundle (not through the package: its code objects may not be there yet) with the loader's
+# own checks.
+_KEPT_AFTER = (
+    "if W is not None or c+'vpatch_agent' not in m:\n"
+    "    t=type(sys)('vpatch_agent.kept');F().exec_module(t);t.settle(m,c,KEY,W,D,Y)\n"
+)
 _READ0 = "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n"
-_MAGIC = "c='#'+E.MAGIC_NUMBER.hex()+':'\n"
+_IMPORTER = "sys.meta_path.insert(0,F())\n"
 
 
 def kept_boot(boot: str, key: str) -> str:
     """BOOT or BOOT0 that loads the bundle kept on the host under `key` (agent_key), and
     asks for it only on a miss (the comment above)."""
-    miss = _KEPT_MISS + (_KEPT_READ0 if boot is BOOT0 else _KEPT_READ)
-    lookup = _KEPT_LOOKUP % {"key": key} + f"M={miss!r}\n"
+    lookup = _KEPT_LOOKUP % {"key": key} + (_KEPT_READ0 if boot is BOOT0 else _KEPT_READ)
     if boot is BOOT0:
         boot = boot.replace(_READ0, lookup + "l=G()\n")
     else:
         boot = boot.replace(_READLINE, lookup + "l=G()\n")
-    return boot.replace(_MAGIC, _MAGIC + "if c+'vpatch_agent' not in m:exec(M);Q(c)\n")
+    return boot.replace(_IMPORTER, _IMPORTER + _KEPT_AFTER)
 
 
 def miss_reason(line: bytes) -> str:

@@ -21,7 +21,6 @@ from patcher.transports.bundle import BOOT, BOOT0, agent_bundle, agent_key, kept
 # Runs the kept BOOT0 up to its lookup, then only the miss reader: what it returns, and what
 # is left on stdin for the worker.
 _READER = """
-exec(M)
 l=R()
 rest=sys.stdin.buffer.read()
 from hashlib import blake2b
