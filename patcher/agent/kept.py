@@ -39,6 +39,11 @@ def _blake2b(data: bytes) -> Any:
     return blake2b(data, digest_size=32)
 
 
+def name_of(data: bytes) -> str:
+    """The name a bundle is kept under: its BLAKE2b-256 digest (transports.bundle.agent_key)."""
+    return str(_blake2b(data).hexdigest())
+
+
 def settle(
     m: dict[str, Any],
     c: str,
@@ -52,7 +57,7 @@ def settle(
     its hash is `key`; and where `m` has no code objects for this magic, put them there, from
     the kept code file or compiled now and kept."""
     uid = os.geteuid()
-    if sent is not None and _blake2b(sent).hexdigest() == key:
+    if sent is not None and name_of(sent) == key:
         try:
             store(uid, key + ".bundle", sent, directory)
         except (OSError, KeyError):

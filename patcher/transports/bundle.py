@@ -73,6 +73,7 @@ vpatch_agent.main()
 """
 
 _READLINE = "l=sys.stdin.buffer.readline().decode('latin-1')\n"
+_IMPORTER = "sys.meta_path.insert(0,F())\n"
 # privsep's stage 0 (patcher/agent/privsep.py), run as root by the trusted interpreter with
 # `-I -S`: it reads the bundle by its length (the fixed-width `#n` that opens it), never a
 # byte further, in pipe-sized reads joined once (reads of the whole rest grown by `+=` cost
@@ -95,9 +96,67 @@ BOOT0 = BOOT.replace(
     "P=sys.modules['vpatch_agent']=type(sys)('vpatch_agent');P.__path__=[]\n"
     "__import__('vpatch_agent.privsep');P.privsep.stage0(l)\n",
 )
+# The checks on the directory the agent's code is kept in and on a file in it, shared by the
+# loaders that look for a kept bundle (`kept_boot`) and the worker's (CHILD_BOOT): the
+# directory opened from `/` one component at a time without following a link, each
+# component root's or this user's and writable by nobody else, the last one closed to
+# others (`make`: its last three components made 0700 where missing); the file opened
+# O_NOFOLLOW on that descriptor and, on its own descriptor, this user's regular file with one
+# link, writable by nobody else.
+_KEPT_CHECKS = r"""import os
+def D(u,make):
+    import pwd
+    p=os.path.realpath(pwd.getpwuid(u).pw_dir).strip('/').split('/')
+    p=[n for n in p if n]+['.cache','vpatch','agent']
+    f=os.open('/',os.O_RDONLY|os.O_DIRECTORY|os.O_CLOEXEC);w='/'
+    try:
+        for i,n in enumerate(['']+p):
+            if n:
+                if make and i>len(p)-3:
+                    try:os.mkdir(n,0o700,dir_fd=f)
+                    except FileExistsError:pass
+                g=os.open(n,os.O_RDONLY|os.O_DIRECTORY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+                os.close(f);f=g;w=w.rstrip('/')+'/'+n
+            s=os.fstat(f)
+            if s.st_uid not in(0,u):return f,'%s is owned by uid %d'%(w,s.st_uid)
+            if s.st_mode&0o22:return f,'%s is writable by others'%w
+        if s.st_uid!=u or s.st_mode&0o77:return f,'%s is not closed to others'%w
+        return f,''
+    except BaseException:
+        os.close(f);raise
+def Y(u,n):
+    f,w=D(u,False)
+    try:
+        if w:return None,w
+        b=os.open(n,os.O_RDONLY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+        try:
+            s=os.fstat(b)
+            if s.st_mode&0o170022!=0o100000 or s.st_uid!=u or s.st_nlink!=1 or s.st_size>1<<26:
+                return None,'the kept bundle is not a file of this user only'
+            p=[];n=s.st_size
+            while n>0:
+                x=os.read(b,n)
+                if not x:break
+                p.append(x);n-=len(x)
+            return b''.join(p),''
+        finally:os.close(b)
+    finally:os.close(f)
+"""
 # The worker's loader (the environment's interpreter, after the drop): BOOT reading the
 # bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.
-CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+# Where the bundle has no code objects for its interpreter's magic, it keeps the ones it
+# compiles (patcher/agent/kept.py), in its own user's directory, as the other loaders do.
+CHILD_BOOT = (
+    BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+    .replace(
+        _IMPORTER,
+        _IMPORTER
+        + "if c+'vpatch_agent' not in m:\n"
+        + "    exec(C);t=type(sys)('vpatch_agent.kept');F().exec_module(t)\n"
+        + "    t.settle(m,c,t.name_of(l.encode('latin-1')),None,D,Y)\n",
+    )
+    .replace("import sys\n", "import sys\nC=" + repr(_KEPT_CHECKS) + "\n", 1)
+)
 _HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
 
 
@@ -137,58 +196,22 @@ def agent_argv(
 # once. Stage 0 reads by the bundle's length as before, in reads no longer than the shortest
 # bundle, so it never takes a byte past it: the worker reads the requests from the same stdin.
 MISS = b'{"#miss": '  # the agent's first line when it has no usable kept bundle
-_KEPT_LOOKUP = r"""import os
-KEY=%(key)r;H=b'{"#n": "';W=None
+_KEPT_HEAD = r"""import os
+KEY=@KEY@;H=b'{"#n": "';W=None
 def V(x):
     try:
         from _blake2 import blake2b
     except ImportError:
         from hashlib import blake2b
     return blake2b(x,digest_size=32).hexdigest()==KEY
-def D(u,make):
-    import pwd
-    p=os.path.realpath(pwd.getpwuid(u).pw_dir).strip('/').split('/')
-    p=[n for n in p if n]+['.cache','vpatch','agent']
-    f=os.open('/',os.O_RDONLY|os.O_DIRECTORY|os.O_CLOEXEC);w='/'
-    try:
-        for i,n in enumerate(['']+p):
-            if n:
-                if make and i>len(p)-3:
-                    try:os.mkdir(n,0o700,dir_fd=f)
-                    except FileExistsError:pass
-                g=os.open(n,os.O_RDONLY|os.O_DIRECTORY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
-                os.close(f);f=g;w=w.rstrip('/')+'/'+n
-            s=os.fstat(f)
-            if s.st_uid not in(0,u):return f,'%%s is owned by uid %%d'%%(w,s.st_uid)
-            if s.st_mode&0o22:return f,'%%s is writable by others'%%w
-        if s.st_uid!=u or s.st_mode&0o77:return f,'%%s is not closed to others'%%w
-        return f,''
-    except BaseException:
-        os.close(f);raise
-def Y(u,n):
-    f,w=D(u,False)
-    try:
-        if w:return None,w
-        b=os.open(n,os.O_RDONLY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
-        try:
-            s=os.fstat(b)
-            if s.st_mode&0o170022!=0o100000 or s.st_uid!=u or s.st_nlink!=1 or s.st_size>1<<26:
-                return None,'the kept bundle is not a file of this user only'
-            p=[];n=s.st_size
-            while n>0:
-                x=os.read(b,n)
-                if not x:break
-                p.append(x);n-=len(x)
-            return b''.join(p),''
-        finally:os.close(b)
-    finally:os.close(f)
-def G():
+"""
+_KEPT_G = r"""def G():
     global W
     try:
         x,w=Y(os.geteuid(),KEY+'.bundle')
         if x is not None and not V(x):x=None;w='the kept bundle is not the one asked for'
     except (OSError,KeyError) as e:
-        x=None;w='kept bundle: %%s'%%getattr(e,'strerror',e)
+        x=None;w='kept bundle: %s'%getattr(e,'strerror',e)
         if isinstance(e,FileNotFoundError):w='no kept bundle'
     if x is None:
         w=''.join(c for c in w if c.isalnum() or c in ' ./_-:')
@@ -230,13 +253,13 @@ _KEPT_AFTER = (
     "    t=type(sys)('vpatch_agent.kept');F().exec_module(t);t.settle(m,c,KEY,W,D,Y)\n"
 )
 _READ0 = "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n"
-_IMPORTER = "sys.meta_path.insert(0,F())\n"
 
 
 def kept_boot(boot: str, key: str) -> str:
     """BOOT or BOOT0 that loads the bundle kept on the host under `key` (agent_key), and
     asks for it only on a miss (the comment above)."""
-    lookup = _KEPT_LOOKUP % {"key": key} + (_KEPT_READ0 if boot is BOOT0 else _KEPT_READ)
+    read = _KEPT_READ0 if boot is BOOT0 else _KEPT_READ
+    lookup = _KEPT_HEAD.replace("@KEY@", repr(key)) + _KEPT_CHECKS + _KEPT_G + read
     if boot is BOOT0:
         boot = boot.replace(_READ0, lookup + "l=G()\n")
     else:

@@ -238,7 +238,7 @@ def test_apply_twice_over_ssh_sends_the_bundle_once(
 OTHER = "3.12"  # an interpreter whose bytecode magic is not the controller's
 
 
-@pytest.mark.parametrize("login", ["root", "user"])
+@pytest.mark.parametrize("login", ["root", "root-worker", "user"])
 def test_other_magic_compiles_once_and_keeps_the_code(
     ssh_lab_factory: harness.LabFactory, login: str
 ) -> None:
@@ -247,7 +247,8 @@ def test_other_magic_compiles_once_and_keeps_the_code(
     compiles them once, keeps them beside the bundle (its user's file, 0600, a digest of its
     bytes first) and loads them on later starts; a changed or foreign file is compiled anew
     and replaced, never loaded. As root it is stage 0 under a trusted interpreter of that
-    version (--trusted-python); as a user, the environment's interpreter itself."""
+    version (--trusted-python), or the worker stage 0 starts for a root-owned venv of that
+    version (CHILD_BOOT, root's directory); as a user, the environment's interpreter itself."""
     import importlib.util
     import subprocess
 
@@ -261,6 +262,14 @@ def test_other_magic_compiles_once_and_keeps_the_code(
         lab = ssh_lab_factory(1, _env)
         h = lab.hosts[0]
         make = session(lab, h, trusted_python=str(other))
+    elif login == "root-worker":
+        lab = ssh_lab_factory(1, _env)
+        h = lab.hosts[0]
+        # a root-owned venv of that version: its pyvenv.cfg names the interpreter's real
+        # path, which the host sees at the same place (below)
+        venv = [str(other), "-I", "-m", "venv", "--without-pip", str(h.home / "env-other")]
+        subprocess.run(venv, check=True)
+        make = _with_python(lab, h, "/root/env-other/bin/python")
     else:
         lab = ssh_lab_factory(1, _env, user=harness.NONROOT_USER)
         h = lab.hosts[0]
