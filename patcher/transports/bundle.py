@@ -7,7 +7,9 @@ controller's, loaded by a tiny in-memory importer). Nothing has to be installed 
 the host's own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell.
 As root, privsep's stage 0 (BOOT0, under the trusted interpreter) starts first and decides who
 runs the environment's interpreter (patcher/agent/privsep.py). The bundle is exactly
-`patcher/agent/*.py`.
+`patcher/agent/*.py`. Over SSH the loaders are sent the bundle's hash instead, and the host
+keeps the bundle between runs (`kept_boot`, patcher/agent/kept.py): it is sent only when the
+host has no copy it can trust.
 """
 
 from __future__ import annotations
