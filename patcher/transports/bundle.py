@@ -147,15 +147,22 @@ def Y(u,n):
 # The worker's loader (the environment's interpreter, after the drop): BOOT reading the
 # bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.
 # Where the bundle has no code objects for its interpreter's magic, it keeps the ones it
-# compiles (patcher/agent/kept.py), in its own user's directory, as the other loaders do.
+# compiles (patcher/agent/kept.py) in its own user's directory, as the other loaders do, but
+# only where that directory exists and passes the checks (made by nothing here: root's is
+# made by stage 0's own kept bundle, over SSH), so a local, Ray or Ansible run as root never
+# writes one, nor does a worker dropped to an owner who never ran vpatch's agent as itself.
 CHILD_BOOT = (
     BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
     .replace(
         _IMPORTER,
         _IMPORTER
         + "if c+'vpatch_agent' not in m:\n"
-        + "    exec(C);t=type(sys)('vpatch_agent.kept');F().exec_module(t)\n"
-        + "    t.settle(m,c,t.name_of(l.encode('latin-1')),None,D,Y)\n",
+        + "    exec(C)\n"
+        + "    try:f,w=D(os.geteuid(),False);os.close(f)\n"
+        + "    except (OSError,KeyError):w='-'\n"
+        + "    if not w:\n"
+        + "        t=type(sys)('vpatch_agent.kept');F().exec_module(t)\n"
+        + "        t.settle(m,c,t.name_of(l.encode('latin-1')),None,lambda u,k:D(u,False),Y)\n",
     )
     .replace("import sys\n", "import sys\nC=" + repr(_KEPT_CHECKS) + "\n", 1)
 )
