@@ -2,6 +2,8 @@
 
     python -m bench.onehost --reps 30 main=/tmp/main-tree now=.
     python -m bench.onehost --kex default --mux main=/tmp/a/bin/vpatch now=/tmp/b/bin/vpatch
+    python -m bench.onehost --reps 20 --rtt 30 main=/tmp/main-tree now=.   # bench/delay.py
+    python -m bench.onehost --reps 20 --rtt 30 --mbit 20 main=/tmp/main-tree now=.
 
 Each NAME=DIR is a tree holding a `patcher/` package (this checkout, or another revision
 unpacked with `git archive REV patcher | tar -x -C DIR`), run by this venv's interpreter with
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from bench import lab as labs
 from bench.mux import Mux
+from bench.rttlab import RttLab
 from bench.run import SED, BenchError, expected_text
 from bench.timing import Timed, child_env, timed
 from tests.support.standin_specs import SPEC_A
@@ -60,11 +63,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=15, help="timed rounds (15)")
     p.add_argument("--kex", choices=["default", "lab"], default="default", help="as bench.run's")
     p.add_argument("--mux", action="store_true", help="each tree over a warm master too")
+    p.add_argument(
+        "--rtt", type=float, default=0.0, help="round-trip time in ms (bench/delay.py; 0: loopback)"
+    )
+    p.add_argument(
+        "--mbit", type=float, default=0.0, help="with --rtt: bandwidth per direction (0: none)"
+    )
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="vpatch-onehost-"))
     lab = labs.start_standin(1, work)
     if args.kex == "default":
         labs.default_kex(lab.lab)
+    rtt = RttLab(lab.lab, work, args.mbit) if args.rtt > 0 else None
+    if rtt is not None:
+        rtt.set(args.rtt)
     mux = Mux(lab.lab, work)
     host = lab.hosts[0]
     inv = labs.write_inventory(work / "hosts.toml", [host])
@@ -110,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     runs[name].append(t)
     finally:
         mux.close()
+        if rtt is not None:
+            rtt.close()
         lab.lab.close()
     med = {n: statistics.median(t.wall for t in ts) for n, ts in runs.items()}
     for name, ts in runs.items():

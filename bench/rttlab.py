@@ -37,7 +37,8 @@ def _free_ports(n: int) -> list[int]:
 
 
 class RttLab:
-    def __init__(self, lab: harness.SshLab, work: Path) -> None:
+    def __init__(self, lab: harness.SshLab, work: Path, mbit: float = 0.0) -> None:
+        """`mbit`: each direction's bandwidth per host (bench/delay.py's --mbit; 0: none)."""
         self.lab = lab
         self.rtt_ms = 0.0
         listen = _free_ports(len(lab.hosts))
@@ -45,7 +46,9 @@ class RttLab:
         self.control = work / "delay.sock"
         routes = [f"{p}={h.port}" for h, p in zip(lab.hosts, listen, strict=True)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.delay", "--control", str(self.control), *routes],
+            [sys.executable, "-m", "bench.delay", "--control", str(self.control)]
+            + (["--mbit", str(mbit)] if mbit > 0 else [])
+            + routes,
             stdout=subprocess.PIPE,
             text=True,
             cwd=str(Path(__file__).resolve().parent.parent),

@@ -129,6 +129,10 @@ class SessionTransport:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.budget = Budget()  # the run's, set by open_transport (Settings.budget)
+        # The agent's code kept on the host (bundle.kept_boot): sessions that were sent the
+        # bundle, and why the host had no usable copy at the last session's start ("": it had).
+        self.bundles_sent = 0
+        self.kept_miss = ""
 
     def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         with self._lock:

@@ -7,7 +7,9 @@ controller's, loaded by a tiny in-memory importer). Nothing has to be installed 
 the host's own `vpatch` (if any) is never used, and no value from a spec ever reaches a shell.
 As root, privsep's stage 0 (BOOT0, under the trusted interpreter) starts first and decides who
 runs the environment's interpreter (patcher/agent/privsep.py). The bundle is exactly
-`patcher/agent/*.py`.
+`patcher/agent/*.py`. Over SSH the loaders are sent the bundle's hash instead, and the host
+keeps the bundle between runs (`kept_boot`, patcher/agent/kept.py): it is sent only when the
+host has no copy it can trust.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ class F:
         return None
     def exec_module(self,mod):
         n=mod.__name__;x=m.get(c+n)
-        if x:x=marshal.loads(z(binascii.a2b_base64(x)))
+        if x:x=marshal.loads(x if type(x) is bytes else z(binascii.a2b_base64(x)))
         else:x=compile(z(binascii.a2b_base64(m[n])),'<'+n+'>','exec')
         exec(x,mod.__dict__)
 sys.meta_path.insert(0,F())
@@ -73,6 +75,7 @@ vpatch_agent.main()
 """
 
 _READLINE = "l=sys.stdin.buffer.readline().decode('latin-1')\n"
+_IMPORTER = "sys.meta_path.insert(0,F())\n"
 # privsep's stage 0 (patcher/agent/privsep.py), run as root by the trusted interpreter with
 # `-I -S`: it reads the bundle by its length (the fixed-width `#n` that opens it), never a
 # byte further, in pipe-sized reads joined once (reads of the whole rest grown by `+=` cost
@@ -95,20 +98,197 @@ BOOT0 = BOOT.replace(
     "P=sys.modules['vpatch_agent']=type(sys)('vpatch_agent');P.__path__=[]\n"
     "__import__('vpatch_agent.privsep');P.privsep.stage0(l)\n",
 )
+# The checks on the directory the agent's code is kept in and on a file in it, shared by the
+# loaders that look for a kept bundle (`kept_boot`) and the worker's (CHILD_BOOT): the
+# directory opened from `/` one component at a time without following a link, each
+# component root's or this user's and writable by nobody else, the last one closed to
+# others (`make`: its last three components made 0700 where missing); the file opened
+# O_NOFOLLOW on that descriptor and, on its own descriptor, this user's regular file with one
+# link, writable by nobody else.
+_KEPT_CHECKS = r"""import os
+def D(u,make):
+    import pwd
+    p=os.path.realpath(pwd.getpwuid(u).pw_dir).strip('/').split('/')
+    p=[n for n in p if n]+['.cache','vpatch','agent']
+    f=os.open('/',os.O_RDONLY|os.O_DIRECTORY|os.O_CLOEXEC);w='/'
+    try:
+        for i,n in enumerate(['']+p):
+            if n:
+                if make and i>len(p)-3:
+                    try:os.mkdir(n,0o700,dir_fd=f)
+                    except FileExistsError:pass
+                g=os.open(n,os.O_RDONLY|os.O_DIRECTORY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+                os.close(f);f=g;w=w.rstrip('/')+'/'+n
+            s=os.fstat(f)
+            if s.st_uid not in(0,u):return f,'%s is owned by uid %d'%(w,s.st_uid)
+            if s.st_mode&0o22:return f,'%s is writable by others'%w
+        if s.st_uid!=u or s.st_mode&0o77:return f,'%s is not closed to others'%w
+        return f,''
+    except BaseException:
+        os.close(f);raise
+def Y(u,n):
+    f,w=D(u,False)
+    try:
+        if w:return None,w
+        b=os.open(n,os.O_RDONLY|os.O_NOFOLLOW|os.O_CLOEXEC,dir_fd=f)
+        try:
+            s=os.fstat(b)
+            if s.st_mode&0o170022!=0o100000 or s.st_uid!=u or s.st_nlink!=1 or s.st_size>1<<26:
+                return None,'the kept bundle is not a file of this user only'
+            p=[];n=s.st_size
+            while n>0:
+                x=os.read(b,n)
+                if not x:break
+                p.append(x);n-=len(x)
+            return b''.join(p),''
+        finally:os.close(b)
+    finally:os.close(f)
+"""
 # The worker's loader (the environment's interpreter, after the drop): BOOT reading the
 # bundle stage 0 re-feeds on fd 3; the requests then come on stdin. Carried by the bundle.
-CHILD_BOOT = BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+# Where the bundle has no code objects for its interpreter's magic, it keeps the ones it
+# compiles (patcher/agent/kept.py) in its own user's directory, as the other loaders do, but
+# only where that directory exists and passes the checks (made by nothing here: root's is
+# made by stage 0's own kept bundle, over SSH), so a local, Ray or Ansible run as root never
+# writes one, nor does a worker dropped to an owner who never ran vpatch's agent as itself.
+CHILD_BOOT = (
+    BOOT.replace("sys.stdin.buffer.readline()", "open(3,'rb').readline()")
+    .replace(
+        _IMPORTER,
+        _IMPORTER
+        + "if c+'vpatch_agent' not in m:\n"
+        + "    exec(C)\n"
+        + "    try:f,w=D(os.geteuid(),False);os.close(f)\n"
+        + "    except (OSError,KeyError):w='-'\n"
+        + "    if not w:\n"
+        + "        t=type(sys)('vpatch_agent.kept');F().exec_module(t)\n"
+        + "        t.settle(m,c,t.name_of(l.encode('latin-1')),None,lambda u,k:D(u,False),Y)\n",
+    )
+    .replace("import sys\n", "import sys\nC=" + repr(_KEPT_CHECKS) + "\n", 1)
+)
 _HEADER = '{"#n": "%010d", '  # 18 bytes: the bundle's length, first
 
 
-def agent_argv(python: str, root: bool, trusted: str, run_as: str = "") -> list[str]:
+def agent_argv(
+    python: str, root: bool, trusted: str, run_as: str = "", kept: bool = False
+) -> list[str]:
     """How the agent starts: as root, under the trusted interpreter (privsep's stage 0, which
     decides who works and starts the environment's interpreter as that user; `run_as`, the
     operator's --run-as, names that user); else the environment's interpreter itself, with
-    the login user's power."""
+    the login user's power. `kept`: the loader looks for the bundle kept on the host first
+    (`kept_boot`) and asks for it only on a miss."""
     if root:
-        return [trusted, "-I", "-S", "-c", BOOT0, python, *([run_as] if run_as else [])]
-    return [python, "-I", "-c", BOOT, *(["run-as", run_as] if run_as else [])]
+        boot0 = kept_boot(BOOT0, agent_key()) if kept else BOOT0
+        return [trusted, "-I", "-S", "-c", boot0, python, *([run_as] if run_as else [])]
+    boot = kept_boot(BOOT, agent_key()) if kept else BOOT
+    return [python, "-I", "-c", boot, *(["run-as", run_as] if run_as else [])]
+
+
+# The agent's code kept on the host between runs (the SSH transports' sessions). The loader
+# is sent the bundle's hash (agent_key, in its own text: the command line carries it), not
+# the bundle, and looks in the login user's cache directory (`~/.cache/vpatch/agent`, the
+# home from the password database, not $HOME) for `HASH.bundle`. It uses the file only when
+# every directory from `/` down was opened without following a link (each the next one's
+# `dir_fd`) and is root's or this user's and writable by nobody else, the last one this
+# user's own and closed to everyone else (mode bits: an ACL entry that grants a write shows
+# in the group bits), the file itself opened on that descriptor with O_NOFOLLOW and, checked
+# on the descriptor, this user's regular file with one link, writable by nobody else, and
+# its bytes, read once, hash to the key: what runs is exactly the bytes the controller would
+# have sent. As root that is stage 0 (the trusted interpreter) in root's own home, so the
+# environment's owner can plant nothing root runs: a planted or changed file is not used.
+# Anything else is a miss: the loader writes one line, `{"#miss": "why"}`, before any
+# answer, and reads stdin until the bundle's line (lines before it are requests the
+# controller sent before it heard of the miss: it sends them again after the bundle) and goes
+# on as BOOT; once its importer is in place, patcher/agent/kept.py (from the bundle, with the
+# loader's own checks) keeps the bundle, only one whose hash is the key, and, for an
+# interpreter whose magic the bundle has no code objects for, the code objects it compiles
+# once. Stage 0 reads by the bundle's length as before, in reads no longer than the shortest
+# bundle, so it never takes a byte past it: the worker reads the requests from the same stdin.
+MISS = b'{"#miss": '  # the agent's first line when it has no usable kept bundle
+_KEPT_HEAD = r"""import os
+KEY=@KEY@;H=b'{"#n": "';W=None
+def V(x):
+    try:
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
+    return blake2b(x,digest_size=32).hexdigest()==KEY
+"""
+_KEPT_G = r"""def G():
+    global W
+    try:
+        x,w=Y(os.geteuid(),KEY+'.bundle')
+        if x is not None and not V(x):x=None;w='the kept bundle is not the one asked for'
+    except (OSError,KeyError) as e:
+        x=None;w='kept bundle: %s'%getattr(e,'strerror',e)
+        if isinstance(e,FileNotFoundError):w='no kept bundle'
+    if x is None:
+        w=''.join(c for c in w if c.isalnum() or c in ' ./_-:')
+        os.write(1,b'{"#miss": "'+w.encode()+b'"}\n');x=W=R()
+    return x.decode('latin-1')
+"""
+# After a miss: the plain loader reads whole lines (its own buffered stdin, which the agent
+# goes on reading); stage 0 reads at most 4 KiB at a time until it has the bundle's header,
+# then exactly the rest by its length (a bundle is far longer than one such read).
+_KEPT_READ = r"""def R():
+    while 1:
+        x=sys.stdin.buffer.readline()
+        if not x:os._exit(0)
+        if x.startswith(H):return x
+"""
+_KEPT_READ0 = r"""def R():
+    b=b'';m=0
+    while 1:
+        if m:
+            e=b.find(b'\n')
+            if e<0:b=b''
+            else:b=b[e+1:];m=0;continue
+        elif len(b)>=18:
+            if b[:8]==H:break
+            m=1;continue
+        elif b[:8]!=H[:len(b)]:
+            m=1;continue
+        x=os.read(0,4096)
+        if not x:os._exit(0)
+        b+=x
+    return b+r(int(b[8:18])-len(b))
+"""
+# Once the importer is in place: after a miss, or where the bundle has no code objects for
+# this interpreter's magic, the rest is patcher/agent/kept.py, run as a bare module from the
+# bundle (not through the package: its code objects may not be there yet) with the loader's
+# own checks.
+_KEPT_AFTER = (
+    "if W is not None or c+'vpatch_agent' not in m:\n"
+    "    t=type(sys)('vpatch_agent.kept');F().exec_module(t);t.settle(m,c,KEY,W,D,Y)\n"
+)
+_READ0 = "h=r(18);l=(h+r(int(h[8:18])-18)).decode('latin-1')\n"
+
+
+def kept_boot(boot: str, key: str) -> str:
+    """BOOT or BOOT0 that loads the bundle kept on the host under `key` (agent_key), and
+    asks for it only on a miss (the comment above)."""
+    read = _KEPT_READ0 if boot is BOOT0 else _KEPT_READ
+    lookup = _KEPT_HEAD.replace("@KEY@", repr(key)) + _KEPT_CHECKS + _KEPT_G + read
+    if boot is BOOT0:
+        boot = boot.replace(_READ0, lookup + "l=G()\n")
+    else:
+        boot = boot.replace(_READLINE, lookup + "l=G()\n")
+    return boot.replace(_IMPORTER, _IMPORTER + _KEPT_AFTER)
+
+
+def miss_reason(line: bytes) -> str:
+    """Why the host had no usable kept bundle: its agent's miss line (`{"#miss": "why"}`)."""
+    return line[len(MISS) :].strip(b' "}').decode("ascii", "replace")
+
+
+@cache
+def agent_key() -> str:
+    """The bundle's BLAKE2b-256 digest: the name it is kept under on a host, and what its
+    bytes are checked against there (BLAKE2b, not SHA-256: the interpreter's own C module
+    hashes the ~300 KB in ~0.4 ms where its SHA-256 takes ~1 ms, on every agent start)."""
+    import hashlib
+
+    return hashlib.blake2b(agent_bundle(), digest_size=32).hexdigest()
 
 
 # The bundle's layout, part of the kept file's key: a loader that reads another layout never

@@ -76,7 +76,10 @@ def _path_value(path: str) -> str:
 
 class OpenSshTransport(PipeTransport):
     """Runs the agent on a remote interpreter through the OpenSSH client, one `ssh` process
-    (one connection, one agent) per session."""
+    (one connection, one agent) per session; the agent's code is kept on the host between
+    runs (`kept`: bundle.kept_boot)."""
+
+    kept = True
 
     def __init__(
         self, target: str, host: str, user: str | None, port: int | None, opts: SshOptions
@@ -147,6 +150,7 @@ class OpenSshTransport(PipeTransport):
                 self.opts.trusted_python,
                 self.opts.sudo_user,
                 self.opts.run_as,
+                self.kept,
             ),
         ]
 

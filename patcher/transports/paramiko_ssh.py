@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from patcher.errors import AgentError, HostError
 from patcher.transports import session as session_words
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
-from patcher.transports.bundle import agent_bundle, decode_answer, request_line
+from patcher.transports.bundle import (
+    MISS,
+    agent_bundle,
+    decode_answer,
+    miss_reason,
+    request_line,
+)
 from patcher.transports.ssh import SshOptions, exec_error, options, remote_command
 
 if TYPE_CHECKING:
@@ -265,20 +271,25 @@ class SshTransport(SessionTransport):
                         self.opts.trusted_python,
                         self.opts.sudo_user,
                         self.opts.run_as,
+                        kept=True,
                     )
                 )
-                self._chan, self._out = chan, bytearray()
-                payload = agent_bundle() + payload
+                self._chan, self._out, fresh = chan, bytearray(), True
+            else:
+                fresh = False
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
             # blocking sendall: output is drained while the payload goes out.
-            line = read_answer(
-                _Channel(self, chan, transport),
-                self.target,
-                self._out,
-                payload,
-                deadline,
-                self.budget,
-            )
+            link = _Channel(self, chan, transport)
+            line = read_answer(link, self.target, self._out, payload, deadline, self.budget)
+            if fresh:
+                self.kept_miss = ""
+            if fresh and line is not None and line.startswith(MISS):
+                # The host keeps no usable copy of the agent (bundle.kept_boot): the bundle,
+                # then this request again, as the pipe sessions do (pipe.PipeTransport._call).
+                self.kept_miss = miss_reason(line)
+                self.bundles_sent += 1
+                again = b"\n" + agent_bundle() + payload
+                line = read_answer(link, self.target, self._out, again, deadline, self.budget)
         except TimeoutError:
             self._drop()
             raise session_words.timed_out(self.target, timeout) from None

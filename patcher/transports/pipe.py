@@ -24,10 +24,12 @@ from patcher.transports import session as session_words
 from patcher.transports.answers import Budget
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
 from patcher.transports.bundle import (
+    MISS,
     TRUSTED_PYTHON,
     agent_argv,
     agent_bundle,
     decode_answer,
+    miss_reason,
     request_line,
 )
 
@@ -48,6 +50,11 @@ class PipeTransport(SessionTransport):
     # before the agent runs (an SSH handshake), which the call's own timeout does not cover.
     connect_grace: float = 0.0
 
+    # Whether the child's agent looks for the bundle kept on its host (bundle.kept_boot):
+    # then a session starts with the first request alone, and the bundle follows only when
+    # the agent's first line says it has none (`bundle.MISS`).
+    kept = False
+
     def __init__(self) -> None:
         super().__init__()
         self._session: _LocalSession | None = None
@@ -62,10 +69,13 @@ class PipeTransport(SessionTransport):
             if self._session is not None:
                 return
             self._session = _LocalSession.start(self.target, self._argv())
+            self._early = True
+            if self.kept:
+                return  # the host's own copy, or a miss the first call answers
             self._session.unsent = agent_bundle()
+            self.bundles_sent += 1
             _widen(self._session.proc.stdin, len(self._session.unsent))
             self._session.feed()
-            self._early = True
 
     def _argv(self) -> list[str]:
         raise NotImplementedError
@@ -86,15 +96,27 @@ class PipeTransport(SessionTransport):
         # A new session, or one started early, may have written to stderr already: all of it
         # is this call's (ssh's connect errors among it).
         mark = session.err_size() if session is not None and not early else 0
+        fresh = session is None or early  # this call's answer is the session's first line
         if session is None:
             session = self._session = _LocalSession.start(self.target, self._argv())
-            payload = agent_bundle() + payload
+            if not self.kept:
+                payload = agent_bundle() + payload
+                self.bundles_sent += 1
             deadline += self.connect_grace
         elif early:  # still connecting, maybe: the handshake's time is the call's grace too
             payload, session.unsent = session.unsent + payload, b""
             deadline += self.connect_grace
         try:
             line = session.exchange(payload, deadline, self.budget)
+            if fresh and self.kept and line is not None and line.startswith(MISS):
+                # No usable copy on the host: the bundle, then this request again (the agent
+                # dropped every line before the bundle's; a newline first ends one it may
+                # have been sent only part of).
+                self.kept_miss = miss_reason(line)
+                self.bundles_sent += 1
+                line = session.exchange(b"\n" + agent_bundle() + payload, deadline, self.budget)
+            elif fresh and self.kept:
+                self.kept_miss = ""
         except TimeoutError:
             self._end(kill=True)
             raise session_words.timed_out(self.target, timeout) from None

@@ -27,8 +27,10 @@ def remote_command(
     trusted: str = "",
     sudo_user: str | None = None,
     run_as: str = "",
+    kept: bool = False,
 ) -> str:
-    """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths.
+    """The one shell line sent over SSH: constant bootstrap, quoted interpreter paths
+    (`kept`: the loaders look for the bundle kept on the host first, bundle.kept_boot).
 
     Through sudo as root the agent is root: stage 0 under the trusted interpreter. Through
     `sudo -n -u USER` (an Ansible become_user, hosts.toml's sudo_user) it is that user, who
@@ -40,8 +42,8 @@ def remote_command(
     never takes the plain path; a user who owns `/` and is not root takes stage 0, which
     has no root power to guard then and goes on as that user's agent."""
     q = shlex.quote
-    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON, run_as)))
-    plain = " ".join(map(q, agent_argv(python, False, "", run_as)))
+    stage0 = " ".join(map(q, agent_argv(python, True, trusted or TRUSTED_PYTHON, run_as, kept)))
+    plain = " ".join(map(q, agent_argv(python, False, "", run_as, kept)))
     if sudo and sudo_user and sudo_user != "root":
         return f"sudo -n -u {q(sudo_user)} {plain}"
     if sudo:

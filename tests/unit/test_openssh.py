@@ -23,7 +23,7 @@ def transport(**kw: object) -> OpenSshTransport:
 
 def test_argv_host_after_double_dash_and_one_constant_command() -> None:
     argv = transport(known_hosts="/tmp/a dir/100%/kh", identity="/k/%h", sudo=True)._argv()
-    assert argv[-3:] == ["--", "gpu-01", remote_command("/opt/env/bin/python", True)]
+    assert argv[-3:] == ["--", "gpu-01", remote_command("/opt/env/bin/python", True, kept=True)]
     assert BOOT.splitlines()[0] in argv[-1]
     assert ["-l", "ops"] == argv[argv.index("-l") : argv.index("-l") + 2]
     assert ["-p", "2222"] == argv[argv.index("-p") : argv.index("-p") + 2]
