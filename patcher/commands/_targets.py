@@ -96,6 +96,13 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "ControlMaster nor ControlPath; inventory: share = false)",
     )
     ssh.add_argument(
+        "--no-keep-agent",
+        action="store_true",
+        help="send the agent's code whole to every host every time, and write nothing of it "
+        "there (default: kept in the login user's ~/.cache/vpatch/agent, checked by its hash "
+        "before use, so a later run sends a hash instead of ~300 KB)",
+    )
+    ssh.add_argument(
         "--ssh-client",
         choices=("auto", "openssh", "paramiko"),
         default="auto",
@@ -342,6 +349,7 @@ def settings(args: argparse.Namespace) -> Settings:
             trusted_python=args.trusted_python,
             run_as=_run_as(args.run_as, args.ray),
             budget=Budget(),
+            keep_agent=not args.no_keep_agent,
         )
     return made
 

@@ -87,6 +87,10 @@ class Settings(NamedTuple):
     # choice where the trust closure has more than one writer); "" lets the closure decide
     run_as: str = ""
     keepalive: int = 15
+    # The agent's code kept on each SSH host between runs (bundle.kept_boot, in the login
+    # user's ~/.cache/vpatch/agent); False (`--no-keep-agent`): sent whole every time, nothing
+    # written on the host outside the environment's state dir.
+    keep_agent: bool = True
     # The run's answer budget (answers.Budget), shared by every transport the run opens; None:
     # each transport has its own (one host, one budget).
     budget: Budget | None = None

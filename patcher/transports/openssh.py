@@ -86,6 +86,7 @@ class OpenSshTransport(PipeTransport):
     ) -> None:
         """`target` labels the host in reports; host/user/port may be ssh_config aliases."""
         super().__init__()
+        self.kept = opts.keep_agent
         ssh = sshnames.openssh()
         if ssh is None:
             raise HostError(

@@ -271,10 +271,13 @@ class SshTransport(SessionTransport):
                         self.opts.trusted_python,
                         self.opts.sudo_user,
                         self.opts.run_as,
-                        kept=True,
+                        kept=self.opts.keep_agent,
                     )
                 )
                 self._chan, self._out, fresh = chan, bytearray(), True
+                if not self.opts.keep_agent:  # the loader reads the bundle first (BOOT)
+                    payload = agent_bundle() + payload
+                    self.bundles_sent += 1
             else:
                 fresh = False
             # Our own send loop, not invoke's stdin pump (it reads 1 byte per 10 ms), and not a
@@ -283,7 +286,7 @@ class SshTransport(SessionTransport):
             line = read_answer(link, self.target, self._out, payload, deadline, self.budget)
             if fresh:
                 self.kept_miss = ""
-            if fresh and line is not None and line.startswith(MISS):
+            if fresh and self.opts.keep_agent and line is not None and line.startswith(MISS):
                 # The host keeps no usable copy of the agent (bundle.kept_boot): the bundle,
                 # then this request again, as the pipe sessions do (pipe.PipeTransport._call).
                 self.kept_miss = miss_reason(line)

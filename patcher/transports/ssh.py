@@ -68,6 +68,7 @@ class SshOptions(NamedTuple):
     keepalive: int = 15
     # Shared connections (transports.share): False for `--no-share` / `share = false`.
     share: bool = True
+    keep_agent: bool = True  # Settings.keep_agent
 
 
 def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostError:
@@ -135,4 +136,5 @@ def options(target: Target, settings: Settings) -> SshOptions:
         run_as=settings.run_as,
         keepalive=settings.keepalive,
         share=target.share is not False,
+        keep_agent=settings.keep_agent,
     )

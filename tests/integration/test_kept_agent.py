@@ -235,6 +235,36 @@ def test_apply_twice_over_ssh_sends_the_bundle_once(
     assert kept_dir(host.home).is_dir()
 
 
+@pytest.mark.parametrize("kind", [OpenSshTransport, SshTransport], ids=["openssh", "paramiko"])
+def test_keep_agent_off_sends_the_bundle_every_time_and_writes_nothing(
+    lab: harness.SshLab, host: harness.SshHost, kind: type[SessionTransport]
+) -> None:
+    """`keep_agent=False` (`--no-keep-agent`): every session is sent the bundle whole, no
+    miss is asked about, and nothing is made under the login user's home; a copy kept by an
+    earlier run is neither read nor touched."""
+    make = session(lab, host, kind, keep_agent=False)
+    for _ in range(2):
+        t = one_run(make)
+        assert (t.bundles_sent, t.kept_miss) == (1, ""), kind
+    assert not (host.home / ".cache").exists()
+    one_run(session(lab, host, kind))  # a kept copy, as a run without the option leaves
+    kept = kept_file(host.home)
+    before = (kept.stat().st_ino, kept.stat().st_mtime_ns)
+    assert one_run(make).bundles_sent == 1
+    assert (kept.stat().st_ino, kept.stat().st_mtime_ns) == before
+
+
+def test_no_keep_agent_option_leaves_the_host_s_home_alone(
+    lab: harness.SshLab, host: harness.SshHost
+) -> None:
+    """The CLI end to end: `vpatch status --no-keep-agent` answers and makes no cache dir."""
+    res = vpatch("status", "--host", host.name, *ssh_args(lab), "--no-keep-agent")
+    assert res.code == 0, res.out + res.err
+    assert not (host.home / ".cache").exists()
+    plain = vpatch("status", "--host", host.name, *ssh_args(lab))
+    assert plain.code == 0 and kept_dir(host.home).is_dir(), plain.out + plain.err
+
+
 OTHER = "3.12"  # an interpreter whose bytecode magic is not the controller's
 
 
