@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from patcher.commands import _targets
 from patcher.commands._help import SPEC_HELP
@@ -30,6 +30,19 @@ if TYPE_CHECKING:
     from patcher.transports import Transport
 
 _FORCE_HELP = "patch files not pristine per RECORD"
+
+
+class HostRun(NamedTuple):
+    """What every host of one command run shares: the specs, the engine's options, the state
+    dir, the specs named by id (rollback, verify), the run's context (texts, rewrites,
+    counts) and pip's texts of files (WheelTexts)."""
+
+    specs: list[PatchSpec]
+    opts: Options
+    state_dir: str | None
+    ids: Sequence[str]
+    ctx: RunContext
+    pristine: Pristine
 
 
 class HostCommand:
@@ -57,18 +70,8 @@ class HostCommand:
 
         return Options()
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
-        """The host's result of the command. `ids`: specs named by id (rollback, verify);
-        `pristine`: pip's text of a file (WheelTexts)."""
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
+        """The host's result of the command, reached by `transport`."""
         raise NotImplementedError
 
     def settle(self, hosts: list[HostResult], ids: Sequence[str]) -> None:
@@ -123,19 +126,12 @@ class Apply(HostCommand):
 
         return Options(dry_run=args.dry_run, force=args.force, level=args.level, adopt=args.adopt)
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import engine
 
-        return engine.apply(specs, transport, opts, state_dir, pristine, ctx=ctx)
+        return engine.apply(
+            run.specs, transport, run.opts, run.state_dir, run.pristine, ctx=run.ctx
+        )
 
 
 class Verify(HostCommand):
@@ -151,19 +147,12 @@ class Verify(HostCommand):
 
         return Options(level=args.level, **_metrics_values(args))
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import engine
 
-        return engine.verify(specs, transport, opts, state_dir, ids, pristine, ctx=ctx)
+        return engine.verify(
+            run.specs, transport, run.opts, run.state_dir, run.ids, run.pristine, ctx=run.ctx
+        )
 
 
 class Rollback(HostCommand):
@@ -189,20 +178,13 @@ class Rollback(HostCommand):
 
         return Options(dry_run=args.dry_run, force=args.force, level=args.level)
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import engine
 
         # no SPEC: everything vpatch did there
-        return engine.rollback(specs or None, transport, opts, state_dir, ids, ctx=ctx)
+        return engine.rollback(
+            run.specs or None, transport, run.opts, run.state_dir, run.ids, ctx=run.ctx
+        )
 
     def settle(self, hosts: list[HostResult], ids: Sequence[str]) -> None:
         """`rollback ID` where no target that answered has ID applied: most likely a typo (a
@@ -226,19 +208,10 @@ class Status(HostCommand):
     spec_nargs = "*"
     rewrites = False
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import engine
 
-        return engine.status(specs, transport, opts, state_dir, ctx=ctx)
+        return engine.status(run.specs, transport, run.opts, run.state_dir, ctx=run.ctx)
 
 
 class Ensure(HostCommand):
@@ -253,19 +226,10 @@ class Ensure(HostCommand):
 
         return hooks.ensure_options(args.level, args.force)
 
-    def on_host(
-        self,
-        specs: list[PatchSpec],
-        transport: Transport,
-        opts: Options,
-        state_dir: str | None,
-        ids: Sequence[str],
-        ctx: RunContext,
-        pristine: Pristine,
-    ) -> HostResult:
+    def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import ensure as hooks
 
-        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+        return hooks.ensure(run.specs, transport, run.opts, run.state_dir, ctx=run.ctx)
 
     def report(self, result: RunResult, args: argparse.Namespace) -> None:
         """A pre-start hook's terse lines (they land in a log), its own error lines among
@@ -296,12 +260,8 @@ def _one_host(
     command: HostCommand,
     target: Target,
     args: argparse.Namespace,
-    specs: list[PatchSpec],
-    opts: Options,
-    ids: Sequence[str],
+    run: HostRun,
     early: Transport | HostError | None,
-    ctx: RunContext,
-    pristine: Pristine,
 ) -> HostResult:
     """Connect (or take the transport _start_early opened), run the command, close; any
     per-host failure becomes that host's error."""
@@ -314,7 +274,7 @@ def _one_host(
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:
-        return command.on_host(specs, transport, opts, args.state_dir, ids, ctx, pristine)
+        return command.on_host(run, transport)
     finally:
         transport.close()
 
@@ -360,13 +320,12 @@ def _run(command: HostCommand, args: argparse.Namespace) -> int:
     ctx = RunContext()  # what this run's hosts share: texts, rewrites, counts
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     pristine = WheelTexts(getattr(args, "wheelhouse", []), getattr(args, "refresh", False))
+    shared = HostRun(specs, opts, args.state_dir, ids, ctx, pristine)
     try:
         with progress_for(len(targets), args.json or progress.quiet()) as bar:
             hosts = fleet.run(
                 [t.name for t in targets],
-                lambda i: _one_host(
-                    command, targets[i], args, specs, opts, ids, early.pop(i, None), ctx, pristine
-                ),
+                lambda i: _one_host(command, targets[i], args, shared, early.pop(i, None)),
                 policy,
                 [(s.id, s.package) for s in specs] + [(i, "?") for i in ids],
                 bar,
