@@ -306,11 +306,10 @@ def _open(target: Target, args: argparse.Namespace) -> Transport:
     """The target's transport, chosen by `transports.open_transport` from these options; -v
     names its kind (the host's own, an inventory's `transport`, or the run's)."""
     from patcher.output import progress
-    from patcher.transports import kind_for, open_transport
+    from patcher.transports import open_transport
 
-    made = settings(args)
-    progress.detail(f"{target.name}: transport: {kind_for(target, made)}")
-    return open_transport(target, made)
+    progress.detail(f"{target.name}: transport: {kind_of(target, args)}")
+    return open_transport(target, settings(args))
 
 
 def kind_of(target: Target, args: argparse.Namespace) -> str:
