@@ -18,7 +18,9 @@ the TCP handshake, is the first). A flight boundary is where the direction of ar
 changes; both sides' chunks in flight at once count by their order of arrival here.
 
 Control (a unix socket, one line in, one JSON line out): `stats` (the counters), `reset`
-(counters to zero), `delay MS` (the one-way delay from now on, for new chunks), `quit`.
+(counters to zero), `delay MS` (the one-way delay from now on, for new chunks), `trace on` (from
+now on every chunk is logged: arrival time, port#connection, `->` or `<-` where a flight
+begins, its size) and `trace` (the log so far: what a tool waited on, flight by flight), `quit`.
 Never anything but 127.0.0.1.
 """
 
@@ -50,9 +52,10 @@ class Flights:
     """One connection's flight boundaries: a flight begins where the direction of arriving
     data changes; a server-to-client flight is a round trip the client waited for."""
 
-    def __init__(self, counts: Counts) -> None:
+    def __init__(self, counts: Counts, trace: list[str] | None = None, tag: str = "") -> None:
         self.counts = counts
         self.last: bool | None = None  # True: the last chunk went client -> server
+        self.trace, self.tag = trace, tag
 
     def chunk(self, up: bool, size: int) -> None:
         if up:
@@ -61,6 +64,11 @@ class Flights:
             self.counts.bytes_down += size
         if up != self.last:
             self.counts.flights += 1
+            if self.trace is not None:
+                arrow = "->" if up else "<-"
+                self.trace.append(f"{time.monotonic():.4f} {self.tag} {arrow} {size}")
+        elif self.trace is not None:
+            self.trace.append(f"{time.monotonic():.4f} {self.tag}    +{size}")
             if not up:
                 self.counts.round_trips += 1
         self.last = up
@@ -73,6 +81,7 @@ class Forwarder:
         self.bytes_per_s = mbit * 1e6 / 8 if mbit > 0 else 0.0
         self.counts = {port: Counts() for port in routes}
         self.servers: list[asyncio.Server] = []
+        self.trace: list[str] | None = None  # `trace on`: every chunk, flight boundaries marked
         # Every connection's task, held: asyncio keeps only a weak reference to tasks, and one
         # whose both ends went quiet would otherwise be collected mid-wait (and logged).
         self.tasks: set[asyncio.Task[None]] = set()
@@ -102,7 +111,7 @@ class Forwarder:
     ) -> None:
         counts = self.counts[listen]
         counts.connections += 1
-        flights = Flights(counts)
+        flights = Flights(counts, self.trace, f"{listen}#{counts.connections}")
         await asyncio.sleep(self.delay)  # the SYN's way to the server
         try:
             sr, sw = await asyncio.open_connection(LOOPBACK, target)
@@ -165,6 +174,10 @@ class Forwarder:
         elif word == "reset":  # in place: a live connection (a master) keeps counting here
             for c in self.counts.values():
                 c.connections = c.bytes_up = c.bytes_down = c.flights = c.round_trips = 0
+        elif word == "trace":  # `trace on` starts a fresh trace; `trace` returns it
+            if arg == "on":
+                self.trace = []
+            return {"trace": self.trace or []}
         elif word != "stats":
             return {"error": f"unknown command {word!r}"}
         return {
