@@ -64,13 +64,11 @@ class Flights:
             self.counts.bytes_down += size
         if up != self.last:
             self.counts.flights += 1
-            if self.trace is not None:
-                arrow = "->" if up else "<-"
-                self.trace.append(f"{time.monotonic():.4f} {self.tag} {arrow} {size}")
-        elif self.trace is not None:
-            self.trace.append(f"{time.monotonic():.4f} {self.tag}    +{size}")
             if not up:
                 self.counts.round_trips += 1
+        if self.trace is not None:  # `trace on`: a flight's first chunk has its arrow
+            mark = ("-> " if up else "<- ") if up != self.last else "   +"
+            self.trace.append(f"{time.monotonic():.4f} {self.tag} {mark}{size}")
         self.last = up
 
 
@@ -207,6 +205,12 @@ async def serve(forwarder: Forwarder, control: str) -> None:
     server.close()
     for s in forwarder.servers:
         s.close()
+    # Connections still open at `quit` (a shared connection's master, the last flights of a
+    # session that just ended) are cancelled and awaited here, not logged as errors at exit.
+    live = list(forwarder.tasks)
+    for task in live:
+        task.cancel()
+    await asyncio.gather(*live, return_exceptions=True)
 
 
 def _route(text: str) -> tuple[int, int]:

@@ -203,6 +203,11 @@ def answer(line: str) -> dict[str, Any]:
             res = protocol.error(privsep.KIND, _REFUSED)
         elif isinstance(req, dict):
             res = handle(req)
+            if protocol.LAST in req or "then_if" in req or "then" in req:
+                from . import chain  # the caller sends nothing more: end here? (chain.ends)
+
+                if chain.ends(req, res):
+                    res[protocol.ENDED] = True
         else:
             res = protocol.error(protocol.PROTOCOL_ERROR, "bad request: not a JSON object")
     res["pid"] = os.getpid()
@@ -244,7 +249,8 @@ def _run_as_only(name: str) -> None:
 
 
 def main() -> None:
-    """Answer each request line on stdin with one JSON line on stdout, until EOF.
+    """Answer each request line on stdin with one JSON line on stdout, until EOF, or until
+    an answer that ends the session (protocol.LAST: the caller said it sends nothing more).
 
     The last request may lack its newline (one-shot callers send the bundle line, a request,
     EOF).
@@ -267,6 +273,9 @@ def main() -> None:
         try:
             sys.stdout.write(wire.dumps(res) + "\n")
             sys.stdout.flush()
+            if res.get(protocol.ENDED):  # the caller sends nothing more (protocol.LAST)
+                _done()
+                return
         except BrokenPipeError:
             # Python would complain again at exit while flushing stdout: point it at /dev/null.
             devnull = os.open(os.devnull, os.O_WRONLY)

@@ -58,6 +58,38 @@ def run(req: Answer, out: Answer, handle: Callable[[Answer], Answer]) -> None:
     out["then"] = answers
 
 
+def ends(req: Any, out: Answer) -> bool:
+    """PURE: whether the session ends with this answer (protocol.LAST). Only when the caller
+    said it sends nothing more and nothing asks it to: the request ran and went well (ok,
+    complete, every check passed), and where a chain rode with it, that chain ran to its end,
+    every answer went well, and its own last request says "last" (a guess that missed leaves
+    the session open: the caller's commit follows)."""
+    if not isinstance(req, dict) or not _clean(out):
+        return False
+    if "then_if" in req or "then" in req:
+        chain = req.get("then")
+        if req.get("op") == "inspect" and "then_if" in req:
+            table = req.get("then_if")
+            chain = table.get(out.get("fingerprint")) if isinstance(table, dict) else None
+        answers = out.get("then")
+        if not isinstance(chain, list) or not isinstance(answers, list) or not chain:
+            return False
+        if len(answers) != len(chain) or not all(_clean(a) for a in answers):
+            return False
+        return isinstance(chain[-1], dict) and chain[-1].get(protocol.LAST) is True
+    return req.get(protocol.LAST) is True
+
+
+def _clean(answer: Any) -> bool:
+    """An answer that went well: ok, complete, and every check it ran passed."""
+    if not isinstance(answer, dict) or answer.get("ok") is not True or answer.get("incomplete"):
+        return False
+    checks = answer.get("checks")
+    return not isinstance(checks, list) or all(
+        isinstance(c, dict) and c.get("ok") is True for c in checks
+    )
+
+
 def _allowed(sub: Any) -> bool:
     return (
         isinstance(sub, dict)

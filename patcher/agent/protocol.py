@@ -32,6 +32,11 @@ those requests (commit, verify, inspect; no nested then_if) run right after it i
 exchange, each only if the one before it succeeded, and their answers come back in "then"; the
 answer always carries its "fingerprint". Any request may carry "then": [request...], run the
 same way after it unconditionally (agent/chain.py).
+Any request may carry "last": true: the caller sends nothing after it, so once its answer (and
+its chain's: then the chain's own last request must say "last") is written and everything it
+ran went well, the agent ends the session itself, marking the answer "ended": true. The SSH
+channel then closes right behind the answer instead of a round trip after the caller's EOF
+(chain.ends decides; anything that did not go well keeps the session open for the caller).
 A Write is {"path", "expect_sha256": sha or None (None: the file must not exist), and one of
 "text" (new content), "restore_sha256" (a backup's bytes) or "delete": true}.
 
@@ -46,6 +51,8 @@ if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
 PROTOCOL = 2
+LAST = "last"  # a request after which the caller sends nothing (chain.ends)
+ENDED = "ended"  # an answer after which the agent has ended the session
 
 # Error kinds: the one thing the controller decides on (never the message text).
 CONFLICT = "conflict"  # a file changed between inspect and commit: inspect again
@@ -383,6 +390,7 @@ def marker(txn: str, abort: bool = False) -> Entry:
 _ANSWER_VOLATILE = (
     "ok",
     "protocol",
+    ENDED,
     "pid",
     "uid",
     "dropped_from",

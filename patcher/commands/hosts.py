@@ -54,6 +54,9 @@ class HostCommand:
     spec_nargs: ClassVar[str] = "+"  # "*": no SPEC names everything vpatch did there
     by_id: ClassVar[bool] = False  # a SPEC may be a spec id, known from the journal alone
     rewrites: ClassVar[bool] = True  # plans rewrites: libcst is loaded while hosts connect
+    # on_host is the one engine command a host's session serves (it is closed right after):
+    # its final request may end the session (RunContext.ends_sessions, protocol.LAST)
+    ends_sessions: ClassVar[bool] = True
 
     def add_options(self, p: argparse.ArgumentParser) -> None:
         """The options of `vpatch NAME`: SPEC, the targets', then the command's own."""
@@ -216,6 +219,7 @@ class Status(HostCommand):
 
 class Ensure(HostCommand):
     name = "ensure"
+    ends_sessions = False  # an apply, then its checks, on one session (run.ensure)
 
     def own_options(self, p: argparse.ArgumentParser) -> None:
         _targets.ensure_level(p)
@@ -319,6 +323,7 @@ def _run(command: HostCommand, args: argparse.Namespace) -> int:
 
     ctx = RunContext()  # what this run's hosts share: texts, rewrites, counts
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
+    ctx.ends_sessions = command.ends_sessions
     pristine = WheelTexts(getattr(args, "wheelhouse", []), getattr(args, "refresh", False))
     shared = HostRun(specs, opts, args.state_dir, ids, ctx, pristine)
     try:

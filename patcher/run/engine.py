@@ -389,11 +389,15 @@ def verify(
         return [c for c in out if c]
 
     def ahead(fp: str, guessed: HostFacts) -> Guess | None:
-        chain = [{"op": "verify", "checks": c} for c in checks_of(guessed)]
+        chain: list[dict[str, Any]] = [{"op": "verify", "checks": c} for c in checks_of(guessed)]
+        if chain and not opts.metrics_url and not guessed.unverified:
+            chain[-1] = exchange.last_if_ending(run_ctx, chain[-1])  # nothing asked after it
         return Guess(fp, guessed, Plan([]), chain) if chain else None
 
     def body(host: HostResult) -> None:
         request = exchange.inspect_request(run_ctx, specs, state_dir, procs=True)
+        if opts.level == "static" and not opts.metrics_url:  # no check, no scrape follows
+            request = exchange.last_if_ending(run_ctx, request)
         got = exchange.look(run_ctx, transport, request, host, ahead)
         exchange.remember(run_ctx, transport, request, [got])
         refuse_editable(transport.target, got.answer, specs)
@@ -558,6 +562,7 @@ def status(
         # procs_for None: who runs code older than ANY journaled file (apply's scan, for all)
         request = dict(exchange.inspect_request(run_ctx, [], state_dir), procs_for=None)
         request["baked"] = True  # and the specs baked into installed wheels (vpatch.json)
+        request = exchange.last_if_ending(run_ctx, request)  # nothing is asked after it
         got = exchange.look(run_ctx, transport, request, host)
         exchange.remember(run_ctx, transport, request, [got])
         baked = monitor.baked_results(got.answer.get("baked", []))

@@ -66,6 +66,11 @@ class RunContext:
     # the rollout run whose lease this run's commits are made under (agent/lease.py: a live
     # lease refuses other runs' commits of its specs); None: not a rollout
     lease: str | None = None
+    # Each host's session serves one engine command and is closed after it (the host commands
+    # but ensure): the request that finishes the command carries protocol.LAST, so the agent
+    # ends the session with its answer and the channel closes without a round trip more.
+    # False (a rollout, ensure, a library caller): the session stays for the next request.
+    ends_sessions: bool = False
 
     def flush(self) -> None:
         """Write the hosts' answers the run kept for its end (factcache.Memo.defer): a fleet
@@ -478,11 +483,19 @@ def chained_checks(plan: Plan, level: Level) -> dict[str, list[Answer]]:
 
 def _closing_inspect(ctx: RunContext, request: Answer, plan: Plan) -> Answer:
     """The inspect that ends a commit's chain: what the host looks like once `plan` is
-    written, for the next command's guess. Texts the controller holds stay at home."""
+    written, for the next command's guess. Texts the controller holds stay at home. The last
+    request of the command where the session ends with it (RunContext.ends_sessions): a
+    chain that went well leaves nothing to ask; one that did not keeps the session open."""
     for w in plan.writes:
         if w.text is not None and w.after:
             ctx.content[w.after] = w.text
-    return dict(request, known=sorted(ctx.content))
+    return last_if_ending(ctx, dict(request, known=sorted(ctx.content)))
+
+
+def last_if_ending(ctx: RunContext, request: Answer) -> Answer:
+    """`request` marked as the session's last (protocol.LAST) where the run's sessions end
+    with their command (RunContext.ends_sessions); else as it is."""
+    return dict(request, **{protocol.LAST: True}) if ctx.ends_sessions else request
 
 
 def _chain(ctx: RunContext, plan: Plan, level: Level, request: Answer) -> list[Answer]:

@@ -19,6 +19,7 @@ import time
 import weakref
 from typing import IO, TYPE_CHECKING, Any
 
+from patcher.agent import protocol
 from patcher.errors import AgentError, HostError
 from patcher.transports import session as session_words
 from patcher.transports.answers import Budget
@@ -90,8 +91,10 @@ class PipeTransport(SessionTransport):
         deadline = time.monotonic() + timeout
         payload = request_line(request)
         session, early, self._early = self._session, self._early, False
-        if session is not None and not early and session.proc.poll() is not None:
-            session.end()  # died between calls (OOM killer...): nothing was asked of it
+        if session is not None and not early and (session.ended or session.proc.poll() is not None):
+            # ended by its agent after its last answer (protocol.ENDED), or died between calls
+            # (OOM killer...): nothing was asked of it
+            session.end()
             session = None
         # A new session, or one started early, may have written to stderr already: all of it
         # is this call's (ssh's connect errors among it).
@@ -124,7 +127,9 @@ class PipeTransport(SessionTransport):
             out, err = bytes(session.out), session.err_since(mark)
             return self._no_answer(out, err, self._end(kill=False))
         try:
-            return decode_answer(self.target, line, session.err_since(mark), 0)
+            answer = decode_answer(self.target, line, session.err_since(mark), 0)
+            session.ended = answer.get(protocol.ENDED) is True
+            return answer
         except AgentError:
             self._end(kill=True)  # it printed something that is not an answer: out of step
             raise
@@ -203,6 +208,7 @@ class _LocalSession:
     def __init__(self, proc: subprocess.Popen[bytes], err: IO[bytes], target: str) -> None:
         self.proc, self.err, self.out, self.target = proc, err, bytearray(), target
         self.unsent = b""  # what start() could not write yet without blocking
+        self.ended = False  # its agent ended the session after its last answer (protocol.LAST)
         # No zombie or orphan even if nobody calls close(): GC or interpreter exit ends it too.
         self._finalizer = weakref.finalize(self, _end_local, proc, err, 2.0, False)
 

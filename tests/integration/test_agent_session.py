@@ -444,3 +444,40 @@ def test_interrupted_call_never_leaves_an_answer_behind(
         assert again["ok"] and again["pid"] != first and "restart_required" in again
     finally:
         t.close()
+
+
+def test_last_request_ends_the_session_with_its_answer(host: Host) -> None:
+    """protocol.LAST: the caller sends nothing more, so the agent ends the session right after
+    its answer (the SSH channel closes behind the answer, not a round trip after our EOF): the
+    agent and the transport's child exit while our end of stdin is still open; a later call
+    starts a new agent."""
+    t = host.connect()
+    try:
+        res = t.call(dict(INSPECT, last=True))
+        assert res["ok"] and res["ended"] is True
+        assert _wait_gone(host.agents, 10) == []
+        assert not _alive(res["pid"])
+        session = getattr(t, "_session", None)  # ssh or the local agent: exited by itself
+        if session is not None:
+            assert not session.proc.stdin.closed
+            assert session.proc.wait(timeout=10) == 0
+        again = t.call(dict(INSPECT))
+        assert again["ok"] and again["pid"] != res["pid"] and "ended" not in again
+        assert host.agents() == [again["pid"]]
+    finally:
+        t.close()
+
+
+def test_last_request_that_went_wrong_keeps_the_session(host: Host) -> None:
+    """An answer that did not go well (an error, a check that failed) keeps the session for
+    the caller's next request, `last` or not."""
+    failing = {"op": "verify", "checks": [{"name": "no", "module": "os", "code": "1/0"}]}
+    t = host.connect()
+    try:
+        bad = t.call({"op": "no-such-op", "last": True})
+        assert not bad["ok"] and "ended" not in bad
+        checked = t.call(dict(failing, last=True))
+        assert checked["ok"] and not checked["checks"][0]["ok"] and "ended" not in checked
+        assert checked["pid"] == bad["pid"] == t.call(dict(INSPECT))["pid"]
+    finally:
+        t.close()

@@ -68,3 +68,15 @@ def test_a_ping_pong_counts_its_round_trips_and_keeps_order() -> None:
     # the banner, then 5 requests each answered: 11 one-way flights, 6 answers waited for
     assert (pinged.flights, pinged.round_trips) == (11, 6)
     assert counts.bytes_up == len(b"again\n") + len(blob)
+
+
+def test_trace_marks_where_each_flight_begins() -> None:
+    trace: list[str] = []
+    f = Flights(Counts(), trace, "2222#1")
+    for up, size in [(True, 3), (True, 4), (False, 5)]:
+        f.chunk(up, size)
+    assert [line.split(" ", 1)[1] for line in trace] == [
+        "2222#1 -> 3",
+        "2222#1    +4",
+        "2222#1 <- 5",
+    ]
