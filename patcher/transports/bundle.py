@@ -286,9 +286,9 @@ def agent_key() -> str:
     """The bundle's BLAKE2b-256 digest: the name it is kept under on a host, and what its
     bytes are checked against there (BLAKE2b, not SHA-256: the interpreter's own C module
     hashes the ~300 KB in ~0.4 ms where its SHA-256 takes ~1 ms, on every agent start)."""
-    import hashlib
+    from patcher.transports.fasthash import blake2b_hex
 
-    return hashlib.blake2b(agent_bundle(), digest_size=32).hexdigest()
+    return blake2b_hex([agent_bundle()])
 
 
 # The bundle's layout, part of the kept file's key: a loader that reads another layout never
@@ -312,7 +312,10 @@ def agent_bundle(code: bool = True) -> bytes:
     (a child's slim compile, marshal, zlib, base64, JSON) is ~0.2 s, on the path of the run
     before its first host gets the bundle; reading it back is ~1 ms. Where it cannot be kept,
     the code objects are the .pyc bodies (~20 ms a build)."""
-    from importlib.util import MAGIC_NUMBER
+    try:  # the import system's own module: importlib.util costs ms more to import
+        from _frozen_importlib_external import MAGIC_NUMBER
+    except ImportError:  # pragma: no cover - CPython has it
+        from importlib.util import MAGIC_NUMBER
 
     root = Path(__file__).parent.parent / "agent"
     sources = {
@@ -322,12 +325,12 @@ def agent_bundle(code: bool = True) -> bytes:
     texts = {name: f.read_bytes() for name, f in sources.items()}
     if not code:
         return _build(texts, {})
-    import hashlib
+    from patcher.transports.fasthash import blake2b_hex
 
-    h = hashlib.sha256(f"{_LAYOUT}\0{MAGIC_NUMBER.hex()}\0{CHILD_BOOT}\0".encode())
-    for name, text in texts.items():
-        h.update(b"%s\0%d\0%s" % (name.encode(), len(text), text))
-    kept = root / "__pycache__" / f"{_KEPT}.{MAGIC_NUMBER.hex()}.{h.hexdigest()[:32]}.line"
+    head = f"{_LAYOUT}\0{MAGIC_NUMBER.hex()}\0{CHILD_BOOT}\0".encode()
+    parts = (b"%s\0%d\0%s" % (name.encode(), len(text), text) for name, text in texts.items())
+    digest = blake2b_hex([head, *parts], digest_size=16)
+    kept = root / "__pycache__" / f"{_KEPT}.{MAGIC_NUMBER.hex()}.{digest}.line"
     found = _read_kept(kept, root)
     if found is not None:
         return found

@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import time
 import weakref
 from typing import IO, TYPE_CHECKING, Any
 
-from patcher.agent import protocol
 from patcher.errors import AgentError, HostError
 from patcher.transports import session as session_words
 from patcher.transports.answers import Budget
@@ -128,6 +126,8 @@ class PipeTransport(SessionTransport):
             return self._no_answer(out, err, self._end(kill=False))
         try:
             answer = decode_answer(self.target, line, session.err_since(mark), 0)
+            from patcher.agent import protocol  # loaded by the engine already: a lookup
+
             session.ended = answer.get(protocol.ENDED) is True
             return answer
         except AgentError:
@@ -168,6 +168,8 @@ class LocalTransport(PipeTransport):
         self.trusted_python = trusted_python or TRUSTED_PYTHON
         self.run_as = run_as  # --run-as: as root, the user the environment's code runs as
         self.call_timeout = call_timeout  # --timeout: per agent call, as over SSH
+        import shutil  # the local transport's only use of it: not imported for SSH runs
+
         exe = shutil.which(python)
         if exe is None:
             raise HostError(

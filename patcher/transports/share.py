@@ -26,7 +26,6 @@ ControlPath fits); the directory and the file are made by `prepare`, once per pr
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 import time
@@ -138,7 +137,9 @@ def control_dir() -> tuple[str | None, str]:
 def write_config(directory: str, text: str) -> str:
     """The -F file in `directory` (ours, checked), named by its content: written once,
     atomically (O_EXCL temp file, rename); a later run finds it in place."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    from patcher.transports.fasthash import blake2b_hex
+
+    digest = blake2b_hex([text.encode()], digest_size=8)
     path = os.path.join(directory, f"ssh_config-{digest}")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)

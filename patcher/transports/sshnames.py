@@ -10,7 +10,6 @@ no blank or control characters, no leading '-', a sane length) before any ssh se
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 
 # What OpenSSH's valid_hostname() and valid_ruser() (ssh.c) refuse, plus `$` and `\` in user
@@ -50,6 +49,8 @@ HOST_HINT = "a host is a DNS name, an IP address or an ssh_config alias, e.g. gp
 
 def openssh() -> str | None:
     """The OpenSSH client on PATH, if any."""
+    import shutil  # here: one lookup per run, not an import on every command's start
+
     return shutil.which("ssh")
 
 

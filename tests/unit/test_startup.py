@@ -101,3 +101,35 @@ def test_catalog_needs_no_spec_models(tmp_path: Path) -> None:
         m for m in found if m.startswith(("pydantic", "patcher.specs.model", "patcher.run.engine"))
     ]
     assert loaded == [] and len(found) <= 150, (loaded, len(found))
+
+
+SSH_START = """\
+import sys
+from patcher.transports.openssh import OpenSshTransport
+from patcher.transports.ssh import SshOptions
+t = OpenSshTransport("h", "h", None, None, SshOptions(ssh_config=sys.argv[1]))
+assert "ControlMaster auto" in open(t.share_config).read() and t._argv()[0].endswith("ssh")
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_first_ssh_starts_before_hashlib_and_the_agent_package(tmp_path: Path) -> None:
+    """What a command does before its first `ssh` starts is on the path of every command at
+    every RTT: the agent bundle's key, the shared connection's config, the remote command line
+    come without hashlib (OpenSSL's load) and without the agent package (fasthash, lazy
+    imports); both load later, while the handshake runs."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("")
+    cfg.chmod(0o600)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", SSH_START, str(cfg)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "VPATCH_CACHE_DIR": str(tmp_path / "cache")},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    loaded = set(proc.stdout.split())
+    assert "patcher.transports.bundle" in loaded  # the remote command line was made
+    assert sorted(loaded & {"hashlib", "_hashlib", "patcher.agent", "tempfile"}) == []
