@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
-from patcher.specs import tomlpos
 from patcher.transports import KINDS, sshnames
 
 
@@ -109,6 +108,8 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc).lstrip(".")
         # A hosts.toml's problem where it is written, `FILE:LINE:COL:` as `vpatch check` says a
         # spec's (editors jump there); an Ansible inventory's fields are not where TOML says.
+        from patcher.specs import tomlpos  # positions are for errors: not on every run's path
+
         at = f":{':'.join(map(str, tomlpos.locate(text, where)))}" if local is None else ""
         hint = exc.hint or _HINT
         raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", hint) from None
@@ -257,6 +258,8 @@ def _toml(path: str, text: str) -> dict[str, Any] | None:
     except tomllib.TOMLDecodeError as exc:
         if not path.endswith(".toml"):
             return None
+        from patcher.specs import tomlpos
+
         line_col = tomlpos.error_position(str(exc))
         at = f":{line_col[0]}:{line_col[1]}" if line_col else ""
         raise SpecError(f"{path}{at}: invalid TOML: {exc}", "fix the TOML syntax") from None
