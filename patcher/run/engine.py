@@ -223,6 +223,8 @@ class _Writing:
     def _once(self, host: HostResult) -> None:
         ctx, transport, level = self.ctx, self.transport, self.opts.level
         request = self.request()
+        if self.opts.dry_run:  # it only looks: nothing is asked after the inspect
+            request = exchange.last_if_ending(ctx, request)
         ahead = (
             exchange.commit_ahead(ctx, request, self.make, level, self.recipe())
             if self.guessing()
