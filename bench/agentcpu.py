@@ -176,7 +176,7 @@ def capture(args: Sequence[str]) -> list[dict[str, Any]]:
         sent.append(req)
         return real(self, req, timeout)
 
-    transport.LocalTransport.call = call  # type: ignore[method-assign]
+    transport.LocalTransport.call = call  # type: ignore[method-assign,assignment]
     try:
         sys.stdout.flush()
         saved = os.dup(1)  # the CLI prints its report: not into this one
@@ -485,12 +485,14 @@ def _own_cache() -> None:
     )
 
 
-def over_ssh(reps: int) -> dict[str, float]:
+def over_ssh(reps: int, against: str = "") -> dict[str, float]:
     """Mean host CPU ms per run on one real sshd host (bench/lab.py, bench/hostcpu.py):
-    `ssh h true` (sshd alone: key exchange, authentication, the shell), `ssh h sed -i` (the
-    floor), a bare interpreter start, the agent's start (vpatch's remote command: the bundle,
-    then EOF; and the SSH transports' command, which loads the bundle kept on the host) and
-    `vpatch apply --level static`, each from pip's bytes. Figures from one
+    `ssh h true` (sshd alone: key exchange, authentication, the shell; with the lab's
+    curve25519 and with OpenSSH's default post-quantum exchange), `ssh h sed -i` (the floor), a
+    bare interpreter start, the agent's start (vpatch's remote command: the bundle, then EOF;
+    and the SSH transports' command, which loads the bundle kept on the host) and `vpatch
+    apply --level static` (and `against`'s, the tree at that directory), each from pip's
+    bytes. Every row runs once a round, the order turned every round. Figures from one
     invocation compare; across invocations the load of the machine moves them all."""
     from bench import lab as labs
     from bench.hostcpu import HostCpu
@@ -512,32 +514,46 @@ def over_ssh(reps: int) -> dict[str, float]:
             apply = [sys.executable, "-m", "patcher.cli", "apply", str(spec), "--inventory"]
             apply += [str(inv), "--ssh-config", cfg, "--python", labs.PYTHON, "--level"]
             apply += ["static", "--json"]
-            env = child_env({"VPATCH_CACHE_DIR": str(work / "cache")})
-            out: dict[str, float] = {}
             ssh = ["ssh", "-F", cfg, "-T", host.name, "--"]
+            pq = ["ssh", "-F", cfg, "-o", "KexAlgorithms=sntrup761x25519-sha512@openssh.com"]
             bare = [*ssh, f"{labs.PYTHON} -I -c pass"]
             start = [*ssh, remote_command(labs.PYTHON)]
             kept = [*ssh, remote_command(labs.PYTHON, kept=True)]
             bundle = agent_bundle()
-            for name, cmd, stdin, first in (
-                ("ssh h true (sshd alone)", [*ssh, "true"], b"", b""),
-                ("ssh h sed -i (floor)", floor, b"", b""),
-                ("ssh h python -I -c pass", bare, b"", b""),
-                ("agent start: bundle, EOF", start, bundle, bundle),
+            # (name, argv, stdin, the warm-up's stdin, working directory)
+            rows: list[tuple[str, list[str], bytes, bytes, str | None]] = [
+                ("ssh h true (sshd alone)", [*ssh, "true"], b"", b"", None),
+                (
+                    "ssh h true, OpenSSH's default kex",
+                    [*pq, "-T", host.name, "true"],
+                    b"",
+                    b"",
+                    None,
+                ),
+                ("ssh h sed -i (floor)", floor, b"", b"", None),
+                ("ssh h python -I -c pass", bare, b"", b"", None),
+                ("agent start: bundle, EOF", start, bundle, bundle, None),
                 # the bundle kept on the host (bundle.kept_boot): the warm-up's miss keeps it
-                ("agent start: kept bundle, EOF", kept, b"", bundle),
-                ("vpatch apply --level static", apply, b"", b""),
-            ):
-                spent = []
-                for i in range(reps + 1):  # the first is a warm-up (rewrite cache, .pyc)
+                ("agent start: kept bundle, EOF", kept, b"", bundle, None),
+                ("vpatch apply --level static", apply, b"", b"", None),
+            ]
+            if against:
+                rows.append((f"vpatch apply --level static, {against}", apply, b"", b"", against))
+            spent: dict[str, list[float]] = {row[0]: [] for row in rows}
+            for i in range(reps + 1):  # the first is a warm-up (rewrite cache, .pyc, kept)
+                for name, cmd, stdin, first, cwd in rows if i % 2 else rows[::-1]:
+                    cache = work / ("cache" if cwd is None else "cache-against")
+                    env = child_env({"VPATCH_CACHE_DIR": str(cache)})
                     stand.reset([host])
                     before = cpu.read()
                     given = stdin if i else first
-                    subprocess.run(cmd, env=env, check=True, capture_output=True, input=given)
+                    subprocess.run(
+                        cmd, env=env, check=True, capture_output=True, input=given, cwd=cwd
+                    )
                     if i:
-                        spent.append((cpu.read() - before) * 1000)
-                out[name] = sum(spent) / len(spent)  # a mean: HostCpu counts 10 ms ticks
-            return out
+                        spent[name].append((cpu.read() - before) * 1000)
+            # means: HostCpu counts 10 ms ticks
+            return {name: sum(x) / len(x) for name, x in spent.items()}
         finally:
             stand.lab.close()
 
@@ -605,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kept breakdown": kept_breakdown(stand, agents[0], args.reps),
         }
     if args.ssh:
-        figures["over ssh (host CPU ms, median)"] = over_ssh(args.ssh)
+        figures["over ssh (host CPU ms, mean)"] = over_ssh(args.ssh, args.against)
     if args.json:
         print(json.dumps(figures, indent=1))
         return 0
@@ -628,8 +644,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{key} (one instrumented session, ms of process CPU):")
         for label, ms in figures[key]:
             print(f"  {label:<64}{ms:7.2f}")
-    for label, ms in figures.get("over ssh (host CPU ms, median)", {}).items():
-        print(f"over ssh, host CPU per run: {label:<32}{ms:8.1f} ms")
+    for label, ms in figures.get("over ssh (host CPU ms, mean)", {}).items():
+        print(f"over ssh, host CPU per run: {label:<56}{ms:8.1f} ms")
     return 0
 
 
