@@ -426,3 +426,31 @@ def test_record_digests_decoded_at_once_as_one_by_one() -> None:
         locate._hex(bad.split(",")[1])
     with pytest.raises(ValueError):
         locate._parse_record("\n".join([*rows, bad]))
+
+
+def test_the_agent_process_collects_garbage_less_often_its_caller_as_it_was() -> None:
+    """main() raises the first collector threshold in the agent process (BOOT's
+    `vpatch_agent`), leaving the others as they were; imported in-process (`patcher.agent`,
+    the local transport's caller), the collector stays the caller's."""
+    import gc
+
+    import patcher.agent as agent
+
+    before = gc.get_threshold()
+    agent._collect_less()
+    assert gc.get_threshold() == before
+    tail = "import vpatch_agent\nvpatch_agent.main()\n"
+    assert BOOT.endswith(tail)
+    # each answer says the threshold main() left (main calls `answer` by its module name)
+    told = (
+        "import gc\nT = list(gc.get_threshold())\nimport vpatch_agent\nA = vpatch_agent.answer\n"
+        "vpatch_agent.answer = lambda line: dict(A(line), gc=[T, list(gc.get_threshold())])\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", BOOT[: -len(tail)] + told + tail],
+        input=agent_bundle() + request_line({"op": "nothing"}),
+        capture_output=True,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    start, now = json.loads(res.stdout)["gc"]
+    assert now == [agent.GC_THRESHOLD, *start[1:]] and start[0] < agent.GC_THRESHOLD
