@@ -48,6 +48,21 @@ def _adopt_state(state: statedir.State) -> None:
     state.adopt()
 
 
+def _leased(state: statedir.State) -> bool:
+    """Whether the state dir has an entry by the rollout lease's name at all (what it is, and
+    whether it holds these specs, is lease.check_commit's to say). Asked under the lock every
+    lease change takes, so the answer holds for the whole commit; where there is none, as on
+    every host no `vpatch rollout` is walking, lease.py and leasing.py are not loaded (~0.3 ms
+    of host CPU per commit)."""
+    try:
+        os.stat(protocol.LEASE_FILE, dir_fd=state.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # (lease.check_commit meets it too, and says what it is)
+    return True
+
+
 def _backup(state: statedir.State, data: bytes, sha: str) -> None:
     """Store the backup; backups/ is fsync'ed once for the transaction (_write_planned)."""
     state.write_backup(data, sha, sync=False)
@@ -108,9 +123,10 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     try:
         with lock.Locked(p["lock"], float(req.get("lock_timeout", 60)), opener):
             faults.point("commit.locked")
-            from . import lease  # a live rollout of these specs: refused (agent/lease.py)
+            if _leased(state):
+                from . import lease  # a live rollout of these specs: refused (agent/lease.py)
 
-            lease.check_commit(state, req)
+                lease.check_commit(state, req)
             notes.extend(_repair(state))
             planned = _planned(state, writes)
             _seed_backups(state, req.get("backups") or [])

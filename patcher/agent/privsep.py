@@ -313,13 +313,17 @@ def _become_worker(python: str, extra: list[str]) -> None:
     """Stage 0 goes on as the worker in this process (`_same_interpreter`): the argv and
     `sys.executable` the exec would have given, the agent package imported afresh from the
     bundle's importer (stage 0's own modules forgotten, but the closure's two, which keep no
-    state), then the agent's main loop on the
-    same stdin, of which stage 0 read exactly the bundle."""
+    state, and this module and rootscan, whose only state, STATE and _PROBE_USERS, stage 0
+    never writes and is emptied here as a fresh import leaves it: the worker imports them
+    anyway, and each load is host CPU, ~0.4 ms for the two), then the agent's main loop on
+    the same stdin, of which stage 0 read exactly the bundle."""
     sys.executable = python
     sys.argv[:] = ["-c", ARG, IN_PLACE, *extra]
-    keep = ("vpatch_agent.closure", "vpatch_agent.closurefacts")  # stateless: loaded once
+    keep = ("closure", "closurefacts", "privsep", "rootscan")  # loaded once, by stage 0
+    rootscan.STATE.clear()
+    _PROBE_USERS.clear()
     for name in [n for n in sys.modules if n.split(".")[0] == "vpatch_agent"]:
-        if name not in keep:
+        if name.partition(".")[2] not in keep:
             del sys.modules[name]
     __import__("vpatch_agent").main()
     os._exit(0)  # (main ends the process itself at EOF)

@@ -158,6 +158,47 @@ def test_root_env_with_an_owners_pth_drops_and_still_sees_roots_processes(
         shutil.rmtree(root_dir)
 
 
+def test_stage0_going_on_as_the_worker_loads_its_own_modules_once(tmp_path: Path) -> None:
+    """A root-owned environment of the trusted interpreter's binary: stage 0 becomes the
+    worker in its own process (privsep._become_worker), which imports the agent package
+    afresh but keeps the modules stage 0 loaded and never changed (privsep, rootscan and
+    the closure's two, each loaded once; the package itself and what stage 0 never ran, once
+    too), and works as root with that state empty: the inspect is answered, as uid 0."""
+    root_dir = Path(tempfile.mkdtemp(prefix="vpatch-root-env-"))
+    os.chmod(root_dir, 0o755)
+    try:
+        venv = root_dir / "venv"
+        subprocess.run(
+            [HOST_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True
+        )
+        argv = agent_argv(str(venv / "bin" / "python"), True, TRUSTED_PYTHON)
+        at = argv.index("-c") + 1
+        # every module the bundle's importer runs, said on stderr as the process ends
+        counted = (
+            argv[at]
+            .replace("        exec(x,mod.__dict__)\n", "        L.append(n);exec(x,mod.__dict__)\n")
+            .replace(
+                "import sys\n",
+                "import sys,os\nL=[];X=os._exit\n"
+                "def E(c):\n    os.write(2,('@@'+repr(L)).encode());X(c)\nos._exit=E\n",
+                1,
+            )
+        )
+        assert counted.count("L.append(n)") == 1
+        argv[at] = counted
+        req = {"op": "inspect", "packages": {}, "state_dir": str(root_dir / "state")}
+        out = subprocess.run(
+            argv, input=agent_bundle() + request_line(req), capture_output=True, timeout=120
+        )
+        answer = json.loads(out.stdout)
+        assert (answer["ok"], answer["uid"], answer.get("dropped_from")) == (True, 0, None)
+        loads = out.stderr.decode().rsplit("@@", 1)[1].strip("[]").replace("'", "").split(", ")
+        assert "vpatch_agent.facts" in loads
+        assert {n: loads.count(n) for n in loads if loads.count(n) > 1} == {}, loads
+    finally:
+        shutil.rmtree(root_dir)
+
+
 def test_untrusted_trusted_python_is_refused(owned: OwnedEnv) -> None:
     """--trusted-python naming an interpreter path another user owns (here the owner's own
     bin/python link): stage 0 refuses before it looks at the environment."""

@@ -143,13 +143,17 @@ _HEAVY = [
     "signal", "csv", "base64", "importlib.metadata", "email", "subprocess", "tempfile",
     "collections", "functools",
 ]  # fmt: skip
+# The agent's own modules a static apply on a host without a rollout lease, where stage 0 did
+# not start the worker, does not need (each is host CPU at every start: its decode and body).
+_SPARED = ["vpatch_agent.lease", "vpatch_agent.leasing", "vpatch_agent.privsep"]
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_static_apply_imports_none_of_the_heavy_modules(version: str, tmp_path: Path) -> None:
     """On each supported Python (the controller's own: from its code objects; the others: from
     source), an inspect and a commit through BOOT work, write py_compile's .pyc, and import
-    none of `_HEAVY` that the interpreter had not loaded at its start."""
+    none of `_HEAVY` that the interpreter had not loaded at its start, nor the agent's
+    modules of `_SPARED`."""
     venv = tmp_path / "venv"
     subprocess.run(
         [pythons.find(version), "-m", "venv", "--without-pip", str(venv)],
@@ -178,7 +182,7 @@ def test_a_static_apply_imports_none_of_the_heavy_modules(version: str, tmp_path
         "    assert res['ok'], res\n"
         "    assert res['packages' if 'packages' in res else 'written']\n"
         "new = [m for m in sys.modules if m not in BEFORE]\n"
-        f"print(vpatch_agent.wire.dumps([m for m in {_HEAVY!r} if m in new]))\n"
+        f"print(vpatch_agent.wire.dumps([m for m in {_HEAVY + _SPARED!r} if m in new]))\n"
     )
     res = subprocess.run(
         [str(py), "-I", "-c", loader + check],
@@ -422,3 +426,31 @@ def test_record_digests_decoded_at_once_as_one_by_one() -> None:
         locate._hex(bad.split(",")[1])
     with pytest.raises(ValueError):
         locate._parse_record("\n".join([*rows, bad]))
+
+
+def test_the_agent_process_collects_garbage_less_often_its_caller_as_it_was() -> None:
+    """main() raises the first collector threshold in the agent process (BOOT's
+    `vpatch_agent`), leaving the others as they were; imported in-process (`patcher.agent`,
+    the local transport's caller), the collector stays the caller's."""
+    import gc
+
+    import patcher.agent as agent
+
+    before = gc.get_threshold()
+    agent._collect_less()
+    assert gc.get_threshold() == before
+    tail = "import vpatch_agent\nvpatch_agent.main()\n"
+    assert BOOT.endswith(tail)
+    # each answer says the threshold main() left (main calls `answer` by its module name)
+    told = (
+        "import gc\nT = list(gc.get_threshold())\nimport vpatch_agent\nA = vpatch_agent.answer\n"
+        "vpatch_agent.answer = lambda line: dict(A(line), gc=[T, list(gc.get_threshold())])\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", BOOT[: -len(tail)] + told + tail],
+        input=agent_bundle() + request_line({"op": "nothing"}),
+        capture_output=True,
+    )
+    assert res.returncode == 0, res.stderr.decode()
+    start, now = json.loads(res.stdout)["gc"]
+    assert now == [agent.GC_THRESHOLD, *start[1:]] and start[0] < agent.GC_THRESHOLD

@@ -437,3 +437,15 @@ def test_resume_waits_for_its_runs_beating_lease_as_long_as_promised_then_takes_
     with pytest.raises(rolloutlease.Refused) as refused:
         third.take(60.0, resume=True)
     assert "another controller of run a1 is running" in refused.value.error
+
+
+def test_a_commit_meets_a_planted_lease_link_as_before(tmp_path: Path) -> None:
+    """The commit looks the lease up by name without following a link before loading
+    lease.py (commit._leased): a link by that name is still lease.py's to refuse."""
+    sdir = tmp_path / "state"
+    sdir.mkdir(mode=0o700)
+    (tmp_path / "elsewhere").write_text("{}")
+    (sdir / protocol.LEASE_FILE).symlink_to(tmp_path / "elsewhere")
+    journal = [{"action": "apply", "spec": "s1"}]
+    answer = handle({"op": "commit", "writes": [], "journal": journal, "state_dir": str(sdir)})
+    assert (answer["ok"], answer["kind"]) == (False, protocol.STATE), answer
