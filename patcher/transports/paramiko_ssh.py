@@ -302,10 +302,15 @@ class SshTransport(SessionTransport):
         if line is None:  # the agent (or the connection) ended without an answer line
             return self._ended(chan)
         try:
-            return decode_answer(self.target, line, bytes(self._err), 0)
+            answer = decode_answer(self.target, line, bytes(self._err), 0)
         except AgentError:
             self._drop()  # it printed something that is not an answer: out of step
             raise
+        from patcher.agent import protocol  # loaded by the engine already: a lookup
+
+        if answer.get(protocol.ENDED) is True:
+            self._drop()  # its agent ended the session (protocol.LAST): the next call opens one
+        return answer
 
     def _drain_err(self, chan: paramiko.Channel) -> None:
         """Move whatever stderr has arrived into our buffer, keeping its tail: a chatty agent
