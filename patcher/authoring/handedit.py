@@ -54,12 +54,12 @@ class FileDiff:
         if self.before is None or (self.after is None and self.state != "missing"):
             return ""
         after = self.after or ""
-        a, b = self.before.splitlines(keepends=True), after.splitlines(keepends=True)
         fromfile, tofile = f"a/{self.rel}", f"b/{self.rel}"
-        if len(a) * len(b) > fastdiff.SMALL:  # a big file: diff -u's text where it is ours
-            got = sysdiff.unified(self.before, after, a, b, fromfile, tofile)
+        if self.before.count("\n") * after.count("\n") > fastdiff.SMALL:
+            got = sysdiff.unified(self.before, after, fromfile, tofile)  # a big file: diff's
             if got is not None:
                 return got
+        a, b = self.before.splitlines(keepends=True), after.splitlines(keepends=True)
         return "".join(
             fastdiff.unified_diff(
                 a,
