@@ -55,10 +55,9 @@ class FileDiff:
             return ""
         after = self.after or ""
         fromfile, tofile = f"a/{self.rel}", f"b/{self.rel}"
-        if self.before.count("\n") * after.count("\n") > fastdiff.SMALL:
-            got = sysdiff.unified(self.before, after, fromfile, tofile)  # a big file: diff's
-            if got is not None:
-                return got
+        got = sysdiff.unified(self.before, after, fromfile, tofile, small=fastdiff.SMALL)
+        if got is not None:  # a big file: diff's changes
+            return got
         a, b = self.before.splitlines(keepends=True), after.splitlines(keepends=True)
         return "".join(
             fastdiff.unified_diff(

@@ -100,25 +100,32 @@ def matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[Block] | None:
     return None if out is None else blocks_from_normal(out, len(a), len(b))
 
 
-def unified(a_text: str, b_text: str, fromfile: str, tofile: str) -> str | None:
+def unified(
+    a_text: str, b_text: str, fromfile: str, tofile: str, small: int | None = None
+) -> str | None:
     """The unified diff of a_text -> b_text that `diff -u` writes, which is what
     `fastdiff.unified_diff` writes from the same matching: `diff` only lists its changes (four
     numbers each, `CHANGES`) and `fastdiff.from_changes` writes the text, checking every line
     between them. None where it cannot be had (no diff, it failed, a text diff does not split
-    as splitlines does): the caller formats its own.
+    as splitlines does) or is not worth a child (at most `small` line pairs): the caller
+    formats its own.
 
-    While `diff` runs (a child: the other core) the texts are split here."""
+    Each text's lines are counted once (a scan of its characters: the only one before diff
+    starts) and split while `diff` runs (a child: the other core)."""
     from patcher.plan import fastdiff
 
     if (a_text and not a_text.endswith("\n")) or (b_text and not b_text.endswith("\n")):
         return None  # "\\ No newline at end of file"
+    a_lines, b_lines = a_text.count("\n"), b_text.count("\n")
+    if small is not None and a_lines * b_lines <= small:
+        return None
     try:
         a_bytes, b_bytes = a_text.encode("utf-8"), b_text.encode("utf-8")
     except UnicodeEncodeError:
         return None
     with _running(CHANGES, a_bytes, b_bytes) as result:
         a, b = a_text.splitlines(keepends=True), b_text.splitlines(keepends=True)
-        if len(a) != a_text.count("\n") or len(b) != b_text.count("\n"):
+        if len(a) != a_lines or len(b) != b_lines:
             return None  # a break diff does not split at ("\r", "\x0c", ...)
         out = result()
     changes = _numbers(out)

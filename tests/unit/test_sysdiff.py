@@ -145,21 +145,23 @@ def test_vpatch_diff_of_a_big_file_is_the_system_diffs(monkeypatch: pytest.Monke
     monkeypatch.setattr(fastdiff, "unified_diff", no_python)
     assert _file("".join(a), "".join(b)).diff == want
     monkeypatch.undo()
-    asked: list[int] = []
-    real = sysdiff.unified
+    started: list[list[str]] = []
+    real = sysdiff._running
 
-    def counting(*args: object, **kwargs: object) -> str | None:
-        asked.append(1)
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    def counting(options: list[str], a: bytes, b: bytes) -> object:
+        started.append(options)
+        return real(options, a, b)
 
-    monkeypatch.setattr(sysdiff, "unified", counting)
+    monkeypatch.setattr(sysdiff, "_running", counting)
     assert _file("".join(small_a), "".join(small_b)).diff == small_want
-    assert asked == []
+    assert started == []  # a small file: no diff started
     no_eol = "".join(b).rstrip("\n")
     assert _file("".join(a), no_eol).diff == "".join(
         fastdiff.unified_diff(a, no_eol.splitlines(True), "a/m.py", "b/m.py")
     )
-    assert asked == [1]
+    assert started == []  # no newline at the end: not diff's to split
+    assert _file("".join(a), "".join(b)).diff == want
+    assert started == [sysdiff.CHANGES]
 
 
 def test_diff_runs_on_memory_files_and_leaves_nothing_open() -> None:
