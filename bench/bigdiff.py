@@ -16,10 +16,11 @@ Rows (wall and CPU of the whole command, bench/timing.py; medians): `vpatch diff
 with nothing changed (vpatch's start-up and scan: the floor), and `diff -u` of the two texts.
 The goal: vpatch diff <= floor + 3x `diff -u`; each module's line says whether it is met.
 
-Which vpatch: bench/measured.py (`VPATCH_BENCH_VPATCH`, else the dev venv's). `--against CMD`
-measures a second one (another tree's, e.g. the commit before a change) in the same rounds,
-the two alternating which goes first: a before/after on one machine in one minute, where
-figures from two runs would differ by the machine's load.
+Which vpatch: bench/measured.py (`VPATCH_BENCH_VPATCH`, else the dev venv's, which runs the
+tree that venv was installed from, editable: not a git worktree's; the first line says which).
+`--against CMD` measures a second one (another tree's, e.g. the commit before a change) in the
+same rounds, the two alternating which goes first: a before/after on one machine in one
+minute, where figures from two runs would differ by the machine's load.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.measured import vpatch_argv
+from bench.measured import vpatch_argv, vpatch_install
 from bench.timing import child_env, summary, timed
 from tests.support import wheellab
 
@@ -131,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         results = [
             measure(kind, args.reps, Path(tmp), args.against) for kind in ("unique", "repetitive")
         ]
+    print(f"vpatch: {vpatch_install()}; against: {args.against or '-'}")
     for r in results:
         wall, cpu = r["wall"], r["cpu"]
         assert isinstance(wall, dict) and isinstance(cpu, dict)
