@@ -27,7 +27,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING
 
@@ -108,28 +108,53 @@ def unified(
     numbers each, `CHANGES`) and `fastdiff.from_changes` writes the text, checking every line
     between them. None where it cannot be had (no diff, it failed, a text diff does not split
     as splitlines does) or is not worth a child (at most `small` line pairs): the caller
-    formats its own.
+    formats its own."""
+    return Unified(a_text, b_text, fromfile, tofile, small).text()
 
-    Each text's lines are counted once (a scan of its characters: the only one before diff
-    starts) and split while `diff` runs (a child: the other core)."""
-    from patcher.plan import fastdiff
 
-    if (a_text and not a_text.endswith("\n")) or (b_text and not b_text.endswith("\n")):
-        return None  # "\\ No newline at end of file"
-    a_lines, b_lines = a_text.count("\n"), b_text.count("\n")
-    if small is not None and a_lines * b_lines <= small:
-        return None
-    try:
-        a_bytes, b_bytes = a_text.encode("utf-8"), b_text.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    with _running(CHANGES, a_bytes, b_bytes) as result:
-        a, b = a_text.splitlines(keepends=True), b_text.splitlines(keepends=True)
-        if len(a) != a_lines or len(b) != b_lines:
-            return None  # a break diff does not split at ("\r", "\x0c", ...)
-        out = result()
-    changes = _numbers(out)
-    return None if changes is None else fastdiff.from_changes(a, b, changes, fromfile, tofile)
+class Unified:
+    """`unified` in two steps. Made, it starts `diff` (where the texts are diff's to take: each
+    text's lines counted, the one scan of its characters before diff starts); `text()` splits
+    the texts while diff runs (a child: the other core), waits for it and writes the diff. Made
+    as soon as a host's texts are here, diff runs while the rest of the scan finishes. One that
+    is never asked lets its child and memory files go when it is collected (`_running`'s
+    generator is closed then, its `finally` run)."""
+
+    def __init__(
+        self, a_text: str, b_text: str, fromfile: str, tofile: str, small: int | None = None
+    ) -> None:
+        self.texts = (a_text, b_text)
+        self._names = (fromfile, tofile)
+        self._lines = (a_text.count("\n"), b_text.count("\n"))
+        self._stack = ExitStack()
+        self._result: Callable[[], bytes | None] | None = None
+        if (a_text and not a_text.endswith("\n")) or (b_text and not b_text.endswith("\n")):
+            return  # "\\ No newline at end of file"
+        if small is not None and self._lines[0] * self._lines[1] <= small:
+            return
+        try:
+            a_bytes, b_bytes = a_text.encode("utf-8"), b_text.encode("utf-8")
+        except UnicodeEncodeError:
+            return
+        self._result = self._stack.enter_context(_running(CHANGES, a_bytes, b_bytes))
+
+    def text(self) -> str | None:
+        """The diff's text, or None (asked once: diff's child is let go here)."""
+        from patcher.plan import fastdiff
+
+        result, self._result = self._result, None
+        if result is None:
+            return None
+        with self._stack:
+            (a_text, b_text), (a_lines, b_lines) = self.texts, self._lines
+            a, b = a_text.splitlines(keepends=True), b_text.splitlines(keepends=True)
+            if len(a) != a_lines or len(b) != b_lines:
+                return None  # a break diff does not split at ("\r", "\x0c", ...)
+            out = result()
+        changes = _numbers(out)
+        if changes is None:
+            return None
+        return fastdiff.from_changes(a, b, changes, *self._names)
 
 
 def _numbers(out: bytes | None) -> list[int] | None:

@@ -243,3 +243,42 @@ def test_a_diff_that_hangs_is_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert _unified(a, b) is None
     assert time.monotonic() - started < 20  # not the child's 30 s: it was killed
     assert fakediff.open_fds() == before
+
+
+def test_a_diff_started_early_is_the_one_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`FileDiff.start` (a host's texts just here): diff starts then, `diff` takes that run and
+    starts none; texts changed since are diffed anew; nothing is left open either way."""
+    a, b = _big()
+    want = _reference(a, b)
+    before = fakediff.open_fds()
+    f = _file("".join(a), "".join(b))
+    f.start()
+    assert f.early is not None
+    started: list[list[str]] = []
+    real = sysdiff._running
+
+    def counting(options: list[str], x: bytes, y: bytes) -> object:
+        started.append(options)
+        return real(options, x, y)
+
+    monkeypatch.setattr(sysdiff, "_running", counting)
+    assert f.diff == want
+    assert started == [] and f.early is None
+    g = _file("".join(a), "".join(a))
+    g.start()
+    g.after = "".join(b)  # the texts changed after the start: not that run's
+    assert g.diff == want
+    assert started == [sysdiff.CHANGES, sysdiff.CHANGES]  # g's start, then its diff's own
+    assert fakediff.open_fds() == before
+
+
+def test_a_diff_started_and_never_asked_is_let_go() -> None:
+    import gc
+
+    a, b = _big()
+    before = fakediff.open_fds()
+    job = sysdiff.Unified("".join(a), "".join(b), "a/m.py", "b/m.py")
+    assert fakediff.open_fds() != before  # its memory files
+    del job
+    gc.collect()
+    assert fakediff.open_fds() == before
