@@ -2,6 +2,7 @@
 
     python -m bench.bigdiff               # both modules, 3 repetitions
     python -m bench.bigdiff --reps 5
+    python -m bench.bigdiff --reps 7 --against OLD/bin/vpatch   # before/after, same rounds
 
 Two modules, each 20,000 lines in a wheel of its own (tests/support/wheellab.fake_wheel),
 installed into a venv without pip, then 2,000 random lines edited in place:
@@ -13,7 +14,13 @@ installed into a venv without pip, then 2,000 random lines edited in place:
 Rows (wall and CPU of the whole command, bench/timing.py; medians): `vpatch diff PACKAGE
 --python VENV --wheelhouse DIR` (the pristine side from the wheelhouse: no network), the same
 with nothing changed (vpatch's start-up and scan: the floor), and `diff -u` of the two texts.
-The goal: vpatch diff <= floor + 3x `diff -u`.
+The goal: vpatch diff <= floor + 3x `diff -u`; each module's line says whether it is met.
+
+Which vpatch: bench/measured.py (`VPATCH_BENCH_VPATCH`, else the dev venv's, which runs the
+tree that venv was installed from, editable: not a git worktree's; the first line says which).
+`--against CMD` measures a second one (another tree's, e.g. the commit before a change) in the
+same rounds, the two alternating which goes first: a before/after on one machine in one
+minute, where figures from two runs would differ by the machine's load.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.measured import vpatch_argv
+from bench.measured import vpatch_argv, vpatch_install
 from bench.timing import child_env, summary, timed
 from tests.support import wheellab
 
@@ -50,8 +57,8 @@ def _edited(lines: list[str]) -> list[str]:
     return out
 
 
-def measure(kind: str, reps: int, work: Path) -> dict[str, object]:
-    """The rows of one module."""
+def measure(kind: str, reps: int, work: Path, against: str | None = None) -> dict[str, object]:
+    """The rows of one module (with `against`: its floor and diff rows too, `*_against`)."""
     name = f"bigdiff_{kind}"
     text = _module(kind)
     house = work / f"{kind}-wheels"
@@ -67,21 +74,30 @@ def measure(kind: str, reps: int, work: Path) -> dict[str, object]:
     before = work / f"{kind}-before.py"
     before.write_text("".join(text))
     env = child_env({"VPATCH_WHEEL_STORE": str(work / f"{kind}-store")})
-    argv = [*vpatch_argv(), "diff", name, "--python", str(python), "--wheelhouse", str(house)]
-    rows: dict[str, list[float]] = {"floor": [], "vpatch": [], "diff_u": []}
-    cpu: dict[str, list[float]] = {"floor": [], "vpatch": [], "diff_u": []}
-    timed(argv, env=env)  # warm-up: .pyc files, the store
-    for _ in range(reps):
-        big.write_text("".join(text))
-        got = timed(argv, env=env)
-        rows["floor"].append(got.wall)
-        cpu["floor"].append(got.cpu)
-        big.write_text("".join(_edited(text)))
-        got = timed(argv, env=env)
-        if got.code != 0 or "  # changed" not in got.out:
-            raise RuntimeError(f"vpatch diff did not report the edit: {got.err[-500:]}")
-        rows["vpatch"].append(got.wall)
-        cpu["vpatch"].append(got.cpu)
+    args = ["diff", name, "--python", str(python), "--wheelhouse", str(house)]
+    contenders = {"": [*vpatch_argv(), *args]}
+    if against:
+        contenders["_against"] = [against, *args]
+    rows: dict[str, list[float]] = {"diff_u": []}
+    cpu: dict[str, list[float]] = {"diff_u": []}
+    for suffix in contenders:
+        for row in ("floor", "vpatch"):
+            rows[row + suffix], cpu[row + suffix] = [], []
+    for argv in contenders.values():
+        timed(argv, env=env)  # warm-up: .pyc files, the store
+    for rep in range(reps):
+        order = list(contenders.items())
+        for suffix, argv in order if rep % 2 == 0 else order[::-1]:
+            big.write_text("".join(text))
+            got = timed(argv, env=env)
+            rows["floor" + suffix].append(got.wall)
+            cpu["floor" + suffix].append(got.cpu)
+            big.write_text("".join(_edited(text)))
+            got = timed(argv, env=env)
+            if got.code != 0 or "  # changed" not in got.out:
+                raise RuntimeError(f"vpatch diff did not report the edit: {got.err[-500:]}")
+            rows["vpatch" + suffix].append(got.wall)
+            cpu["vpatch" + suffix].append(got.cpu)
         got = timed(["diff", "-u", str(before), str(big)])
         rows["diff_u"].append(got.wall)
         cpu["diff_u"].append(got.cpu)
@@ -92,21 +108,45 @@ def measure(kind: str, reps: int, work: Path) -> dict[str, object]:
     }
 
 
+def bound_check(wall: dict[str, dict[str, float]], suffix: str = "") -> str:
+    """PURE: the goal's line for one vpatch's medians: vpatch diff against floor + 3x diff -u."""
+    got, floor, diff_u = (
+        wall[k]["median"] for k in ("vpatch" + suffix, "floor" + suffix, "diff_u")
+    )
+    bound = floor + 3 * diff_u
+    verdict = "met" if got <= bound else "MISSED"
+    return (
+        f"vpatch diff {got:.3f} s vs floor + 3x diff -u = {floor:.3f} + 3 x {diff_u:.3f} = "
+        f"{bound:.3f} s: {verdict} ({(bound - got) * 1000:+.1f} ms to spare)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bigdiff")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument(
+        "--against", metavar="CMD", help="another vpatch, measured in the same rounds (before)"
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="vpatch-bigdiff-") as tmp:
-        results = [measure(kind, args.reps, Path(tmp)) for kind in ("unique", "repetitive")]
+        results = [
+            measure(kind, args.reps, Path(tmp), args.against) for kind in ("unique", "repetitive")
+        ]
+    print(f"vpatch: {vpatch_install()}; against: {args.against or '-'}")
     for r in results:
         wall, cpu = r["wall"], r["cpu"]
         assert isinstance(wall, dict) and isinstance(cpu, dict)
-        print(
-            f"{r['module']:>10}: vpatch diff {wall['vpatch']['median']:.2f} s wall "
-            f"({cpu['vpatch']['median']:.2f} s CPU); nothing changed "
-            f"{wall['floor']['median']:.2f} s ({cpu['floor']['median']:.2f}); diff -u "
-            f"{wall['diff_u']['median']:.3f} s ({cpu['diff_u']['median']:.3f})"
-        )
+        for suffix, who in (("", "vpatch"), ("_against", "against")):
+            if "vpatch" + suffix not in wall:
+                continue
+            w, c = ({k: v[k + suffix]["median"] for k in ("vpatch", "floor")} for v in (wall, cpu))
+            print(
+                f"{r['module']:>10} {who:>7}: vpatch diff {w['vpatch']:.3f} s wall "
+                f"({c['vpatch']:.3f} s CPU); nothing changed {w['floor']:.3f} s "
+                f"({c['floor']:.3f}); diff -u {wall['diff_u']['median']:.3f} s "
+                f"({cpu['diff_u']['median']:.3f})"
+            )
+            print(f"{'':>10} {'':>7}  {bound_check(wall, suffix)}")
     print(json.dumps(results, indent=1))
     return 0
 

@@ -47,19 +47,37 @@ class FileDiff:
     before: str | None  # pristine text
     after: str | None  # text on the host
     note: str = ""
+    early: sysdiff.Unified | None = field(default=None, repr=False, compare=False)
+
+    def start(self) -> None:
+        """Start the system's diff of a big file now, its texts just here: it runs while the
+        rest of the scan finishes (the host's connection closing), and `diff` takes it."""
+        texts = self._texts()
+        if self.early is None and texts is not None:
+            names = f"a/{self.rel}", f"b/{self.rel}"
+            self.early = sysdiff.Unified(*texts, *names, small=fastdiff.SMALL)
+
+    def _texts(self) -> tuple[str, str] | None:
+        """(pristine, on the host) to diff, or None where there is no diff to make."""
+        if self.before is None or (self.after is None and self.state != "missing"):
+            return None
+        return self.before, self.after or ""
 
     @cached_property
     def diff(self) -> str:
         """The unified diff (made once: the report and --json both print it)."""
-        if self.before is None or (self.after is None and self.state != "missing"):
+        texts = self._texts()
+        if texts is None:
             return ""
-        after = self.after or ""
-        a, b = self.before.splitlines(keepends=True), after.splitlines(keepends=True)
+        before, after = texts
         fromfile, tofile = f"a/{self.rel}", f"b/{self.rel}"
-        if len(a) * len(b) > fastdiff.SMALL:  # a big file: diff -u's text where it is ours
-            got = sysdiff.unified(self.before, after, a, b, fromfile, tofile)
-            if got is not None:
-                return got
+        job, self.early = self.early, None
+        if job is None or job.texts[0] is not before or job.texts[1] is not after:
+            job = sysdiff.Unified(before, after, fromfile, tofile, small=fastdiff.SMALL)
+        got = job.text()
+        if got is not None:  # a big file: diff's changes
+            return got
+        a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
         return "".join(
             fastdiff.unified_diff(
                 a,
@@ -335,8 +353,11 @@ def scan_all(
     state_dir: str | None,
     parallel: int,
     pristine: Pristine | None = None,
+    early: bool = False,
 ) -> list[HostScan]:
-    """Every target, `parallel` at a time, in target order."""
+    """Every target, `parallel` at a time, in target order. `early`: each big file's diff
+    started as its host's scan ends (`FileDiff.start`), for a command that prints the diffs of
+    every host's files (one host: no two hosts' diffs of the same texts)."""
     pristine = pristine or Pristine(package)
     texts: dict[str, str] = rewrite_cache.Texts()
 
@@ -346,7 +367,11 @@ def scan_all(
         except HostError as exc:
             return HostScan(target.name, error=exc.message, hint=exc.hint or None)
         try:
-            return scan_host(transport, package, files, state_dir, pristine, texts)
+            scan = scan_host(transport, package, files, state_dir, pristine, texts)
+            if early:
+                for f in scan.files:
+                    f.start()  # a big file's diff runs while this host's connection closes
+            return scan
         except VpatchError as exc:
             return HostScan(target.name, error=exc.message, hint=exc.hint or None)
         finally:

@@ -145,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
             args.state_dir,
             args.parallel,
             pristine,
+            early=args.command == "diff" and len(targets) == 1,
         )
     unavailable = next(iter(pristine.failures.values()), None)
     if unavailable is not None and args.host_wheel:

@@ -165,3 +165,52 @@ def test_diffs_normal_output_as_matching_blocks() -> None:
     assert sysdiff.blocks_from_normal(b"", 3, 3) == [(0, 0, 3)]
     assert sysdiff.blocks_from_normal(b"garbage\n", 3, 3) is None
     assert sysdiff.blocks_from_normal(b"1d0\n< a\n", 3, 3) is None  # does not add up
+
+
+def _changes(a: list[str], b: list[str]) -> list[int]:
+    """difflib's own matching of a and b as from_changes takes it: i1 i2 j1 j2 per change."""
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [x for tag, *box in sm.get_opcodes() if tag != "equal" for x in box]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    a=st.lists(st.sampled_from(["x\n", "y\n", "\n", "z = 1\n", "w"]), max_size=60),
+    b=st.lists(st.sampled_from(["x\n", "y\n", "\n", "z = 2\n", "w"]), max_size=60),
+    n=st.integers(0, 5),
+)
+def test_from_changes_is_difflibs_text_of_the_same_matching(
+    a: list[str], b: list[str], n: int
+) -> None:
+    """Given the changes of difflib's matching, the text is difflib's byte for byte: its
+    grouping, context, ranges (any n; lines without a newline too)."""
+    got = fastdiff.from_changes(a, b, _changes(a, b), "a/m.py", "b/m.py", n=n)
+    assert got == "".join(difflib.unified_diff(a, b, "a/m.py", "b/m.py", n=n))
+
+
+def test_from_changes_refuses_numbers_that_are_not_the_changes() -> None:
+    """The proof: whatever does not describe a -> b is refused, never written."""
+    a = [f"l{i}\n" for i in range(40)]
+    b = list(a)
+    b[5] = "X\n"
+    b[20:22] = ["Y\n"]
+    good = [5, 6, 5, 6, 20, 22, 20, 21]
+    assert fastdiff.from_changes(a, b, good, "a/m.py", "b/m.py") == _reference(a, b)
+    for bad, why in (
+        ([5, 6, 5, 6], "a change left out: the tails differ"),
+        ([20, 22, 20, 21], "a change left out: the heads differ"),
+        ([4, 6, 5, 6, 20, 22, 20, 21], "unchanged stretches of two lengths"),
+        ([5, 6, 5, 6, 20, 22, 20, 21, 30, 30, 29, 29], "a change that changes nothing"),
+        ([5, 6, 5, 6, 6, 7, 6, 7, 20, 22, 20, 21], "two changes with nothing between"),
+        ([20, 22, 20, 21, 5, 6, 5, 6], "out of order"),
+        ([5, 6, 5, 6, 20, 22, 20, 21, 39, 45, 38, 38], "past the end"),
+        ([5, 6, 5, 6, 20, 22, 20], "not four numbers a change"),
+        ([5, 4, 5, 6, 20, 22, 20, 21], "a change that ends before it starts"),
+    ):
+        assert fastdiff.from_changes(a, b, bad, "a/m.py", "b/m.py") is None, why
+    c = list(a)
+    c[12] = "hidden\n"  # differs between the two listed changes: only the check sees it
+    c[5], c[20:22] = "X\n", ["Y\n"]
+    assert fastdiff.from_changes(a, c, good, "a/m.py", "b/m.py") is None
+    assert fastdiff.from_changes(a, a, [], "a/m.py", "b/m.py") == ""
+    assert fastdiff.from_changes(a, b, [], "a/m.py", "b/m.py") is None
