@@ -29,6 +29,7 @@ NOT_RUN_STATE = {
     "specs/cache.py:_code_key": "cache: the installed format's sources and pydantic's version",
     "transports/bundle.py:agent_bundle": "cache: the installed agent/*.py as one bundle line",
     "transports/bundle.py:agent_key": "cache: that bundle's hash (its name on a host)",
+    "authoring/sysdiff.py:_memory_files": "cache: whether this system has memfd_create and /dev/fd",
     "serving/model.py:VLLM": "a frozen Profile: vLLM's counter names (constant)",
     "serving/model.py:SGLANG": "a frozen Profile: SGLang's counter names (constant)",
     "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
