@@ -31,17 +31,14 @@ if TYPE_CHECKING:
 def run(req: Answer, out: Answer, handle: Callable[[Answer], Answer]) -> None:
     """After a successful request: `then` (any op) runs unconditionally; `then_if` (inspect
     only) puts out["fingerprint"] and runs the chain it names, if any. Answers: out["then"]."""
-    if req.get("op") == "inspect" and "then_if" in req:
+    if _guessing(req):
         fp = protocol.fingerprint(out)
         out["fingerprint"] = fp
-        table = req.get("then_if")
-        if not isinstance(table, dict) or out.get("incomplete"):
+        if out.get("incomplete"):
             return
-        chain = table.get(fp)
-        if chain is None:
-            return
-    else:
-        chain = req.get("then")
+    chain = _chain_of(req, out.get("fingerprint"))
+    if chain is None and _guessing(req):
+        return  # no guess was made on this answer: a plain inspect's
     if not isinstance(chain, list):
         out["then"] = [protocol.error(protocol.INPUT, "then: not a list of requests")]
         return
@@ -67,10 +64,7 @@ def ends(req: Any, out: Answer) -> bool:
     if not isinstance(req, dict) or not _clean(out):
         return False
     if "then_if" in req or "then" in req:
-        chain = req.get("then")
-        if req.get("op") == "inspect" and "then_if" in req:
-            table = req.get("then_if")
-            chain = table.get(out.get("fingerprint")) if isinstance(table, dict) else None
+        chain = _chain_of(req, out.get("fingerprint"))
         answers = out.get("then")
         if not isinstance(chain, list) or not isinstance(answers, list) or not chain:
             return False
@@ -78,6 +72,20 @@ def ends(req: Any, out: Answer) -> bool:
             return False
         return isinstance(chain[-1], dict) and chain[-1].get(protocol.LAST) is True
     return req.get(protocol.LAST) is True
+
+
+def _guessing(req: Answer) -> bool:
+    """An inspect that carries guesses (`then_if`): its chain depends on its answer."""
+    return req.get("op") == "inspect" and "then_if" in req
+
+
+def _chain_of(req: Answer, fingerprint: Any) -> Any:
+    """The chain `req` names: a guessing inspect's under its answer's fingerprint (None where
+    it made no guess on that answer), else its `then`."""
+    if _guessing(req):
+        table = req.get("then_if")
+        return table.get(fingerprint) if isinstance(table, dict) else None
+    return req.get("then")
 
 
 def _clean(answer: Any) -> bool:
