@@ -48,6 +48,19 @@ def _edited(size: int, edits: list[tuple[int, int, int]]) -> tuple[list[str], li
     return a, b
 
 
+def _count_starts(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The options of every diff started from now on (sysdiff._running, still run)."""
+    started: list[list[str]] = []
+    real = sysdiff._running
+
+    def counting(options: list[str], a: bytes, b: bytes) -> object:
+        started.append(options)
+        return real(options, a, b)
+
+    monkeypatch.setattr(sysdiff, "_running", counting)
+    return started
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     size=st.integers(0, 300),
@@ -145,14 +158,7 @@ def test_vpatch_diff_of_a_big_file_is_the_system_diffs(monkeypatch: pytest.Monke
     monkeypatch.setattr(fastdiff, "unified_diff", no_python)
     assert _file("".join(a), "".join(b)).diff == want
     monkeypatch.undo()
-    started: list[list[str]] = []
-    real = sysdiff._running
-
-    def counting(options: list[str], a: bytes, b: bytes) -> object:
-        started.append(options)
-        return real(options, a, b)
-
-    monkeypatch.setattr(sysdiff, "_running", counting)
+    started = _count_starts(monkeypatch)
     assert _file("".join(small_a), "".join(small_b)).diff == small_want
     assert started == []  # a small file: no diff started
     no_eol = "".join(b).rstrip("\n")
@@ -254,14 +260,7 @@ def test_a_diff_started_early_is_the_one_taken(monkeypatch: pytest.MonkeyPatch) 
     f = _file("".join(a), "".join(b))
     f.start()
     assert f.early is not None
-    started: list[list[str]] = []
-    real = sysdiff._running
-
-    def counting(options: list[str], x: bytes, y: bytes) -> object:
-        started.append(options)
-        return real(options, x, y)
-
-    monkeypatch.setattr(sysdiff, "_running", counting)
+    started = _count_starts(monkeypatch)
     assert f.diff == want
     assert started == [] and f.early is None
     g = _file("".join(a), "".join(a))
