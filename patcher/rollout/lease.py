@@ -17,7 +17,6 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -194,13 +193,13 @@ class Lease:
         naming this run, but stale at once, so `--resume` takes it over without waiting.
         Best effort: a host that cannot be asked keeps the lease until its promise runs out."""
         from patcher.errors import VpatchError
-        from patcher.output.inert import clean
+        from patcher.output.lines import note
 
         try:
             self._ask(protocol.LEASE_PARK, 0.0)
         except VpatchError as exc:  # the session may be gone; the promised beat covers it
-            why = clean(exc.message.splitlines()[0] if exc.message else "")
-            print(f"note: {self.transport.target}: lease not parked: {why}", file=sys.stderr)
+            why = exc.message.splitlines()[0] if exc.message else ""
+            note(f"{self.transport.target}: lease not parked: {why}")
 
     def release(self) -> dict[str, str]:
         """What the walk's last step carries to give the lease up (protocol.step_request)."""

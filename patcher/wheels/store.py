@@ -51,6 +51,7 @@ from packaging.version import Version
 
 from patcher.errors import VpatchError
 from patcher.output import progress as feedback
+from patcher.output.lines import put
 from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
@@ -104,7 +105,7 @@ class StderrProgress(Progress):
                 if what not in self.said:
                     self.said.add(what)
                     size = f" ({total / 1e6:.0f} MB)" if total else ""
-                    print(f"vpatch: downloading {what}{size}", file=sys.stderr)
+                    put(f"vpatch: downloading {what}{size}", sys.stderr)
                 return
             if self.live is None:
                 from rich.console import Console
