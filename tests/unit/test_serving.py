@@ -206,7 +206,7 @@ def test_canary_options_are_checked_before_any_host() -> None:
         {"confidence": "1.5"},
         {"confidence": "0.95", "max_window": "5"},
         {"scrape_every": "0"},
-        {"metrics_profile": "tgi"},
+        {"metrics_profile": "no-such-profile"},
     ):
         with pytest.raises(UsageError):
             canary.settings_of(**_args(**bad))
