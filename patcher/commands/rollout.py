@@ -30,8 +30,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "--restart",
         metavar="CMD",
         help="run on each target after its patch is written and verified, through `sh -c` as "
-        "the agent's user (--sudo: root), e.g. 'systemctl restart vllm'; non-zero exit fails "
-        "the host (an inventory host's `restart` wins)",
+        "the operator: the SSH login user (--sudo: root), never the environment's owner a "
+        "root agent drops to; e.g. 'systemctl restart vllm'; non-zero exit fails the host (an "
+        "inventory host's `restart` wins)",
     )
     g.add_argument(
         "--restart-timeout", metavar="S", default="600", help="kill the restart after S s (600)"
