@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from patcher.errors import UsageError
-from patcher.rollout import canary
+from patcher.rollout import canary, settings
 from patcher.serving import gates, histogram, stats
 from patcher.serving.measures import measure_series
 from patcher.serving.model import ITL, SGLANG, TTFT, VLLM, Counters, parse, parse_all
@@ -189,7 +189,7 @@ def test_every_gate_is_one_row_with_one_metrics_key() -> None:
 
 
 def _args(**kw: object) -> dict[str, Any]:
-    """The canary options as the command hands them over (walk.make_settings' keywords)."""
+    """The canary options as the command hands them over (settings.make_settings' keywords)."""
     given: dict[str, Any] = dict.fromkeys(
         ("control", "confidence", "max_window", "scrape_every", "metrics_profile")
     )
@@ -197,10 +197,10 @@ def _args(**kw: object) -> dict[str, Any]:
 
 
 def test_canary_options_are_checked_before_any_host() -> None:
-    got = canary.settings_of(**_args(control="1"))
+    got = settings.canary_options(**_args(control="1"))
     assert got["control"] == 1 and got["confidence"] == 0.95 and got["max_window"] == 30.0
     assert got["scrape_every"] == 0.5
-    assert canary.settings_of(**_args())["confidence"] is None
+    assert settings.canary_options(**_args())["confidence"] is None
     for bad in (
         {"control": "-1"},
         {"confidence": "1.5"},
@@ -209,12 +209,12 @@ def test_canary_options_are_checked_before_any_host() -> None:
         {"metrics_profile": "tgi"},
     ):
         with pytest.raises(UsageError):
-            canary.settings_of(**_args(**bad))
+            settings.canary_options(**_args(**bad))
     with pytest.raises(UsageError):
         canary.split([object(), object()], 2)  # type: ignore[list-item]
     a, b, c = object(), object(), object()
     assert canary.split([a, b, c], 1) == ([a, b], [c])  # type: ignore[list-item]
-    assert canary.urls("http://a/metrics  http://b/metrics") == [
+    assert settings.urls("http://a/metrics  http://b/metrics") == [
         "http://a/metrics",
         "http://b/metrics",
     ]
@@ -225,7 +225,7 @@ def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
     looked at often enough, find *something* significant: each look tests at
     (1 - confidence) / looks (Bonferroni). The same samples (p = 0.0022) pass on one look
     and stay undecided when there may be 41."""
-    assert canary.looks(10, 30, 0.5, 0.95) == 41 and canary.looks(10, None, 0.5, 0.95) == 1
+    assert settings.looks(10, 30, 0.5, 0.95) == 41 and settings.looks(10, None, 0.5, 0.95) == 1
     assert gates.Gates(confidence=0.95, looks=10).level == pytest.approx(0.995)
     x = (105.0, 107.0, 103.0, 110.0, 104.0, 108.0, 106.0, 109.0)
     y = (100.0, 102.0, 99.0, 104.0, 101.0, 98.0, 103.0, 105.0)
