@@ -367,12 +367,12 @@ def test_only_commands_choose_a_transport() -> None:
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_module_size(name: str) -> None:
-    """One module, one job: ~600 lines, except the planner, the capture algorithm and the spec
-    schema (one decision, one algorithm, one schema)."""
-    if name in {"patcher.plan.apply", "patcher.authoring.capture", "patcher.specs.validate"}:
+    """One module, one job: at most 600 lines, except the capture algorithm and the spec
+    schema's pydantic models (one algorithm, one schema)."""
+    if name in {"patcher.authoring.capture", "patcher.specs.validate"}:
         return
     lines = ALL[name].read_text().count("\n")
-    assert lines <= 620, f"{name}: {lines} lines"
+    assert lines <= 600, f"{name}: {lines} lines"
 
 
 def test_only_pyast_calls_ast_parse() -> None:
