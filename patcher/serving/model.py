@@ -1,7 +1,10 @@
 """The one counter model: which series of an engine's Prometheus endpoint mean what, per
-engine (a PROFILES row: vLLM, SGLang) and release, and one scrape read into `Counters`
-(summed over engines, models and endpoints). `vpatch verify --metrics` (patcher.serving.metrics)
-and the rollout's gates (patcher.rollout, patcher.serving.gates) both read scrapes here.
+engine (a PROFILES row: vLLM, SGLang) and release, and one scrape read into `Counters`: its
+series one by one (endpoint x metric x label set), and their sums over engines, models and
+endpoints, taken once each series is reduced by Prometheus' increase rule (`since`,
+`increases`). A scrape over a bound (MAX_*) is refused before it sizes anything.
+`vpatch verify --metrics` (patcher.serving.metrics) and the rollout's gates (patcher.rollout,
+patcher.serving.gates) both read scrapes here.
 
 A name a release renamed is a tuple, the names in the order they are looked for: the first
 one the scrape has is the one read (vLLM's inter-token latency histogram is
@@ -470,7 +473,8 @@ def parse(text: str, profile: Profile = VLLM) -> Counters:
                     continue
                 h = by_name.setdefault(hist, {}).setdefault(sid, {})
                 if bound not in h and len(h) >= MAX_BUCKETS:
-                    raise ScrapeRefused(f"{sid[:200]} has more than {MAX_BUCKETS} buckets")
+                    # the series' name only: its label values are the host's data
+                    raise ScrapeRefused(f"a {name} series has more than {MAX_BUCKETS} buckets")
                 h[bound] = h.get(bound, 0.0) + sample.value
                 continue
             spec = spec or name in spec_names

@@ -21,7 +21,7 @@ PEAK_MIB = 512
 REFUSED = {
     "huge_label": "line 2 has 10485805 characters, more than 65536",
     "long_label": "label 'model_name' has a 8192-character value, more than 4096",
-    "many_buckets": "has more than 1024 buckets",
+    "many_buckets": "a vllm:time_to_first_token_seconds_bucket series has more than 1024 buckets",
     "million_series": "the scrape has 1000001 lines, more than 250000",
     "huge_position": "position '1000000000000', above the highest read, 63",
 }

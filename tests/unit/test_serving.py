@@ -289,3 +289,22 @@ def test_histograms_merge_over_the_union_of_their_bounds() -> None:
     b = ((0.2, 2.0), (INF, 2.0))
     assert histogram.merge([a, b]) == ((0.1, 1.0), (0.2, 3.0), (0.5, 5.0), (INF, 6.0))
     assert histogram.merge([a]) == a and histogram.merge([]) == ()
+
+
+def test_a_restart_is_one_series_going_down() -> None:
+    """`reset_since` (the gates' "restarted after the window"): an engine whose series went
+    down restarted; another engine's growth does not hide it, and a series that is gone or
+    new is no restart."""
+    end = parse_all([_vllm("0", 1000), _vllm("1", 50)])
+    assert not end.reset_since(end)
+    one_restarted = parse_all([_vllm("0", 5000), _vllm("1", 3)])  # the sum grew
+    assert (
+        one_restarted.reset_since(end) and one_restarted.generation_tokens > end.generation_tokens
+    )
+    assert not parse_all([_vllm("0", 1000)]).reset_since(end)  # endpoint #1's series gone
+    assert not end.reset_since(parse_all([_vllm("0", 1000)]))  # ... and back: new
+    inc = one_restarted.since(end)
+    assert inc.generation_tokens == 4000 + 3  # #1's from zero: its 3
+    # #1's drafts read 10 then 10: a series that did not go down shows no restart (its
+    # increase 0), Prometheus' blind spot, as docs/rollout.md says.
+    assert inc.drafts == 0
