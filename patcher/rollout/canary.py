@@ -20,7 +20,7 @@ from patcher.result import HostResult
 from patcher.rollout.settings import Settings, urls
 from patcher.serving import gates as serving_gates
 from patcher.serving.measures import Measures
-from patcher.serving.model import PROFILES, Counters, parse
+from patcher.serving.model import PROFILES, Counters, ScrapeRefused, parse
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
@@ -43,32 +43,37 @@ METRICS_HINT = (
 def scrape(
     transport: Transport, endpoints: Sequence[str], profile: str, ctx: RunContext | None = None
 ) -> tuple[Counters, float]:
-    """Every endpoint of one host, by its agent, summed: (counters, the controller's
-    monotonic time after the last one). Each fetch is one exchange of the rollout's run
-    `ctx` (patcher.run.exchange: counted, shown by -v; a refusal an AgentError)."""
+    """Every endpoint of one host, by its agent, joined (each endpoint's series named by its
+    place and URL, so that one engine's restart resets its own series only) and summed:
+    (counters, the controller's monotonic time after the last one). Each fetch is one
+    exchange of the rollout's run `ctx` (patcher.run.exchange: counted, shown by -v; a
+    refusal an AgentError)."""
     from patcher.run import exchange
     from patcher.serving import metrics
 
-    total: Counters | None = None
-    for url in endpoints:
+    total = Counters()
+    for i, url in enumerate(endpoints):
         said = f"cannot scrape {url}: agent refused"
         got = metrics.scrape(exchange.Counted(transport, ctx, said, METRICS_HINT), url)
         if got.text is None:
             raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
         try:
             c = parse(got.text, PROFILES[profile])
+        except ScrapeRefused as exc:
+            raise ScrapeFailed(f"{url} sent a scrape over vpatch's bounds: {exc}") from None
         except ValueError:
             size = len(got.text.encode())
             raise ScrapeFailed(
                 f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
             ) from None
-        total = c if total is None else total.plus(c)
-    return (total if total is not None else Counters()), time.monotonic()
+        total = total.plus(c.tagged(f"#{i} {url}"))
+    return total, time.monotonic()
 
 
 @dataclass
 class Controls:
-    """The control hosts of a rollout: scraped, summed, in the canary's windows. Hosts in
+    """The control hosts of a rollout: scraped, joined (series named by host) and summed, in
+    the canary's windows. Hosts in
     flight at once share them (a lock: one scrape of the controls at a time)."""
 
     targets: list[Target]
@@ -83,7 +88,9 @@ class Controls:
         return [t.name for t in self.targets]
 
     def scrape(self, cfg: Settings) -> tuple[Counters, float]:
-        total = Counters()
+        """Every control host once (under the lock: hosts in flight share the scrapes);
+        their counters joined once the lock is let go."""
+        parts = []
         with self.lock:
             for t in self.targets:
                 try:
@@ -94,9 +101,13 @@ class Controls:
                     c, _at = scrape(tr, found, cfg.profile, self.ctx)
                 except HostError as exc:
                     raise ScrapeFailed(f"control host {t.name}: {exc.message}") from None
-                total = total.plus(c)
+                parts.append(c.tagged(t.name))
             self.scrapes += 1
-            return total, time.monotonic()
+            at = time.monotonic()
+        total = Counters()
+        for c in parts:
+            total = total.plus(c)
+        return total, at
 
     def close(self) -> None:
         for tr in self.transports.values():

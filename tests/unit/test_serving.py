@@ -5,6 +5,7 @@ the gate table's decisions on recorded series (tests/cases/serving/)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -258,3 +259,52 @@ def test_a_measure_that_rounds_to_its_limit_says_which_side_it_is() -> None:
     row = next(r for r in gates.GATES if r.key == "max_itl_p99_ratio")
     assert gates._shown(row, 1.5037, 1.5) == "1.50x (1.504)"
     assert gates._shown(row, 1.62, 1.5) == "1.62x" and gates._shown(row, 1.5, 1.5) == "1.50x"
+
+
+@pytest.mark.parametrize("path", servingcases.series_cases(), ids=lambda p: p.stem)
+def test_series_are_reduced_one_by_one_then_summed(path: Path) -> None:
+    """Each series (endpoint x label set) through Prometheus' increase rule on its own, then
+    summed: with `as_if` (the same engines, none restarted), every total is the same."""
+    case = servingcases.load(path)
+    got = servingcases.run_series(case["scrapes"])
+    assert got == case["expect"], case["why"]
+    if "as_if" in case:
+        same = servingcases.run_series(case["as_if"])
+        for key in ("generation_tokens", "drafts", "mean_acceptance_length", "finished"):
+            assert got[key] == same[key], (key, case["why"])
+        assert got["ttft_count"] == same["ttft_count"] and not any(same["restarted"])
+
+
+def test_counters_json_keeps_its_series_and_reads_sums_alone() -> None:
+    c = parse_all([_vllm("0", 100), _vllm("1", 50)])
+    back = Counters.of(json.loads(json.dumps(c.to_json())))
+    assert back == c and back.series == c.series and back.hists == c.hists
+    old = {k: v for k, v in c.to_json().items() if k not in ("series", "histograms")}
+    summed = Counters.of(old)  # a file written before series were kept: each sum one series
+    assert summed == c and summed.own()[0][("drafts", "")] == 20
+
+
+def test_histograms_merge_over_the_union_of_their_bounds() -> None:
+    a = ((0.1, 1.0), (0.5, 3.0), (INF, 4.0))
+    b = ((0.2, 2.0), (INF, 2.0))
+    assert histogram.merge([a, b]) == ((0.1, 1.0), (0.2, 3.0), (0.5, 5.0), (INF, 6.0))
+    assert histogram.merge([a]) == a and histogram.merge([]) == ()
+
+
+def test_a_restart_is_one_series_going_down() -> None:
+    """`reset_since` (the gates' "restarted after the window"): an engine whose series went
+    down restarted; another engine's growth does not hide it, and a series that is gone or
+    new is no restart."""
+    end = parse_all([_vllm("0", 1000), _vllm("1", 50)])
+    assert not end.reset_since(end)
+    one_restarted = parse_all([_vllm("0", 5000), _vllm("1", 3)])  # the sum grew
+    assert (
+        one_restarted.reset_since(end) and one_restarted.generation_tokens > end.generation_tokens
+    )
+    assert not parse_all([_vllm("0", 1000)]).reset_since(end)  # endpoint #1's series gone
+    assert not end.reset_since(parse_all([_vllm("0", 1000)]))  # ... and back: new
+    inc = one_restarted.since(end)
+    assert inc.generation_tokens == 4000 + 3  # #1's from zero: its 3
+    # #1's drafts read 10 then 10: a series that did not go down shows no restart (its
+    # increase 0), Prometheus' blind spot, as docs/rollout.md says.
+    assert inc.drafts == 0
