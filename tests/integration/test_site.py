@@ -1,0 +1,52 @@
+"""The docs site as a reader sees it: built by mkdocs as `make docs` builds it, then laid out by
+headless Chromium at a desktop width, offline (tests/support/browser.py). The generated CLI
+reference once reproduced `--help` at 100 columns, and every one of its code blocks scrolled
+sideways in a column of about 80; `_docgen.COLUMN` is the promise, this is the measurement."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import browser
+
+REPO = Path(__file__).resolve().parents[2]
+DESKTOP = 1400
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built from this tree with `make docs`'s command into a temporary directory."""
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    assert mkdocs.exists(), "mkdocs is needed: `make docs` installs the docs extra"
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "-q", "-d", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_cli_reference_blocks_fit_the_column_at_desktop_width(site: Path) -> None:
+    """No code block and no table of the CLI reference wider than the column at 1,400 px; and
+    the same measure, in the same page, sees the one block made too wide on purpose (the
+    probe), so it can fail."""
+    page = browser.layout(site / "reference" / "cli" / "index.html", DESKTOP, probe=True)
+    assert page.window == DESKTOP
+    code = [b for b in page.blocks if b.kind == "code"]
+    assert len(code) >= 2 * 17 + 1, len(code)  # a usage and an example per command, and more
+    assert len([b for b in page.blocks if b.kind == "table"]) >= 18
+    assert page.page <= page.window and 0 < page.column < page.window
+    probe = [b for b in page.blocks if b.text.startswith("vpatch probe ")]
+    assert len(probe) == 1 and probe[0].overflows, probe
+    wide = [b for b in page.overflowing() if b not in probe]
+    assert wide == [], "\n".join(f"{b.kind} {b.content}px > {b.box}px: {b.text}" for b in wide)
