@@ -9,6 +9,7 @@ A hand-written field table drifts the day someone adds a field; these cannot. Th
     outcomes        outcomes and which ones count as success, per command
     status-states   bare `vpatch status`'s states, each one's exit code and what to run
     matrix-json     the `vpatch matrix --json` document (patcher.wheels.matrix)
+    figure-NAME     a figure drawn from the code (patcher.commands._figures), as an image
 
 and `manpage()` writes vpatch(1) from the same parser (the hook puts it at site/vpatch.1).
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 from patcher import result
+from patcher.commands._figures import FIGURES, image
 from patcher.commands._help import subcommands
 from patcher.plan.verdicts import MATRIX_FAILING, MatrixOutcome
 from patcher.specs.validate import PatchSpec
@@ -432,13 +434,18 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def expand(markdown: str) -> str:
-    """Replace every `<!-- vpatch:NAME -->` line; an unknown NAME is an error (strict docs)."""
+def expand(markdown: str, base: str = "") -> str:
+    """Replace every `<!-- vpatch:NAME -->` line; an unknown NAME is an error (strict docs).
+    `figure-NAME` is the image of a figure (`_figures.FIGURES`, rendered into the site as
+    figures/NAME.svg), linked from a page `base` (`../` per folder) below the root."""
 
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
+        if name.startswith("figure-") and name[len("figure-") :] in FIGURES:
+            return image(name[len("figure-") :], base)
         if name not in GENERATORS:
-            raise KeyError(f"unknown docs marker vpatch:{name} (known: {', '.join(GENERATORS)})")
+            known = [*GENERATORS, *(f"figure-{f}" for f in FIGURES)]
+            raise KeyError(f"unknown docs marker vpatch:{name} (known: {', '.join(known)})")
         return GENERATORS[name]()
 
     return MARKER.sub(one, markdown)

@@ -50,3 +50,19 @@ def test_cli_reference_blocks_fit_the_column_at_desktop_width(site: Path) -> Non
     assert len(probe) == 1 and probe[0].overflows, probe
     wide = [b for b in page.overflowing() if b not in probe]
     assert wide == [], "\n".join(f"{b.kind} {b.content}px > {b.box}px: {b.text}" for b in wide)
+
+
+def test_figures_are_drawn_into_the_site_and_load_offline(site: Path) -> None:
+    """The figures are SVG files of the site, drawn by Graphviz at build time from the code
+    (patcher/commands/_figures.py), and a browser with no network shows them in the column."""
+    from patcher.commands._figures import FIGURES
+
+    for name in FIGURES:
+        svg = (site / "figures" / f"{name}.svg").read_text()
+        assert "<svg" in svg and "</svg>" in svg, name
+    design = browser.layout(site / "design" / "index.html", DESKTOP)
+    shown = {i.src for i in design.images}
+    assert {"../figures/rooms.svg", "../figures/apply.svg"} <= shown, shown
+    assert all(i.loaded and i.fits for i in design.images), design.images
+    rollout = (site / "rollout" / "index.html").read_text()
+    assert 'src="../figures/rollout.svg"' in rollout

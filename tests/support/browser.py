@@ -1,6 +1,7 @@
 """The built docs site as a reader's browser lays it out: headless Chromium (Debian's `chromium`,
 `make test-deps` installs it) opens a page of the site from disk at a given window width and
-reports how wide each code block and table is against the box it sits in.
+reports how wide each code block and table is against the box it sits in, and whether each
+image loaded.
 
 Chromium runs nothing of ours but the page: a copy of the page, beside it so its relative
 links to the theme's CSS and JS still resolve, gets a script that measures on `load` and
@@ -40,12 +41,18 @@ window.addEventListener("load", function () {
                  text: box.textContent.trim().split("\\n")[0].slice(0, 80),
                  content: inner.scrollWidth, box: inner.clientWidth});
   });
+  var images = [];
+  column.querySelectorAll("img").forEach(function (img) {
+    images.push({src: img.getAttribute("src"), width: img.naturalWidth,
+                 loaded: img.complete && img.naturalWidth > 0,
+                 fits: img.getBoundingClientRect().width <= column.clientWidth});
+  });
   var out = document.createElement("script");
   out.type = "application/json";
   out.id = "%(id)s";
   out.textContent = JSON.stringify({column: column.clientWidth, window: window.innerWidth,
                                     page: document.documentElement.scrollWidth,
-                                    blocks: blocks}).replace(/</g, "\\\\u003c");
+                                    blocks: blocks, images: images}).replace(/</g, "\\\\u003c");
   document.body.appendChild(out);
 });
 """
@@ -64,11 +71,20 @@ class Block:
 
 
 @dataclasses.dataclass(frozen=True)
+class Image:
+    src: str
+    width: int  # px the image has (0: it did not load)
+    loaded: bool
+    fits: bool  # drawn no wider than the column
+
+
+@dataclasses.dataclass(frozen=True)
 class Layout:
     window: int  # px of the window
     page: int  # px the page needs (more than `window`: the whole page scrolls sideways)
     column: int  # px of the content column
     blocks: list[Block]
+    images: list[Image]
 
     def overflowing(self) -> list[Block]:
         return [b for b in self.blocks if b.overflows]
@@ -118,4 +134,5 @@ def layout(page: Path, width: int, *, probe: bool = False, height: int = 1000) -
         page=data["page"],
         column=data["column"],
         blocks=[Block(**b) for b in data["blocks"]],
+        images=[Image(**i) for i in data["images"]],
     )
