@@ -2,10 +2,13 @@
 code (patcher.commands._docgen), so the spec, CLI and JSON references cannot drift from what vpatch
 does;
 draw the figures (patcher.commands._figures: Graphviz text made from the code) with `dot` into
-the site as figures/NAME.svg, at build time and offline;
+the site as figures/NAME.svg, at build time and offline; publish the JSON Schemas `vpatch schema`
+prints at stable addresses of the site, schema/spec.json and schema/result.json (what an
+editor's `#:schema` line or taplo's configuration can point at);
 and write the man page, vpatch(1), from the same parser into the site (site/vpatch.1). Run as a
 script (`make man`), it prints that page: man/vpatch.1, which the wheel installs."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -14,6 +17,10 @@ from typing import Any
 
 from patcher.commands._docgen import expand, manpage
 from patcher.commands._figures import FIGURES
+from patcher.commands._schema import result_schema, spec_schema
+
+# The site's address of each schema -> the schema: byte for byte what `vpatch schema` prints.
+SCHEMAS = {"schema/spec.json": spec_schema, "schema/result.json": result_schema}
 
 
 def _svg(name: str, dot_text: str) -> str:
@@ -33,6 +40,9 @@ def on_files(files: Any, config: Any) -> Any:
 
     for name, (_, make) in FIGURES.items():
         files.append(File.generated(config, f"figures/{name}.svg", content=_svg(name, make())))
+    for uri, schema in SCHEMAS.items():
+        text = json.dumps(schema(), indent=2) + "\n"
+        files.append(File.generated(config, uri, content=text))
     return files
 
 

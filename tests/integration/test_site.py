@@ -5,13 +5,16 @@ sideways in a column of about 80; `_docgen.COLUMN` is the promise, this is the m
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
+from patcher._compat import tomllib
 from tests.support import browser
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,3 +69,26 @@ def test_figures_are_drawn_into_the_site_and_load_offline(site: Path) -> None:
     assert all(i.loaded and i.fits for i in design.images), design.images
     rollout = (site / "rollout" / "index.html").read_text()
     assert 'src="../figures/rollout.svg"' in rollout
+
+
+def test_json_schemas_are_published_at_stable_addresses(site: Path) -> None:
+    """schema/spec.json and schema/result.json are byte for byte what `vpatch schema` and
+    `vpatch schema --result` print; the spec schema accepts the catalog's specs, and the spec
+    and JSON pages link to them."""
+    vpatch = Path(sys.executable).with_name("vpatch")
+    for uri, args in (("schema/spec.json", []), ("schema/result.json", ["--result"])):
+        printed = subprocess.run(
+            [str(vpatch), "schema", *args], capture_output=True, text=True, check=True
+        ).stdout
+        assert (site / uri).read_text() == printed, uri
+    spec = json.loads((site / "schema" / "spec.json").read_text())
+    assert spec["$id"] == "urn:vpatch:schema:spec"
+    validator = jsonschema.Draft202012Validator(spec)
+    specs = [tomllib.loads(p.read_text()) for p in sorted((REPO / "patches").glob("*.toml"))]
+    for one in specs:
+        validator.validate(one)
+    misspelled = [e.message for e in validator.iter_errors({**specs[0], "pakage": "vllm"})]
+    assert len(misspelled) == 1 and "pakage" in misspelled[0], misspelled
+    assert 'href="../schema/spec.json"' in (site / "spec" / "index.html").read_text()
+    json_page = (site / "reference" / "json" / "index.html").read_text()
+    assert 'href="../../schema/result.json"' in json_page
