@@ -98,7 +98,7 @@ def chromium() -> str:
 
 def layout(page: Path, width: int, *, probe: bool = False, height: int = 1000) -> Layout:
     """How `page` (an index.html of a built site) lays out in a `width` px window."""
-    copy = page.with_name("_vpatch_measure.html")
+    copy = page.resolve().with_name("_vpatch_measure.html")
     script = _SCRIPT % {"probe": "true" if probe else "false", "id": MEASURE_ID}
     copy.write_text(page.read_text().replace("</body>", f"<script>{script}</script></body>"))
     try:
