@@ -8,12 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from patcher.output.lines import put
+from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.run import fleet
 
 
-class BatchLines(fleet.Progress):
+class BatchLines(HostsProgress):
     """One line on stderr per finished batch (the canary counts as one)."""
 
     def __init__(self, targets: Sequence[str], policy: fleet.Policy, out: TextIO) -> None:
