@@ -1,17 +1,22 @@
-"""The gate table: every gate a rollout can set is one row of GATES (its `[metrics]` key,
-which way it bounds, how it is measured and judged), so a new gate is one row here, one
-measure in patcher/serving/measures.py and one `[metrics]` key in patcher/specs/model.py.
+"""The gate table: every gate a rollout can set is one row of GATES, and the row carries all
+of it: its `[metrics]` key, which way it bounds, what it judges (quantity and unit), which
+latency histogram and quantile it reads, how its value is read from a window and which
+function weighs the evidence. So a new gate is one row here and one `[metrics]` key in
+patcher/specs/model.py and validate.py (a p95 of a latency already measured: nothing else).
 
 Two ways to judge, one table:
 - without `--confidence` (and without control hosts) a gate compares the window's numbers
-  with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s;
+  with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s,
+  a latency quantile against seconds; a latency ratio by its counts (the canary's share of
+  requests over ratio x the reference's quantile, at most the reference's share over it);
 - with a confidence level, a gate decides only on enough evidence: a proportion by its
-  Wilson interval, a rate or a latency by a rank test over per-interval samples against the
-  control hosts' samples of the same window (else the baseline's: after vs before), and says
-  EXTEND while the evidence is short (patcher.serving.stats).
+  Wilson interval, a latency ratio by two proportions from the bucket counts (Newcombe's
+  interval of their difference), a tokens/s ratio by a rank test over per-interval samples
+  against the control hosts' samples of the same window (else the baseline's: after vs
+  before), and says EXTEND while the evidence is short (patcher.serving.stats).
 Ratio gates compare with a reference: the control hosts when the rollout has some (traffic
 that changed during the window changed theirs too), else the host's own baseline; every
-judged gate says which (`compared_with`).
+judged gate says which (`compared_with`), and what it judged (`quantity`, `unit`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from patcher.serving import histogram, stats
-from patcher.serving.measures import QUANTILES, Measures
-from patcher.serving.model import ITL, TTFT
+from patcher.serving.measures import Measures
+from patcher.serving.model import E2E, ITL, TPOT, TTFT
 
 CONTROL, BASELINE = "control", "baseline"
 ABSOLUTE, RATIO, CEILING = "absolute", "ratio", "ceiling"
@@ -51,23 +56,228 @@ def _shown(row: Row, value: float, limit: float) -> str:
 
 @dataclass(frozen=True)
 class Row:
-    """One gate. `key`: the `[metrics]` key and the Gates field; `at_least`: the threshold is
-    a floor (else a ceiling); `kind`: ABSOLUTE (the window's value), RATIO (over the
-    reference's), CEILING (a latency quantile under a number of seconds); `value`: the point
-    value from a window; `why`: the Measures.why key that says why it is missing."""
+    """One gate, all it takes in one place. `key`: the `[metrics]` key and the Gates field;
+    `at_least`: the threshold is a floor (else a ceiling); `kind`: ABSOLUTE (the window's
+    value), RATIO (over the reference's), CEILING (a latency quantile under a number of
+    seconds); `quantity` and `unit`: what the gate judges, in words, for the report;
+    `value`: the point value from a window; `evidence`: the statistical answer with
+    `--confidence` (None: no samples to test); `why`: the Measures.why key that says why the
+    value is missing; `latency`, `quantile` and `observations`: the histogram a latency gate
+    reads (model.LATENCIES), the quantile it judges (0.99 for a p99) and what the histogram
+    counts (requests, or engine steps)."""
 
     name: str
     key: str
     at_least: bool
     kind: str
-    value: Callable[[Measures], float | None]
+    quantity: str
+    unit: str
+    value: Callable[[Row, Measures], float | None]
+    evidence: Callable[[Row, float, Measures, Measures | None, float], stats.Evidence | None]
     show: Callable[[float], str]
     why: str
-    latency: str = ""  # the latency histogram a latency gate reads (model.TTFT, ...)
+    latency: str = ""
+    quantile: float | None = None
+    observations: str = ""  # what one observation of the histogram is: "requests", "steps"
+
+    @property
+    def tail(self) -> float:
+        """The share of requests a latency quantile leaves above it (p99: 1 %)."""
+        return 1 - (self.quantile if self.quantile is not None else 1.0)
 
 
-def _p99(key: str) -> Callable[[Measures], float | None]:
-    return lambda m: m.latency.get(key, {}).get("p99")
+# ---------------------------------------------------------------------------------------------
+# Values and evidence, one function per kind of measure (a row names its own)
+
+
+def _acceptance_rate(row: Row, m: Measures) -> float | None:
+    return m.acceptance_rate
+
+
+def _acceptance_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    if after.drafts <= 0 or after.acceptance_rate is None:
+        return None
+    # A draft's tokens are accepted together or not (a rejection ends the draft), so a
+    # draft, not a token, is the independent trial: n = drafts, the conservative n.
+    return stats.proportion_at_least(
+        after.acceptance_rate * after.drafts, after.drafts, limit, confidence
+    )
+
+
+def _mean_length(row: Row, m: Measures) -> float | None:
+    return m.mean_acceptance_length
+
+
+def _mean_length_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    if after.drafts <= 0 or after.draft_tokens <= 0 or after.acceptance_rate is None:
+        return None
+    k = after.draft_tokens / after.drafts
+    ev = stats.proportion_at_least(
+        after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, confidence
+    )
+    lo, hi = ev.low, ev.high
+    return stats.Evidence(
+        ev.decision,
+        ev.n,
+        None if lo is None else 1 + k * lo,
+        None if hi is None else 1 + k * hi,
+        test="wilson",
+    )
+
+
+def _tokens_per_s(row: Row, m: Measures) -> float | None:
+    return m.tokens_per_s
+
+
+def _rate_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """The canary's per-interval tokens/s ranked against the reference's."""
+    if ref is None:
+        return None
+    x, y = after.samples, ref.samples
+    if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
+        return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
+    test = stats.samples_at_least if row.at_least else stats.samples_at_most
+    return test(x, y, limit, confidence)
+
+
+def _error_rate(row: Row, m: Measures) -> float | None:
+    return m.error_rate
+
+
+def _error_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    return stats.proportion_at_most(after.errors, after.finished, limit, confidence)
+
+
+def _quantile(row: Row, m: Measures) -> float | None:
+    """The row's quantile of the window's histogram (Prometheus' rule), for the report and
+    the point judgement; the decision with evidence comes from the bucket counts."""
+    b = m.buckets.get(row.latency)
+    return histogram.quantile(row.quantile, b) if b and row.quantile is not None else None
+
+
+def _ceiling_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """A quantile under `limit` seconds is a proportion: at most the row's tail share of the
+    requests above `limit` (p99 <= 0.5 s: at most 1 % over 0.5 s), by its Wilson interval."""
+    b = after.buckets.get(row.latency)
+    if not b:
+        return None
+    above, total = histogram.share_above(limit, b)
+    return stats.proportion_at_most(above, total, row.tail, confidence)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A latency ratio gate's comparison from bucket counts: `bound` = the ratio times the
+    reference's quantile (`ref_q`); the canary's requests over `bound` against the
+    reference's over `ref_q` (its tail share, up to the interpolation inside a bucket)."""
+
+    ref_q: float
+    bound: float
+    above: float
+    n: float
+    ref_above: float
+    ref_n: float
+
+    @property
+    def ok(self) -> bool:
+        """The point judgement: the canary's share over the bound at most the reference's."""
+        return self.above * self.ref_n <= self.ref_above * self.n
+
+    def text(self, row: Row, limit: float, against: str) -> str:
+        p = f"p{(row.quantile or 0) * 100:g}"
+        return (
+            f"{pct(self.above / self.n)} of {self.n:g} {row.observations} over {_s(self.bound)} "
+            f"({_x(limit)} the {against}'s {p} {_s(self.ref_q)}); the {against}'s "
+            f"{pct(self.ref_above / self.ref_n)} of {self.ref_n:g} over its {p}"
+        )
+
+
+def tail(row: Row, limit: float, after: Measures, ref: Measures) -> Tail | None:
+    """The counts a latency ratio gate compares; None when either window has no requests."""
+    a, r = after.buckets.get(row.latency), ref.buckets.get(row.latency)
+    if not a or not r or row.quantile is None:
+        return None
+    ref_q = histogram.quantile(row.quantile, r)
+    if ref_q is None:
+        return None
+    bound = limit * ref_q
+    above, n = histogram.share_above(bound, a)
+    ref_above, ref_n = histogram.share_above(ref_q, r)
+    if n <= 0 or ref_n <= 0:
+        return None
+    return Tail(ref_q, bound, above, n, ref_above, ref_n)
+
+
+def _tail_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """Canary against reference as two proportions (Newcombe): its share of requests over
+    `limit` x the reference's quantile against the reference's share over that quantile.
+    Counts, never a ratio of two quantiles that each sit on a bucket edge."""
+    t = tail(row, limit, after, ref) if ref is not None else None
+    if t is None:
+        return None
+    return stats.proportions_at_most(t.above, t.n, t.ref_above, t.ref_n, confidence)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+
+_TTFT = "time to first token, per request"
+_TPOT = "time per output token, per request (decode time / output tokens after the first)"
+_ITL = "inter-token latency per engine step (a step may emit several tokens)"
+_E2E = "end-to-end latency, per request"
+_SECONDS = "seconds"
+
+
+def _latency_rows(
+    name: str, latency: str, quantity: str, unit: str, per: str, quantile: float = 0.99
+) -> tuple[Row, Row]:
+    """A latency's two gates at one quantile: over the reference's (a ratio) and under a
+    number of seconds; their names and keys say the quantile (`ttft_p99`, `max_ttft_p99_s`)."""
+    p = f"p{quantile * 100:g}"
+    return (
+        Row(
+            f"{name}_{p}_ratio",
+            f"max_{name}_{p}_ratio",
+            False,
+            RATIO,
+            quantity,
+            unit,
+            _quantile,
+            _tail_evidence,
+            _x,
+            latency,
+            latency,
+            quantile,
+            per,
+        ),
+        Row(
+            f"{name}_{p}",
+            f"max_{name}_{p}_s",
+            False,
+            CEILING,
+            quantity,
+            unit,
+            _quantile,
+            _ceiling_evidence,
+            _s,
+            latency,
+            latency,
+            quantile,
+            per,
+        ),
+    )
 
 
 GATES: tuple[Row, ...] = (
@@ -76,7 +286,10 @@ GATES: tuple[Row, ...] = (
         "min_acceptance_rate",
         True,
         ABSOLUTE,
-        lambda m: m.acceptance_rate,
+        "acceptance rate (accepted / drafted tokens)",
+        "share of drafted tokens",
+        _acceptance_rate,
+        _acceptance_evidence,
         pct,
         "acceptance",
     ),
@@ -85,7 +298,10 @@ GATES: tuple[Row, ...] = (
         "min_mean_acceptance_length",
         True,
         ABSOLUTE,
-        lambda m: m.mean_acceptance_length,
+        "mean acceptance length (1 + accepted tokens per draft)",
+        "tokens per draft",
+        _mean_length,
+        _mean_length_evidence,
         lambda x: f"{x:.2f}",
         "acceptance",
     ),
@@ -94,18 +310,35 @@ GATES: tuple[Row, ...] = (
         "min_tokens_per_s_ratio",
         True,
         RATIO,
-        lambda m: m.tokens_per_s,
+        "tokens/s",
+        "generation tokens per second",
+        _tokens_per_s,
+        _rate_evidence,
         _x,
         "tokens_per_s",
     ),
-    Row("error_rate", "max_error_rate", False, ABSOLUTE, lambda m: m.error_rate, pct, "error_rate"),
-    Row("ttft_p99_ratio", "max_ttft_p99_ratio", False, RATIO, _p99(TTFT), _x, TTFT, TTFT),
-    Row("itl_p99_ratio", "max_itl_p99_ratio", False, RATIO, _p99(ITL), _x, ITL, ITL),
-    Row("ttft_p99", "max_ttft_p99_s", False, CEILING, _p99(TTFT), _s, TTFT, TTFT),
-    Row("itl_p99", "max_itl_p99_s", False, CEILING, _p99(ITL), _s, ITL, ITL),
+    Row(
+        "error_rate",
+        "max_error_rate",
+        False,
+        ABSOLUTE,
+        "aborted or failed requests / finished requests",
+        "share of requests",
+        _error_rate,
+        _error_evidence,
+        pct,
+        "error_rate",
+    ),
+    *_latency_rows("tpot", TPOT, _TPOT, "seconds per output token", "requests"),
+    *_latency_rows("ttft", TTFT, _TTFT, _SECONDS, "requests"),
+    *_latency_rows("itl", ITL, _ITL, "seconds per engine step", "steps"),
+    *_latency_rows("e2e", E2E, _E2E, _SECONDS, "requests"),
 )
-KEYS = tuple(r.key for r in GATES)
-_LABELS = {"tokens_per_s": "tokens/s", TTFT: "TTFT p99", ITL: "inter-token latency p99"}
+
+
+def keys() -> tuple[str, ...]:
+    """The `[metrics]` keys, in GATES order (read when asked: the table is the one source)."""
+    return tuple(r.key for r in GATES)
 
 
 @dataclass(frozen=True)
@@ -139,10 +372,10 @@ class Gates:
         looks: int = 1,
         **limits: float | None,
     ) -> Gates:
-        unknown = set(limits) - set(KEYS)
+        unknown = set(limits) - set(keys())
         if unknown:
             raise TypeError(f"no such gate: {sorted(unknown)}")
-        kept = tuple((k, float(v)) for k in KEYS if (v := limits.get(k)) is not None)
+        kept = tuple((k, float(v)) for k in keys() if (v := limits.get(k)) is not None)
         return cls(kept, allow_no_traffic, confidence, looks)
 
     @classmethod
@@ -167,7 +400,7 @@ class Gates:
         return cls.make(allow_no_traffic, confidence, looks, **limits)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: self.limit(k) for k in KEYS}
+        out: dict[str, Any] = {k: self.limit(k) for k in keys()}
         out["allow_no_traffic"] = self.allow_no_traffic
         out["confidence"] = self.confidence
         out["looks"] = self.looks
@@ -182,6 +415,8 @@ class Gate:
     threshold: float
     detail: str
     compared_with: str | None = None  # CONTROL or BASELINE, for a ratio gate
+    quantity: str = ""  # what was judged (Row.quantity), in words
+    unit: str = ""  # and in which unit (Row.unit)
     evidence: stats.Evidence | None = None
     pending: bool = False  # undecided, and the window may still grow (judge's `last`)
 
@@ -199,6 +434,8 @@ class Gate:
         }
         if self.compared_with is not None:
             out["compared_with"] = self.compared_with
+        if self.quantity:
+            out["quantity"], out["unit"] = self.quantity, self.unit
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_json()
         return out
@@ -228,7 +465,7 @@ def judge(
 def _missing(row: Row, limit: float, gates: Gates, why: str, against: str | None) -> Gate:
     ok = gates.allow_no_traffic
     text = f"cannot be computed: {why}" + ("; allowed (--allow-no-traffic)" if ok else "")
-    return Gate(row.name, ok, None, limit, text, against)
+    return Gate(row.name, ok, None, limit, text, against, row.quantity, row.unit)
 
 
 def _one(
@@ -240,17 +477,17 @@ def _one(
     gates: Gates,
     last: bool,
 ) -> Gate:
-    value = row.value(after)
+    value = row.value(row, after)
     why = after.why.get(row.why, "")
     cmp = against if row.kind == RATIO else None
+    what = (row.quantity, row.unit)
     if row.kind == RATIO:
-        base = row.value(ref) if ref is not None else None
+        base = row.value(row, ref) if ref is not None else None
         if base is None or base <= 0:
-            label = _LABELS.get(row.why, row.why)
             if against == CONTROL:
-                why = f"no {label} from the control hosts"
+                why = f"no {row.quantity} from the control hosts"
             else:
-                why = f"no baseline {label}"
+                why = f"no baseline {row.quantity}"
             if ref is not None:
                 why += f" ({ref.why.get(row.why, '')})"
             return _missing(row, limit, gates, why, cmp)
@@ -260,88 +497,44 @@ def _one(
     elif value is None:
         return _missing(row, limit, gates, why or f"no {row.name} in the window", cmp)
     suffix = f" vs {against}" if cmp else ""
+    counts = tail(row, limit, after, ref) if row.kind == RATIO and row.latency and ref else None
     if gates.confidence is None:
-        ok = value >= limit if row.at_least else value <= limit
+        # A latency ratio is judged by the counts (its share over the bound, Tail.ok); any
+        # other gate by its value against the limit.
+        ok = counts.ok if counts else value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
         text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix}"
-        return Gate(row.name, ok, value, limit, text, cmp)
-    ev = _evidence(row, limit, after, ref, gates.level or gates.confidence)
+        if counts:
+            text += f" ({counts.text(row, limit, against)})"
+        return Gate(row.name, ok, value, limit, text, cmp, *what)
+    ev = row.evidence(row, limit, after, ref, gates.level or gates.confidence)
     if ev is None:  # no statistic for this measure: the point judgement, said so
         ok = value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
         text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} (no samples to test)"
-        return Gate(row.name, ok, value, limit, text, cmp)
+        return Gate(row.name, ok, value, limit, text, cmp, *what)
     numbers = ev.numbers()
-    if (
-        row.kind == CEILING and ev.low is not None and ev.high is not None
-    ):  # what the interval is of
-        numbers = f"n={ev.n:g} requests, share over it {ev.low:.3f}..{ev.high:.3f}"
+    if row.kind == CEILING and ev.low is not None and ev.high is not None:
+        # what the interval is of
+        numbers = f"n={ev.n:g} {row.observations}, share over it {ev.low:.3f}..{ev.high:.3f}"
+    if counts:
+        numbers = f"{counts.text(row, limit, against)}; {numbers}"
     if ev.decision == stats.PASS:
         sign = ">=" if row.at_least else "<="
         text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
-        return Gate(row.name, True, value, limit, text, cmp, ev)
+        return Gate(row.name, True, value, limit, text, cmp, *what, ev)
     if ev.decision == stats.FAIL:
         sign = "<" if row.at_least else ">"
         text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
-        return Gate(row.name, False, value, limit, text, cmp, ev)
+        return Gate(row.name, False, value, limit, text, cmp, *what, ev)
     if last:
         text = (
             f"not enough evidence: {_shown(row, value, limit)} against {row.show(limit)}{suffix} "
             f"({numbers}, confidence {gates.confidence:g})"
         )
-        return Gate(row.name, False, value, limit, text, cmp, ev)
+        return Gate(row.name, False, value, limit, text, cmp, *what, ev)
     text = f"{_shown(row, value, limit)} against {row.show(limit)}{suffix}: undecided ({numbers})"
-    return Gate(row.name, False, value, limit, text, cmp, ev, pending=True)
-
-
-def _evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
-) -> stats.Evidence | None:
-    """The statistical answer for one gate; None when the window has no samples for it."""
-    if row.name == "acceptance":
-        if after.drafts <= 0 or after.acceptance_rate is None:
-            return None
-        # A draft's tokens are accepted together or not (a rejection ends the draft), so a
-        # draft, not a token, is the independent trial: n = drafts, the conservative n.
-        return stats.proportion_at_least(
-            after.acceptance_rate * after.drafts, after.drafts, limit, confidence
-        )
-    if row.name == "mean_acceptance_length":
-        if after.drafts <= 0 or after.draft_tokens <= 0 or after.acceptance_rate is None:
-            return None
-        k = after.draft_tokens / after.drafts
-        ev = stats.proportion_at_least(
-            after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, confidence
-        )
-        lo, hi = ev.low, ev.high
-        return stats.Evidence(
-            ev.decision,
-            ev.n,
-            None if lo is None else 1 + k * lo,
-            None if hi is None else 1 + k * hi,
-            test="wilson",
-        )
-    if row.name == "error_rate":
-        return stats.proportion_at_most(after.errors, after.finished, limit, confidence)
-    if row.kind == CEILING:
-        b = after.buckets.get(row.latency)
-        if not b:
-            return None
-        above, total = histogram.share_above(limit, b)
-        return stats.proportion_at_most(above, total, 1 - QUANTILES["p99"], confidence)
-    if row.kind == RATIO and ref is not None:
-        if row.latency:
-            x, y = (
-                after.latency_samples.get(row.latency, ()),
-                ref.latency_samples.get(row.latency, ()),
-            )
-        else:
-            x, y = after.samples, ref.samples
-        if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
-            return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
-        test = stats.samples_at_least if row.at_least else stats.samples_at_most
-        return test(x, y, limit, confidence)
-    return None
+    return Gate(row.name, False, value, limit, text, cmp, *what, ev, pending=True)
 
 
 def undecided(results: Sequence[Gate]) -> bool:
