@@ -233,19 +233,23 @@ def _tail_evidence(
 # ---------------------------------------------------------------------------------------------
 # The table
 
-_TTFT = "time to first token, per request"
-_TPOT = "time per output token, per request (decode time / output tokens after the first)"
-_ITL = "inter-token latency per engine step (a step may emit several tokens)"
-_E2E = "end-to-end latency, per request"
-_SECONDS = "seconds"
+# What each latency histogram measures, as the report names it (model.LATENCIES' units).
+QUANTITIES = {
+    TTFT: "time to first token, per request",
+    TPOT: "time per output token, per request (decode time / output tokens after the first)",
+    ITL: "inter-token latency per engine step (a step may emit several tokens)",
+    E2E: "end-to-end latency, per request",
+}
 
 
-def _latency_rows(
-    name: str, latency: str, quantity: str, unit: str, per: str, quantile: float = 0.99
+def latency_rows(
+    name: str, latency: str, unit: str, per: str, quantile: float = 0.99
 ) -> tuple[Row, Row]:
     """A latency's two gates at one quantile: over the reference's (a ratio) and under a
-    number of seconds; their names and keys say the quantile (`ttft_p99`, `max_ttft_p99_s`)."""
+    number of seconds; their names and keys say the quantile (`ttft_p99`, `max_ttft_p99_s`).
+    `per`: what one observation of the histogram is (requests, steps)."""
     p = f"p{quantile * 100:g}"
+    quantity = QUANTITIES[latency]
     return (
         Row(
             f"{name}_{p}_ratio",
@@ -329,10 +333,10 @@ GATES: tuple[Row, ...] = (
         pct,
         "error_rate",
     ),
-    *_latency_rows("tpot", TPOT, _TPOT, "seconds per output token", "requests"),
-    *_latency_rows("ttft", TTFT, _TTFT, _SECONDS, "requests"),
-    *_latency_rows("itl", ITL, _ITL, "seconds per engine step", "steps"),
-    *_latency_rows("e2e", E2E, _E2E, _SECONDS, "requests"),
+    *latency_rows("tpot", TPOT, "seconds per output token", "requests"),
+    *latency_rows("ttft", TTFT, "seconds", "requests"),
+    *latency_rows("itl", ITL, "seconds per engine step", "steps"),
+    *latency_rows("e2e", E2E, "seconds", "requests"),
 )
 
 
