@@ -137,7 +137,7 @@ def looks(
 
 def describe_latency(m: Measures) -> list[str]:
     """'TTFT p50/p99 40.0/95.0 ms' parts for a phase's detail."""
-    names = {"ttft": "TTFT", "itl": "ITL", "e2e": "e2e"}
+    names = {"ttft": "TTFT", "tpot": "per output token", "itl": "ITL per step", "e2e": "e2e"}
     out = []
     for key, qs in m.latency.items():
         if "p50" in qs and "p99" in qs:

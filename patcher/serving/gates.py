@@ -75,7 +75,7 @@ class Row:
     value: Callable[[Row, Measures], float | None]
     evidence: Callable[[Row, float, Measures, Measures | None, float], stats.Evidence | None]
     show: Callable[[float], str]
-    why: str
+    why: Callable[[Row, Measures], str]
     latency: str = ""
     quantile: float | None = None
     observations: str = ""  # what one observation of the histogram is: "requests", "steps"
@@ -87,7 +87,30 @@ class Row:
 
 
 # ---------------------------------------------------------------------------------------------
-# Values and evidence, one function per kind of measure (a row names its own)
+# Values, evidence and reasons, one function per kind of measure (a row names its own)
+
+
+def _said(key: str) -> Callable[[Row, Measures], str]:
+    """Why a window has no value, as the measures said it (Measures.why[key])."""
+    return lambda row, m: m.why.get(key, "")
+
+
+# Why a latency histogram is missing, where more can be said than that the endpoint lacks it.
+ABSENT = {
+    TPOT: "the endpoint exports no request-level time-per-output-token histogram (vLLM 0.12 "
+    "on: vllm:request_time_per_output_token_seconds); e2e latency / output tokens per request "
+    "cannot be derived from histograms (latency and token counts are exported apart, so "
+    "which request had which is lost)",
+}
+
+
+def _latency_why(row: Row, m: Measures) -> str:
+    b = m.buckets.get(row.latency)
+    if b is None:
+        return ABSENT.get(row.latency, "the endpoint exports no such histogram")
+    if histogram.count(b) <= 0:
+        return f"no {row.observations} observed in the {m.seconds:.1f} s window"
+    return ""
 
 
 def _acceptance_rate(row: Row, m: Measures) -> float | None:
@@ -261,7 +284,7 @@ def latency_rows(
             _quantile,
             _tail_evidence,
             _x,
-            latency,
+            _latency_why,
             latency,
             quantile,
             per,
@@ -276,7 +299,7 @@ def latency_rows(
             _quantile,
             _ceiling_evidence,
             _s,
-            latency,
+            _latency_why,
             latency,
             quantile,
             per,
@@ -295,7 +318,7 @@ GATES: tuple[Row, ...] = (
         _acceptance_rate,
         _acceptance_evidence,
         pct,
-        "acceptance",
+        _said("acceptance"),
     ),
     Row(
         "mean_acceptance_length",
@@ -307,7 +330,7 @@ GATES: tuple[Row, ...] = (
         _mean_length,
         _mean_length_evidence,
         lambda x: f"{x:.2f}",
-        "acceptance",
+        _said("acceptance"),
     ),
     Row(
         "tokens_per_s_ratio",
@@ -319,7 +342,7 @@ GATES: tuple[Row, ...] = (
         _tokens_per_s,
         _rate_evidence,
         _x,
-        "tokens_per_s",
+        _said("tokens_per_s"),
     ),
     Row(
         "error_rate",
@@ -331,7 +354,7 @@ GATES: tuple[Row, ...] = (
         _error_rate,
         _error_evidence,
         pct,
-        "error_rate",
+        _said("error_rate"),
     ),
     *latency_rows("tpot", TPOT, "seconds per output token", "requests"),
     *latency_rows("ttft", TTFT, "seconds", "requests"),
@@ -482,7 +505,7 @@ def _one(
     last: bool,
 ) -> Gate:
     value = row.value(row, after)
-    why = after.why.get(row.why, "")
+    why = row.why(row, after)
     cmp = against if row.kind == RATIO else None
     what = (row.quantity, row.unit)
     if row.kind == RATIO:
@@ -493,7 +516,7 @@ def _one(
             else:
                 why = f"no baseline {row.quantity}"
             if ref is not None:
-                why += f" ({ref.why.get(row.why, '')})"
+                why += f" ({row.why(row, ref)})"
             return _missing(row, limit, gates, why, cmp)
         if value is None:
             return _missing(row, limit, gates, why or f"no {row.name} in the window", cmp)

@@ -16,18 +16,11 @@ from itertools import pairwise
 from typing import Any
 
 from patcher.serving import histogram
-from patcher.serving.model import LATENCIES, TPOT, Counters
+from patcher.serving.model import Counters
 
 # The quantiles the report shows of each latency histogram (`latency`); no gate reads them: a
 # gate reads its own row's quantile from `buckets`.
 SUMMARY = {"p50": 0.5, "p99": 0.99}
-# Why a latency histogram is missing, where more can be said than that the endpoint lacks it.
-_ABSENT = {
-    TPOT: "the endpoint exports no request-level time-per-output-token histogram (vLLM 0.12 "
-    "on: vllm:request_time_per_output_token_seconds); e2e latency / output tokens per request "
-    "cannot be derived from histograms (latency and token counts are exported apart, so "
-    "which request had which is lost)",
-}
 
 
 @dataclass(frozen=True)
@@ -123,12 +116,6 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         why["error_rate"] = f"no finished requests in the {seconds:.1f} s window"
     else:
         err = d.errors / d.finished
-    exported = {k for k, _ in series[-1][1].latency} if series else set()
-    for key in LATENCIES:
-        if key not in exported:
-            why[key] = _ABSENT.get(key, "the endpoint exports no such histogram")
-        elif histogram.count(window.get(key, ())) <= 0:
-            why[key] = f"no requests observed in the {seconds:.1f} s window"
     latency: dict[str, dict[str, float]] = {}
     for key, b in window.items():
         qs = {name: histogram.quantile(q, b) for name, q in SUMMARY.items()}
