@@ -37,6 +37,11 @@ def pct(x: float) -> str:
     return f"{x * 100:.1f}".rstrip("0").rstrip(".") + " %"
 
 
+def _share(x: float) -> str:
+    """A tail share: a percent, with two digits where it is under 1 % (0.04 %, not 0 %)."""
+    return f"{x * 100:.2g} %" if 0 < x < 0.01 else pct(x)
+
+
 def _x(x: float) -> str:
     return f"{x:.2f}x"
 
@@ -219,9 +224,10 @@ class Tail:
     def text(self, row: Row, limit: float, against: str) -> str:
         p = f"p{(row.quantile or 0) * 100:g}"
         return (
-            f"{pct(self.above / self.n)} of {self.n:g} {row.observations} over {_s(self.bound)} "
+            f"{_share(self.above / self.n)} of {self.n:g} {row.observations} "
+            f"over {_s(self.bound)} "
             f"({_x(limit)} the {against}'s {p} {_s(self.ref_q)}); the {against}'s "
-            f"{pct(self.ref_above / self.ref_n)} of {self.ref_n:g} over its {p}"
+            f"{_share(self.ref_above / self.ref_n)} of {self.ref_n:g} over its {p}"
         )
 
 
@@ -533,6 +539,8 @@ def _one(
         text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix}"
         if counts:
             text += f" ({counts.text(row, limit, against)})"
+            if ok != (value <= limit):  # a quantile in +Inf: its highest finite bound
+                text += "; a quantile in the +Inf bucket reads as the highest finite bound"
         return Gate(row.name, ok, value, limit, text, cmp, *what)
     ev = row.evidence(row, limit, after, ref, gates.level or gates.confidence)
     if ev is None:  # no statistic for this measure: the point judgement, said so
