@@ -159,6 +159,9 @@ def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
     assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail", gate
     assert gate["evidence"]["test"] == "newcombe" and gate["unit"] == "seconds per engine step"
     assert r["after"]["latency"]["itl"]["p99"] > r["control"]["latency"]["itl"]["p99"]
+    # per output token too (the request-level histogram, read beside the per-step one): the
+    # sampler's sleep is no speculation, every step still emits as many tokens
+    assert r["after"]["latency"]["tpot"]["p50"] > r["control"]["latency"]["tpot"]["p50"]
     assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists() and lab2.healthy(0)
 
 
