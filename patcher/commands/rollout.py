@@ -88,8 +88,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "--confidence",
         metavar="C",
         help="gates decide on evidence at this level (e.g. 0.95): a rate by its Wilson "
-        "interval, tokens/s and latency by a rank test over per-interval samples; an "
-        "undecided window extends up to --max-window, then fails: not enough evidence",
+        "interval, a latency by its bucket counts (two proportions), tokens/s by a rank test "
+        "over per-interval samples; an undecided window extends up to --max-window, then "
+        "fails: not enough evidence",
     )
     g.add_argument(
         "--max-window",

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from patcher.agent import protocol
-from patcher.serving.gates import Gate, Gates, gates_detail, judge, pct
+from patcher.serving.gates import Gates, pct
+from patcher.serving.judging import Gate, gates_detail, judge
 from patcher.serving.measures import Measures, measure, measure_series
 from patcher.serving.model import Counters, parse
 

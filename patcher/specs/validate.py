@@ -513,7 +513,8 @@ class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
-    of `vpatch rollout` (every gate); `--min-acceptance` and `--min-throughput-ratio` override.
+    of `vpatch rollout` (every one: one field per row of patcher/serving/gates.py GATES);
+    `--min-acceptance` and `--min-throughput-ratio` override.
     A patch can load perfectly and still not help: these turn "the file changed" into
     "speculative decoding accepts enough drafts, and the server got no slower".
     """
@@ -535,18 +536,37 @@ class MetricsThresholds(_Model):
         le=1,
         description="rollout: aborted or failed requests / finished requests in the window, 0..1",
     )
-    # Latency gates (patcher/serving/gates.py GATES): p99 from the histograms' bucket deltas.
+    # Latency gates (patcher/serving/gates.py GATES), each in its unit; judged from the
+    # histograms' bucket counts (docs/rollout.md).
+    max_tpot_p99_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="rollout: time per output token p99 (per request) over the control's",
+    )
+    max_tpot_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: time per output token p99 ceiling, seconds"
+    )
     max_ttft_p99_ratio: float | None = Field(
         default=None, gt=0, description="rollout: time-to-first-token p99 over the control's"
-    )
-    max_itl_p99_ratio: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 over the control's"
     )
     max_ttft_p99_s: float | None = Field(
         default=None, gt=0, description="rollout: time-to-first-token p99 ceiling, seconds"
     )
+    max_itl_p99_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="rollout: inter-token latency p99 per engine step over the control's",
+    )
     max_itl_p99_s: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 ceiling, seconds"
+        default=None,
+        gt=0,
+        description="rollout: inter-token latency p99 per engine step ceiling, seconds",
+    )
+    max_e2e_p99_ratio: float | None = Field(
+        default=None, gt=0, description="rollout: end-to-end request latency p99 over the control's"
+    )
+    max_e2e_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: end-to-end request latency p99 ceiling, seconds"
     )
 
 

@@ -97,6 +97,7 @@ PURE = {
     "patcher.serving.stats",
     "patcher.serving.measures",
     "patcher.serving.gates",
+    "patcher.serving.judging",
 }
 # The one definition of the wire and of the journal, shared by controller and agent: data and
 # parsing a pure module may use (journal.append writes only to a descriptor its caller holds).
