@@ -213,8 +213,17 @@ def from_list(doc: dict[str, Any]) -> Tree:
         for host in body.get("hosts", []):
             tree.add_host(name, host, {})
     order = tree.members("all") + [h for h in tree.hosts if h not in tree.members("all")]
-    tree.hosts = {h: dict(hostvars.get(h, {})) for h in order}
+    tree.hosts = {h: {k: _trusted(v) for k, v in hostvars.get(h, {}).items()} for h in order}
     return tree
+
+
+def _trusted(value: Any) -> Any:
+    """A value as the inventory wrote it: ansible-inventory prints a string Ansible will never
+    template (`!unsafe`, an INI bytes literal) as {"__ansible_unsafe": TEXT}; vpatch templates
+    nothing, so it is that TEXT (a vaulted value stays a mapping, refused where it is read)."""
+    if isinstance(value, dict) and list(value) == ["__ansible_unsafe"]:
+        return value["__ansible_unsafe"]
+    return value
 
 
 def _merged(tree: Tree, base: Path) -> dict[str, dict[str, Any]]:
