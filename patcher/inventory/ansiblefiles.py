@@ -71,11 +71,28 @@ class Tree:
         if name not in members:
             members.append(name)
 
-    def add_child(self, parent: str, child: str) -> None:
+    def add_child(self, parent: str, child: str, where: str = "") -> None:
+        """`child` under `parent`; a group under itself or under its own descendant is an
+        error, as in Ansible (a loop)."""
         children = self.group(parent)[1]
         self.group(child)
-        if child != parent and child not in children:
+        if child == parent or parent in self.descendants(child):
+            raise SpecError(
+                f"{where or 'inventory'}: group {child!r} as a child of {parent!r} makes a loop",
+                "a group cannot hold itself, directly or through its children",
+            )
+        if child not in children:
             children.append(child)
+
+    def descendants(self, group: str) -> set[str]:
+        out: set[str] = set()
+        todo = list(self.groups.get(group, ([], [], {}))[1])
+        while todo:
+            name = todo.pop()
+            if name not in out:
+                out.add(name)
+                todo += self.groups.get(name, ([], [], {}))[1]
+        return out
 
     def members(self, group: str, seen: frozenset[str] = frozenset()) -> list[str]:
         """Hosts of `group` and of its children, recursively (a cycle is not followed)."""
@@ -185,7 +202,7 @@ def ini(text: str, path: str) -> Tree:
             else:
                 declared.add(section)
                 for parent in waiting.pop(section, (0, []))[1]:  # as Ansible: now, not before
-                    tree.add_child(parent, section)
+                    tree.add_child(parent, section, where)
             continue
         if line.startswith("[") and (line.endswith("]") or re.match(r"^\[[^\]]*\]\s*;", line)):
             raise SpecError(
@@ -198,7 +215,7 @@ def ini(text: str, path: str) -> Tree:
             if not found:
                 raise SpecError(f"{where}: expected a group name, got {line!r}", HINT)
             if found[1] in declared:
-                tree.add_child(section, found[1])
+                tree.add_child(section, found[1], where)
             else:
                 waiting.setdefault(found[1], (n, []))[1].append(section)
         elif kind == "vars":
@@ -315,7 +332,7 @@ def _yaml_group(tree: Tree, name: Any, body: Any, path: str) -> None:
         elif key == "children":
             for child, child_body in section.items():
                 _yaml_group(tree, child, child_body, path)
-                tree.add_child(name, str(child))
+                tree.add_child(name, str(child), where)
         else:
             for host, values in section.items():
                 _yaml_host(tree, name, host, values, where)
