@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ansibleconf
+from tests.support import ansibleconf, inventorygen
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -59,6 +59,26 @@ def test_ansible_cores_own_inventories_read_alike(
     assert listed == {c.rel for c in diverged}, "a deliberate divergence that no longer happens"
     for case in diverged:  # each is Ansible skipping with a warning what vpatch refuses
         assert case.vpatch.error and "Skipping" in case.ansible.warnings, case.rel
+
+
+def test_generated_inventories_read_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seeded mixes of the rules (tests/support/inventorygen.py): both readers agree on every
+    one, the files Ansible refuses (undeclared groups, loops) included."""
+    files = inventorygen.write(tmp_path / "gen", 25)
+    cases = ansibleconf.compare(tmp_path, files)
+    readable = [c for c in cases if c.readable and c.ansible.hosts]
+    _report(
+        capsys,
+        [
+            f"generated inventories: {sum(c.same for c in cases)} of {len(cases)} read alike "
+            f"({len(readable)} with hosts, {sum(len(c.ansible.hosts or []) for c in readable)} "
+            f"hosts; {sum(not c.readable for c in cases)} refused by both)"
+        ],
+    )
+    assert len(readable) >= 15
+    assert [(c.rel, c.ansible.hosts, c.vpatch.hosts) for c in cases if not c.same] == []
 
 
 CASES = ansibleconf.cases()
