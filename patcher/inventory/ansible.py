@@ -43,6 +43,7 @@ turn, a group's own hosts before its children's), with either reader.
 from __future__ import annotations
 
 import decimal
+import functools
 import json
 import shutil
 import subprocess
@@ -51,7 +52,7 @@ from typing import Any
 
 from patcher import isolate
 from patcher.errors import SpecError
-from patcher.inventory.ansiblefiles import HINT, Tree, ini, yaml_tree
+from patcher.inventory.ansiblefiles import HINT, Tree, Unsafe, ini, yaml_tree
 
 # field -> the variables that set it, the winner first (Ansible's play context takes the
 # first one set: `ansible_ssh_host` over `ansible_host`, and so on).
@@ -116,9 +117,33 @@ def _load_yaml(text: str, where: str) -> Any:
             "install vpatch with its dependencies (`pipx install vpatch`), or install ansible-core",
         ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader(yaml))  # a SafeLoader (plus two tags)
     except yaml.YAMLError as exc:
         raise _YamlError(str(exc).replace("\n", " ")) from None
+
+
+@functools.cache
+def _loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader plus Ansible's two tags: `!unsafe` (text Ansible never templates:
+    Unsafe) and `!vault` (an encrypted value: {"__ansible_vault": TEXT}, as ansible-inventory
+    prints it, refused where vpatch reads it)."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    def unsafe(loader: Any, node: Any) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return Unsafe(loader.construct_scalar(node))
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_mapping(node, deep=True)
+
+    def vault(loader: Any, node: Any) -> Any:
+        return {"__ansible_vault": loader.construct_scalar(node)}
+
+    Loader.add_constructor("!unsafe", unsafe)
+    Loader.add_constructor("!vault", vault)
+    return Loader
 
 
 class _YamlError(Exception):
@@ -222,7 +247,8 @@ def _trusted(value: Any) -> Any:
     template (`!unsafe`, an INI bytes literal) as {"__ansible_unsafe": TEXT}; vpatch templates
     nothing, so it is that TEXT (a vaulted value stays a mapping, refused where it is read)."""
     if isinstance(value, dict) and list(value) == ["__ansible_unsafe"]:
-        return value["__ansible_unsafe"]
+        text = value["__ansible_unsafe"]
+        return Unsafe(text) if isinstance(text, str) else text
     return value
 
 
@@ -252,8 +278,10 @@ def _refuse(path: str, host: str, what: str, hint: str = HINT) -> SpecError:
 
 
 def _scalar(path: str, host: str, var: str, value: Any) -> Any:
-    """A value vpatch can use as Ansible would: no template, no vault blob, no structure."""
-    if isinstance(value, str) and ("{{" in value or "{%" in value):
+    """A value vpatch can use as Ansible would: no template (an Unsafe text is none: Ansible
+    never renders it), no vault blob, no structure."""
+    template = isinstance(value, str) and ("{{" in value or "{%" in value)
+    if template and not isinstance(value, Unsafe):
         raise _refuse(
             path,
             host,

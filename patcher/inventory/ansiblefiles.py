@@ -53,6 +53,13 @@ _GROUP_NAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 _YAML_KEYS = ("vars", "children", "hosts")
 
 
+class Unsafe(str):
+    """Text Ansible never templates (YAML `!unsafe`, an INI bytes literal; ansible-inventory
+    prints it as {"__ansible_unsafe": TEXT}): `{{` in it is literal, not a template."""
+
+    __slots__ = ()
+
+
 class Tree:
     """Groups (direct hosts, child groups, vars) and each host's own vars, in creation order,
     with `all` and `ungrouped` first as in Ansible's InventoryData."""
@@ -175,7 +182,7 @@ def _coerce(value: Any) -> Any:
     if isinstance(value, complex):
         return str(value)
     if isinstance(value, bytes):
-        return value.decode("utf-8", "surrogateescape")
+        return Unsafe(value.decode("utf-8", "surrogateescape"))
     return value
 
 
