@@ -249,13 +249,40 @@ class Client:
 
     def candidates(
         self, package: str, version: Version, pages: dict[str, list[remote.Candidate]]
-    ) -> None:
-        """Fill `pages` (page URL -> wheels with a sha256, the ranged path's `remote.find`)
-        from the kept or fetched pages of the http(s) indexes; a kept page without the
-        release is read again (it may be newer than the page)."""
+    ) -> File | None:
+        """Fill `pages` (page URL -> its wheels, the ranged path's `remote.find`) from the
+        kept or fetched pages of the http(s) indexes (a kept page without the release is read
+        again: it may be newer than the page); pip's pick from every source (`choice`)."""
         name = canonicalize_name(package)
         with self._lock:
             self._candidates(name, version, pages)
+            return self._choice(package, version, ())
+
+    def choice(
+        self,
+        package: str,
+        version: Version,
+        platforms: Sequence[str] = (),
+        python: tuple[int, int] | None = None,
+    ) -> File | None:
+        """The wheel pip would take for package==version from every configured source at
+        once (`listing.best_wheel`: find-links, file:// and http(s) indexes merged, as pip
+        merges them); kept pages that lack it are read again before None."""
+        with self._lock:
+            return self._choice(package, version, platforms, python)
+
+    def _choice(
+        self,
+        package: str,
+        version: Version,
+        platforms: Sequence[str],
+        python: tuple[int, int] | None = None,
+    ) -> File | None:
+        got = listing.best_wheel(self.files(package), package, version, platforms, python)
+        if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
+            self.refresh, self._pages = True, {}
+            got = listing.best_wheel(self.files(package), package, version, platforms, python)
+        return got
 
     def _candidates(
         self, name: str, version: Version, pages: dict[str, list[remote.Candidate]]
@@ -267,9 +294,9 @@ class Client:
                 self._pages.pop(url, None)
                 files = self._reread(url)
             pages[url] = [
-                remote.Candidate(f.url, f.filename, f.sha256)
+                remote.Candidate(f.url, f.filename, f.sha256 or "", f.yanked, f.requires_python)
                 for f in files
-                if f.sha256 and f.filename.endswith(".whl") and not f.yanked
+                if f.filename.endswith(".whl")
             ]
 
     def _reread(self, url: str) -> list[File]:
@@ -301,10 +328,7 @@ class Client:
         """The release's wheel pip would pick, whole, into the empty directory `dest`, its
         sha256 checked against the index's; NoRanges when no source has one."""
         with self._lock:
-            got = listing.best_wheel(self.files(package), package, version, platforms)
-            if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
-                self.refresh, self._pages = True, {}
-                got = listing.best_wheel(self.files(package), package, version, platforms)
+            got = self._choice(package, version, platforms)
         if got is None:
             raise remote.NoRanges(
                 f"no configured index has a wheel of {package}=={version} for this platform"

@@ -45,6 +45,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -485,9 +486,14 @@ class Store:
         pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
         if self._native():
             try:  # the client's kept pages: a release listed before is found without a request
-                self._client().candidates(package, version, pages)
+                picked = self._client().candidates(package, version, pages)
             except remote.NoRanges:
-                pass  # remote.find reads the pages itself, and says what it finds
+                picked = None  # remote.find reads the pages itself, and says what it finds
+            if picked is not None and urlsplit(picked.url).scheme not in ("http", "https"):
+                # pip's pick from every source is on this machine (find-links, a file://
+                # index; e.g. a local version's wheel): the whole-file path copies it
+                self.no_ranges[f"{package}=={version}"] = f"pip takes {picked.filename} from disk"
+                return None
         try:
             got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)
