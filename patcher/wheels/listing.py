@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.tags import Tag, compatible_tags, cpython_tags, mac_platforms, sys_tags
+from packaging.tags import (
+    Tag,
+    android_platforms,
+    compatible_tags,
+    cpython_tags,
+    ios_platforms,
+    mac_platforms,
+    sys_tags,
+)
 from packaging.utils import (
     InvalidSdistFilename,
     InvalidWheelFilename,
@@ -133,11 +141,11 @@ def _release(filename: str) -> tuple[str, Version, frozenset[Tag] | None] | None
 
 
 def pip_platforms(platforms: Sequence[str]) -> list[str]:
-    """`--platform` values as pip widens them (its `_expand_allowed_platforms`): a macOS
-    platform admits the older macOS releases and the universal builds packaging lists for it,
-    manylinux2014 admits manylinux2010 and manylinux1 (x86_64 and i686 only), manylinux2010
-    admits manylinux1; any other platform is itself only (manylinux_2_28 does not admit
-    manylinux_2_17: pip takes the name as given). Duplicates dropped, order kept."""
+    """`--platform` values as pip widens them (its `_expand_allowed_platforms`): a macOS, iOS
+    or Android platform admits the older releases (and macOS's universal builds) packaging
+    lists for it, manylinux2014 admits manylinux2010 and manylinux1 (x86_64 and i686 only),
+    manylinux2010 admits manylinux1; any other platform is itself only (manylinux_2_28 does
+    not admit manylinux_2_17: pip takes the name as given). Duplicates dropped, order kept."""
     seen: set[str] = set()
     out: list[str] = []
     for p in platforms:
@@ -151,15 +159,22 @@ def pip_platforms(platforms: Sequence[str]) -> list[str]:
 
 
 def _widened(platform: str) -> list[str]:
+    """One `--platform` value as pip's `_get_custom_platforms` widens it."""
     prefix, _, suffix = platform.partition("_")
-    if platform.startswith("macosx"):
-        m = _APPLE.match(platform)
-        if m is None:
-            return [platform]
-        name, major, minor, arch = m.groups()
-        return [
-            f"{name}_{p[len('macosx_') :]}" for p in mac_platforms((int(major), int(minor)), arch)
-        ]
+    apple = _APPLE.match(platform)
+    if platform.startswith(("macosx", "ios")) and apple is None:
+        return [platform]
+    if platform.startswith("macosx") and apple is not None:
+        name, major, minor, arch = apple.groups()
+        found = mac_platforms((int(major), int(minor)), arch)
+        return [f"{name}_{p[len('macosx_') :]}" for p in found]
+    if platform.startswith("ios") and apple is not None:
+        name, major, minor, arch = apple.groups()
+        found = ios_platforms((int(major), int(minor)), arch)
+        return [f"{name}_{p[len('ios_') :]}" for p in found]
+    if prefix == "android":
+        android = re.fullmatch(r"android_(\d+)_(.+)", platform)
+        return list(android_platforms(int(android[1]), android[2])) if android else [platform]
     if prefix == "manylinux2014" and suffix in ("i686", "x86_64"):
         return [platform, f"manylinux2010_{suffix}", f"manylinux1_{suffix}"]
     if prefix == "manylinux2010":

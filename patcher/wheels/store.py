@@ -52,7 +52,7 @@ from packaging.version import Version
 
 from patcher.errors import VpatchError
 from patcher.output import progress as feedback
-from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
+from patcher.wheels import index, indexclient, listing, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
 
@@ -231,6 +231,25 @@ class Store:
             raise index.PipError(
                 f"could not list releases of {package}: {exc.message}", index_hint(package)
             ) from None
+
+    def releases_without_wheel(
+        self, package: str, pre: bool, platforms: Sequence[str]
+    ) -> list[Version]:
+        """Releases the indexes list (any file, not all yanked) that have no wheel pip would
+        take for `platforms` (`vpatch matrix --platform` names them instead of leaving them
+        out); with $VPATCH_PIP, those pip lists here but not for the platforms."""
+        if not self._native():
+            here = index.list_versions(package, pre)
+            there = set(index.list_versions(package, pre, platforms))
+            return [v for v in here if v not in there]
+        try:
+            files = self._client().files(package)
+        except remote.NoRanges as exc:  # Unreachable included
+            raise index.PipError(
+                f"could not list releases of {package}: {exc.message}", index_hint(package)
+            ) from None
+        usable = set(listing.versions(files, package, pre, platforms))
+        return [v for v in listing.releases(files, package, pre) if v not in usable]
 
     @classmethod
     def for_run(

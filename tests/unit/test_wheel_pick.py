@@ -93,3 +93,7 @@ def test_pip_widens_platforms_as_pip_does() -> None:
     mac = listing.pip_platforms(["macosx_11_0_arm64"])
     assert mac[0] == "macosx_11_0_arm64" and "macosx_10_9_universal2" in mac
     assert listing.target_python((3, 11)) == Version("3.11.0")
+    # iOS and Android as pip widens them (packaging's lists): older releases admitted
+    assert "ios_12_0_arm64_iphoneos" in listing.pip_platforms(["ios_13_0_arm64_iphoneos"])
+    assert "android_21_arm64_v8a" in listing.pip_platforms(["android_24_arm64_v8a"])
+    assert listing.pip_platforms(["ios_bad"]) == ["ios_bad"]
