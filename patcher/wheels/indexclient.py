@@ -117,21 +117,33 @@ class Client:
     # -- a project's files, from every source pip reads
 
     def files(self, package: str) -> list[File]:
-        """Every file of `package` the configured sources list, local ones first; Unreachable
-        when no source could be read at all and there were http(s) ones to read."""
+        """Every file of `package` the configured sources list, in pip's order (which decides
+        between equal candidates, `listing.pick`): the files of find-links directories, then
+        find-links pages, then the indexes in the order configured (index-url, each
+        extra-index-url; file:// and http(s) alike). Unreachable when no source could be read
+        at all and there were http(s) ones to read."""
         name = canonicalize_name(package)
         out: list[File] = []
         file_index_dirs = {_local(u) for u in self.config.file_indexes}
         for d in self.config.local_dirs:
             if d not in file_index_dirs:
                 out += _dir_files(d)
-        for url in self.config.file_indexes:
-            out += _file_index(_local(url) / name)
         unreachable: list[str] = []
-        pages = [u.rstrip("/") + f"/{name}/" for u in self.http_indexes()]
+        # an http(s) index's page is named from its URL without credentials (`http_indexes`)
+        http = dict(zip(self.config.index_urls, self.http_indexes(), strict=True))
+        indexes = self.config.indexes or (*http, *self.config.file_indexes)
+        pages: list[str] = list(self.config.link_pages)
+        for source in indexes:
+            if source in http:
+                pages.append(http[source].rstrip("/") + f"/{name}/")
+            elif source in self.config.file_indexes:
+                pages.append(source)
         answered = 0
         failed: list[remote.NoRanges] = []
-        for page in [*self.config.link_pages, *pages]:
+        for page in pages:
+            if page in self.config.file_indexes:
+                out += _file_index(_local(page) / name)
+                continue
             try:
                 out += self.page(page)
                 answered += 1
@@ -398,9 +410,10 @@ def _local(url: str) -> Path:
 
 
 def _dir_files(d: Path) -> list[File]:
-    """A find-links directory's files (pip reads no hashes there)."""
+    """A find-links directory's files (pip reads no hashes there), in pip's order for them
+    (by URL, highest first)."""
     try:
-        names = sorted(os.listdir(d))
+        names = sorted(os.listdir(d), reverse=True)
     except OSError:
         return []
     return [File(n, (d / n).as_uri()) for n in names if n.endswith((".whl", ".tar.gz", ".zip"))]
