@@ -324,9 +324,12 @@ class Client:
             self.refresh = refresh
 
     def versions(
-        self, package: str, pre: bool = False, platforms: Sequence[str] = ()
+        self, package: str, pre: bool = False, platforms: Sequence[str] = (), any_file: bool = False
     ) -> list[Version]:
-        """The releases pip would list (`listing.versions`), oldest first."""
+        """The releases pip would list (`listing.versions`), oldest first; `any_file`: every
+        release with a file of any kind, not all yanked (`listing.releases`)."""
+        if any_file:
+            return listing.releases(self.files(package), package, pre)
         return listing.versions(self.files(package), package, pre, platforms)
 
     def download(

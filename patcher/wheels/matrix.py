@@ -338,5 +338,7 @@ def build(
         releases = runner.run(chosen)
     finally:
         runner.progress.stop()
-    table = Matrix(spec.id, spec.package, releases, described, list(platforms), no_wheel)
+    table = Matrix(
+        spec.id, spec.package, releases, described, platforms=list(platforms), no_wheel=no_wheel
+    )
     return table, runner.stats

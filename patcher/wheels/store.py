@@ -52,7 +52,7 @@ from packaging.version import Version
 
 from patcher.errors import VpatchError
 from patcher.output import progress as feedback
-from patcher.wheels import index, indexclient, listing, pipconf, remote, trust, wheelhouse
+from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
 
@@ -218,15 +218,15 @@ class Store:
         return not _by_pip() and not self._index_config().pip_only
 
     def list_versions(
-        self, package: str, pre: bool = False, platforms: Sequence[str] = ()
+        self, package: str, pre: bool = False, platforms: Sequence[str] = (), any_file: bool = False
     ) -> list[Version]:
         """Every release of `package` the configured indexes offer that pip would list here,
         oldest first; pages kept in the store (warm: no request). `index.PipError` (the
         matrix's "cannot list") when no index could be read."""
-        if not self._native():
-            return index.list_versions(package, pre, platforms)
+        if not self._native():  # any_file: what pip lists for this interpreter, sdists included
+            return index.list_versions(package, pre, () if any_file else platforms)
         try:
-            return self._client().versions(package, pre, platforms)
+            return self._client().versions(package, pre, platforms, any_file)
         except remote.NoRanges as exc:  # Unreachable included
             raise index.PipError(
                 f"could not list releases of {package}: {exc.message}", index_hint(package)
@@ -235,21 +235,10 @@ class Store:
     def releases_without_wheel(
         self, package: str, pre: bool, platforms: Sequence[str]
     ) -> list[Version]:
-        """Releases the indexes list (any file, not all yanked) that have no wheel pip would
-        take for `platforms` (`vpatch matrix --platform` names them instead of leaving them
-        out); with $VPATCH_PIP, those pip lists here but not for the platforms."""
-        if not self._native():
-            here = index.list_versions(package, pre)
-            there = set(index.list_versions(package, pre, platforms))
-            return [v for v in here if v not in there]
-        try:
-            files = self._client().files(package)
-        except remote.NoRanges as exc:  # Unreachable included
-            raise index.PipError(
-                f"could not list releases of {package}: {exc.message}", index_hint(package)
-            ) from None
-        usable = set(listing.versions(files, package, pre, platforms))
-        return [v for v in listing.releases(files, package, pre) if v not in usable]
+        """Releases listed (any file: `any_file`) without a wheel pip takes for `platforms`:
+        `vpatch matrix --platform` names them instead of leaving them out."""
+        usable = set(self.list_versions(package, pre, platforms))
+        return [v for v in self.list_versions(package, pre, any_file=True) if v not in usable]
 
     @classmethod
     def for_run(
@@ -509,8 +498,7 @@ class Store:
             except remote.NoRanges:
                 picked = None  # remote.find reads the pages itself, and says what it finds
             if picked is not None and urlsplit(picked.url).scheme not in ("http", "https"):
-                # pip's pick from every source is on this machine (find-links, a file://
-                # index; e.g. a local version's wheel): the whole-file path copies it
+                # pip's pick is on this machine (find-links, file://): the whole path copies it
                 self.no_ranges[f"{package}=={version}"] = f"pip takes {picked.filename} from disk"
                 return None
         try:
