@@ -15,7 +15,6 @@ went down means the server restarted: the later scrape alone, Prometheus' `incre
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 
@@ -92,6 +91,7 @@ def quantile(q: float, b: Buckets) -> float | None:
 # (PromQL's smallDeltaTolerance).
 SMALL_DELTA = 1e-12
 _MIN_NORMAL = 2.2250738585072014e-308  # the smallest positive normal float
+_MAX_FLOAT = 1.7976931348623157e308
 
 
 def _coalesced(b: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -131,7 +131,7 @@ def _almost_equal(a: float, b: float) -> bool:
     diff = abs(a - b)
     if a == 0 or b == 0 or total < _MIN_NORMAL:
         return diff < SMALL_DELTA * _MIN_NORMAL
-    return diff / min(total, sys.float_info.max) < SMALL_DELTA
+    return diff / min(total, _MAX_FLOAT) < SMALL_DELTA
 
 
 def share_above(limit: float, b: Buckets) -> tuple[float, float]:
