@@ -78,7 +78,7 @@ class FileDiff:
         got = job.text()
         if got is not None:  # a big file: diff's changes
             return got
-        a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+        a, b = fastdiff.split_lines(before), fastdiff.split_lines(after)
         return "".join(
             fastdiff.unified_diff(
                 a,

@@ -144,6 +144,12 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             "spec": _STR,
             "package": _STR,
             "releases": {"type": "array", "items": release},
+            "platforms": {**_STRS, "description": "--platform: the platforms asked for"},
+            "no_wheel": {
+                **_STRS,
+                "description": "releases in range without a wheel for those platforms "
+                "(not examined, no row)",
+            },
         },
     )
     return {
