@@ -42,22 +42,37 @@ METRICS_HINT = (
 
 
 def scrape(
-    transport: Transport, endpoints: Sequence[str], profile: str, ctx: RunContext | None = None
+    transport: Transport,
+    endpoints: Sequence[str],
+    profile: str,
+    ctx: RunContext | None = None,
+    missed: list[str] | None = None,
 ) -> tuple[Counters, float]:
     """Every endpoint of one host, by its agent, joined (each endpoint's series named by its
     place and URL, so that one engine's restart resets its own series only) and summed:
     (counters, the controller's monotonic time after the last one). Each fetch is one
     exchange of the rollout's run `ctx` (patcher.run.exchange: counted, shown by -v; a
-    refusal an AgentError)."""
+    refusal an AgentError).
+
+    `missed`: a scrape inside a window, where an engine that does not answer (restarting on
+    its own) is one whose series are absent from this scrape, not a failed window, as long as
+    another endpoint of the host answered: its URL is added to `missed`. Its series count
+    what they counted until it went and, when it is back lower, from zero (model.increases).
+    A scrape that reached an endpoint and read something wrong (over the bounds, not
+    Prometheus text) fails all the same."""
     from patcher.run import exchange
     from patcher.serving import metrics
 
     total = Counters()
+    gone: list[str] = []
     for i, url in enumerate(endpoints):
         said = f"cannot scrape {url}: agent refused"
         got = metrics.scrape(exchange.Counted(transport, ctx, said, METRICS_HINT), url)
         if got.text is None:
-            raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
+            if missed is None:
+                raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
+            gone.append(f"{url} ({got.error})")
+            continue
         try:
             c = parse(got.text, PROFILES[profile])
         except ScrapeRefused as exc:
@@ -68,6 +83,10 @@ def scrape(
                 f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
             ) from None
         total = total.plus(c.tagged(f"#{i} {url}"))
+    if gone and len(gone) == len(endpoints):
+        raise ScrapeFailed(f"cannot scrape {'; '.join(gone)}")
+    if missed is not None:
+        missed += gone
     return total, time.monotonic()
 
 

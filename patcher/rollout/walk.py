@@ -84,6 +84,7 @@ class _Host:
     lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
     hint: str = ""  # the first hint a failed step's error gave (an AgentError's kind's words)
+    missed: str = ""  # the last window's note on engines that missed some of its scrapes
 
     @property
     def plan(self) -> rollout.Plan:
@@ -104,11 +105,13 @@ class _Host:
         return self.target.metrics or self.cfg.metrics
 
 
-def _scrape(h: _Host) -> tuple[rollout.Counters, float]:
+def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[rollout.Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
-    controller's monotonic time of it."""
+    controller's monotonic time of it. `missed`: inside a window, an engine that does not
+    answer is noted there instead of failing the step (canary.scrape)."""
     try:
-        return canary.scrape(h.transport, settings.urls(h.metrics), h.cfg.profile, h.ctx)
+        urls = settings.urls(h.metrics)
+        return canary.scrape(h.transport, urls, h.cfg.profile, h.ctx, missed)
     except canary.ScrapeFailed as exc:
         raise _StepFailed(str(exc)) from None
 
@@ -124,7 +127,8 @@ def _measure(
     drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
     on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
     cfg = h.cfg
-    series = [_scrape(h)]
+    series = [_scrape(h)]  # every engine answers the window's first scrape
+    missed: list[str] = []
     ctrl = h.controls if after else None
     cseries = [ctrl.scrape(cfg)] if ctrl is not None else []
     t0 = series[0][1]
@@ -142,13 +146,28 @@ def _measure(
         limit = longest if t1 - t0 >= cfg.window else cfg.window
         sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
         _beat(h, rollout.WINDOW, force=False)
-        series.append(_scrape(h))
+        series.append(_scrape(h, missed))
         if ctrl is not None:
             cseries.append(ctrl.scrape(cfg))
     h.window_end = series[-1][0]
+    h.missed = _missed_note(missed, len(series) - 1)
     if ctrl is not None:
         h.control_after = _window(cseries)
     return _window(series)
+
+
+def _missed_note(missed: list[str], scrapes: int) -> str:
+    """What the window's detail says of engines that did not answer some of its scrapes."""
+    if not missed:
+        return ""
+    counts: dict[str, int] = {}
+    for what in missed:
+        counts[what] = counts.get(what, 0) + 1
+    said = ", ".join(f"{what} in {n} of {scrapes}" for what, n in counts.items())
+    return (
+        f"; an engine did not answer some scrapes (restarting?): {said}; its series counted "
+        "what they counted before it went and, back lower, from zero"
+    )
 
 
 def _window(series: list[tuple[rollout.Counters, float]]) -> rollout.Measures:
@@ -176,14 +195,14 @@ def _step_baseline(h: _Host) -> str:
     except _StepFailed as exc:
         raise _StepFailed(f"apply would refuse it (nothing measured or written): {exc}") from None
     h.before = _measure(h)
-    return _describe(h.before)
+    return _describe(h.before) + h.missed
 
 
 def _step_window(h: _Host) -> str:
     h.after = _measure(h, after=True)
     if h.control_after is not None:
-        return f"{_describe(h.after)}; control: {_describe(h.control_after)}"
-    return _describe(h.after)
+        return f"{_describe(h.after)}{h.missed}; control: {_describe(h.control_after)}"
+    return _describe(h.after) + h.missed
 
 
 def _step_gates(h: _Host) -> str:

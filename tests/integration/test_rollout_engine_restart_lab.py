@@ -106,3 +106,88 @@ def test_one_engine_restarting_mid_window_reads_as_if_it_had_not(
         tps = r[window]["tokens_per_s"]
         assert TRUE_RATE / 2 < tps < TRUE_RATE * 2, (window, tps)
         assert r[window]["acceptance_rate"] == 0.7, r[window]
+
+
+class _Away:
+    """Engine B does not answer the 3rd and 4th scrapes after the host's restart command ran
+    (inside the window after the patch), then comes back restarted (counters from zero)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+        self.after = 0
+        self.away: list[int] = []
+        self.lock = threading.Lock()
+
+    def down(self) -> bool:
+        with self.lock:
+            if not self.marker.exists():
+                return False
+            self.after += 1
+            if self.after in (3, 4):
+                self.away.append(self.after)
+                return True
+            return False
+
+    def restarted(self) -> bool:
+        with self.lock:
+            return self.after == 5
+
+
+def test_an_engine_away_for_scrapes_mid_window_is_a_restart_not_a_failed_window(
+    tmp_path: Path, ssh_lab_factory: harness.LabFactory
+) -> None:
+    """A real engine's restart outlasts a scrape (vLLM's takes tens of seconds): the scrapes
+    it misses inside a window have its series absent, and it comes back from zero. The
+    window is measured as the two engines' rate and says which engine was away; the gates'
+    own scrape after the window still needs every engine."""
+    lab = ssh_lab_factory(1, harness.standin_env_factory)
+    [host] = lab.hosts
+    script = host.home / "restart.sh"
+    script.write_text(RESTART)
+    script.chmod(0o755)
+    spec = tmp_path / "servekit-kimi.toml"
+    spec.write_text(SPEC_A)
+    away = _Away(host.home / "restarts")
+    with (
+        gateserver.serve(rate=0.7, lived=100_000) as a,
+        gateserver.serve(rate=0.7, lived=10_000, restarts=away.restarted, down=away.down) as b,
+    ):
+        inv = tmp_path / "hosts.toml"
+        inv.write_text(
+            f"[defaults]\npython = '{PY}'\n\n[[host]]\nname = '{host.name}'\n"
+            f"address = '{host.name}'\nmetrics = ['{a}/metrics', '{b}/metrics']\n"
+        )
+        res = vpatch(
+            "rollout",
+            str(spec),
+            "--inventory",
+            str(inv),
+            "--ssh-config",
+            str(lab.ssh_config),
+            "--level",
+            "static",
+            "--json",
+            "--restart",
+            "/root/restart.sh",
+            "--health",
+            f"{a}/health",
+            "--window",
+            "3",
+            "--scrape-every",
+            "0.4",
+            "--min-drafts",
+            "0",
+            "--min-throughput-ratio",
+            "0.5",
+        )
+    assert away.away == [3, 4], away.away
+    assert res.code == 0, res.out + res.err
+    [h] = res.doc["hosts"]
+    r = h["rollout"]
+    assert r["verdict"] == "kept", r["phases"]
+    [window] = [p for p in r["phases"] if p["step"] == "window"]
+    assert "did not answer some scrapes" in window["detail"], window
+    assert f"{b}/metrics" in window["detail"] and "in 2 of" in window["detail"], window
+    tps = r["after"]["tokens_per_s"]
+    assert TRUE_RATE / 4 < tps < TRUE_RATE * 2, tps  # not A's lifetime
+    assert r["after"]["acceptance_rate"] == 0.7, r["after"]

@@ -40,13 +40,18 @@ def metrics_text(seconds: float, rate: float) -> str:
 
 @contextmanager
 def serve(
-    rate: float, lived: float = 0.0, restarts: Callable[[], bool] | None = None
+    rate: float,
+    lived: float = 0.0,
+    restarts: Callable[[], bool] | None = None,
+    down: Callable[[], bool] | None = None,
 ) -> Iterator[str]:
     """Serve until the block ends; yields the base URL (http://127.0.0.1:PORT). `lived`: the
     counters start as if the engine had served that many seconds already. `restarts`: asked
     at each /metrics request; True: the engine restarted right after the previous scrape
     (its counters start again from zero then, and this scrape shows only what it counted
-    since), as a data-parallel engine that died and came back between two scrapes."""
+    since), as a data-parallel engine that died and came back between two scrapes. `down`:
+    asked at each /metrics request first; True: the engine is away (503, no counters), as
+    one whose restart outlasts a scrape."""
     state = {"started": time.monotonic() - lived, "last": time.monotonic()}
     lock = threading.Lock()
 
@@ -62,6 +67,8 @@ def serve(
         def do_GET(self) -> None:
             if self.path == "/health":
                 body, status = b"ok", 200
+            elif self.path == "/metrics" and down is not None and down():
+                body, status = b"restarting", 503
             elif self.path == "/metrics":
                 body, status = text(), 200
             else:
