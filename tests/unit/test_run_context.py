@@ -35,6 +35,8 @@ NOT_RUN_STATE = {
     "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
+    "inventory/ansible.py:_loader": "cache: PyYAML's SafeLoader class plus Ansible's two tags",
+    "rewrite/__init__.py:rewrites": "cache: the op table's rewrite functions (constant)",
     # objects made at import that nothing writes
     "specs/validate.py:_edits": "pydantic's validator of a list of edits (stateless once built)",
     "wheels/matrix.py:_RULES": "a str: the hash of spec.py, plan.py and rewrite/ as installed",
