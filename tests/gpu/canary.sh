@@ -9,8 +9,10 @@
 #      supervisord (canary :8000, control :8001, each 0.3 of the GPU), load on both, then
 #      rollout 1: gpu-harmless --control 1 (dummy weights accept 0 %): rolled back.
 #   B: rollout 2: gpu-accept-all-slow --control 1, the load doubled on both hosts during it:
-#      acceptance holds (100 %), inter-token latency p99 against the control's does not: rolled
-#      back on that gate; rollout 3: gpu-accept-all-drafts --control 1: kept. Then shutdown.
+#      acceptance holds (100 %); its gate is latency per output token against the control's
+#      (each step 20 ms slower, 4 tokens a step); rollout 3: gpu-accept-all-drafts --control 1:
+#      kept. Then shutdown. (The spec once gated the per-step latency and was rolled back on
+#      it while its requests finished faster: docs/rollout.md.)
 # Everything goes to $OUT: log.txt, each rollout's table and JSON report, the servers' logs.
 set -u
 PHASE=${1:-A}
