@@ -20,7 +20,10 @@ G=$(cd "$(dirname "$0")" && pwd)
 . "$G/lib.sh"
 PY2=/tmp/venv2/bin/python
 RESTART=/tmp/restart-canary.sh
-save() { cp $SV/*.log "$OUT/" 2>/dev/null; cp /tmp/load-*.jsonl "$OUT/" 2>/dev/null; }
+save() {  # two files (the device tool brings back 8 a call): the servers' logs' ends, the load summaries
+  tail -n 150 $SV/*.log > "$OUT/servers.log" 2>/dev/null
+  for f in /tmp/load-*.jsonl; do [ -f "$f" ] && sed "s|^|$(basename "$f" .jsonl) |" "$f"; done > "$OUT/load.txt"
+}
 roll() {  # roll NAME SPEC INVENTORY ARGS...: one rollout, its table and report into $OUT
   local name=$1 spec=$2 inv=$3; shift 3
   log "rollout $name: e0 pid $($CTL pid e0), e1 pid $($CTL pid e1), control pid $($CTL pid control)"
@@ -96,7 +99,7 @@ C)
   sleep 10
   roll per-token "$G/specs/gpu-accept-all-slow.toml" /tmp/hosts-control.toml \
     --control 1 --window 20 --max-window 60 --scrape-every 2 --min-acceptance 0.4
-  for p in 8000 8001 8002; do curl -s "http://127.0.0.1:$p/metrics" > "$OUT/metrics-$p.txt"; done
+  for p in 8000 8001 8002; do echo "# :$p"; curl -s "http://127.0.0.1:$p/metrics"; done > "$OUT/metrics.txt"
   unload control; unload e0; unload e1
   vp rollback --python "$PY" >> "$M" 2>&1
   $CTL shutdown >> "$M" 2>&1
