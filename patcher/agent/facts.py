@@ -266,6 +266,10 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         out["rollout"] = journal.last_run(steps)
     if unchecked:  # absent when none; never in the fingerprint
         out["unverified"] = unchecked
+    if isinstance(req.get("seen_for"), list):  # --resume: the host now, as a step entry's seen
+        from . import seen
+
+        out["seen"] = seen.snapshot(state, [str(x) for x in req["seen_for"]], seen.server_now())
     if req.get("baked"):  # bare status: wheels `vpatch wheel` built (baked.py); absent if none
         from . import baked
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from patcher.errors import HostError, VpatchError
 from patcher.result import HostResult, RunResult
 from patcher.rollout import lease as rolloutlease
+from patcher.rollout import recheck, walk
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
-from patcher.rollout import walk
 from patcher.run import fleet
 
 if TYPE_CHECKING:
@@ -110,9 +110,11 @@ def drive(
             report.live[i] = h
             if reported is not None:
                 try:
-                    decision = walk.resume_host(h, reported.steps.get(t.name))
+                    decision = recheck.resume_host(h, reported.steps.get(t.name))
                 except (VpatchError, walk._StepFailed) as exc:
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
+                if decision.action == rolloutresume.RESUME_CHANGED:
+                    return report.ended(i, recheck.changed(h))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
                     return report.ended(i, walk.finish(h, decision.why))
             resume = reported is not None

@@ -5,11 +5,45 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.run import fleet
+
+if TYPE_CHECKING:
+    from patcher.rollout.walk import Settings
+
+# What a host that did not keep the patch is told to do, by its verdict (hint_of).
+HINTS = {
+    rollout.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
+    "continues from the step the host's journal records",
+    rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
+    rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
+    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
+    "or the metrics endpoint: --metrics)",
+    rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
+    "host (`vpatch status`, the service)",
+    rollout.CHANGED_SINCE: "someone changed the host during the rollout (a rollback, an apply, "
+    "an upgrade, a server restart): vpatch judged nothing and touched nothing; check it "
+    "(`vpatch status`), then run a new rollout",
+}
+
+
+def hint_of(verdict: str, judged: Sequence[rollout.Gate], cfg: Settings) -> str:
+    """The hint of a host that did not keep the patch. Not enough evidence is not "serves
+    worse": it says what the gates had and how to give the next window more (longer, or
+    more samples in the same time)."""
+    if verdict != rollout.NOT_ENOUGH_EVIDENCE:
+        return HINTS.get(verdict, "")
+    longest = max(cfg.window, cfg.max_window or 0.0)
+    every = f"{cfg.scrape_every:g} s" if cfg.scrape_every else "the default"
+    short = rollout.shortfall(judged)
+    return (
+        f"the window ended before the evidence decided ({short or 'see the gates'}): the "
+        "host was rolled back, not proven good; give the next window more time "
+        f"(--max-window, {longest:g} s now) or more samples (--scrape-every, {every} now)"
+    )
 
 
 class BatchLines(fleet.Progress):

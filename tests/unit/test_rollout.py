@@ -38,7 +38,11 @@ def test_live_report_says(path: Path) -> None:
 
 
 def test_there_are_cases_of_every_verdict() -> None:
+    """The step machine's verdicts, and --resume's own (a host changed since its step)."""
     seen = {rolloutcases.load(p)["expect"]["verdict"] for p in rolloutcases.step_cases()}
+    resumed = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
+    if rolloutresume.RESUME_CHANGED in resumed:
+        seen.add(rollout.CHANGED_SINCE)
     assert seen == set(rollout.VERDICTS)
 
 
@@ -155,7 +159,7 @@ def test_resume(path: Path) -> None:
 def test_there_are_resume_cases_of_every_action() -> None:
     seen = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
     r = rolloutresume
-    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE}
+    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE, r.RESUME_CHANGED}
 
 
 def _entry(**over: object) -> dict[str, object]:

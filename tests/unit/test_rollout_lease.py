@@ -18,7 +18,7 @@ import pytest
 from patcher.agent import handle, lease, leasing, protocol, statedir
 from patcher.inventory.targets import Target
 from patcher.rollout import decide as rollout
-from patcher.rollout import driver
+from patcher.rollout import driver, recheck
 from patcher.rollout import lease as rolloutlease
 from patcher.rollout import walk as rolloutrun
 from patcher.specs import catalog
@@ -332,7 +332,7 @@ def test_ctrl_c_parks_the_lease_resume_takes_it_over_a_new_run_is_refused(
 
     again = controller(fake, specs, "a1")
     said = [(s, True) for s in (rollout.BASELINE, rollout.APPLY, rollout.RESTART)]
-    assert rolloutrun.resume_host(again, said).action == "continue"
+    assert recheck.resume_host(again, said).action == "continue"
     again.lease = None
     done = driver.leased_walk(again, resume=True)
     assert done.ok and done.rollout is not None and done.rollout["verdict"] == rollout.KEPT
