@@ -118,6 +118,12 @@ def op_lease(req: Dict[str, Any]) -> Dict[str, Any]:
         raise protocol.Refused("rollout_lease: the run is not an id", protocol.INPUT)
     if not isinstance(req.get("who"), str) or not isinstance(req.get("ttl"), (int, float)):
         raise protocol.Refused("rollout_lease: no who or ttl", protocol.INPUT)
+    if not 0 <= req["ttl"] <= leasing.MAX_TTL:  # (nan fails both) a promise vpatch never makes
+        raise protocol.Refused(
+            "rollout_lease: a ttl of %r s is not one vpatch promises (0..%g)"
+            % (req["ttl"], leasing.MAX_TTL),
+            protocol.INPUT,
+        )
     # the state dir as commit opens it (statedir.open_state, created 0700), without importing
     # commit, which imports this module for its own lease check
     state = statedir.open_state(state_dir(req), create=True)

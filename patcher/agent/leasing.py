@@ -43,6 +43,12 @@ LOST = "lost"  # a beat or park by a controller that no longer holds it (taken o
 REFUSED = (HELD, STALE, LIVE, LOST)
 
 MAX_FIELD = 256  # characters of `who` and of a spec id a lease keeps
+# A promise vpatch makes is bounded (patcher.rollout.lease.ttl_for: at most a day's restart
+# timeout and two minutes); a beat is stamped with the host's own clock. A lease that promises
+# more, or whose beat lies ahead of that clock (the clock went back, or the file was forged),
+# would never go stale: it is held to be stale, so a lost controller never blocks a host.
+MAX_TTL = 90000.0
+MAX_SKEW = 300.0  # seconds a beat may lie ahead of the host's clock (a clock set back a little)
 
 
 def lease_error(lease: Any) -> str:
@@ -83,11 +89,23 @@ def lease_error(lease: Any) -> str:
     return ""
 
 
+def plausible(lease: Lease, now: float) -> bool:
+    """Whether the lease's beat and ttl are ones vpatch makes: a promise of at most MAX_TTL,
+    a beat not ahead of the host's clock (`now`) by more than MAX_SKEW."""
+    return lease["ttl"] <= MAX_TTL and lease["beat"] <= now + MAX_SKEW
+
+
 def is_stale(lease: Lease, now: float, alive: Optional[bool]) -> bool:
     """Whether the lease's controller is gone: it said so (parked), its next beat is overdue
-    (`now`: the host's clock, as the beat's), or the session agent that holds it is dead
-    (`alive` False; None: not known, the beat alone decides)."""
-    return bool(lease["parked"]) or now > lease["beat"] + lease["ttl"] or alive is False
+    (`now`: the host's clock, as the beat's), the session agent that holds it is dead
+    (`alive` False; None: not known, the beat alone decides), or its beat and ttl are not
+    ones vpatch makes (`plausible`): a promise that never runs out keeps no host."""
+    return (
+        bool(lease["parked"])
+        or not plausible(lease, now)
+        or now > lease["beat"] + lease["ttl"]
+        or alive is False
+    )
 
 
 def decide(

@@ -102,9 +102,10 @@ def refusal(result: str, holder: Any, run: str, now_age: float) -> tuple[str, st
         return (
             f"{named} holds this host's rollout lease, and its controller is gone; "
             "nothing was changed",
-            f"`vpatch rollout` with that run's arguments and `--resume` of its report (run "
-            f"{holder['run']}) takes the lease over and finishes its walk; if that report is "
-            f"lost, remove {protocol.LEASE_FILE} from the host's state dir",
+            f"`vpatch rollout` with that run's arguments and `--resume REPORT` (run "
+            f"{holder['run']}'s report: its --report, else rollouts/{holder['run']}.json in "
+            "the vpatch state dir of the machine that ran it) takes the lease over and "
+            "finishes its walk, or ends it there if the host changed since",
         )
     if result == leasing.LIVE:
         return (

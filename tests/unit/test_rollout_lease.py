@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from patcher.agent import handle, lease, leasing, protocol, statedir
+from patcher.errors import HostError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide as rollout
 from patcher.rollout import driver, recheck
@@ -76,6 +77,11 @@ MY_RUN_OTHER_CONTROLLER = held(run="b2")
         ("take", MY_RUN_OTHER_CONTROLLER, ask(resume=True), False, leasing.TAKEN_OVER),
         ("take", held(run="b2", parked=True), ask(resume=True), None, leasing.TAKEN_OVER),
         ("take", held(run="b2", beat=NOW - 61), ask(), None, leasing.STALE),  # no --resume
+        # A promise vpatch never makes, or a beat ahead of the host's clock: never a live one.
+        ("take", held(ttl=leasing.MAX_TTL + 1), ask(), True, leasing.STALE),
+        ("take", held(beat=NOW + leasing.MAX_SKEW + 1), ask(), None, leasing.STALE),
+        ("take", held(beat=NOW + leasing.MAX_SKEW), ask(), None, leasing.HELD),
+        ("take", held(run="b2", ttl=1e12), ask(resume=True), None, leasing.TAKEN_OVER),
         ("beat", MINE, ask(), None, leasing.RENEWED),
         ("beat", MY_RUN_OTHER_CONTROLLER, ask(), None, leasing.LOST),  # taken over
         ("beat", None, ask(), None, leasing.LOST),  # removed by hand
@@ -159,11 +165,21 @@ def test_a_refusal_names_the_holder_and_what_to_do() -> None:
     assert "nothing was changed" in error and "wait for that rollout to end" in hint
     error, hint = rolloutlease.refusal(leasing.STALE, PARKED, "b2", 3)
     assert "its controller is gone" in error and "stopped" in error
-    assert "--resume" in hint and "run a1" in hint and protocol.LEASE_FILE in hint
+    assert "--resume REPORT" in hint and "run a1" in hint and "rollouts/a1.json" in hint
+    assert protocol.LEASE_FILE not in hint and "remove" not in hint  # never a hand `rm`
     error, _ = rolloutlease.refusal(leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
     assert "another controller of run b2 is running" in error
     error, _ = rolloutlease.refusal(leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
     assert "sent no lease vpatch wrote (its run is not an id)" in error and "\x1b" not in error
+
+
+def test_the_agent_refuses_a_promise_vpatch_never_makes(tmp_path: Path) -> None:
+    sdir = str(tmp_path / "state")
+    for ttl in (leasing.MAX_TTL + 1, -1.0, float("nan")):
+        req = protocol.lease_request(protocol.LEASE_TAKE, "a1", "op@ctl pid 1", ["s1"], ttl, sdir)
+        res = handle(req)
+        assert not res["ok"] and res["kind"] == protocol.INPUT and "not one vpatch" in res["error"]
+    assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()
 
 
 def test_a_live_lease_of_the_same_run_is_waited_for_as_long_as_it_promised() -> None:
@@ -311,6 +327,59 @@ def test_a_second_rollout_is_refused_naming_the_first_which_goes_on(
     assert first.ok and first.rollout is not None and first.rollout["verdict"] == rollout.KEPT
     assert [e["run"] for e in fake.journal] == ["a1"] * 6  # B recorded nothing
     assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()  # A's last step gave it up
+
+
+class DyingHost(FakeHost):
+    """A host that dies (`dead`): every request, the lease's and the journal's too, fails as
+    a lost connection does; back up, it answers again from what its state dir kept."""
+
+    dead: bool = False
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        if self.dead:
+            raise HostError(f"{self.target}: connection lost")
+        return super().call(request, timeout)
+
+
+def test_a_host_that_died_in_its_restart_step_is_resumed_and_its_lease_taken_over(
+    specs: list[PatchSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host dies while it restarts: the restart and the way back fail, their records
+    and the lease's park never reach it. Back up (its lease's promise long run out), the
+    report is two failed steps ahead of its journal: --resume goes on from the journal,
+    takes the dead controller's lease over and finishes the walk. Before, it refused ("the
+    report says ...; the journal says ...") and the lease kept the host for ever."""
+    fake = DyingHost(state_dir=str(tmp_path / "state"))
+
+    def die(step: str) -> None:
+        if step == rollout.RESTART:
+            fake.dead = True
+            raise HostError("h1: connection lost")
+
+    fake.hook = die
+    first = driver.leased_walk(controller(fake, specs, "a1"))
+    r = first.rollout
+    assert r is not None and r["verdict"] == rollout.ATTENTION
+    said = [(p["step"], p["ok"]) for p in r["phases"]]
+    assert said == [("baseline", True), ("apply", True), ("restart", False), ("rollback", False)]
+    assert [e["step"] for e in fake.journal] == ["baseline", "apply"]
+    path = tmp_path / "state" / protocol.LEASE_FILE
+    held_then = json.loads(path.read_text())
+    assert held_then["run"] == "a1" and not held_then["parked"]  # left by a lost controller
+
+    fake.dead, fake.hook = False, lambda step: None
+    path.write_text(json.dumps(dict(held_then, beat=held_then["beat"] - 3600)))  # down an hour
+    other = driver.leased_walk(controller(fake, specs, "b2"))  # a new run: refused, told how
+    assert other.rollout is not None and other.rollout["verdict"] == rollout.UNTOUCHED
+    assert "--resume REPORT" in (other.hint or "") and "remove" not in (other.hint or "")
+    monkeypatch.setattr(rolloutlease, "who", lambda: "op@ctl2 pid 9")  # the resuming controller
+    h = controller(fake, specs, "a1")
+    decision = recheck.resume_host(h, said)
+    assert decision.action == "continue" and rollout.next_step(h.plan, h.done) == "restart"
+    second = driver.leased_walk(h, resume=True)
+    assert second.rollout is not None and second.rollout["verdict"] == rollout.KEPT, second.error
+    assert [e["step"] for e in fake.journal][-4:] == ["restart", "health", "window", "gates"]
+    assert not path.exists()  # taken over, then given up with the walk's last step
 
 
 def test_ctrl_c_parks_the_lease_resume_takes_it_over_a_new_run_is_refused(
