@@ -92,7 +92,7 @@ def lease_error(lease: Any) -> str:
 def plausible(lease: Lease, now: float) -> bool:
     """Whether the lease's beat and ttl are ones vpatch makes: a promise of at most MAX_TTL,
     a beat not ahead of the host's clock (`now`) by more than MAX_SKEW."""
-    return lease["ttl"] <= MAX_TTL and lease["beat"] <= now + MAX_SKEW
+    return bool(lease["ttl"] <= MAX_TTL and lease["beat"] <= now + MAX_SKEW)
 
 
 def is_stale(lease: Lease, now: float, alive: Optional[bool]) -> bool:
