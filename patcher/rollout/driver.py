@@ -114,7 +114,7 @@ def drive(
                 except (VpatchError, walk._StepFailed) as exc:
                     decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
                 if decision.action == rolloutresume.RESUME_CHANGED:
-                    return report.ended(i, recheck.changed(h))
+                    return report.ended(i, recheck.changed(h, decision.recorded))
                 if decision.action != rolloutresume.RESUME_CONTINUE:
                     return report.ended(i, walk.finish(h, decision.why))
             resume = reported is not None

@@ -62,13 +62,16 @@ def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> rollo
     return decision
 
 
-def changed(h: walk._Host) -> HostResult:
+def changed(h: walk._Host, recorded: bool = False) -> HostResult:
     """The result of a host found changed (h.changed), its verdict journaled: the run's
     lease taken (over, when its controller is gone) and given up with the entry, so nothing
     of this run holds the host any more. A lease the host refuses (another controller of
-    this run still beats) leaves the journal as it is, said in a warning."""
+    this run still beats) leaves the journal as it is, said in a warning. `recorded`: the
+    journal says so already (an earlier --resume found it): nothing is asked of the host."""
     from patcher.transports.base import SessionTransport
 
+    if recorded:
+        return walk.finish(h)
     lease = rolloutlease.Lease(
         h.transport,
         h.run,

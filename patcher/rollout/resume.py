@@ -142,6 +142,7 @@ class Resume:
     action: str
     done: tuple[tuple[str, bool], ...] = ()
     why: str = ""
+    recorded: bool = False  # RESUME_CHANGED as the host's journal already says (nothing to add)
 
 
 def resume(
@@ -175,7 +176,7 @@ def resume(
         return Resume(RESUME_REFUSE, done, "the report's steps are not a walk of this rollout")
     found = [s for s in steps if s.run == run and s.verdict == CHANGED_SINCE]
     if found:  # an earlier --resume found the host changed: so it stays, nothing runs
-        return Resume(RESUME_CHANGED, done, found[-1].detail)
+        return Resume(RESUME_CHANGED, done, found[-1].detail, recorded=True)
     lost = said[: len(done)] == done and not all(ok for _step, ok in said[len(done) :])
     if (
         said == done[: len(said)]

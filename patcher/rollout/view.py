@@ -132,6 +132,7 @@ def render_table(result: RunResult, out: TextIO) -> None:
     hosts = [h for h in result.hosts if h.target not in controls]
     kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
     started = [h for h in hosts if h.rollout is not None]
+    moved = [h.target for h in started if (h.rollout or {}).get("verdict") == rollout.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
         print(
             "ratio gates compared with: "
@@ -149,7 +150,12 @@ def render_table(result: RunResult, out: TextIO) -> None:
         print(
             f"rollout: not ok: {len(kept)} of {len(hosts)} host(s) patched"
             + (f" and staying patched ({', '.join(kept)})" if kept else "")
-            + f"; {len(hosts) - len(started)} not started",
+            + f"; {len(hosts) - len(started)} not started"
+            + (
+                f"; changed since its last step, nothing judged: {', '.join(moved)}"
+                if moved
+                else ""
+            ),
             file=out,
         )
 

@@ -354,6 +354,10 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     # A later --resume of the same report: the journal's verdict stands, nothing runs.
     again, h3, _ = resume(fake, specs, said["h1"])
     assert again.action == rolloutresume.RESUME_CHANGED and again.why == decision.why
+    assert again.recorded and not decision.recorded
+    entries = len(fake.journal)
+    assert recheck.changed(h3, again.recorded).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
+    assert len(fake.journal) == entries  # said once: nothing more written
     assert rolloutrun.finish(h3).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
 
 
