@@ -208,7 +208,8 @@ def test_a_host_that_dies_in_its_restart_step_is_resumed_and_its_lease_taken_ove
 
     other = _rollout(lab, inv)
     assert other.code == 1, other.out + other.err
-    assert "its controller is gone" in other.err and f"--resume REPORT (run {r['run']}" in other.err
+    assert "its controller is gone" in other.err
+    assert f"`--resume REPORT` (run {r['run']}'s report" in other.err, other.err
     assert "remove" not in other.err and "rollout.lease" not in other.err
     resumed = _rollout(lab, inv, "--resume", report, "--json")
     assert resumed.code == 0, resumed.out + resumed.err
