@@ -113,8 +113,9 @@ def _step_error(e: Any) -> str:
         return "seconds is not a number"
     if not isinstance(e.get("measures", {}), dict):
         return "measures is not an object"
-    if not isinstance(e.get("undecided", False), bool):
-        return "undecided is not a boolean"
+    for key in ("undecided", "released"):
+        if not isinstance(e.get(key, False), bool):
+            return "%s is not a boolean" % key
     if not isinstance(e.get("seen", {}), dict):
         return "seen is not an object"
     return ""

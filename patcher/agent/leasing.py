@@ -34,7 +34,9 @@ TAKEN = "taken"  # there was none: the caller holds it now
 TAKEN_OVER = "taken_over"  # --resume of the holder's run, whose controller is gone
 RENEWED = "renewed"  # the holder's beat (or its take again)
 PARKED = "parked"  # the holder stopped before the walk's end: stale at once, still named
-GRANTED = (TAKEN, TAKEN_OVER, RENEWED, PARKED)
+RELEASED = "released"  # `vpatch rollout release`: the run's lease, its controller gone, removed
+GRANTED = (TAKEN, TAKEN_OVER, RENEWED, PARKED, RELEASED)
+ABSENT = "absent"  # a release where no lease is held: nothing to do, nothing written
 # Refused (nothing written):
 HELD = "held"  # another run's rollout holds it and is alive
 STALE = "stale"  # another run's, its controller gone: `--resume` of that run takes it over
@@ -111,9 +113,16 @@ def is_stale(lease: Lease, now: float, alive: Optional[bool]) -> bool:
 def decide(
     action: str, lease: Optional[Lease], req: Dict[str, Any], now: float, alive: Optional[bool]
 ) -> str:
-    """What a request (`action` take, beat or park; `req`'s run, who and resume) comes to on
-    the lease as it is (`lease` None: there is none)."""
+    """What a request (`action` take, beat, park or release; `req`'s run, who and resume)
+    comes to on the lease as it is (`lease` None: there is none). A release gives up the
+    named run's lease only once its controller is gone (stale): while it lives, LIVE."""
     run, who = req.get("run"), req.get("who")
+    if action == "release":  # by a person, for a run whose controller is provably gone
+        if lease is None:
+            return ABSENT
+        if lease["run"] != run:
+            return HELD  # another run's lease is never released by naming this one
+        return RELEASED if is_stale(lease, now, alive) else LIVE
     if action != "take":
         if lease is None or lease["run"] != run or lease["who"] != who:
             return LOST

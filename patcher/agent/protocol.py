@@ -230,7 +230,8 @@ LEASE_FILE = "rollout.lease"
 LEASE_TAKE = "take"  # a rollout begins on the host (or --resume takes its own run's over)
 LEASE_BEAT = "beat"  # the holder is alive: its next beat comes within `ttl` seconds
 LEASE_PARK = "park"  # the holder stops before the walk's end (Ctrl-C): stale at once
-LEASE_ACTIONS = (LEASE_TAKE, LEASE_BEAT, LEASE_PARK)
+LEASE_RELEASE = "release"  # `vpatch rollout release`: a gone controller's lease given up, journaled
+LEASE_ACTIONS = (LEASE_TAKE, LEASE_BEAT, LEASE_PARK, LEASE_RELEASE)
 
 
 def lease_request(

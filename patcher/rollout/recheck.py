@@ -42,7 +42,7 @@ def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> rollo
     steps, problems = rolloutresume.read_steps(ans.get("rollout"))
     h.result.warnings += problems
     decision = rolloutresume.resume(h.plan, h.run, reported, steps, ids)
-    mine = [s for s in steps if s.run == h.run and s.verdict != rollout.CHANGED_SINCE]
+    mine = [s for s in steps if s.run == h.run and s.walked()]
     h.done = list(decision.done)
     h.phases = [s.phase() for s in mine]
     for s in mine:

@@ -52,6 +52,11 @@ class Step:
     ts: str = ""
     undecided: bool = False  # a gates step that failed for want of evidence only
     seen: dict[str, Any] | None = None  # the host as the step left it (agent/seen.py)
+    released: bool = False  # a note: `vpatch rollout release` gave the run's lease up here
+
+    def walked(self) -> bool:
+        """A step of the walk, not a note on it (a release, a changed_since verdict)."""
+        return not self.released and self.verdict != CHANGED_SINCE
 
     def phase(self) -> Phase:
         return Phase(self.step, self.ok, self.detail, self.started, float(self.seconds))
@@ -86,6 +91,7 @@ def read_steps(raw: Any) -> tuple[list[Step], list[str]]:
                 e.get("ts", ""),
                 bool(e.get("undecided", False)),
                 e.get("seen"),
+                bool(e.get("released", False)),
             )
         )
     return out, problems
@@ -162,7 +168,7 @@ def resume(
     was lost; it runs again: every step may, apply and rollback being hash-checked and
     idempotent). Anything else, or a walk this rollout's steps cannot take (other options, a
     forged entry, other specs), touches nothing on the host."""
-    mine = [s for s in steps if s.run == run and s.verdict != CHANGED_SINCE]
+    mine = [s for s in steps if s.run == run and s.walked()]
     if steps and not mine and reported:
         other = steps[-1].run
         return Resume(RESUME_REFUSE, (), f"another rollout (run {other}) ran on the host since")
@@ -199,7 +205,7 @@ def looked(plan: Plan, run: str, decision: Resume, steps: Sequence[Step], now: A
     RESUME_CHANGED, with what changed (`changes`). Anything else stands as it was."""
     if decision.action not in (RESUME_CONTINUE, RESUME_DONE):
         return decision
-    mine = [s for s in steps if s.run == run and s.verdict != CHANGED_SINCE]
+    mine = [s for s in steps if s.run == run and s.walked()]
     if not mine:
         return decision
     gates = [s for s in mine if s.step == GATES]

@@ -86,6 +86,13 @@ MY_RUN_OTHER_CONTROLLER = held(run="b2")
         ("beat", MY_RUN_OTHER_CONTROLLER, ask(), None, leasing.LOST),  # taken over
         ("beat", None, ask(), None, leasing.LOST),  # removed by hand
         ("park", MINE, ask(), None, leasing.PARKED),
+        # `vpatch rollout release --run b2`: only that run's lease, only once it is gone
+        ("release", None, ask(), None, leasing.ABSENT),
+        ("release", held(), ask(), False, leasing.HELD),  # another run's, even a gone one
+        ("release", MY_RUN_OTHER_CONTROLLER, ask(), None, leasing.LIVE),  # it beats
+        ("release", MY_RUN_OTHER_CONTROLLER, ask(), False, leasing.RELEASED),  # its agent died
+        ("release", held(run="b2", parked=True), ask(), None, leasing.RELEASED),
+        ("release", held(run="b2", ttl=1e12), ask(), True, leasing.RELEASED),  # implausible
         ("park", held(), ask(), None, leasing.LOST),
     ],
 )
@@ -518,3 +525,61 @@ def test_a_commit_meets_a_planted_lease_link_as_before(tmp_path: Path) -> None:
     journal = [{"action": "apply", "spec": "s1"}]
     answer = handle({"op": "commit", "writes": [], "journal": journal, "state_dir": str(sdir)})
     assert (answer["ok"], answer["kind"]) == (False, protocol.STATE), answer
+
+
+def test_rollout_release_gives_a_gone_controllers_lease_up_and_journals_it(
+    tmp_path: Path,
+) -> None:
+    """`vpatch rollout release local --run a1`, the real CLI: refused while the holder beats
+    (nothing changed, the holder named), done once it is gone (parked: a Ctrl-C), the release
+    noted on the run's newest step in the journal (what `vpatch status` then shows)."""
+    from tests.conftest import vpatch
+
+    sdir = str(tmp_path / "state")
+    take(sdir, "a1", "op@ctl pid 1")
+    entry = protocol.step_entry(run="a1", step="apply", ok=True, specs=["s1"])
+    assert handle(protocol.step_request(entry, sdir))["ok"]
+    path = tmp_path / "state" / protocol.LEASE_FILE
+    before = path.read_text()
+    argv = ["rollout", "release", "local", "--run", "a1", "--state-dir", sdir]
+    live = vpatch(*argv)
+    assert live.code == 1, live.out + live.err
+    assert "error: local: rollout run a1 (op@ctl pid 1; since" in live.err
+    assert "still lives" in live.err and "hint: stop that controller" in live.err
+    assert path.read_text() == before
+    other = vpatch("rollout", "release", "local", "--run", "zz9", "--state-dir", sdir)
+    assert other.code == 1 and "not run zz9" in other.err and "give --run a1" in other.err
+
+    park = protocol.lease_request(protocol.LEASE_PARK, "a1", "op@ctl pid 1", [], 0, sdir)
+    assert handle(park)["result"] == leasing.PARKED
+    done = vpatch(*argv)
+    assert done.code == 0, done.out + done.err
+    assert (
+        done.out == "local: run a1's rollout lease released (its controller was gone); journaled\n"
+    )
+    assert not path.exists()
+    lines = (tmp_path / "state" / "journal.jsonl").read_text().splitlines()
+    note = json.loads(lines[-1])
+    assert (note["run"], note["step"], note["released"]) == ("a1", "apply", True)
+    assert "released by " in note["detail"] and "it was op@ctl pid 1's" in note["detail"]
+    again = vpatch(*argv, "--json")
+    assert again.code == 0 and "nothing to release" in again.doc["hosts"][0]["notes"][0]
+    bad = vpatch("rollout", "release", "local", "--state-dir", sdir)
+    assert bad.code == 2 and "needs HOST... and --run ID" in bad.err
+
+
+def test_a_released_note_is_no_step_of_the_walk() -> None:
+    from patcher.rollout import resume as rolloutresume
+
+    plan = rollout.Plan(metrics=True, restart=True, health=True)
+    base = {"action": "rollout", "run": "a1", "ok": True, "specs": ["s1"]}
+    raw = [
+        dict(base, step="baseline"),
+        dict(base, step="apply"),
+        dict(base, step="apply", released=True),
+    ]
+    steps, problems = rolloutresume.read_steps(raw)
+    assert not problems and steps[-1].released
+    said = [("baseline", True), ("apply", True)]
+    got = rolloutresume.resume(plan, "a1", said, steps, ["s1"])
+    assert (got.action, got.done) == (rolloutresume.RESUME_CONTINUE, tuple(said))
