@@ -136,6 +136,22 @@ def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:
     return RolloutStep(s.run, s.step, s.ok, s.verdict, s.detail, s.ts, list(s.specs)), problems
 
 
+def kept_now(step: RolloutStep | None, applied: Sequence[str]) -> RolloutStep | None:
+    """`vpatch status`: the newest step as the host is now. A `kept` whose specs are not all
+    applied any more (rolled back or reinstalled since, by hand) says so in its detail: the
+    verdict is the rollout's word of then, never a claim beside "nothing recorded" now.
+    `applied`: the spec ids the journal says are applied on the host now."""
+    if step is None or step.verdict != KEPT:
+        return step
+    gone = [s for s in step.specs if s not in set(applied)]
+    if not gone:
+        return step
+    from dataclasses import replace
+
+    since = f"since then {', '.join(gone)} is not applied here (rolled back or reinstalled)"
+    return replace(step, detail=f"{step.detail}; {since}" if step.detail else since)
+
+
 # What --resume does with a host.
 RESUME_DONE = "done"  # its rollout ended (the journal says how): nothing runs on it
 RESUME_CONTINUE = "continue"  # the next step after `done` (none done: a fresh start)

@@ -364,3 +364,22 @@ def test_a_ctrl_c_in_the_last_step_says_nothing_is_left_to_resume() -> None:
     for left in (rollout.INTERRUPTED, None):
         mid = RunResult("rollout", False, [host(rollout.KEPT), host(left)])
         assert "--resume /tmp/r.json continues it" in stopped_note("r1", "/tmp/r.json", mid)
+
+
+def test_status_says_a_kept_whose_patch_is_gone_since() -> None:
+    """`vpatch status` after a `kept` rollout and a rollback by hand: the verdict is the
+    rollout's word of then; the line says the spec is not applied now, never `verdict kept`
+    alone beside "nothing recorded"."""
+    from patcher.result import RolloutStep
+
+    kept = RolloutStep("r1", "gates", True, "kept", "acceptance 70 % >= 40 %", "T", ["s1", "s2"])
+    assert rolloutresume.kept_now(kept, ["s1", "s2", "other"]) == kept
+    now = rolloutresume.kept_now(kept, ["s2"])
+    assert now is not None and now.verdict == "kept"
+    assert now.detail == (
+        "acceptance 70 % >= 40 %; since then s1 is not applied here (rolled back or reinstalled)"
+    )
+    stopped = RolloutStep("r1", "apply", True, None, "", "T", ["s1"])
+    assert (
+        rolloutresume.kept_now(stopped, []) == stopped and rolloutresume.kept_now(None, []) is None
+    )
