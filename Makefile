@@ -33,16 +33,19 @@ unit: install
 # What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py),
 # sudo for the non-root --sudo tests, zsh and fish for the completion tests (each script loaded
 # in its real shell), groff to render the man page and man-db's `man` to find it where the wheel
-# installs it. Installed only when missing (apt-get needs root, as CI is).
+# installs it, Graphviz's dot to draw the site's figures (`make docs`) and headless Chromium to
+# lay the built site out as a reader's browser does (tests/integration/test_site.py). Installed
+# only when missing (apt-get needs root, as CI is).
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
 	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null \
 	    || ! command -v tmux >/dev/null || ! command -v man >/dev/null \
-	    || ! command -v setfacl >/dev/null; then \
-	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db, tmux and acl (apt-get)"; \
+	    || ! command -v setfacl >/dev/null || ! command -v dot >/dev/null \
+	    || ! command -v chromium >/dev/null; then \
+	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db, tmux, acl, graphviz and chromium (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
-	    man-db tmux acl >/dev/null; \
+	    man-db tmux acl graphviz chromium >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test
@@ -78,10 +81,13 @@ bench: install $(BIN)/pyinfra
 	$(BENCH_VPATCH)/bin/pip install -q .
 	VPATCH_BENCH_VPATCH=$(abspath $(BENCH_VPATCH))/bin/vpatch $(BIN)/python -m bench.run --rtt $(BENCH_RTT)
 
-# The site: mkdocs-material, references generated from the code (docs/_hooks.py); -> site/
+# The site: mkdocs-material, references and figures generated from the code (docs/_hooks.py;
+# the figures drawn by Graphviz's dot, which `make test-deps` installs); -> site/
 # No --quiet: it hides warnings from the counter --strict aborts on, so a broken link or anchor
 # (mkdocs.yml's validation) would build without a word.
 docs: $(BIN)/mkdocs
+	@command -v dot >/dev/null || { echo "error: make docs draws its figures with Graphviz's dot"; \
+	  echo "hint: apt-get install graphviz (or make test-deps)"; exit 2; }
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
 
 # vpatch(1) from the parser, committed: the wheel installs man/vpatch.1 as share/man/man1/

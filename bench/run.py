@@ -38,6 +38,8 @@ The controller-only row drives vpatch's real apply path for 10,000 simulated tar
 in-process (bench/simulate.py): controller CPU and memory per target, no SSH. The journal row
 runs 2,000 reinstall + `ensure` cycles on one real vLLM env (bench/journal.py): the journal's
 size and `ensure`'s time at the end vs the start (compaction, patcher/agent/compact.py).
+The scrape row reads a 100,000-series metrics scrape as the rollout does (bench/scrape.py):
+parse, two endpoints joined, a window's per-series reduction; CPU seconds and peak RSS.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from bench import journal as bench_journal
 from bench import lab as labs
 from bench import publish, simulate
 from bench import rollout as bench_rollout
+from bench import scrape as bench_scrape
 from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
@@ -908,6 +911,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         log("rollout: its cost beyond restart + health, 1 and 8 hosts (bench/rollout.py)")
         ro_sizes = [n for n in (1, 8) if n <= max(sizes)] or [1]
         rolled = bench_rollout.run(ro_sizes, reps, 1.0 if args.quick else bench_rollout.RESTART_S)
+        log("scrape: parse + join + window of a 100,000-series scrape (bench/scrape.py)")
+        scraped = bench_scrape.run(1 if args.quick else bench_scrape.REPS)
         tgts = [{**t, "rtt_ms": r} for r, _, ts in phases for t in ts]
         all_rows = [row for _, rows, _ in phases for _, row in _sorted(rows)]
         elapsed = time.monotonic() - began
@@ -954,6 +959,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "journal": kept,
             "authoring": authoring,
             "rollout": rolled,
+            "scrape": scraped,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -967,6 +973,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if authoring is not None:
             print("\n" + bench_wheels.text(authoring))
         print("\n" + bench_rollout.text(rolled))
+        print("\n" + bench_scrape.text(scraped))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
         default = default and args.kex == "default" and rtts == [0.0]

@@ -10,13 +10,13 @@ from typing import Any
 
 import jsonschema
 
+from patcher.commands import _schema
 from patcher.result import SCHEMA_VERSION
-from patcher.specs import schema
 
 
 @cache
 def result_validator() -> jsonschema.Draft202012Validator:
-    doc = schema.result_schema(strict=True)
+    doc = _schema.result_schema(strict=True)
     jsonschema.Draft202012Validator.check_schema(doc)
     return jsonschema.Draft202012Validator(doc)
 

@@ -1,4 +1,4 @@
-"""Engines beyond one control node, for the tests and docs/scale.md: ansible-core and Ray.
+"""Engines beyond one control node, for the tests and docs/scale-lab.md: ansible-core and Ray.
 
 Each engine gets its own cached venv under envs.CACHE (outside the repo and /root), holding the
 engine plus vpatch's runtime dependencies, as `pip install vpatch ansible-core` or
@@ -17,7 +17,7 @@ so the code under test is always this tree's. Installs use pip's own configurati
   processes in that network namespace (pidfds; never by name, never `ray stop`, which would stop
   every Ray on the machine).
 
-`python -m tests.scale compare` times 8 targets through SSH, Ray and Ansible (docs/scale.md).
+`python -m tests.scale compare` times 8 targets through SSH, Ray and Ansible (docs/scale-lab.md).
 """
 
 from __future__ import annotations
@@ -539,7 +539,7 @@ class RayCluster:
 
 
 # --------------------------------------------------------------------------------------------
-# 8 targets through SSH, Ray and Ansible, side by side (docs/scale.md)
+# 8 targets through SSH, Ray and Ansible, side by side (docs/scale-lab.md)
 
 
 def _ssh_args(lab: harness.SshLab) -> list[str]:

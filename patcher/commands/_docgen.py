@@ -9,6 +9,7 @@ A hand-written field table drifts the day someone adds a field; these cannot. Th
     outcomes        outcomes and which ones count as success, per command
     status-states   bare `vpatch status`'s states, each one's exit code and what to run
     matrix-json     the `vpatch matrix --json` document (patcher.wheels.matrix)
+    figure-NAME     a figure drawn from the code (patcher.commands._figures), as an image
 
 and `manpage()` writes vpatch(1) from the same parser (the hook puts it at site/vpatch.1).
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, get_args
 
 from patcher import result
+from patcher.commands._figures import FIGURES, image
 from patcher.commands._help import subcommands
 from patcher.plan.verdicts import MATRIX_FAILING, MatrixOutcome
 from patcher.specs.validate import PatchSpec
@@ -134,20 +136,101 @@ def _columns(width: int) -> Iterator[None]:
             os.environ["COLUMNS"] = old
 
 
-def cli() -> str:
-    """`vpatch --help`, then each subcommand's help, at a fixed width (stable across terminals),
-    each followed by a table of its options: one stable anchor per option (`#apply--level`,
-    `option_anchor`) with its help and its default."""
-    from patcher.commands import build_parser
+# The CLI reference's code blocks are at most this many characters wide: the site's content
+# column holds about 80 monospace characters at 1,400 px, so 72 leaves room for a wider font
+# (tests/unit/test_site.py measures every block of the built page in headless Chromium).
+COLUMN = 72
 
-    with _columns(100):
-        parser = build_parser()
-        parts = ["## `vpatch`", "", "```text", parser.format_help().rstrip(), "```", ""]
-        parts += _option_table("vpatch", parser)
-        for name, sub in subcommands(parser).items():
-            parts += [f"## `vpatch {name}`", "", "```text", sub.format_help().rstrip(), "```", ""]
-            parts += _option_table(name, sub)
+
+def cli() -> str:
+    """The CLI reference: per command (`vpatch` first) what it does, its usage wrapped to the
+    site's column (`COLUMN`), a table of its options per argparse group (one stable anchor per
+    option, `#apply--level`, `option_anchor`, with its help and its default) and its examples.
+    Not `--help` verbatim: that is 100 columns of aligned text, wider than the page's column;
+    the man page and `--help` keep that layout."""
+    from patcher.commands import build_parser
+    from patcher.commands._help import COMMANDS, TOP_EPILOG
+
+    parser = build_parser()
+    subs = subcommands(parser)
+    words, _, example = TOP_EPILOG.partition("\n\nexample:\n")
+    parts = ["## `vpatch`", "", _md_text(parser.description or ""), ""]
+    parts += _usage(parser) + _option_tables("vpatch", parser)
+    parts += ["**commands**", "", "| command | what it does |", "|---|---|"]
+    for name, sub_action in _subactions(parser):
+        parts.append(f"| [`{name}`](#vpatch-{name}) | {_cell(_md_text(sub_action.help or ''))} |")
+    parts += ["", _md_text(" ".join(words.split())), ""]
+    parts += _examples([line.strip() for line in example.splitlines()])
+    for name, sub in subs.items():
+        text, examples = COMMANDS[name]
+        parts += [f"## `vpatch {name}`", "", _md_text(text), ""]
+        parts += _usage(sub) + _option_tables(name, sub) + _examples(examples)
     return "\n".join(parts)
+
+
+def _subactions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:
+    """(name, the pseudo-action whose help `vpatch --help` lists) for every subcommand."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return [(a.dest, a) for a in action._get_subactions()]
+    return []
+
+
+def _md_text(text: str) -> str:
+    """Help words as Markdown: backtick spans kept, `[`, `*`, `_` and `<` outside them literal
+    (`[user@]host[:port]` is no link, `min_tokens_per_s_ratio` no emphasis)."""
+    pieces = re.split(r"(`[^`]*`)", text)
+    for i in range(0, len(pieces), 2):
+        pieces[i] = re.sub(r"([\\\[\]*_])", r"\\\1", pieces[i]).replace("<", "&lt;")
+    return "".join(pieces)
+
+
+def _usage(parser: argparse.ArgumentParser) -> list[str]:
+    with _columns(COLUMN + 2):  # argparse leaves 2 columns of COLUMNS free
+        usage = parser.format_usage().strip()
+    return ["```text", usage, "```", ""]
+
+
+def _option_tables(command: str, parser: argparse.ArgumentParser) -> list[str]:
+    """One table per argparse group (`options`, `ssh`, `fleet`, `output`, ...), as --help
+    groups them; the subcommand list of `vpatch` itself is its own table."""
+    shown = set(map(id, documented_actions(parser)))
+    out: list[str] = []
+    for group in parser._action_groups:
+        actions = [a for a in group._group_actions if id(a) in shown]
+        if actions:
+            out += [f"**{_md_text(group.title or 'options')}**", ""]
+            out += _option_table(command, actions)
+    return out
+
+
+def _examples(lines: list[str]) -> list[str]:
+    if not lines:
+        return []
+    wrapped = [w for line in lines for w in _wrap_command(line, COLUMN)]
+    return ["Example:", "", "```sh", *wrapped, "```", ""]
+
+
+def _wrap_command(line: str, width: int) -> list[str]:
+    """A shell line over `width` characters as continued lines (` \\`, then 4 spaces), broken
+    only between words, a quoted word whole and an option next to its value."""
+    if len(line) <= width:
+        return [line]
+    words = re.findall(r"(?:'[^']*'|\"[^\"]*\"|\S)+", line)
+    units: list[str] = []
+    for word in words:
+        if units and units[-1].startswith("-") and " " not in units[-1] and word[:1] != "-":
+            units[-1] += " " + word
+        else:
+            units.append(word)
+    out, current = [], ""
+    for unit in units:
+        if current and len(current) + 1 + len(unit) + 2 > width:
+            out.append(current + " \\")
+            current = "    " + unit
+        else:
+            current = f"{current} {unit}" if current else unit
+    return [*out, current]
 
 
 def documented_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -176,9 +259,9 @@ def _option_default(action: argparse.Action) -> str:
     return f"`{value}`"
 
 
-def _option_table(command: str, parser: argparse.ArgumentParser) -> list[str]:
+def _option_table(command: str, actions: list[argparse.Action]) -> list[str]:
     rows = ["| option | meaning | default |", "|---|---|---|"]
-    for action in documented_actions(parser):
+    for action in actions:
         anchor = option_anchor(command, action)
         head = _option_head_md(action)
         meaning = (action.help or "").replace("%%", "%").replace("<", "&lt;")
@@ -351,13 +434,18 @@ GENERATORS: dict[str, Callable[[], str]] = {
 }
 
 
-def expand(markdown: str) -> str:
-    """Replace every `<!-- vpatch:NAME -->` line; an unknown NAME is an error (strict docs)."""
+def expand(markdown: str, base: str = "") -> str:
+    """Replace every `<!-- vpatch:NAME -->` line; an unknown NAME is an error (strict docs).
+    `figure-NAME` is the image of a figure (`_figures.FIGURES`, rendered into the site as
+    figures/NAME.svg), linked from a page `base` (`../` per folder) below the root."""
 
     def one(m: re.Match[str]) -> str:
         name = m.group(1)
+        if name.startswith("figure-") and name[len("figure-") :] in FIGURES:
+            return image(name[len("figure-") :], base)
         if name not in GENERATORS:
-            raise KeyError(f"unknown docs marker vpatch:{name} (known: {', '.join(GENERATORS)})")
+            known = [*GENERATORS, *(f"figure-{f}" for f in FIGURES)]
+            raise KeyError(f"unknown docs marker vpatch:{name} (known: {', '.join(known)})")
         return GENERATORS[name]()
 
     return MARKER.sub(one, markdown)

@@ -211,6 +211,12 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
 
 def targets(args: argparse.Namespace) -> list[Target]:
     """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
+    return chosen(args)[0]
+
+
+def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
+    """(the targets, the inventory's `[defaults] control`: None without one), the inventory
+    read once."""
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1", "e.g. --parallel 16")
     for flag in ("timeout", "connect_timeout"):
@@ -226,7 +232,7 @@ def targets(args: argparse.Namespace) -> list[Target]:
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
     if args.ray or args.ray_python_map:
-        return ray_targets(args)
+        return ray_targets(args), None
     from patcher.inventory.targets import load_inventory, select
 
     inv = None
@@ -251,7 +257,7 @@ def targets(args: argparse.Namespace) -> list[Target]:
             problem = (what, problem[1])
         if problem:
             raise UsageError(*problem)
-    return found
+    return found, inv.control if inv is not None else None
 
 
 def _add_fabric() -> str:

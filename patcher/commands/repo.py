@@ -29,9 +29,11 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "schema":
-        from patcher.specs import schema
+        from patcher.commands import _schema
 
-        print(json.dumps(schema.result_schema() if args.result else schema.spec_schema(), indent=2))
+        print(
+            json.dumps(_schema.result_schema() if args.result else _schema.spec_schema(), indent=2)
+        )
         return ExitCode.OK
     if args.command == "catalog":
         _catalog(args.json)

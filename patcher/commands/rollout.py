@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 from patcher.commands import _targets
 from patcher.commands._help import SPEC_HELP
+from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
-    from patcher.rollout.walk import Settings
+    from patcher.rollout.settings import Settings
 
 
 RELEASE = "release"  # `vpatch rollout release HOST... --run ID` (the word where a SPEC goes)
@@ -132,7 +133,7 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
 
 def settings(args: argparse.Namespace) -> Settings:
     """The rollout's options from argv, checked before any host is contacted (exit 2)."""
-    from patcher.rollout.walk import make_settings
+    from patcher.rollout.settings import make_settings
 
     return make_settings(
         restart=args.restart,
@@ -161,14 +162,10 @@ def run(args: argparse.Namespace) -> int:
         return release(args)
     from patcher.rollout.driver import Request, drive
     from patcher.rollout.view import BatchLines, render_problems, render_table
-    from patcher.run import fleet
 
-    targets = _targets.targets(args)
-    if args.control is None and args.inventory and not args.ray:
-        from patcher.inventory.targets import control_of
-
-        found = control_of(args.inventory)  # `[defaults] control = K`; --control K wins
-        args.control = None if found is None else str(found)
+    targets, control = _targets.chosen(args)
+    if args.control is None and control is not None:  # `[defaults] control = K`; --control wins
+        args.control = str(control)
     policy = _targets.policy(args, len(targets))
     request = Request(
         specs=args.specs,
@@ -184,8 +181,8 @@ def run(args: argparse.Namespace) -> int:
         if not args.report:
             print(f"note: rollout {run}: report (written as it goes): {path}", file=sys.stderr)
 
-    def lines(names: list[str]) -> fleet.Progress:  # the canaries' names (control hosts apart)
-        return BatchLines(names, policy, sys.stderr) if not args.json else fleet.Progress()
+    def lines(names: list[str]) -> HostsProgress:  # the canaries' names (control hosts apart)
+        return BatchLines(names, policy, sys.stderr) if not args.json else HostsProgress()
 
     done = drive(
         request,

@@ -46,6 +46,7 @@ class Target(NamedTuple):
 
 class Inventory(NamedTuple):
     hosts: list[tuple[Target, frozenset[str]]]
+    control: int | None = None  # hosts.toml's `[defaults] control`: the rollout's control hosts
 
     def names(self) -> list[str]:
         return [t.name for t, _ in self.hosts]
@@ -62,7 +63,7 @@ _FIELDS: dict[str, type] = {
     "transport": str,
 }
 _FIELDS |= {"restart": str, "health": str, "metrics": tuple}  # rollout (patcher/rollout/walk.py)
-# [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/canary.py).
+# [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/settings.py).
 _DEFAULTS_ONLY: dict[str, type] = {"control": int}
 _HOST_FIELDS = {"name": str, "address": str, "groups": list, **_FIELDS}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@\[\]-]{0,199}$")
@@ -104,6 +105,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         data = {"host": entries}
     try:
         defaults, hosts = _validate(data)
+        control = defaults.pop("control", None)
     except _Invalid as exc:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in exc.loc).lstrip(".")
         # A hosts.toml's problem where it is written, `FILE:LINE:COL:` as `vpatch check` says a
@@ -148,7 +150,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
                 "run vpatch itself as the environment's owner (e.g. `sudo -u OWNER vpatch ...`)",
             )
         out.append((target, frozenset(h["groups"])))
-    return Inventory(out)
+    return Inventory(out, control)
 
 
 def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -157,7 +159,6 @@ def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]
     model: an inventory is read before the first host is contacted, on every run."""
     _only(data, {"defaults", "host"}, ())
     defaults = _table(data.get("defaults", {}), _FIELDS | _DEFAULTS_ONLY, ("defaults",))
-    defaults.pop("control", None)  # the rollout's, read by control_of
     if defaults.get("transport") == "local":  # every host this machine: never by default
         raise _Invalid(
             ("defaults", "transport"),
@@ -266,17 +267,6 @@ def _toml(path: str, text: str) -> dict[str, Any] | None:
     if path.endswith(".toml") or "host" in data or "defaults" in data:
         return data
     return None
-
-
-def control_of(path: str) -> int | None:
-    """A hosts.toml's `[defaults] control` (vpatch rollout's control hosts), None without one
-    (an Ansible inventory has none). The file was checked by load_inventory already."""
-    try:
-        data = _toml(path, Path(path).read_text("utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
-    value = ((data or {}).get("defaults") or {}).get("control")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _pick(field: str, host: dict[str, Any], defaults: dict[str, Any], flags: dict[str, Any]) -> Any:

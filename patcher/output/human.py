@@ -20,7 +20,6 @@ from rich.text import Text
 from patcher.output import colour, progress
 from patcher.output.inert import clean, line
 from patcher.result import GOOD, HostResult, PatchResult, RolloutStep, RunResult
-from patcher.run import fleet
 
 _STYLE = {
     "applied": "green",
@@ -111,7 +110,7 @@ def _cell(command: str, p: PatchResult) -> Text:
     return text
 
 
-class Bar(fleet.Progress):
+class Bar(progress.HostsProgress):
     """A transient rich bar on stderr: hosts done / total, failures, elapsed."""
 
     def __init__(self) -> None:

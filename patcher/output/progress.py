@@ -23,7 +23,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from patcher.result import HostResult
 
 QUIET, NORMAL, VERBOSE = 0, 1, 2
 
@@ -224,3 +227,15 @@ def _agent_stderr(target: str, transport: Any) -> None:
     text = session.err_since(mark).decode("utf-8", "replace")
     for line in text.splitlines():
         detail(f"{target}: agent stderr: {line}")
+
+
+class HostsProgress:
+    """What the fleet's scheduler (patcher.run.fleet) reports as hosts finish: nothing here;
+    a rich bar on a terminal (patcher.output.human.Bar), a rollout's batch lines
+    (patcher.rollout.view.BatchLines)."""
+
+    def start(self, total: int) -> None: ...
+
+    def advance(self, result: HostResult) -> None: ...
+
+    def stop(self) -> None: ...

@@ -6,14 +6,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from patcher.output import jsontext
 from patcher.output.inert import clean
+from patcher.output.progress import HostsProgress
 from patcher.result import GOOD, SCHEMA_VERSION, RunResult
-
-if TYPE_CHECKING:
-    from patcher.run import fleet
 
 
 def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
@@ -57,12 +55,11 @@ def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.s
 
 
 @contextmanager
-def progress_for(total: int, quiet: bool) -> Iterator[fleet.Progress]:
+def progress_for(total: int, quiet: bool) -> Iterator[HostsProgress]:
     """A live bar for fleets on a terminal; a silent stand-in otherwise (no control codes)."""
-    from patcher.run import fleet
 
     if quiet or total < 2 or not sys.stderr.isatty():
-        yield fleet.Progress()
+        yield HostsProgress()
         return
     from patcher.output.human import Bar
 

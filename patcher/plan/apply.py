@@ -3,10 +3,9 @@ journal) and the preflight that checks it against the host's space and permissio
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from patcher.agent import protocol
 from patcher.plan import linemerge
@@ -30,6 +29,8 @@ from patcher.plan.base import (
     with_baked_note,
 )
 from patcher.plan.hostfacts import FileFact, HostFacts, JournalFile
+from patcher.plan.linemerge import hand_lines
+from patcher.plan.parts import Part
 from patcher.result import FileChange, PatchResult
 from patcher.rewrite import RewriteResult, apply_edits
 from patcher.specs.model import Edit, PatchSpec, Variant
@@ -113,20 +114,20 @@ class _Apply:
 
     def _part(
         self, spec: PatchSpec, index: int, rel: str, edits: Sequence[Edit], res: PatchResult
-    ) -> _Part:
+    ) -> Part:
         """What one file of the spec comes to: a step of its work (with the text before and
         after) or a problem, which is the spec's outcome."""
         fact = self.facts.file(spec.package, rel)
         got = file_problem(fact, edits, res)
         if got is not None:
-            return _Part(fact=fact, outcome=got[0], message=got[1])
+            return Part(fact=fact, outcome=got[0], message=got[1])
         st = self.facts.journal.get(fact.path)
         if st is not None and st.applied and not st.in_sync and fact.path not in self.texts:
             if fact.record_sha256 is not None and st.current == fact.record_sha256:
                 self._retire(st)
                 st = None
             elif not self.opts.force:
-                return _Part(
+                return Part(
                     fact=fact,
                     outcome="drifted",
                     message=f"{rel} changed since vpatch wrote it (sha256 {str(fact.sha256)[:12]}, "
@@ -139,12 +140,12 @@ class _Apply:
             st = None
         prev = st.applied.get(spec.id) if st is not None else None
         if prev is not None and prev.get("edits") == dump_edits(edits):
-            return _Part(
+            return Part(
                 fact=fact, outcome="already_applied", message=f"{rel} has the journal's hash"
             )
         current = fact.text if fact.exists else ""
         if current is None:
-            return _Part(fact=fact, outcome="failed", message=f"{rel}: no text from inspect")
+            return Part(fact=fact, outcome="failed", message=f"{rel}: no text from inspect")
         hand = (
             fact.exists
             and (st is None or not st.applied)
@@ -155,7 +156,7 @@ class _Apply:
         if prev is not None and st is not None:
             # The spec changed since it was applied: rebuild, never stack on its own output.
             if st.base_text is None and not st.created:
-                return _Part(
+                return Part(
                     fact=fact,
                     outcome="failed",
                     message=f"{rel}: backup {str(st.base)[:12]} is missing or corrupt, so "
@@ -163,14 +164,14 @@ class _Apply:
                 )
             text, why = replay(st.base_text or "", st.applied, {spec.id: edits})
             if text is None:
-                return _Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
+                return Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
             if text == current:
-                return _Part(
+                return Part(
                     fact=fact,
                     outcome="already_applied",
                     message=f"{rel} already has the spec's new edits",
                 )
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="changed",
                 message=f"{rel}: took out the edits of the earlier {spec.id} "
@@ -181,9 +182,9 @@ class _Apply:
         text = self.texts.get(fact.path, current)
         rw = self.rewrite(text, spec, index, rel, edits)
         if rw.status in ("anchor_missing", "ambiguous"):
-            return _Part(fact=fact, outcome=rw.status, message=f"{rel}: {rw.message}")
+            return Part(fact=fact, outcome=rw.status, message=f"{rel}: {rw.message}")
         if rw.status == "invalid":
-            return _Part(fact=fact, outcome="failed", message=f"{rel}: {rw.message}")
+            return Part(fact=fact, outcome="failed", message=f"{rel}: {rw.message}")
         if rw.status == "unchanged":
             if hand and self.opts.adopt:
                 return self._adoption(spec, index, rel, edits, fact, current)
@@ -191,7 +192,7 @@ class _Apply:
                 if st is None or not st.applied:
                     return self._added_by_hand(fact, rel, current)
             if hand and not self.opts.force:
-                return _Part(
+                return Part(
                     fact=fact,
                     outcome="modified",
                     message=f"{rel} already has the desired code, but only as an edit outside "
@@ -200,10 +201,10 @@ class _Apply:
                 )
             words = baked(res.version, fact) if st is None or not st.applied else None
             if words is not None and fact.path not in self.texts:
-                return _Part(fact=fact, outcome="already_applied", message=words, baked=True)
+                return Part(fact=fact, outcome="already_applied", message=words, baked=True)
             holders = self._holders(fact.path, st)
             if holders and not self._base_has(spec, index, rel, edits, fact, st):
-                return _Part(
+                return Part(
                     fact=fact,
                     outcome="rely",
                     message=f"{rel} already has the desired code, from {', '.join(holders)}: "
@@ -213,7 +214,7 @@ class _Apply:
                     after=text,
                     relies=holders,
                 )
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="unchanged",
                 message=f"{rel} already has the desired code ({rw.message})",
@@ -224,7 +225,7 @@ class _Apply:
                 if self.opts.adopt
                 else "; --force patches it anyway"
             )
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="modified",
                 message=f"{rel} differs from pip's RECORD and vpatch did not change it (edited by "
@@ -232,13 +233,13 @@ class _Apply:
             )
         undone = self._undoes(fact, st, rw.source, (spec, index, edits))
         if undone:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: this spec's edit takes out the code of {', '.join(undone)} "
                 "(stacked before it on this file); apply one of them, or roll the other back first",
             )
-        return _Part(
+        return Part(
             fact=fact,
             outcome="changed",
             message=f"{rel}: {rw.message or 'changed'}",
@@ -340,7 +341,7 @@ class _Apply:
         edits: Sequence[Edit],
         fact: FileFact,
         st: JournalFile,
-    ) -> _Part:
+    ) -> Part:
         """--force on a file changed since vpatch wrote it: re-patch from the bytes it has
         now. The hand edit is kept apart from vpatch's edits (`linemerge`) as the file's new
         base, so every later rollback keeps it; where it changed vpatch's own lines no base
@@ -349,21 +350,21 @@ class _Apply:
         undo = "`vpatch rollback --force` restores the journal's base, then apply again"
         if st.created or st.other_version:
             why = "vpatch created it" if st.created else "its entries are of another release"
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel} changed since vpatch wrote it and {why}; {undo}",
             )
         if current is None or st.base_text is None:
             got = st.base_error or f"backup {str(st.base)[:12]} is missing or unreadable"
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: {got}; the hand edit cannot be kept apart",
             )
         wrote, why = replay(st.base_text, st.applied, {})
         if wrote is None or sha256_text(wrote) != st.expected:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: the journal's edits no longer give the bytes vpatch wrote "
@@ -371,7 +372,7 @@ class _Apply:
             )
         base, conflicts = linemerge.merge(wrote, current, st.base_text)
         if base is None:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: the hand edit changed vpatch's own lines ({', '.join(conflicts)} "
@@ -382,14 +383,14 @@ class _Apply:
         if text is not None and not mine:
             rw = self.rewrite(text, spec, index, rel, edits)
             if rw.status not in ("changed", "unchanged"):
-                return _Part(
+                return Part(
                     fact=fact, outcome=rewrite_problem(rw.status), message=f"{rel}: {rw.message}"
                 )
             text = rw.source
         if text is None:
-            return _Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
+            return Part(fact=fact, outcome="failed", message=f"{rel}: {why}")
         kept = linemerge.changed_lines(st.base_text, base) or "none"
-        return _Part(
+        return Part(
             fact=fact,
             outcome="changed",
             message=f"{rel}: re-patched from the bytes it has now; the hand edit ({kept}) is kept "
@@ -399,19 +400,19 @@ class _Apply:
             base=base,
         )
 
-    def _added_by_hand(self, fact: FileFact, rel: str, current: str) -> _Part:
+    def _added_by_hand(self, fact: FileFact, rel: str, current: str) -> Part:
         """add_file meets the spec's module already there, not pip's and not journaled: it
         was added outside vpatch. --adopt records it as created by the spec (rollback then
         removes it); otherwise it is `modified`, never satisfied by upstream."""
         if not self.opts.adopt:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="modified",
                 message=f"{rel} has the spec's content but is not a file of the package and the "
                 "journal has no entry (added by hand?); `vpatch apply --adopt` records it as this "
                 "spec's, so rollback removes it",
             )
-        return _Part(
+        return Part(
             fact=fact,
             outcome="adopt",
             message=f"{rel}: adopted the module added by hand (it has the spec's content); "
@@ -429,40 +430,40 @@ class _Apply:
         edits: Sequence[Edit],
         fact: FileFact,
         current: str,
-    ) -> _Part:
+    ) -> Part:
         """--adopt: the hand-edited file already has the spec's code. Exactly the spec's
         edits are recorded as its work: on pip's bytes (which the commit stores as the backup
         rollback restores) when the file is pip's + the spec's edits, else on pip's bytes with
         the other hand edits kept (`linemerge`), which stay hand edits, named, not the spec's."""
         pristine = fact.record_text
         if pristine is None:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: pip's bytes of it are not at hand (the wheel)",
             )
         if sha256_text(pristine) != fact.record_sha256:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: the wheel's bytes do not have RECORD's sha256; not adopted",
             )
         rw = self.rewrite(pristine, spec, index, rel, edits)
         if rw.status not in ("changed", "unchanged"):
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="failed",
                 message=f"{rel}: on pip's bytes: {rw.message}; not adopted",
             )
         if rw.status == "unchanged":
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="unchanged",
                 message=f"{rel}: pip's bytes already have the desired code; the hand edits in the "
                 "file are not the spec's, nothing adopted",
             )
         if rw.source == current:
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="adopt",
                 message=f"{rel}: adopted the hand edit (it is exactly the spec's edits); rollback "
@@ -473,14 +474,14 @@ class _Apply:
         base, conflicts = linemerge.merge(rw.source, current, pristine)
         if base is None or self.rewrite(base, spec, index, rel, edits).source != current:
             where = ", ".join(conflicts) or "the spec's lines"
-            return _Part(
+            return Part(
                 fact=fact,
                 outcome="modified",
                 message=f"{rel} has the spec's code, but the hand edit also changed the spec's own "
                 f"lines ({where}); not adopted: --adopt records exactly the spec's edits",
             )
         others = linemerge.changed_lines(pristine, base)
-        return _Part(
+        return Part(
             fact=fact,
             outcome="adopt",
             message=f"{rel}: adopted the spec's edits only; the other differences from pip's bytes "
@@ -490,7 +491,7 @@ class _Apply:
         )
 
     def _adopt(
-        self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult, plan: Plan
+        self, spec: PatchSpec, variant: Variant, part: Part, res: PatchResult, plan: Plan
     ) -> None:
         """Journal the hand edit as the spec's, on its base (seeded as a backup; none for a
         module added by hand, which the entry records as created): no write."""
@@ -499,7 +500,7 @@ class _Apply:
             plan.backups.append({"sha256": sha256_text(part.before), "text": part.before})
         self._record(spec, variant, part, res, sha256_text(part.after), "adopted a hand edit")
 
-    def _stage(self, spec: PatchSpec, variant: Variant, part: _Part, res: PatchResult) -> None:
+    def _stage(self, spec: PatchSpec, variant: Variant, part: Part, res: PatchResult) -> None:
         fact = part.fact
         assert part.before is not None and part.after is not None
         self.staged.setdefault(fact.path, []).append(spec.id)
@@ -530,7 +531,7 @@ class _Apply:
         self,
         spec: PatchSpec,
         variant: Variant,
-        part: _Part,
+        part: Part,
         res: PatchResult,
         after: str,
         reason: str = "",
@@ -571,42 +572,6 @@ class _Apply:
         )
 
 
-# What one file of a spec comes to in apply's plan: a step of the spec's work (written,
-# already there, adopted, relying on another spec), or a problem, which is the spec's outcome.
-Step = Literal["changed", "unchanged", "already_applied", "adopt", "rely"]
-Problem = Literal["failed", "anchor_missing", "ambiguous", "drifted", "modified"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Part:
-    fact: FileFact
-    outcome: Step | Problem
-    message: str
-    before: str | None = None
-    after: str | None = None
-    relies: list[str] = field(default_factory=list)  # "rely": the specs holding its code
-    base: str | None = None  # the file's new base (vpatch's edits out, hand edits in)
-    created: bool = False  # --adopt of a module added by hand: journaled as created
-    baked: bool = False  # already_applied: pip's bytes of a wheel `vpatch wheel` built
-
-    @property
-    def problem(self) -> Problem | None:
-        """The spec's outcome when this file stops it; None for a step of its work."""
-        match self.outcome:
-            case "failed" | "anchor_missing" | "ambiguous" | "drifted" | "modified":
-                return self.outcome
-            case _:
-                return None
-
-
-def hand_lines(fact: FileFact) -> str:
-    """`: lines ...` naming how a hand-edited file differs from pip's bytes, when those are
-    at hand (`record_text`); "" otherwise."""
-    if fact.record_text is None or fact.text is None:
-        return ""
-    return "; differs from pip's bytes in " + linemerge.changed_lines(fact.record_text, fact.text)
-
-
 def plan_apply(
     specs: Sequence[PatchSpec],
     facts: HostFacts,
@@ -615,61 +580,3 @@ def plan_apply(
 ) -> Plan:
     """apply: per spec the outcome, per file one write (all its specs stacked), the journal."""
     return _Apply(facts, opts, rewrite).plan(specs)
-
-
-def preflight(facts: HostFacts, plan: Plan) -> tuple[str, str] | None:
-    """(problem, hint) when the host cannot take the plan's writes: an unwritable state dir or
-    target directory, or no room for a file, its backup and the journal. Known from inspect
-    alone, so such a host costs one error line and nothing written."""
-    state = facts.state
-    sdir = state.get("dir", "the state dir")
-    hint = "run with --sudo for a root-owned environment, or pass --state-dir DIR"
-    if plan.needs_commit() and state.get("writable") is False:
-        why = str(state.get("why"))
-        return f"cannot write vpatch's state in {sdir}: {why}", read_only_hint(why) or hint
-    # the state dir's share: backups and journal lines (edits and checks ride in each)
-    backups = sum(len(json.dumps(e)) for e in plan.entries)
-    for w in plan.writes:
-        fact = next(
-            (f for fs in facts.files.values() for f in fs.values() if f.path == w.path), None
-        )
-        size = len((w.text or "").encode())
-        backups += len((w.before_text or "").encode()) + _SPACE_MARGIN
-        if fact is None or w.text is None:
-            continue
-        folder = w.path.rsplit("/", 1)[0]
-        if fact.writable is False:
-            return (
-                f"cannot write in {folder}: {fact.why_unwritable}",
-                read_only_hint(str(fact.why_unwritable))
-                or "remount it read-write or fix its permissions (--sudo for a root-owned env)",
-            )
-        # the temp file and the .pyc coexist with the old file until the rename
-        if isinstance(fact.free, int) and fact.free < 2 * size + _SPACE_MARGIN:
-            return (
-                f"no space left for {w.rel} in {folder} ({fact.free} bytes free, "
-                f"{2 * size + _SPACE_MARGIN} needed)",
-                "free space on that filesystem, then run again",
-            )
-    free = state.get("free")
-    if isinstance(free, int) and free < backups:
-        return (
-            f"no space left for backups in {sdir} ({free} bytes free)",
-            "free space there, or pass --state-dir DIR on another filesystem",
-        )
-    return None
-
-
-_SPACE_MARGIN = 64 * 1024  # directory entries, the .pyc, the journal lines
-
-
-def read_only_hint(why: str) -> str:
-    """The hint for a write refused by a read-only filesystem ("" for any other reason): no
-    user, sudo included, can write there, so the only fixes are where the env is built or
-    how it is mounted. Reads (status, verify, ensure/exec with every patch in place) work."""
-    if "Read-only file system" not in why:
-        return ""
-    return (
-        "the environment is mounted read-only: apply the patches where it is built "
-        "(e.g. `vpatch apply` in the image build), or mount it read-write"
-    )

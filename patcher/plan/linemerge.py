@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from patcher.plan.hostfacts import FileFact
 
 
 @dataclass(frozen=True)
@@ -87,3 +91,11 @@ def changed_lines(before: str, after: str, limit: int = 6) -> str:
     shown = [ln if len(ln) <= 80 else ln[:77] + "..." for ln in got[:limit]]
     more = f" (+{len(got) - limit} more)" if len(got) > limit else ""
     return ", ".join(repr(ln) for ln in shown) + more
+
+
+def hand_lines(fact: FileFact) -> str:
+    """`: lines ...` naming how a hand-edited file differs from pip's bytes, when those are
+    at hand (`record_text`); "" otherwise."""
+    if fact.record_text is None or fact.text is None:
+        return ""
+    return "; differs from pip's bytes in " + changed_lines(fact.record_text, fact.text)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from patcher.plan.apply import hand_lines
 from patcher.plan.base import (
     Level,
     Rewriter,
@@ -24,6 +23,7 @@ from patcher.plan.base import (
     with_baked_note,
 )
 from patcher.plan.hostfacts import HostFacts, JournalFile
+from patcher.plan.linemerge import hand_lines
 from patcher.plan.monitor import UPGRADED
 from patcher.result import FileChange, Outcome, PatchResult
 from patcher.rewrite import apply_edits

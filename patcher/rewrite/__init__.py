@@ -1,7 +1,8 @@
 """Pure source rewrites: (source text, edit) -> RewriteResult. No I/O, no raising for anchors.
 
-Each op lives in its own module (elements, values, statements) as a function
-`(source, edit) -> RewriteResult`, dispatched by `apply_edit`. Ops are
+Each op lives in its family's module (elements, values, statements, ...) as a function
+`(source, edit) -> RewriteResult`, one row of that module's `OPS`; `apply_edit` dispatches
+through `rewrites()`, the table of every family's rows. Ops are
 idempotent: running an edit on its own output returns status "unchanged". Anchors are structural
 (scope path + assigned name, or a statement compared ignoring whitespace and comments), never
 line numbers, so one edit fits many releases of a file.
@@ -9,9 +10,10 @@ line numbers, so one edit fits many releases of a file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import cache
+from typing import Any, Literal
 
 from patcher.specs.model import Edit
 
@@ -27,36 +29,26 @@ class RewriteResult:
     message: str = ""
 
 
-def apply_edit(source: str, edit: Edit) -> RewriteResult:
-    """Dispatch one edit to its op module."""
+# One op's rewrite: (source, the op's own edit record) -> result.
+Rewrite = Callable[[str, Any], "RewriteResult"]
+
+
+@cache
+def rewrites() -> dict[str, Rewrite]:
+    """The op table's rewrites: every family module's OPS rows, keyed by the spec's `op`
+    (specs.model.EDIT_OPS; tests/unit/test_rewrite_golden.py checks they are the same ops).
+    Imported on first use: libcst is not on the path of a command that rewrites nothing."""
     from patcher.rewrite import arguments, bases, defs, elements, imports, statements, values
 
-    match edit.op:
-        case "ensure_elements":
-            return elements.ensure(source, edit)
-        case "remove_elements":
-            return elements.remove(source, edit)
-        case "set_value":
-            return values.set_value(source, edit)
-        case "replace_statement":
-            return statements.replace(source, edit)
-        case "insert_statement":
-            return statements.insert(source, edit)
-        case "remove_statement":
-            return statements.remove(source, edit)
-        case "ensure_base":
-            return bases.ensure(source, edit)
-        case "remove_base":
-            return bases.remove(source, edit)
-        case "ensure_def":
-            return defs.ensure(source, edit)
-        case "ensure_import":
-            return imports.ensure(source, edit)
-        case "set_argument":
-            return arguments.set_argument(source, edit)
-        case "add_file":
-            return add_file(source, edit.text)
-    raise AssertionError(f"unknown op {edit.op}")  # pragma: no cover - pydantic rejects it
+    table: dict[str, Rewrite] = {"add_file": lambda source, edit: add_file(source, edit.text)}
+    for family in (elements, values, statements, bases, defs, imports, arguments):
+        table.update(family.OPS)
+    return table
+
+
+def apply_edit(source: str, edit: Edit) -> RewriteResult:
+    """Dispatch one edit to its op's rewrite (pydantic admits only the table's ops)."""
+    return rewrites()[edit.op](source, edit)
 
 
 def add_file(source: str, text: str) -> RewriteResult:

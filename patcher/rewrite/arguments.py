@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult, _commas
+from patcher.rewrite import Rewrite, RewriteResult, _commas
 from patcher.rewrite._scope import (
     Abort,
     dotted_name,
@@ -123,3 +123,9 @@ def _read_back(source: str, edit: SetArgument, code: str) -> None:
             f"{code!r} would not read back as the same expression in the call; "
             "wrap it in parentheses",
         )
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "set_argument": set_argument,
+}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult, _commas
+from patcher.rewrite import Rewrite, RewriteResult, _commas
 from patcher.rewrite._scope import (
     Abort,
     expression_dump,
@@ -86,3 +86,10 @@ def remove(source: str, edit: RemoveBase) -> RewriteResult:
     new_class = _with_args(node, args, len(node.bases) - 1)
     message = f"removed base {value} from class {edit.scope!r}"
     return finish(source, replace_node(module, node, new_class).code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "ensure_base": ensure,
+    "remove_base": remove,
+}

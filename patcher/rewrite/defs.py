@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult
+from patcher.rewrite import Rewrite, RewriteResult
 from patcher.rewrite._scope import (
     Abort,
     definitions,
@@ -76,3 +76,9 @@ def ensure(source: str, edit: EnsureDef) -> RewriteResult:
         new = new.with_changes(leading_lines=leading_lines(old))
     message = f"replaced def {name} in {where}"
     return finish(source, replace_node(module, old, new).code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "ensure_def": ensure,
+}

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 from pydantic import JsonValue
 
-from patcher.rewrite import RewriteResult
+from patcher.rewrite import Rewrite, RewriteResult
 from patcher.rewrite._scope import (
     Abort,
     expression_dump,
@@ -477,3 +477,10 @@ def remove(source: str, edit: RemoveElements) -> RewriteResult:
     new = build(drop(layout, doomed))
     message = f"removed {removed} from {found.label}"
     return finish(source, replace_node(module, node, new).code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "ensure_elements": ensure,
+    "remove_elements": remove,
+}

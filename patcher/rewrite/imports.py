@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult, _commas
+from patcher.rewrite import Rewrite, RewriteResult, _commas
 from patcher.rewrite._scope import (
     Abort,
     body_of,
@@ -204,3 +204,9 @@ def ensure(source: str, edit: EnsureImport) -> RewriteResult:
         new_module = _inserted(module, added, wanted.source == (0, "__future__"))
         message = f"added {added!r}"
     return finish(source, new_module.code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "ensure_import": ensure,
+}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult
+from patcher.rewrite import Rewrite, RewriteResult
 from patcher.rewrite._scope import (
     Abort,
     Block,
@@ -349,3 +349,11 @@ def remove(source: str, edit: RemoveStatement) -> RewriteResult:
     else:
         new_module = _splice(module, run, [], _strip_blank(kept, leading=False))
     return finish(source, new_module.code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "replace_statement": replace,
+    "insert_statement": insert,
+    "remove_statement": remove,
+}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patcher.rewrite import RewriteResult
+from patcher.rewrite import Rewrite, RewriteResult
 from patcher.rewrite._scope import (
     Abort,
     expression_dump,
@@ -175,3 +175,9 @@ def _set_default(source: str, module: cst.Module, edit: SetValue, name: str) -> 
         new_param = new_param.with_changes(equal=cst.AssignEqual(space, space))
     message = f"set {where} to {new_code}"
     return finish(source, replace_node(module, param, new_param).code, message)
+
+
+# This family's rows of the op table (patcher.rewrite.rewrites): op -> its rewrite.
+OPS: dict[str, Rewrite] = {
+    "set_value": set_value,
+}

@@ -1,15 +1,14 @@
 """`vpatch rollout`'s canary analysis at the edge: the scrapes of a host's metrics endpoints
 (several per host, summed like engines), the control hosts scraped in the same windows as
-the canary, and the options that turn it on (`--control`, `--confidence`, `--max-window`,
-`--scrape-every`, `--metrics-profile`). What the numbers mean and how a gate decides is the
-serving room's (patcher/serving/); the step machine is patcher.rollout's.
+the canary. The options that turn it on are patcher/rollout/settings.py's; what the numbers
+mean and how a gate decides is the serving room's (patcher/serving/); the step machine is
+patcher/rollout/decide.py's.
 
 A control host is only ever scraped: no apply, no restart, no lease, no journal entry; its
 agent is asked `fetch` and nothing else (test: tests/unit/test_canary.py)."""
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -18,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError, UsageError
 from patcher.result import HostResult
+from patcher.rollout.settings import Settings, urls
 from patcher.serving import gates as serving_gates
 from patcher.serving.measures import Measures
-from patcher.serving.model import PROFILES, Counters, parse
+from patcher.serving.model import PROFILES, Counters, ScrapeRefused, parse
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
-    from patcher.rollout.walk import Settings
     from patcher.run.exchange import RunContext
     from patcher.transports import Transport
 
@@ -41,41 +40,40 @@ METRICS_HINT = (
 )
 
 
-def urls(metrics: str | None) -> list[str]:
-    """A host's metrics endpoints: one URL, or several separated by whitespace (the TOML
-    inventory's `metrics = [URL, ...]` is kept so; `--metrics 'URL URL'`)."""
-    return metrics.split() if metrics else []
-
-
 def scrape(
     transport: Transport, endpoints: Sequence[str], profile: str, ctx: RunContext | None = None
 ) -> tuple[Counters, float]:
-    """Every endpoint of one host, by its agent, summed: (counters, the controller's
-    monotonic time after the last one). Each fetch is one exchange of the rollout's run
-    `ctx` (patcher.run.exchange: counted, shown by -v; a refusal an AgentError)."""
+    """Every endpoint of one host, by its agent, joined (each endpoint's series named by its
+    place and URL, so that one engine's restart resets its own series only) and summed:
+    (counters, the controller's monotonic time after the last one). Each fetch is one
+    exchange of the rollout's run `ctx` (patcher.run.exchange: counted, shown by -v; a
+    refusal an AgentError)."""
     from patcher.run import exchange
     from patcher.serving import metrics
 
-    total: Counters | None = None
-    for url in endpoints:
+    total = Counters()
+    for i, url in enumerate(endpoints):
         said = f"cannot scrape {url}: agent refused"
         got = metrics.scrape(exchange.Counted(transport, ctx, said, METRICS_HINT), url)
         if got.text is None:
             raise ScrapeFailed(f"cannot scrape {url}: {got.error}")
         try:
             c = parse(got.text, PROFILES[profile])
+        except ScrapeRefused as exc:
+            raise ScrapeFailed(f"{url} sent a scrape over vpatch's bounds: {exc}") from None
         except ValueError:
             size = len(got.text.encode())
             raise ScrapeFailed(
                 f"{url} did not serve Prometheus text ({size} bytes; body not shown)"
             ) from None
-        total = c if total is None else total.plus(c)
-    return (total if total is not None else Counters()), time.monotonic()
+        total = total.plus(c.tagged(f"#{i} {url}"))
+    return total, time.monotonic()
 
 
 @dataclass
 class Controls:
-    """The control hosts of a rollout: scraped, summed, in the canary's windows. Hosts in
+    """The control hosts of a rollout: scraped, joined (series named by host) and summed, in
+    the canary's windows. Hosts in
     flight at once share them (a lock: one scrape of the controls at a time)."""
 
     targets: list[Target]
@@ -90,7 +88,9 @@ class Controls:
         return [t.name for t in self.targets]
 
     def scrape(self, cfg: Settings) -> tuple[Counters, float]:
-        total = Counters()
+        """Every control host once (under the lock: hosts in flight share the scrapes);
+        their counters joined once the lock is let go."""
+        parts = []
         with self.lock:
             for t in self.targets:
                 try:
@@ -101,9 +101,13 @@ class Controls:
                     c, _at = scrape(tr, found, cfg.profile, self.ctx)
                 except HostError as exc:
                     raise ScrapeFailed(f"control host {t.name}: {exc.message}") from None
-                total = total.plus(c)
+                parts.append(c.tagged(t.name))
             self.scrapes += 1
-            return total, time.monotonic()
+            at = time.monotonic()
+        total = Counters()
+        for c in parts:
+            total = total.plus(c)
+        return total, at
 
     def close(self) -> None:
         for tr in self.transports.values():
@@ -121,18 +125,6 @@ def extend(
     if gates.confidence is None:
         return False
     return serving_gates.undecided(serving_gates.judge(before, after, gates, control, last=False))
-
-
-def looks(
-    window: float, max_window: float | None, every: float | None, confidence: float | None
-) -> int:
-    """How many times a window may be judged: at its length, then at each scrape until
-    --max-window (serving.gates.Gates.looks: each look tests at its share of the error)."""
-    if confidence is None:
-        return 1
-    if not max_window or not every or max_window <= window:
-        return 1
-    return 1 + math.ceil((max_window - window) / every)
 
 
 def describe_latency(m: Measures) -> list[str]:
@@ -155,87 +147,6 @@ def report_of(control: Measures | None, controls: Controls | None) -> dict[str, 
     return {
         "compared_with": serving_gates.CONTROL,
         "control": {"hosts": controls.names(), **(control.to_json() if control else {})},
-    }
-
-
-def options_of(cfg: Settings) -> dict[str, Any]:
-    return {
-        "confidence": cfg.confidence,
-        "max_window": cfg.max_window,
-        "scrape_every": cfg.scrape_every,
-        "control_hosts": cfg.control,
-        "metrics_profile": cfg.profile,
-    }
-
-
-def _number(
-    flag: str, text: str | float | None, low: float, high: float, example: str
-) -> float | None:
-    if text is None:
-        return None
-    try:
-        value = float(str(text).strip().rstrip("%")) / (
-            100 if str(text).strip().endswith("%") else 1
-        )
-    except ValueError:
-        value = math.nan
-    if not low < value <= high:
-        raise UsageError(
-            f"{flag} {text!r} is out of range ({low:g} < value <= {high:g})",
-            f"e.g. {flag} {example}",
-        )
-    return value
-
-
-def settings_of(
-    *,
-    control: str | int | None,
-    confidence: str | float | None,
-    max_window: str | float | None,
-    scrape_every: str | float | None,
-    metrics_profile: str | None,
-    window: str | float | None,
-) -> dict[str, Any]:
-    """The canary options of `vpatch rollout` as given (walk.Settings' last fields), checked
-    before any host is contacted. `--control K` alone judges at confidence 0.95."""
-    control_text = control
-    control = 0
-    if control_text is not None:
-        try:
-            control = int(str(control_text))
-        except ValueError:
-            control = -1
-        if control < 0:
-            raise UsageError(
-                f"--control {control_text!r} is not a count of hosts", "e.g. --control 1"
-            )
-    confidence = _number("--confidence", confidence, 0.5, 0.9999, "0.95")
-    if confidence is None and control:
-        confidence = 0.95
-    window = float(window or 120)
-    max_window = _number("--max-window", max_window, 0, 86400, "600")
-    if max_window is None and confidence is not None:
-        max_window = 3 * window
-    if max_window is not None and max_window < window:
-        raise UsageError(
-            f"--max-window {max_window:g} is shorter than --window {window:g}",
-            "the window extends up to --max-window: give one at least as long",
-        )
-    every = _number("--scrape-every", scrape_every, 0, 3600, "5")
-    if every is None and confidence is not None:
-        every = max(0.5, window / 20)  # 20 intervals a window: enough for a rank test
-    profile = metrics_profile or "vllm"
-    if profile not in PROFILES:
-        raise UsageError(
-            f"--metrics-profile {profile!r} is not one of {', '.join(sorted(PROFILES))}",
-            "e.g. --metrics-profile sglang",
-        )
-    return {
-        "confidence": confidence,
-        "max_window": max_window,
-        "scrape_every": every,
-        "control": control,
-        "profile": profile,
     }
 
 

@@ -20,12 +20,10 @@ report and the hosts' journals: patcher/rollout/resume.py); the executor
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from patcher.agent import protocol
-from patcher.errors import UsageError
 from patcher.serving import stats
 from patcher.serving.gates import Gate, Gates, gates_detail, judge, pct
 from patcher.serving.measures import Measures, measure, measure_series
@@ -265,49 +263,3 @@ def shortfall(judged: Sequence[Gate]) -> str:
 def window_done(start: Counters, now: Counters, elapsed: float, window: float, drafts: int) -> bool:
     """The window closes when it has lasted `window` seconds or `drafts` drafts were seen."""
     return elapsed >= window or now.since(start).drafts >= drafts > 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Command-line values
-
-
-def _number(text: str, percent: bool = False) -> float:
-    """A float (nan when it is none); with `percent`, `95%` is 0.95."""
-    raw = text.strip()
-    try:
-        if percent and raw.endswith("%"):
-            return float(raw[:-1]) / 100
-        return float(raw)
-    except ValueError:
-        return math.nan
-
-
-def parse_ratio(text: str) -> float:
-    """`--min-throughput-ratio R`: after/before tokens/s, a positive number (0.95, or 95%)."""
-    value = _number(text, percent=True)
-    if not 0 < value <= 100:
-        raise UsageError(
-            f"--min-throughput-ratio {text!r} is not a positive ratio",
-            "e.g. --min-throughput-ratio 0.95 (after the patch, at least 95 % of the tokens/s)",
-        )
-    return value
-
-
-def parse_seconds(flag: str, text: str, most: float) -> float:
-    value = _number(text)
-    if not 0 < value <= most:
-        raise UsageError(
-            f"{flag} {text!r} is not a number of seconds between 0 and {most:g}",
-            f"e.g. {flag} 120",
-        )
-    return value
-
-
-def parse_drafts(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise UsageError(f"--min-drafts {text!r} is not a count", "e.g. --min-drafts 100")
-    return value

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from patcher.errors import HostError, VpatchError
+from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import lease as rolloutlease
-from patcher.rollout import recheck, walk
+from patcher.rollout import recheck, settings, walk
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
+from patcher.rollout.settings import Settings
 from patcher.run import fleet
 
 if TYPE_CHECKING:
@@ -40,7 +42,7 @@ class Request:
     state_dir: str | None
     report: str | None
     resume: str | None
-    settings: walk.Settings
+    settings: Settings
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ def drive(
     targets: list[Target],
     policy: fleet.Policy,
     open_transport: Callable[[Target], Transport],
-    lines: Callable[[list[str]], fleet.Progress],
+    lines: Callable[[list[str]], HostsProgress],
     started: Callable[[str, str], None],
     *,
     kind_of: Callable[[Target], str | None] = lambda t: None,
@@ -77,7 +79,7 @@ def drive(
     from patcher.specs import catalog
 
     cfg = request.settings
-    walk.check_targets(targets)
+    settings.check_targets(targets)
     targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     reported = rolloutreport.load_report(request.resume, names) if request.resume else None
@@ -145,7 +147,7 @@ def one_host(
     specs: list[PatchSpec],
     opts: Options,
     state_dir: str | None,
-    cfg: walk.Settings,
+    cfg: Settings,
     ctx: RunContext | None = None,
 ) -> HostResult:
     """One host's whole rollout, for a caller that is its own fleet policy: the Ansible

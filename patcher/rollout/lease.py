@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import leasing, protocol
 
 if TYPE_CHECKING:
-    from patcher.rollout.walk import Settings
+    from patcher.rollout.settings import Settings
     from patcher.run.exchange import RunContext
     from patcher.transports import Transport
 

@@ -14,7 +14,8 @@ from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.rollout import resume as rolloutresume
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import settings, walk
+from patcher.rollout.settings import Settings
 from patcher.run import fleet
 
 if TYPE_CHECKING:
@@ -50,17 +51,17 @@ class LiveReport:
         path: str,
         targets: Sequence[Target],
         specs: Sequence[PatchSpec],
-        cfg: rolloutrun.Settings,
+        cfg: Settings,
         run: str,
     ) -> None:
         self.path = path
         self.targets = list(targets)
         self.ids = [(s.id, s.package) for s in specs]
         tables = [s.metrics for s in specs]
-        self.gates = rolloutrun.gates_of(tables, cfg)
+        self.gates = settings.gates_of(tables, cfg)
         self.cfg = cfg
         self.run = run
-        self.live: dict[int, rolloutrun._Host] = {}  # hosts that started (by target index)
+        self.live: dict[int, walk._Host] = {}  # hosts that started (by target index)
         self.finished: dict[int, HostResult] = {}
         self._cond = threading.Condition()
         self._asked = 0  # writes asked for
@@ -78,7 +79,7 @@ class LiveReport:
             elif i in self.live:
                 h = self.live[i]
                 with h.lock:
-                    out.append(rolloutrun.finish(h, running=running))
+                    out.append(walk.finish(h, running=running))
             else:
                 host = fleet.skipped(t.name, self.ids, why)
                 if running:  # the run and the options, before the host starts
@@ -132,7 +133,7 @@ class LiveReport:
                 self._written = covers
                 self._cond.notify_all()
 
-    def step(self, h: rolloutrun._Host) -> None:
+    def step(self, h: walk._Host) -> None:
         self.write()
 
     def ended(self, i: int, result: HostResult) -> HostResult:
@@ -158,9 +159,7 @@ class LiveReport:
                 print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)
 
 
-def pending(
-    target: Target, cfg: rolloutrun.Settings, gates: rollout.Gates, run: str
-) -> dict[str, Any]:
+def pending(target: Target, cfg: Settings, gates: rollout.Gates, run: str) -> dict[str, Any]:
     """A live report's `rollout` of a host not started yet: its run and options, no step."""
     return {
         "run": run,
@@ -168,7 +167,7 @@ def pending(
         "reached": rollout.NOTHING,
         "stopped_in": None,
         "patched": False,
-        **rolloutrun.options_of(target, cfg, gates),
+        **settings.report_options(target, cfg, gates),
         "before": None,
         "after": None,
         "gates": [],

@@ -7,12 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.run import fleet
 
 if TYPE_CHECKING:
-    from patcher.rollout.walk import Settings
+    from patcher.rollout.settings import Settings
 
 # What a host that did not keep the patch is told to do, by its verdict (hint_of).
 HINTS = {
@@ -46,7 +47,7 @@ def hint_of(verdict: str, judged: Sequence[rollout.Gate], cfg: Settings) -> str:
     )
 
 
-class BatchLines(fleet.Progress):
+class BatchLines(HostsProgress):
     """One line on stderr per finished batch (the canary counts as one)."""
 
     def __init__(self, targets: Sequence[str], policy: fleet.Policy, out: TextIO) -> None:

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
-from patcher.errors import UsageError, VpatchError
+from patcher.errors import VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
-from patcher.rollout import canary
+from patcher.rollout import canary, settings
 from patcher.rollout import decide as rollout
 from patcher.rollout import lease as rolloutlease
+from patcher.rollout.settings import Settings
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
@@ -44,103 +45,6 @@ RESTART_HINT = (
 )
 HEALTH_HINT = "check --health or the inventory host's `health`: a URL the agent GETs on the host"
 JOURNAL_HINT = "run `vpatch status` on the host: its state dir and journal"
-
-
-@dataclass(frozen=True)
-class Settings:
-    restart: str | None
-    restart_timeout: float
-    health: str | None
-    health_timeout: float
-    metrics: str | None
-    window: float
-    min_drafts: int
-    min_acceptance: float | None
-    min_ratio: float | None
-    allow_no_traffic: bool
-    # Canary analysis (docs/rollout.md, "Control hosts and confidence"): None/0 = off.
-    confidence: float | None = None  # --confidence: gates decide on evidence at this level
-    max_window: float | None = None  # --max-window: how long a window may extend for it
-    scrape_every: float | None = None  # --scrape-every: the window's series of scrapes
-    control: int = 0  # --control K: the last K targets are scraped, never written
-    profile: str = "vllm"  # --metrics-profile: whose counter names (serving.model.PROFILES)
-
-
-def make_settings(
-    *,
-    restart: str | None,
-    restart_timeout: str,
-    health: str | None,
-    health_timeout: str,
-    metrics: str | None,
-    window: str,
-    min_drafts: str,
-    min_acceptance: str | None,
-    min_throughput_ratio: str | None,
-    allow_no_traffic: bool,
-    control: str | int | None = None,
-    confidence: str | float | None = None,
-    max_window: str | float | None = None,
-    scrape_every: str | float | None = None,
-    metrics_profile: str | None = None,
-) -> Settings:
-    """The rollout options as given (the CLI's strings, or the Ansible module's), checked
-    before any host is contacted (UsageError: exit 2). Keyword-only: several are `str | None`,
-    and a swap would still type-check."""
-    from patcher.serving import metrics as serving
-
-    rate = serving.parse_rate(min_acceptance) if min_acceptance is not None else None
-    ratio = rollout.parse_ratio(min_throughput_ratio) if min_throughput_ratio is not None else None
-    return Settings(
-        restart=restart if restart else None,
-        restart_timeout=rollout.parse_seconds("--restart-timeout", restart_timeout, 86400),
-        health=_url("--health", health) if health else None,
-        health_timeout=rollout.parse_seconds("--health-timeout", health_timeout, 86400),
-        metrics=" ".join(serving.check_url(u) for u in canary.urls(metrics)) or None,
-        window=rollout.parse_seconds("--window", window, 86400),
-        min_drafts=rollout.parse_drafts(min_drafts),
-        min_acceptance=rate,
-        min_ratio=ratio,
-        allow_no_traffic=allow_no_traffic,
-        **canary.settings_of(
-            control=control,
-            confidence=confidence,
-            max_window=max_window,
-            scrape_every=scrape_every,
-            metrics_profile=metrics_profile,
-            window=window,
-        ),
-    )
-
-
-def gates_of(tables: Sequence[Any], cfg: Settings) -> rollout.Gates:
-    """The specs' `[metrics]` tables and the flags' overrides (canary.looks: Bonferroni)."""
-    over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
-    n = canary.looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
-    return rollout.Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n)
-
-
-def _url(flag: str, url: str) -> str:
-    import urllib.parse
-
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"{flag} {url!r} is not an http:// or https:// URL",
-            f"e.g. {flag} http://localhost:8000/health (fetched on each target host)",
-        )
-    return url
-
-
-def check_targets(targets: Sequence[Target]) -> None:
-    """Per-host URLs from the inventory are checked like the flags, before any host is asked."""
-    from patcher.serving import metrics
-
-    for t in targets:
-        if t.health:
-            _url("--health (inventory `health`)", t.health)
-        for url in canary.urls(t.metrics):
-            metrics.check_url(url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +109,7 @@ def _scrape(h: _Host) -> tuple[rollout.Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
     controller's monotonic time of it."""
     try:
-        return canary.scrape(h.transport, canary.urls(h.metrics), h.cfg.profile, h.ctx)
+        return canary.scrape(h.transport, settings.urls(h.metrics), h.cfg.profile, h.ctx)
     except canary.ScrapeFailed as exc:
         raise _StepFailed(str(exc)) from None
 
@@ -416,7 +320,7 @@ def _host(
     ctx: RunContext | None = None,
 ) -> _Host:
     tables = [s.metrics for s in specs]
-    gates = gates_of(tables, cfg)
+    gates = settings.gates_of(tables, cfg)
     host = HostResult(target=target.name)
     return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
@@ -547,7 +451,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
         "reached": reached,
         "stopped_in": h.current,
         "patched": verdict == rollout.KEPT,
-        **options_of(h.target, h.cfg, h.gates),
+        **settings.report_options(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         **canary.report_of(h.control_after, h.controls),
@@ -556,19 +460,6 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     }
     host.seconds = round(time.monotonic() - h.started, 3)
     return host
-
-
-def options_of(target: Target, cfg: Settings, gates: rollout.Gates) -> dict[str, Any]:
-    """A host's rollout as the options made it: its restart, URLs, window, thresholds."""
-    return {
-        "restart": target.restart or cfg.restart,
-        "health": target.health or cfg.health,
-        "metrics": target.metrics or cfg.metrics,
-        "window": cfg.window,
-        "min_drafts": cfg.min_drafts,
-        **canary.options_of(cfg),
-        "thresholds": gates.to_json(),
-    }
 
 
 def new_run() -> str:

@@ -20,9 +20,10 @@ from patcher.agent import protocol
 from patcher.errors import AgentError, HostError, Unsupported, VpatchError
 from patcher.output import progress
 from patcher.plan import monitor
-from patcher.plan.apply import plan_apply, preflight
+from patcher.plan.apply import plan_apply
 from patcher.plan.base import Level, Options, Plan, checks_for
 from patcher.plan.hostfacts import HostFacts
+from patcher.plan.preflight import preflight
 from patcher.plan.rollback import plan_rollback
 from patcher.plan.undo import (
     could_not_check,

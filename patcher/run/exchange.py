@@ -24,9 +24,9 @@ from patcher.caches import facts as factcache
 from patcher.caches import rewrites as rewrite_cache
 from patcher.errors import AgentError
 from patcher.output import progress
-from patcher.plan.apply import preflight, read_only_hint
 from patcher.plan.base import Level, Plan, wanted_files
 from patcher.plan.hostfacts import HostFacts
+from patcher.plan.preflight import preflight, read_only_hint
 from patcher.result import HostResult, ProbeResult
 from patcher.specs.model import PatchSpec
 from patcher.transports import Transport

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 from patcher.errors import UsageError
+from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
     import queue
@@ -71,29 +72,19 @@ def first_wave(policy: Policy, total: int) -> list[int]:
     return list(range(min(policy.parallel, first, total)))
 
 
-class Progress:
-    """What the scheduler reports as hosts finish (a rich bar on a TTY, nothing otherwise)."""
-
-    def start(self, total: int) -> None: ...
-
-    def advance(self, result: HostResult) -> None: ...
-
-    def stop(self) -> None: ...
-
-
 def run(
     targets: Sequence[str],
     work: Work,
     policy: Policy,
     spec_ids: Sequence[tuple[str, str]],
-    progress: Progress | None = None,
+    progress: HostsProgress | None = None,
     interrupted: threading.Event | None = None,
 ) -> list[HostResult]:
     """Run `work(i)` for each target index under `policy`; results in target order.
     `interrupted` is set on the first Ctrl-C (a host's work may stop at its next safe point)."""
     import queue  # here, not at the top: cli reads the policy (first_wave) before any host
 
-    progress = progress or Progress()
+    progress = progress or HostsProgress()
     results: list[HostResult | None] = [None] * len(targets)
     stop = threading.Event()
     why = [""]

@@ -15,7 +15,7 @@ went down means the server restarted: the later scrape alone, Prometheus' `incre
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import pairwise
 
 Buckets = tuple[tuple[float, float], ...]  # (upper bound, cumulative count), by bound
@@ -26,14 +26,42 @@ def buckets_of(counts: Mapping[float, float]) -> Buckets:
     return tuple(sorted(counts.items()))
 
 
-def delta(end: Buckets, start: Buckets) -> Buckets:
-    """The window's buckets. Bounds that differ (another release, a reconfigured server)
-    or any bucket lower than before: the server restarted, the later scrape is the window."""
+def went_down(end: Buckets, start: Buckets) -> bool:
+    """Bounds that differ (another release, a reconfigured server) or any bucket lower than
+    before: the engine that exports the histogram restarted in between."""
     if [b for b, _ in end] != [b for b, _ in start]:
-        return end
-    if any(e < s for (_, e), (_, s) in zip(end, start, strict=True)):
+        return True
+    return any(e < s for (_, e), (_, s) in zip(end, start, strict=True))
+
+
+def delta(end: Buckets, start: Buckets) -> Buckets:
+    """The window's buckets: the later scrape alone when the histogram restarted in between
+    (went_down), else the difference bucket by bucket."""
+    if went_down(end, start):
         return end
     return tuple((b, e - s) for (b, e), (_, s) in zip(end, start, strict=True))
+
+
+def merge(parts: Iterable[Buckets]) -> Buckets:
+    """Histograms of several series (engines, endpoints, intervals) summed. Bounds that
+    differ are merged by their union: a series counts, at a bound it lacks, what its next
+    lower bound counts (cumulative buckets; a count lower than the bucket below it is read as
+    that bucket's). Each series' buckets become steps at its bounds, the steps are summed by
+    bound and the union of bounds is sorted once: O(n log n) in all the buckets, however many
+    series and bounds."""
+    steps: dict[float, float] = {}
+    for b in parts:
+        prev = 0.0
+        for bound, cum in b:
+            cum = max(cum, prev)
+            steps[bound] = steps.get(bound, 0.0) + (cum - prev)
+            prev = cum
+    out = []
+    total = 0.0
+    for bound in sorted(steps):
+        total += steps[bound]
+        out.append((bound, total))
+    return tuple(out)
 
 
 def count(b: Buckets) -> float:

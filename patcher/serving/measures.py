@@ -1,7 +1,8 @@
 """What a window of scrapes showed: the measures the gates judge (patcher.serving.gates) and
 the report shows. A window is a series of scrapes (time, Counters); its totals are the sum
-of each interval's increase (an interval across a restart counts from zero, Prometheus'
-`increase()` rule), its samples one value per interval (tokens/s, a latency quantile): what
+of each interval's increase, each series (engine x label set) reduced on its own before the
+sum (model.increases: a series that went down restarted and counts from zero, Prometheus'
+`sum(increase())`), its samples one value per interval (tokens/s, a latency quantile): what
 a rank test compares with a control's samples over the same window."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from itertools import pairwise
 from typing import Any
 
 from patcher.serving import histogram
-from patcher.serving.model import LATENCIES, Counters
+from patcher.serving.model import LATENCIES, Counters, increases
 
 QUANTILES = {"p50": 0.5, "p99": 0.99}
 
@@ -86,13 +87,13 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
     samples: list[float] = []
     per_interval: dict[str, list[float]] = {k: [] for k in LATENCIES}
     window: dict[str, histogram.Buckets] = {}
-    for (t0, c0), (t1, c1) in pairwise(series):
-        inc = c1.since(c0)
+    incs = increases([c for _t, c in series])
+    for ((t0, _), (t1, _)), inc in zip(pairwise(series), incs, strict=True):
         d = d.plus(inc)
         if t1 > t0:
             samples.append(inc.generation_tokens / (t1 - t0))
         for key, b in inc.latency:
-            window[key] = b if key not in window else _plus(window[key], b)
+            window[key] = b if key not in window else histogram.merge([window[key], b])
             q = histogram.quantile(QUANTILES["p99"], b)
             if q is not None:
                 per_interval[key].append(q)
@@ -142,12 +143,6 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         latency_samples={k: tuple(v) for k, v in per_interval.items() if v},
         buckets=window,
     )
-
-
-def _plus(a: histogram.Buckets, b: histogram.Buckets) -> histogram.Buckets:
-    if [x for x, _ in a] != [x for x, _ in b]:
-        return b
-    return tuple((x, ca + cb) for (x, ca), (_, cb) in zip(a, b, strict=True))
 
 
 def _num(v: Any) -> bool:

@@ -12,8 +12,9 @@ the numbers vLLM's own docs define:
 
 Counters are cumulative since the server started, so one scrape covers the server's lifetime,
 summed over engines and models. `--metrics-window SECONDS` scrapes twice, that far apart, and
-judges only what happened in between (the counters' increase, as Prometheus' `increase()`
-does, a counter reset in the window counting from zero): how the server does NOW, not
+judges only what happened in between (each series' increase, then summed, as Prometheus'
+`sum(increase())` does: an engine whose counters went down restarted and counts from zero,
+the others are unaffected; model.Counters.since): how the server does NOW, not
 averaged with last week's traffic or with the hours before a config change. Parsing uses
 prometheus_client's own parser, never regexes.
 """
@@ -59,29 +60,6 @@ class SpecDecodeStats:
             return ()
         return tuple(n / self.drafts for n in self.accepted_per_position)
 
-    def since(self, before: SpecDecodeStats) -> SpecDecodeStats:
-        """The increase from an earlier scrape of the same server. When any counter went down
-        the server restarted in between: everything counted now is new (Prometheus' rule)."""
-        pairs = [
-            (self.drafts, before.drafts),
-            (self.draft_tokens, before.draft_tokens),
-            (self.accepted, before.accepted),
-            *zip(self.accepted_per_position, before.accepted_per_position, strict=False),
-        ]
-        fewer = len(self.accepted_per_position) < len(before.accepted_per_position)
-        if fewer or any(now < then for now, then in pairs):
-            return self
-        old = before.accepted_per_position
-        return SpecDecodeStats(
-            self.drafts - before.drafts,
-            self.draft_tokens - before.draft_tokens,
-            self.accepted - before.accepted,
-            tuple(
-                n - (old[i] if i < len(old) else 0.0)
-                for i, n in enumerate(self.accepted_per_position)
-            ),
-        )
-
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -102,7 +80,10 @@ def parse(text: str) -> SpecDecodeStats | None:
 
     Raises ValueError when the text is not Prometheus exposition format.
     """
-    c = serving_model.parse(text, serving_model.VLLM)
+    return _stats(serving_model.parse(text, serving_model.VLLM))
+
+
+def _stats(c: serving_model.Counters) -> SpecDecodeStats | None:
     if not c.spec_decode:
         return None
     return SpecDecodeStats(c.drafts, c.draft_tokens, c.accepted, c.per_position)
@@ -230,10 +211,14 @@ def probe(
     if got.text is None:
         return ProbeResult(PROBE_NAME, False, f"cannot scrape {got.url}: {got.error}", got.seconds)
     try:
-        stats = parse(got.text)
-        if stats is not None and got.before is not None and got.before.text is not None:
-            first = parse(got.before.text)
-            stats = stats.since(first) if first is not None else stats
+        now = serving_model.parse(got.text, serving_model.VLLM)
+        if got.before is not None and got.before.text is not None:
+            now = now.since(serving_model.parse(got.before.text, serving_model.VLLM))
+        stats = _stats(now)
+    except serving_model.ScrapeRefused as exc:
+        return ProbeResult(
+            PROBE_NAME, False, f"{got.url} sent a scrape over vpatch's bounds: {exc}", got.seconds
+        )
     except ValueError:
         # The parser's message quotes the offending line: the body is the host's data (an
         # HTML login page, a token), never echoed into reports.

@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
 
 from patcher.errors import SpecError
 
@@ -305,20 +305,9 @@ Edit = (
     | SetArgument
     | AddFile
 )
-_EDIT_CLASSES: dict[str, type[Edit]] = {
-    "ensure_elements": EnsureElements,
-    "remove_elements": RemoveElements,
-    "set_value": SetValue,
-    "replace_statement": ReplaceStatement,
-    "insert_statement": InsertStatement,
-    "remove_statement": RemoveStatement,
-    "ensure_base": EnsureBase,
-    "remove_base": RemoveBase,
-    "ensure_def": EnsureDef,
-    "ensure_import": EnsureImport,
-    "set_argument": SetArgument,
-    "add_file": AddFile,
-}
+# The op table: each edit's record by its `op`, read off the union above (the one list of
+# ops; validate.py's union is checked against it, and rewrite/ dispatches by it).
+_EDIT_CLASSES: dict[str, type[Edit]] = {cls.op: cls for cls in get_args(Edit)}
 EDIT_OPS = tuple(_EDIT_CLASSES)
 
 
@@ -390,7 +379,7 @@ class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
-    of `vpatch rollout` (all four); `--min-acceptance` and `--min-throughput-ratio` override.
+    of `vpatch rollout` (every gate); `--min-acceptance` and `--min-throughput-ratio` override.
     A patch can load perfectly and still not help: these turn "the file changed" into
     "speculative decoding accepts enough drafts, and the server got no slower". The fields'
     meanings are validate.MetricsThresholds' descriptions (docs/spec.md).

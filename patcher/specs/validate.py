@@ -22,7 +22,7 @@ import re
 import textwrap
 from functools import cache, cached_property
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -415,19 +415,9 @@ Edit = Annotated[
     | AddFile,
     Field(discriminator="op"),
 ]
-EDIT_OPS = (
-    "ensure_elements",
-    "remove_elements",
-    "set_value",
-    "replace_statement",
-    "insert_statement",
-    "remove_statement",
-    "ensure_base",
-    "remove_base",
-    "ensure_def",
-    "ensure_import",
-    "set_argument",
-    "add_file",
+# Every op, read off the union (tests/unit/test_spec_model.py: the same ops as specs/model.py's).
+EDIT_OPS: tuple[str, ...] = tuple(
+    get_args(m.model_fields["op"].annotation)[0] for m in get_args(get_args(Edit)[0])
 )
 
 
@@ -523,7 +513,7 @@ class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
-    of `vpatch rollout` (all four); `--min-acceptance` and `--min-throughput-ratio` override.
+    of `vpatch rollout` (every gate); `--min-acceptance` and `--min-throughput-ratio` override.
     A patch can load perfectly and still not help: these turn "the file changed" into
     "speculative decoding accepts enough drafts, and the server got no slower".
     """

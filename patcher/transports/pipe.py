@@ -290,7 +290,7 @@ def _widen(pipe: IO[bytes] | None, size: int) -> None:
     """Let an early session's stdin pipe hold the whole bundle (~0.5 MiB), so the agent
     has all of it, and is set up, by the time the first request comes: with the default
     64 KiB the rest waited for that request, on the critical path of a one-host run
-    (docs/scale.md). Linux (F_SETPIPE_SZ); elsewhere, or over the user's pipe limits, the
+    (docs/scale-lab.md). Linux (F_SETPIPE_SZ); elsewhere, or over the user's pipe limits, the
     pipe stays as it is and the first call sends the rest."""
     import fcntl
 

@@ -2,8 +2,9 @@
 `/metrics` serves vLLM's counter names, growing with wall time at a fixed draft acceptance rate.
 
 It listens on 127.0.0.1 only (the sshd lab hosts share the test's network namespace, so a
-target's agent reaches it as the serving host's own endpoint). Counters only grow: a gate's
-"restarted since the window" check sees a live server; `rate` is the acceptance every window
+target's agent reaches it as the serving host's own endpoint). Counters only grow unless the
+test restarts the engine (`serve(restarts=...)`): a gate's "restarted since the window" check
+sees a live server; `rate` is the acceptance every window
 measures, so a test picks a gate that it fails or passes.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 DRAFTS_PER_S = 200.0
@@ -38,16 +39,31 @@ def metrics_text(seconds: float, rate: float) -> str:
 
 
 @contextmanager
-def serve(rate: float) -> Iterator[str]:
-    """Serve until the block ends; yields the base URL (http://127.0.0.1:PORT)."""
-    started = time.monotonic()
+def serve(
+    rate: float, lived: float = 0.0, restarts: Callable[[], bool] | None = None
+) -> Iterator[str]:
+    """Serve until the block ends; yields the base URL (http://127.0.0.1:PORT). `lived`: the
+    counters start as if the engine had served that many seconds already. `restarts`: asked
+    at each /metrics request; True: the engine restarted right after the previous scrape
+    (its counters start again from zero then, and this scrape shows only what it counted
+    since), as a data-parallel engine that died and came back between two scrapes."""
+    state = {"started": time.monotonic() - lived, "last": time.monotonic()}
+    lock = threading.Lock()
+
+    def text() -> bytes:
+        with lock:
+            now = time.monotonic()
+            if restarts is not None and restarts():
+                state["started"] = state["last"]
+            state["last"] = now
+            return metrics_text(now - state["started"], rate).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/health":
                 body, status = b"ok", 200
             elif self.path == "/metrics":
-                body, status = metrics_text(time.monotonic() - started, rate).encode(), 200
+                body, status = text(), 200
             else:
                 body, status = b"not found", 404
             self.send_response(status)

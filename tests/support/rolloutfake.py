@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import handle, protocol
 from patcher.result import PatchResult
 from patcher.rollout import walk as rolloutrun
+from patcher.rollout.settings import Settings
 from patcher.serving.model import VLLM
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def engine_step(h: rolloutrun._Host, which: str) -> str:
     return fake.engine_step(h, which)
 
 
-def settings(**over: Any) -> rolloutrun.Settings:
+def settings(**over: Any) -> Settings:
     """A rollout's options with a restart, health and metrics (every step) and short windows:
     the fake server's window closes on its second scrape (--min-drafts)."""
     base: dict[str, Any] = {
@@ -169,14 +170,14 @@ def settings(**over: Any) -> rolloutrun.Settings:
         "min_ratio": None,
         "allow_no_traffic": False,
     }
-    return rolloutrun.Settings(**{**base, **over})
+    return Settings(**{**base, **over})
 
 
 def host(
     fake: FakeHost,
     target: Target,
     specs: list[PatchSpec],
-    cfg: rolloutrun.Settings,
+    cfg: Settings,
     run: str,
     ctx: RunContext | None = None,
 ) -> rolloutrun._Host:

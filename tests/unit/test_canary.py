@@ -127,6 +127,28 @@ def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back()
     assert "control host h9: cannot scrape" in window["detail"], window
 
 
+def test_a_control_scrape_over_a_bound_fails_the_window_with_its_reason() -> None:
+    """A control host's endpoint sending one hostile `position` label: that scrape fails,
+    named, the canary is rolled back; nothing is built from the value (it used to size a
+    tuple of that many floats)."""
+    fake = FakeHost(tokens_per_s=1000.0)
+    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    name = "vllm:spec_decode_num_accepted_tokens_per_pos"
+    hostile = f'# TYPE {name} counter\n{name}_total{{position="1000000000000"}} 1\n'
+    ctl._metrics = lambda: hostile  # type: ignore[method-assign]
+    cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
+    h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
+    h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
+    r = rolloutrun.walk(h, threading.Event()).rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
+    window = next(p for p in r["phases"] if p["step"] == "window")
+    assert (
+        "control host h9: http://localhost:8000/metrics sent a scrape over vpatch's bounds"
+        in (window["detail"])
+    ), window
+    assert "position '1000000000000', above the highest read, 63" in window["detail"]
+
+
 def test_the_table_shows_the_control_and_names_the_comparison() -> None:
     import io
 

@@ -60,7 +60,22 @@ def test_cli_reference_has_every_subcommand() -> None:
         assert sub.description.split()[0][0].isupper()
     assert "%%" not in text
     assert "--batch N|P%" in text and "(or P%)" in text
-    assert "  SPEC                  a spec: a .toml path, or a catalog id" in text
+    assert "| [`SPEC`](#apply-spec){#apply-spec} | a spec: a .toml path, or a catalog id" in text
+
+
+def test_cli_reference_fits_the_column() -> None:
+    """Every code block of the CLI reference (each usage, each example) is at most COLUMN
+    characters wide, where `--help` is 100: the site's column holds about 80 (measured in
+    headless Chromium by tests/unit/test_site.py); a long example is continued with `\\`
+    between words, never inside a quoted one."""
+    text = docgen.cli()
+    blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    assert len(blocks) >= 2 * len(subcommands(build_parser()))
+    widest = max(len(line) for block in blocks for line in block.splitlines())
+    assert widest <= docgen.COLUMN < 100, widest
+    assert "--batch 25% --restart 'systemctl restart vllm' \\\n" in text  # continued
+    assert docgen._wrap_command("a --x 'b c d' e", 9) == ["a \\", "    --x 'b c d' \\", "    e"]
+    assert docgen._wrap_command("short line", 72) == ["short line"]
 
 
 def test_help_says_every_default() -> None:

@@ -26,11 +26,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "agent": set(),  # stdlib only (checked apart)
     "transports": {"agent"},
     "rewrite": {"specs"},
-    # schema describes every document, the diff and matrix ones too
-    "specs": {"rewrite", "output", "caches", "authoring", "wheels"},
+    "specs": {"output", "caches"},
     "plan": {"specs", "rewrite", "agent"},
     "caches": {"specs", "rewrite", "transports", "agent"},
-    "output": {"specs", "agent", "run"},
+    "output": {"specs", "agent"},
     "serving": {"specs", "agent", "transports", "output"},
     "authoring": {
         "specs",
@@ -251,12 +250,12 @@ def _typing_only(path: Path) -> set[int]:
     return lines
 
 
-def graph() -> dict[str, set[str]]:
+def graph(annotations: bool = False) -> dict[str, set[str]]:
     """module -> the patcher modules it imports when it runs (function-level imports included,
-    annotation-only ones under TYPE_CHECKING left out)."""
+    annotation-only ones under TYPE_CHECKING left out unless `annotations`)."""
     edges: dict[str, set[str]] = {}
     for name, path in ALL.items():
-        typing_only = _typing_only(path)
+        typing_only = set() if annotations else _typing_only(path)
         found = {
             mod
             for line, mod in imports(name, path)
@@ -312,6 +311,13 @@ def test_no_import_cycles() -> None:
     assert cycles(graph()) == []
 
 
+def test_no_import_cycles_even_through_annotations() -> None:
+    """Nor through the imports only a type checker reads: a type named in a module that
+    imports the namer is the same concept living in two rooms (a `Settings` defined by the
+    executor that the options' readers annotate with)."""
+    assert cycles(graph(annotations=True)) == []
+
+
 def test_the_cycle_finder_can_fail() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
@@ -361,12 +367,12 @@ def test_only_commands_choose_a_transport() -> None:
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_module_size(name: str) -> None:
-    """One module, one job: ~600 lines, except the planner, the capture algorithm and the spec
-    schema (one decision, one algorithm, one schema)."""
-    if name in {"patcher.plan.apply", "patcher.authoring.capture", "patcher.specs.validate"}:
+    """One module, one job: at most 600 lines, except the capture algorithm and the spec
+    schema's pydantic models (one algorithm, one schema)."""
+    if name in {"patcher.authoring.capture", "patcher.specs.validate"}:
         return
     lines = ALL[name].read_text().count("\n")
-    assert lines <= 620, f"{name}: {lines} lines"
+    assert lines <= 600, f"{name}: {lines} lines"
 
 
 def test_only_pyast_calls_ast_parse() -> None:

@@ -213,8 +213,8 @@ def test_metrics_may_list_several_endpoints_and_defaults_name_the_control_hosts(
 ) -> None:
     """`metrics = [URL, ...]`: one host's engines (summed by the rollout's scrape);
     `[defaults] control = K`: the rollout's control hosts (--control K wins)."""
-    from patcher.inventory.targets import control_of, load_inventory
-    from patcher.rollout import canary
+    from patcher.inventory.targets import load_inventory
+    from patcher.rollout import settings
 
     inv = tmp_path / "hosts.toml"
     inv.write_text(
@@ -223,13 +223,14 @@ def test_metrics_may_list_several_endpoints_and_defaults_name_the_control_hosts(
         "metrics = ['http://localhost:8000/metrics', 'http://localhost:8001/metrics']\n"
         "[[host]]\nname = 'b'\naddress = '127.0.0.1'\n"
     )
-    a, b = (t for t, _ in load_inventory(str(inv), {}).hosts)
-    assert canary.urls(a.metrics) == [
+    read = load_inventory(str(inv), {})
+    a, b = (t for t, _ in read.hosts)
+    assert settings.urls(a.metrics) == [
         "http://localhost:8000/metrics",
         "http://localhost:8001/metrics",
     ]
-    assert canary.urls(b.metrics) == ["http://localhost:8000/metrics"]
-    assert control_of(str(inv)) == 1
+    assert settings.urls(b.metrics) == ["http://localhost:8000/metrics"]
+    assert read.control == 1
 
 
 def test_a_host_names_its_own_transport(tmp_path: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from patcher.commands import _schema
 from patcher.result import SCHEMA_VERSION
-from patcher.specs import schema
 from tests import jsondoc
 from tests.conftest import REPO, SPEC, VPATCH, Env, vpatch
 
@@ -89,9 +89,9 @@ def test_check_json_lists_every_problem(tmp_path: Path) -> None:
 def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
     res = vpatch("schema", "--result")
     assert res.code == 0 and res.err == ""
-    assert json.loads(res.out) == schema.result_schema()
+    assert json.loads(res.out) == _schema.result_schema()
     jsondoc.result_validator()  # check_schema: a valid 2020-12 schema
-    defs = schema.result_schema()["$defs"]
+    defs = _schema.result_schema()["$defs"]
     assert set(defs) == {
         "RunResult",
         "HostResult",
@@ -132,7 +132,7 @@ def test_new_keys_are_allowed_by_the_published_schema_only() -> None:
     published schema lets readers' validators accept it; the suite's strict one does not."""
     doc = {"schema_version": SCHEMA_VERSION, "command": "apply", "ok": True, "hosts": []}
     doc |= {"stats": {}, "added_later": 1}
-    published = jsonschema.Draft202012Validator(schema.result_schema())
+    published = jsonschema.Draft202012Validator(_schema.result_schema())
     assert published.is_valid(doc)
     with pytest.raises(AssertionError, match="added_later"):
         jsondoc.check(doc)

@@ -269,9 +269,24 @@ def test_window_counts_a_restart_from_zero_and_idle_is_inconclusive() -> None:
     assert len(down.calls) == 1 and got.text is None and got.error == "connection refused"
 
 
-def test_since_is_the_increase() -> None:
-    a = SpecDecodeStats(10, 30, 20, (8, 7, 5))
-    b = SpecDecodeStats(15, 45, 26, (10, 9, 7, 1))
-    assert b.since(a) == SpecDecodeStats(5, 15, 6, (2, 2, 2, 1))
-    assert a.since(b) == a  # went down: a restart, everything counted is new
-    assert SpecDecodeStats(15, 45, 26, (10, 9)).since(a) == SpecDecodeStats(15, 45, 26, (10, 9))
+def test_window_resets_only_the_engine_that_restarted() -> None:
+    """Two engines, engine 1 restarted between the scrapes: engine 0 counts its increase,
+    engine 1 what it counted since its start (each series reduced before the sum)."""
+    before = exposition(
+        {"0": (1000, 3000, 2400, [900, 800, 700]), "1": (500, 1500, 300, [150, 100, 50])}
+    )
+    after = exposition({"0": (1100, 3300, 2610, [980, 880, 750]), "1": (20, 60, 42, [16, 14, 12])})
+    got = metrics.scrape(_Texts(before, after), "http://h/m", window=5, sleep=lambda s: None)
+    pr = metrics.probe(got, None, None, True)
+    assert "120 drafts, 360 draft tokens, 252 accepted" in pr.detail, pr.detail
+    assert "per position 0.80/0.78/0.52" in pr.detail  # (80+16, 80+14, 50+12) / 120
+
+
+def test_a_scrape_over_a_bound_fails_with_its_reason() -> None:
+    """One hostile `position` label (it used to size a tuple: gigabytes): that scrape fails
+    and says why; nothing is built from the value."""
+    text = exposition({"0": (10, 30, 20, [8, 7, 5])}).replace('position="2"', 'position="9999999"')
+    pr = metrics.probe(metrics.scrape(_Texts(text), "http://h/m"), None, None, True)
+    assert not pr.ok
+    assert pr.detail.startswith("http://h/m sent a scrape over vpatch's bounds: "), pr.detail
+    assert "position '9999999', above the highest read, 63" in pr.detail

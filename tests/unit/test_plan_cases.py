@@ -15,8 +15,9 @@ from typing import Any, get_args
 
 import pytest
 
-from patcher.plan.apply import plan_apply, preflight
+from patcher.plan.apply import plan_apply
 from patcher.plan.base import Plan
+from patcher.plan.preflight import preflight
 from patcher.plan.recheck import IN_PLACE, recheck, recheck_specs
 from patcher.plan.rollback import plan_rollback
 from patcher.plan.verdicts import MatrixOutcome, Verdict, judge_release, matrix_choose

@@ -46,6 +46,15 @@ def test_case(path: Path) -> None:
     assert (again.status, again.source) == ("unchanged", result.source), again.message
 
 
+def test_the_op_table_dispatches_every_op_and_no_other() -> None:
+    """The spec's union of edit records is the op table: every op has a rewrite (one row of
+    its family module's OPS), none is left over."""
+    from patcher.rewrite import rewrites
+
+    assert sorted(rewrites()) == sorted(EDIT_OPS)
+    assert len(EDIT_OPS) == len(set(EDIT_OPS))
+
+
 def test_every_op_has_enough_cases() -> None:
     counts = {op: len(list((CASES / op).glob("*.py"))) for op in EDIT_OPS}
     assert all(n >= 8 for n in counts.values()), counts

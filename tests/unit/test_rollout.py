@@ -13,6 +13,7 @@ from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
+from patcher.rollout import settings
 from patcher.rollout import view as rolloutview
 from patcher.run import fleet
 from patcher.specs.model import MetricsThresholds
@@ -101,8 +102,8 @@ def test_window_closes_on_time_or_on_enough_drafts() -> None:
 @pytest.mark.parametrize("text", ["0", "-1", "x", "nan"])
 def test_bad_ratio_is_a_usage_error(text: str) -> None:
     with pytest.raises(UsageError):
-        rollout.parse_ratio(text)
-    assert rollout.parse_ratio("95%") == 0.95
+        settings.parse_ratio(text)
+    assert settings.parse_ratio("95%") == 0.95
 
 
 def _host(name: str, verdict: str, before: float | None, after: float | None) -> HostResult:

@@ -124,7 +124,7 @@ def test_a_rollout_s_json_stats_carry_the_true_count(
             [TARGET],
             fleet.Policy(parallel=1),
             lambda t: fake,
-            lambda names: fleet.Progress(),
+            lambda names: progress.HostsProgress(),
             lambda run, path: None,
         )
     finally:

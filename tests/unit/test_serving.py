@@ -5,6 +5,7 @@ the gate table's decisions on recorded series (tests/cases/serving/)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from patcher.errors import UsageError
-from patcher.rollout import canary
+from patcher.rollout import canary, settings
 from patcher.serving import gates, histogram, stats
 from patcher.serving.measures import measure_series
 from patcher.serving.model import ITL, SGLANG, TTFT, VLLM, Counters, parse, parse_all
@@ -189,7 +190,7 @@ def test_every_gate_is_one_row_with_one_metrics_key() -> None:
 
 
 def _args(**kw: object) -> dict[str, Any]:
-    """The canary options as the command hands them over (walk.make_settings' keywords)."""
+    """The canary options as the command hands them over (settings.make_settings' keywords)."""
     given: dict[str, Any] = dict.fromkeys(
         ("control", "confidence", "max_window", "scrape_every", "metrics_profile")
     )
@@ -197,10 +198,10 @@ def _args(**kw: object) -> dict[str, Any]:
 
 
 def test_canary_options_are_checked_before_any_host() -> None:
-    got = canary.settings_of(**_args(control="1"))
+    got = settings.canary_options(**_args(control="1"))
     assert got["control"] == 1 and got["confidence"] == 0.95 and got["max_window"] == 30.0
     assert got["scrape_every"] == 0.5
-    assert canary.settings_of(**_args())["confidence"] is None
+    assert settings.canary_options(**_args())["confidence"] is None
     for bad in (
         {"control": "-1"},
         {"confidence": "1.5"},
@@ -209,12 +210,12 @@ def test_canary_options_are_checked_before_any_host() -> None:
         {"metrics_profile": "tgi"},
     ):
         with pytest.raises(UsageError):
-            canary.settings_of(**_args(**bad))
+            settings.canary_options(**_args(**bad))
     with pytest.raises(UsageError):
         canary.split([object(), object()], 2)  # type: ignore[list-item]
     a, b, c = object(), object(), object()
     assert canary.split([a, b, c], 1) == ([a, b], [c])  # type: ignore[list-item]
-    assert canary.urls("http://a/metrics  http://b/metrics") == [
+    assert settings.urls("http://a/metrics  http://b/metrics") == [
         "http://a/metrics",
         "http://b/metrics",
     ]
@@ -225,7 +226,7 @@ def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
     looked at often enough, find *something* significant: each look tests at
     (1 - confidence) / looks (Bonferroni). The same samples (p = 0.0022) pass on one look
     and stay undecided when there may be 41."""
-    assert canary.looks(10, 30, 0.5, 0.95) == 41 and canary.looks(10, None, 0.5, 0.95) == 1
+    assert settings.looks(10, 30, 0.5, 0.95) == 41 and settings.looks(10, None, 0.5, 0.95) == 1
     assert gates.Gates(confidence=0.95, looks=10).level == pytest.approx(0.995)
     x = (105.0, 107.0, 103.0, 110.0, 104.0, 108.0, 106.0, 109.0)
     y = (100.0, 102.0, 99.0, 104.0, 101.0, 98.0, 103.0, 105.0)
@@ -258,3 +259,52 @@ def test_a_measure_that_rounds_to_its_limit_says_which_side_it_is() -> None:
     row = next(r for r in gates.GATES if r.key == "max_itl_p99_ratio")
     assert gates._shown(row, 1.5037, 1.5) == "1.50x (1.504)"
     assert gates._shown(row, 1.62, 1.5) == "1.62x" and gates._shown(row, 1.5, 1.5) == "1.50x"
+
+
+@pytest.mark.parametrize("path", servingcases.series_cases(), ids=lambda p: p.stem)
+def test_series_are_reduced_one_by_one_then_summed(path: Path) -> None:
+    """Each series (endpoint x label set) through Prometheus' increase rule on its own, then
+    summed: with `as_if` (the same engines, none restarted), every total is the same."""
+    case = servingcases.load(path)
+    got = servingcases.run_series(case["scrapes"])
+    assert got == case["expect"], case["why"]
+    if "as_if" in case:
+        same = servingcases.run_series(case["as_if"])
+        for key in ("generation_tokens", "drafts", "mean_acceptance_length", "finished"):
+            assert got[key] == same[key], (key, case["why"])
+        assert got["ttft_count"] == same["ttft_count"] and not any(same["restarted"])
+
+
+def test_counters_json_keeps_its_series_and_reads_sums_alone() -> None:
+    c = parse_all([_vllm("0", 100), _vllm("1", 50)])
+    back = Counters.of(json.loads(json.dumps(c.to_json())))
+    assert back == c and back.series == c.series and back.hists == c.hists
+    old = {k: v for k, v in c.to_json().items() if k not in ("series", "histograms")}
+    summed = Counters.of(old)  # a file written before series were kept: each sum one series
+    assert summed == c and summed.own()[0][("drafts", "")] == 20
+
+
+def test_histograms_merge_over_the_union_of_their_bounds() -> None:
+    a = ((0.1, 1.0), (0.5, 3.0), (INF, 4.0))
+    b = ((0.2, 2.0), (INF, 2.0))
+    assert histogram.merge([a, b]) == ((0.1, 1.0), (0.2, 3.0), (0.5, 5.0), (INF, 6.0))
+    assert histogram.merge([a]) == a and histogram.merge([]) == ()
+
+
+def test_a_restart_is_one_series_going_down() -> None:
+    """`reset_since` (the gates' "restarted after the window"): an engine whose series went
+    down restarted; another engine's growth does not hide it, and a series that is gone or
+    new is no restart."""
+    end = parse_all([_vllm("0", 1000), _vllm("1", 50)])
+    assert not end.reset_since(end)
+    one_restarted = parse_all([_vllm("0", 5000), _vllm("1", 3)])  # the sum grew
+    assert (
+        one_restarted.reset_since(end) and one_restarted.generation_tokens > end.generation_tokens
+    )
+    assert not parse_all([_vllm("0", 1000)]).reset_since(end)  # endpoint #1's series gone
+    assert not end.reset_since(parse_all([_vllm("0", 1000)]))  # ... and back: new
+    inc = one_restarted.since(end)
+    assert inc.generation_tokens == 4000 + 3  # #1's from zero: its 3
+    # #1's drafts read 10 then 10: a series that did not go down shows no restart (its
+    # increase 0), Prometheus' blind spot, as docs/rollout.md says.
+    assert inc.drafts == 0

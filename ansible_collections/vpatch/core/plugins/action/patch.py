@@ -176,10 +176,10 @@ class ActionModule(ActionBase):
     ) -> Any:
         """This host's rollout (patcher.rollout.walk): the options are checked as the CLI's."""
         from patcher.inventory.targets import Target
-        from patcher.rollout import walk as rolloutrun
+        from patcher.rollout.settings import make_settings
 
         try:
-            cfg = rolloutrun.make_settings(
+            cfg = make_settings(
                 restart=args["restart"],
                 restart_timeout=str(args["restart_timeout"]),
                 health=args["health_url"],

@@ -76,7 +76,7 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             defs[name] = {}  # placed first: a recursive reference finds it
             defs[name] = _object_schema(tp, defs)
         return {"$ref": f"#/$defs/{name}"}
-    raise TypeError(f"no JSON Schema for {tp!r} (patcher.specs.schema._type_schema)")
+    raise TypeError(f"no JSON Schema for {tp!r} (patcher.commands._schema._type_schema)")
 
 
 def _object_schema(cls: type[Any], defs: dict[str, Any]) -> dict[str, Any]:
