@@ -182,8 +182,11 @@ def resume(
     (written before the last record, a second Ctrl-C) or edited; it must agree with the host:
     the same walk, or one step behind it, or one step ahead (a step that ran but whose record
     was lost; it runs again: every step may, apply and rollback being hash-checked and
-    idempotent). Anything else, or a walk this rollout's steps cannot take (other options, a
-    forged entry, other specs), touches nothing on the host."""
+    idempotent), or ahead by steps that failed (their records never reached the host: it,
+    or the connection to it, was lost; the host goes on from its journal). An earlier
+    --resume's `changed_since` in the journal stands. Anything else, or a walk this
+    rollout's steps cannot take (other options, a forged entry, other specs), touches
+    nothing on the host."""
     mine = [s for s in steps if s.run == run and s.walked()]
     if steps and not mine and reported:
         other = steps[-1].run
@@ -253,13 +256,18 @@ def changes(then: Any, now: Any, going: str | None) -> list[str]:
     return out
 
 
+def _obj(x: Any) -> dict[str, Any]:
+    """`x` when it is a JSON object, else an empty one: `seen` comes from the host, which may
+    lie; a shape it did not write compares as nothing, never as a traceback."""
+    return x if isinstance(x, dict) else {}
+
+
 def _file_changes(then: Any, now: Any) -> list[str]:
-    then = then if isinstance(then, dict) else {}
-    now = now if isinstance(now, dict) else {}
+    then, now = _obj(then), _obj(now)
     out: list[str] = []
     for path in sorted(set(then) | set(now)):
-        a, b = then.get(path) or {}, now.get(path) or {}
-        was, got = a.get("applied") or {}, b.get("applied") or {}
+        a, b = _obj(then.get(path)), _obj(now.get(path))
+        was, got = _obj(a.get("applied")), _obj(b.get("applied"))
         for spec in sorted(set(was) | set(got)):
             if spec not in got:
                 out.append(f"{spec} is no longer applied to {path} (rolled back)")
@@ -276,12 +284,16 @@ def _file_changes(then: Any, now: Any) -> list[str]:
 
 
 def _server_changes(then: list[Any], now: Any) -> list[str]:
-    alive = (
-        {(p[0], p[1]) for p in now if isinstance(p, list) and len(p) == 2}
-        if isinstance(now, list)
-        else set()
-    )
-    gone = [p for p in then if isinstance(p, list) and len(p) == 2 and (p[0], p[1]) not in alive]
+    def pairs(procs: Any) -> list[tuple[int, str]]:
+        ok = (
+            [p for p in procs if isinstance(p, list) and len(p) == 2]
+            if isinstance(procs, list)
+            else []
+        )
+        return [(p[0], p[1]) for p in ok if isinstance(p[0], int) and isinstance(p[1], str)]
+
+    alive = set(pairs(now))
+    gone = [p for p in pairs(then) if p not in alive]
     if not gone:
         return []
     named = ", ".join(f"pid {pid} (started {start})" for pid, start in gone[:4])

@@ -384,3 +384,16 @@ def test_status_says_a_kept_whose_patch_is_gone_since() -> None:
     assert (
         rolloutresume.kept_now(stopped, []) == stopped and rolloutresume.kept_now(None, []) is None
     )
+
+
+def test_a_seen_the_host_did_not_write_compares_as_nothing() -> None:
+    """`seen` comes from the host (it may lie): a shape vpatch's agent never writes is no
+    change and no traceback; a real one still is."""
+    hostile = {"files": {"/p": "x", "/q": {"applied": ["s"]}}, "server": [[1, [2]], "y", [True]]}
+    assert rolloutresume.changes(hostile, {"files": [], "server": None}, "gates") == []
+    assert rolloutresume.changes({"files": 7}, "not an object", "gates") == []
+    then = {"files": {"/p": {"sha256": "a", "applied": {"s": "t1"}}}, "server": [[5, "T"]]}
+    assert rolloutresume.changes(then, {"files": {"/p": 3}, "server": "x"}, "gates") == [
+        "s is no longer applied to /p (rolled back)",
+        "the server restarted or stopped: pid 5 (started T) no longer runs",
+    ]
