@@ -33,19 +33,21 @@ unit: install
 # What the suite needs from the OS on a fresh machine: real sshd test hosts (tests/sshd.py),
 # sudo for the non-root --sudo tests, zsh and fish for the completion tests (each script loaded
 # in its real shell), groff to render the man page and man-db's `man` to find it where the wheel
-# installs it, Graphviz's dot to draw the site's figures (`make docs`) and headless Chromium to
-# lay the built site out as a reader's browser does (tests/integration/test_site.py). Installed
-# only when missing (apt-get needs root, as CI is).
+# installs it, GNU diff and patch for the unified-diff round trips (tests/unit/test_udiff_gnu.py),
+# Graphviz's dot to draw the site's figures (`make docs`) and headless Chromium to lay the built
+# site out as a reader's browser does (tests/integration/test_site.py). Installed only when
+# missing (apt-get needs root, as CI is).
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
 	    || ! command -v fish >/dev/null || ! command -v groff >/dev/null \
 	    || ! command -v tmux >/dev/null || ! command -v man >/dev/null \
-	    || ! command -v setfacl >/dev/null || ! command -v dot >/dev/null \
+	    || ! command -v setfacl >/dev/null || ! command -v diff >/dev/null \
+	    || ! command -v patch >/dev/null || ! command -v dot >/dev/null \
 	    || ! command -v chromium >/dev/null; then \
-	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db, tmux, acl, graphviz and chromium (apt-get)"; \
+	  echo "make: installing openssh-server, sudo, zsh, fish, groff-base, man-db, tmux, acl, diffutils, patch, graphviz and chromium (apt-get)"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
-	    man-db tmux acl graphviz chromium >/dev/null; \
+	    man-db tmux acl diffutils patch graphviz chromium >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test

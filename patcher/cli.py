@@ -62,11 +62,11 @@ def _command_word(argv: Sequence[str]) -> str | None:
 def _fail(message: str, hint: str, code: int, as_json: bool, command: str | None) -> int:
     """`error:` and `hint:` on stderr, and with --json the same as one document on stdout;
     the exit status `code`."""
-    from patcher.output.inert import clean
+    from patcher.output.lines import put
 
-    print(clean(f"error: {message}"), file=sys.stderr)
+    put(f"error: {message}", sys.stderr)
     if hint:
-        print(clean(f"hint: {hint}"), file=sys.stderr)
+        put(f"hint: {hint}", sys.stderr)
     if as_json:
         from patcher.output.report import emit, error_document
 

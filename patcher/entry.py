@@ -15,8 +15,9 @@ import sys
 def main() -> int:
     if sys.argv[1:] == ["--version"]:
         from patcher import __version__
+        from patcher.output.lines import put
 
-        print(f"vpatch {__version__}")
+        put(f"vpatch {__version__}")
         return 0
     from patcher.cli import main as cli_main
     from patcher.exitcodes import finish

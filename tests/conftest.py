@@ -157,3 +157,20 @@ from hypothesis import settings as _hypothesis_settings  # noqa: E402
 _hypothesis_settings.register_profile("ci", derandomize=True, database=None)
 if os.environ.get("CI"):
     _hypothesis_settings.load_profile("ci")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The conformance suites' counts (a test's `record_property("conformance", line)`), at
+    the end of the run: they travel with the test's report, so xdist workers' arrive too."""
+    lines = [
+        str(value)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", "") == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "conformance"
+    ]
+    if lines:
+        terminalreporter.section("conformance counts")
+        for line in lines:
+            terminalreporter.write_line(line)

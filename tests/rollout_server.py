@@ -127,7 +127,7 @@ class Engine:
             documentation="Finished requests.",
             labelnames=[*labels, "finished_reason"],
         )
-        # vLLM's latency histograms (vllm/v1/metrics/loggers.py names; 0.11+ spelling), with
+        # vLLM's latency histograms (vllm/v1/metrics/loggers.py names; 0.12+ spelling), with
         # finer buckets than vLLM's around the lab's 20-25 ms steps.
         histogram = functools.partial(prometheus_client.Histogram, registry=self.registry)
         steps = [0.005, 0.01, 0.015, 0.02, 0.0225, 0.025, 0.0275, 0.03, 0.04, 0.05, 0.075, 0.1]
@@ -140,6 +140,14 @@ class Engine:
         self.itl = histogram(
             name="vllm:inter_token_latency_seconds",
             documentation="Inter-token latency.",
+            labelnames=labels,
+            buckets=[*steps, 0.25, 0.5, 1.0],
+        ).labels("lab-model", "0")
+        # per finished request: its decode time / its output tokens after the first, 0 for one
+        # token (vllm/v1/metrics/stats.py's mean_time_per_output_token, 0.12 on)
+        self.tpot = histogram(
+            name="vllm:request_time_per_output_token_seconds",
+            documentation="Time per output token, per request.",
             labelnames=labels,
             buckets=[*steps, 0.25, 0.5, 1.0],
         ).labels("lab-model", "0")
@@ -171,11 +179,12 @@ class Engine:
 
     def generate(self, n: int) -> int:
         done = 0
-        started = last = time.monotonic()
+        started = last = first = time.monotonic()
         while done < n:
             if self.pattern is None:
                 time.sleep(STEP * self.cost)
                 last = self._latency(done, started, last)
+                first = last if done == 0 else first
                 done += 1
                 self.gen.inc(1)
                 continue
@@ -184,6 +193,7 @@ class Engine:
                 self.next += 1
             time.sleep(STEP * self.cost * (1 + DRAFT_COST * K))
             last = self._latency(done, started, last)
+            first = last if done == 0 else first
             stats = self.new_stats()
             stats.observe_draft(num_draft_tokens=K, num_accepted_tokens=accepted)
             with self.lock:
@@ -191,8 +201,14 @@ class Engine:
                 self.observed += 1
             done += 1 + accepted
             self.gen.inc(1 + accepted)
+        self._per_token(done, first, last)
         self.finished["length"].inc()
         return done
+
+    def _per_token(self, done: int, first: float, last: float) -> None:
+        """The finished request's time per output token, as vLLM observes it: from its first
+        token to its last over the tokens after the first (0 when it had one)."""
+        self.tpot.observe((last - first) / (done - 1) if done > 1 else 0.0)
 
     def _latency(self, done: int, started: float, last: float) -> float:
         """A step's tokens are out: the request's first one (TTFT), or the gap since the

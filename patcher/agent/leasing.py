@@ -117,16 +117,8 @@ def decide(
     comes to on the lease as it is (`lease` None: there is none). A release gives up the
     named run's lease only once its controller is gone (stale): while it lives, LIVE."""
     run, who = req.get("run"), req.get("who")
-    if action == "release":  # by a person, for a run whose controller is provably gone
-        if lease is None:
-            return ABSENT
-        if lease["run"] != run:
-            return HELD  # another run's lease is never released by naming this one
-        return RELEASED if is_stale(lease, now, alive) else LIVE
     if action != "take":
-        if lease is None or lease["run"] != run or lease["who"] != who:
-            return LOST
-        return PARKED if action == "park" else RENEWED
+        return _held_by_me(action, lease, req, now, alive)
     if lease is None:
         return TAKEN
     stale = is_stale(lease, now, alive)
@@ -137,6 +129,23 @@ def decide(
     if not stale:
         return LIVE
     return TAKEN_OVER if req.get("resume") else STALE
+
+
+def _held_by_me(
+    action: str, lease: Optional[Lease], req: Dict[str, Any], now: float, alive: Optional[bool]
+) -> str:
+    """beat and park (the holder's own: LOST when it no longer holds it), and release (by a
+    person, for a run whose controller is provably gone: only that run's, only once stale)."""
+    run = req.get("run")
+    if action == "release":
+        if lease is None:
+            return ABSENT
+        if lease["run"] != run:
+            return HELD  # another run's lease is never released by naming this one
+        return RELEASED if is_stale(lease, now, alive) else LIVE
+    if lease is None or lease["run"] != run or lease["who"] != req.get("who"):
+        return LOST
+    return PARKED if action == "park" else RENEWED
 
 
 def record(

@@ -169,14 +169,13 @@ def step_entry(
     seconds: float = 0.0,
     verdict: Optional[str] = None,
     measures: Optional[Dict[str, Any]] = None,
-    undecided: bool = False,
 ) -> Entry:
     """One finished rollout step on this host. `verdict`: set on the step that ended the
     host's rollout; `measures`: a baseline's or window's numbers (a resumed rollout gates on
-    the baseline the host recorded); `undecided`: a gates step that failed only because the
-    window ended before its evidence decided (the verdict is then not_enough_evidence). The
-    agent adds `ts` (its clock) and `seen` (the host as the step left it: agent/seen.py)
-    when it appends."""
+    the baseline the host recorded). The controller adds `undecided` (true) to a gates step
+    that failed only because the window ended before its evidence decided (the verdict is
+    then not_enough_evidence). The agent adds `ts` (its clock) and `seen` (the host as the
+    step left it: agent/seen.py) when it appends."""
     out: Dict[str, Any] = {
         "action": ROLLOUT,
         "run": run,
@@ -191,8 +190,6 @@ def step_entry(
         out["verdict"] = verdict
     if measures is not None:
         out["measures"] = measures
-    if undecided:
-        out["undecided"] = True
     return out
 
 

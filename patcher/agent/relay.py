@@ -1,7 +1,7 @@
 """The root side of a dropped worker: the operator's own requests, and the restart scan.
 
 Why: `vpatch rollout`'s restart command, its health poll and its metrics scrape are the
-operator's (docs/rollout.md: "as the agent's user, root with --sudo"), not the environment's.
+operator's (docs/rollout.md: "the SSH login user, root with --sudo"), not the environment's.
 Answered by a worker that dropped to the environment's owner, `systemctl restart` failed on
 every owner-run environment, and the owner (whose code the worker runs) decided what
 "restarted" and "healthy" meant. The worker cannot pass them on either: it is the owner's

@@ -3,9 +3,11 @@
 Both run where the server runs, for the reason `fetch` does: `systemctl restart vllm` acts on
 the host's own service manager, and `http://localhost:8000/health` means the host's server.
 
-restart  `sh -c COMMAND` as the agent's user (root under --sudo: the agent itself runs through
-         sudo), its own process group, stdin from /dev/null and its output into temporary
-         files, never the agent's pipes: a command that leaves a daemon behind holding them
+restart  `sh -c COMMAND` as the operator: the SSH login user (root under --sudo: the agent
+         itself runs through sudo), never the environment's owner a root agent's worker drops
+         to (relay.py answers it from the root side above that worker). Its own process
+         group, stdin from /dev/null and its output into temporary files, never the agent's
+         pipes: a command that leaves a daemon behind holding them
          would otherwise keep the answer from ever being read. Past `timeout` the whole group
          is killed. Only the tail of the output comes back (it is the host's text).
 health   GET the URL until it answers 200 or `wait` seconds passed, `interval` apart. Each

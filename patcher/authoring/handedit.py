@@ -25,6 +25,7 @@ from patcher.authoring import sysdiff
 from patcher.caches import rewrites as rewrite_cache
 from patcher.errors import HostError, VpatchError
 from patcher.output.inert import clean, line
+from patcher.output.lines import put
 from patcher.plan import fastdiff
 from patcher.result import SCHEMA_VERSION
 from patcher.run import exchange
@@ -77,7 +78,7 @@ class FileDiff:
         got = job.text()
         if got is not None:  # a big file: diff's changes
             return got
-        a, b = before.splitlines(keepends=True), after.splitlines(keepends=True)
+        a, b = fastdiff.split_lines(before), fastdiff.split_lines(after)
         return "".join(
             fastdiff.unified_diff(
                 a,
@@ -302,30 +303,30 @@ def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) ->
         if s.baked:  # RECORD is the patched wheel's: "pip's" would hide the baked specs
             ids, out_how = line(", ".join(s.baked)), line(_taken_out(package, s.version))
             say = f"{ids} baked into the installed wheel by `vpatch wheel`: its files are not "
-            print(f"# {count} ({who}): {package} {version}: {say}pip's; {out_how}", file=out)
+            put(f"# {count} ({who}): {package} {version}: {say}pip's; {out_how}", out)
         whose = "the installed wheel's" if s.baked else "pip's"
         if not s.files and not s.skipped:
-            print(f"# {count} ({who}): {package} {version}: every file is {whose}", file=out)
+            put(f"# {count} ({who}): {package} {version}: every file is {whose}", out)
             continue
         if not s.files:
-            print(
+            put(
                 f"# {count} ({who}): {package} {version}: every file checked is {whose}; "
                 f"{line(_unchecked(s.skipped))}",
-                file=out,
+                out,
             )
             continue
         changed = len(s.files)
-        print(
+        put(
             f"# {count} ({who}): {package} {version}: {changed} file(s) differ from {whose} RECORD",
-            file=out,
+            out,
         )
         for f in s.files:
-            print(line(f"# {f.rel}: {f.state}; {label(f, package, s.version)}"), file=out)
+            put(line(f"# {f.rel}: {f.state}; {label(f, package, s.version)}"), out)
             text = clean(f.diff)
             if text:
                 out.write(text if text.endswith("\n") else text + "\n")
         if s.skipped:
-            print(line(f"# {_unchecked(s.skipped)}"), file=out)
+            put(line(f"# {_unchecked(s.skipped)}"), out)
 
 
 def _taken_out(package: str, version: str | None) -> str:

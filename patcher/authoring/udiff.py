@@ -3,13 +3,18 @@
 For `vpatch backport`: an upstream fix, made against release V, is applied to V's pristine
 files and then captured as a spec. Paths lose git's `a/` and `b/` prefixes. A hunk is placed
 where its old lines (context and removals) stand in the file, nearest to the line its header
-names; a hunk whose old lines are nowhere in the file is an error naming the hunk.
+names; a hunk whose old lines are nowhere in the file is an error naming the hunk. Lines are
+what `diff` and `patch` take them to be (broken after a newline only: a form feed or a
+carriage return inside a line stays in it), and `\\ No newline at end of file` after a hunk
+line takes that line's newline away.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from patcher.plan.fastdiff import split_lines
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -57,7 +62,7 @@ def parse(text: str) -> list[FilePatch]:
     """Every file of the diff with its hunks; anything between files (git's `diff --git`,
     `index` lines, prose) is skipped."""
     files: list[FilePatch] = []
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     i = 0
     current: FilePatch | None = None
     while i < len(lines):
@@ -105,7 +110,7 @@ def parse(text: str) -> list[FilePatch]:
 
 def apply(text: str, patch: FilePatch) -> str:
     """`text` with every hunk of `patch` applied, in order."""
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     offset = 0  # how far earlier hunks moved the file's lines
     searched_from = 0
     for n, hunk in enumerate(patch.hunks, 1):

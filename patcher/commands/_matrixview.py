@@ -67,6 +67,18 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
         console.print(
             Text(line(f"matrix: spec does not fit {', '.join(bad)} [{tally}]"), "bold red")
         )
+    if matrix.no_wheel:
+        n = len(matrix.no_wheel)
+        what = f"{n} release has" if n == 1 else f"{n} releases have"
+        console.print(
+            Text(
+                line(
+                    f"{what} no wheel for {', '.join(matrix.platforms)} (not examined): "
+                    f"{', '.join(matrix.no_wheel)}"
+                ),
+                "yellow",
+            )
+        )
     if not tty:
         out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 

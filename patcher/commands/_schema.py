@@ -118,7 +118,7 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
         props: dict[str, Any],
         optional: tuple[str, ...] = (),
     ) -> dict[str, Any]:
-        head = {"schema_version": version, "command": command}
+        head = {"schema_version": version, "command": command, "ok": {"type": "boolean"}}
         return _obj(head | props, optional, description=description)
 
     problem = _type_schema(check.Problem, defs)
@@ -141,10 +141,15 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
         {"const": "matrix"},
         "`vpatch matrix --json`: the spec against each release of its package.",
         {
-            "ok": {"type": "boolean"},
             "spec": _STR,
             "package": _STR,
             "releases": {"type": "array", "items": release},
+            "platforms": {**_STRS, "description": "--platform: the platforms asked for"},
+            "no_wheel": {
+                **_STRS,
+                "description": "releases in range without a wheel for those platforms "
+                "(not examined, no row)",
+            },
         },
     )
     return {
@@ -152,7 +157,6 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             {"const": "catalog"},
             "`vpatch catalog --json`: every id SPEC can name, from the first catalog that has it.",
             {
-                "ok": {"type": "boolean"},
                 "sources": {"type": "array", "items": _obj({"source": _STR, "path": _STR})},
                 "specs": {
                     "type": "array",
@@ -165,7 +169,6 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             "`vpatch check --json`: every file checked and every problem; with problems also "
             "`error` (the first) and `hint`, as in every failed document.",
             {
-                "ok": {"type": "boolean"},
                 "files": _STRS,
                 "problems": {"type": "array", "items": problem},
                 "error": _STR,
@@ -179,7 +182,6 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             "with the same answer grouped.",
             {
                 "package": _STR,
-                "ok": {"type": "boolean"},
                 "groups": {
                     "type": "array",
                     "items": _obj(
@@ -210,7 +212,6 @@ def _documents(defs: dict[str, Any], version: dict[str, Any]) -> dict[str, dict[
             "`vpatch wheel --json`: the patched wheel written (patcher/wheels/build.py), its "
             "version with the `+vpatch.<digest>` label, and per spec what went into it.",
             {
-                "ok": {"type": "boolean"},
                 "wheel": {"type": "string", "description": "the wheel file written"},
                 "sha256": _STR,
                 "package": _STR,

@@ -475,6 +475,7 @@ def finish(
     doc = {
         "schema_version": SCHEMA_VERSION,
         "command": args.command,
+        "ok": True,  # a capture that did not succeed raised: the error document says so
         "package": args.package,
         "version": version,
         **extra,

@@ -12,6 +12,8 @@ from patcher.commands._help import SPEC_HELP
 from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
+    from patcher.inventory.targets import Target
+    from patcher.result import HostResult, RunResult
     from patcher.rollout.settings import Settings
 
 
@@ -34,8 +36,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "--restart",
         metavar="CMD",
         help="run on each target after its patch is written and verified, through `sh -c` as "
-        "the agent's user (--sudo: root), e.g. 'systemctl restart vllm'; non-zero exit fails "
-        "the host (an inventory host's `restart` wins)",
+        "the operator: the SSH login user (--sudo: root), never the environment's owner a "
+        "root agent drops to; e.g. 'systemctl restart vllm'; non-zero exit fails the host (an "
+        "inventory host's `restart` wins)",
     )
     g.add_argument(
         "--restart-timeout", metavar="S", default="600", help="kill the restart after S s (600)"
@@ -90,8 +93,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "--confidence",
         metavar="C",
         help="gates decide on evidence at this level (e.g. 0.95): a rate by its Wilson "
-        "interval, tokens/s and latency by a rank test over per-interval samples; an "
-        "undecided window extends up to --max-window, then fails: not enough evidence",
+        "interval, a latency by its bucket counts (two proportions), tokens/s by a rank test "
+        "over per-interval samples; an undecided window extends up to --max-window, then "
+        "fails: not enough evidence",
     )
     g.add_argument(
         "--max-window",
@@ -219,11 +223,8 @@ def release(args: argparse.Namespace) -> int:
     While it lives the host refuses, naming it. Each release is journaled on the host (a note
     on the run's newest step: `vpatch status` shows who gave it up). Exit 0 when every host
     is free of it, 1 otherwise, 2 on bad usage (nothing contacted)."""
-    from patcher.errors import UsageError, VpatchError
-    from patcher.output.inert import clean
-    from patcher.result import HostResult, RunResult
-    from patcher.rollout import lease as rolloutlease
-    from patcher.transports.base import SessionTransport
+    from patcher.errors import UsageError
+    from patcher.result import RunResult
 
     names, run_id = args.specs[1:], args.run
     example = "e.g. vpatch rollout release h1 --run 3f9c0a1b2c3d --inventory hosts.toml"
@@ -232,47 +233,56 @@ def release(args: argparse.Namespace) -> int:
     if not run_id.isalnum() or len(run_id) > 64:
         raise UsageError(f"--run {run_id!r} is not a rollout's run id", example)
     args.host = [*args.host, *names]
-    hosts: list[HostResult] = []
-    for t in _targets.targets(args):
-        host = HostResult(target=t.name)
-        try:
-            transport = _targets._open(t, args)
-            try:
-                lease = rolloutlease.Lease(
-                    transport,
-                    run_id,
-                    [],
-                    args.state_dir,
-                    session=isinstance(transport, SessionTransport),
-                )
-                res = lease.give_up()
-            finally:
-                transport.close()
-            age = float(res.get("age") or 0)
-            done, said, hint = rolloutlease.released_words(
-                str(res.get("result")), res.get("holder"), run_id, age
-            )
-        except VpatchError as exc:
-            done, said, hint = False, exc.message, exc.hint or rolloutlease.HINT
-        host.ok = done
-        if done:
-            host.notes.append(said)
-        else:
-            host.error, host.hint = said, hint
-        hosts.append(host)
+    hosts = [_release_on(t, args, run_id) for t in _targets.targets(args)]
     result = RunResult("rollout", all(h.ok for h in hosts), hosts)
-    if args.json:
+    _say_released(result, args.json)
+    return 0 if result.ok else 1
+
+
+def _release_on(target: Target, args: argparse.Namespace, run_id: str) -> HostResult:
+    """One host's release (rolloutlease.Lease.give_up), as a host result: a note when it is
+    free of the lease, else the error and hint."""
+    from patcher.errors import VpatchError
+    from patcher.result import HostResult
+    from patcher.rollout import lease as rolloutlease
+    from patcher.transports.base import SessionTransport
+
+    host = HostResult(target=target.name)
+    try:
+        transport = _targets._open(target, args)
+        try:
+            session = isinstance(transport, SessionTransport)
+            lease = rolloutlease.Lease(transport, run_id, [], args.state_dir, session=session)
+            res = lease.give_up()
+        finally:
+            transport.close()
+        age = float(res.get("age") or 0)
+        holder = res.get("holder")
+        done, said, hint = rolloutlease.released_words(str(res.get("result")), holder, run_id, age)
+    except VpatchError as exc:
+        done, said, hint = False, exc.message, exc.hint or rolloutlease.HINT
+    host.ok = done
+    if done:
+        host.notes.append(said)
+    else:
+        host.error, host.hint = said, hint
+    return host
+
+
+def _say_released(result: RunResult, as_json: bool) -> None:
+    """Each host's line (or the JSON document), then `error:` lines and the first `hint:`."""
+    from patcher.output.inert import clean
+
+    if as_json:
         from patcher.output.report import emit
 
         emit(result.to_json())
     else:
-        for h in hosts:
+        for h in result.hosts:
             if h.ok:
                 print(clean(f"{h.target}: {h.notes[0]}"))
-    for h in hosts:
-        if not h.ok:
-            print(f"error: {clean(f'{h.target}: {h.error}')}", file=sys.stderr)
-    first = next((h for h in hosts if not h.ok), None)
-    if first is not None:
-        print(f"hint: {clean(first.hint or '')}", file=sys.stderr)
-    return 0 if result.ok else 1
+    bad = [h for h in result.hosts if not h.ok]
+    for h in bad:
+        print(f"error: {clean(f'{h.target}: {h.error}')}", file=sys.stderr)
+    if bad:
+        print(f"hint: {clean(bad[0].hint or '')}", file=sys.stderr)

@@ -2,20 +2,14 @@
 
 A fleet that already has an Ansible inventory should not need a second list of the same hosts.
 With `ansible-inventory` on PATH vpatch asks it (`ansible-inventory -i FILE --list`: every
-format and plugin Ansible knows, variables merged as Ansible merges them). Without it, a subset
-is read here, merged in Ansible's order (inventory `all` vars, then each group's by depth,
-`ansible_group_priority` and name, then `group_vars/all`, `group_vars/GROUP`, the host's own
-vars, `host_vars/HOST`):
-
-    INI        `[group]` host lines `NAME key=value...`, `[group:vars]`, `[group:children]`,
-               hosts before any section (ungrouped)
-    YAML       `all:` (or any group) with `hosts:` (name -> vars), `vars:` and `children:`
-    host names ranges expanded as Ansible does (`gpu[01:64]`, `[a:f]`, `[0:10:2]`; leading
-               zeros kept) and `NAME:PORT` (patcher.inventory.hostrange)
-    vars dirs  `group_vars/` and `host_vars/` next to the inventory file: `NAME`, `NAME.yml`,
-               `NAME.yaml` or `NAME.json` (the first that exists), or a directory `NAME/` whose
-               files are read in sorted order, subdirectories included, as Ansible's
-               host_group_vars plugin reads them
+format and plugin Ansible knows, variables merged as Ansible merges them). Without it, INI and
+YAML inventories are read as ansible-core's own plugins read them (patcher.inventory.ansiblefiles,
+host ranges and `NAME:PORT` by patcher.inventory.hostrange), merged in Ansible's order
+(inventory `all` vars, then each group's by depth, `ansible_group_priority` and name, then
+`group_vars/all`, `group_vars/GROUP`, the host's own vars, `host_vars/HOST`), with the vars
+dirs: `group_vars/` and `host_vars/` next to the inventory file: `NAME`, `NAME.yml`,
+`NAME.yaml` or `NAME.json` (the first that exists), or a directory `NAME/` whose files are read
+in sorted order, subdirectories included, as Ansible's host_group_vars plugin reads them.
 
 Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh connection):
 
@@ -42,13 +36,15 @@ method or become flags/exe, ssh argument variables, a vault-encrypted vars file.
 `ansible_connection=local` makes a host this machine: a host NAMED `local` is an SSH host.
 
 Groups are every group a host is in, directly or through `children`, except `all` and
-`ungrouped`; hosts keep the order in which the file names them first.
+`ungrouped`; hosts come in the order `ansible-inventory --list` gives them (`all`'s groups in
+turn, a group's own hosts before its children's), with either reader.
 """
 
 from __future__ import annotations
 
+import decimal
+import functools
 import json
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,12 +52,8 @@ from typing import Any
 
 from patcher import isolate
 from patcher.errors import SpecError
-from patcher.inventory import hostrange
+from patcher.inventory.ansiblefiles import HINT, Tree, Unsafe, ini, yaml_tree
 
-HINT = (
-    "an Ansible inventory (INI or YAML; docs/inventory.md lists what vpatch reads without "
-    "ansible-inventory), or a hosts.toml"
-)
 # field -> the variables that set it, the winner first (Ansible's play context takes the
 # first one set: `ansible_ssh_host` over `ansible_host`, and so on).
 _VARS: dict[str, tuple[str, ...]] = {
@@ -102,129 +94,16 @@ _UNSUPPORTED = (
 )
 _AUTO_PYTHON = {"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"}
 _SKIP_GROUPS = {"all", "ungrouped"}
+# Every variable whose value vpatch uses or refuses (what the conformance suite compares).
+READ_VARS = (
+    *(v for names in _VARS.values() for v in names),
+    *_BECOME_USER,
+    "ansible_connection",
+    "ansible_become_method",
+    *_UNSUPPORTED,
+)
 _VARS_EXTENSIONS = ("", ".yml", ".yaml", ".json")  # Ansible's YAML_FILENAME_EXTENSIONS + bare
-
-
-class _Tree:
-    """Groups (direct hosts, children, vars) and host vars, in file order."""
-
-    def __init__(self) -> None:
-        self.hosts: dict[str, dict[str, Any]] = {}  # name -> its own vars
-        self.groups: dict[str, tuple[list[str], list[str], dict[str, Any]]] = {}
-
-    def group(self, name: str) -> tuple[list[str], list[str], dict[str, Any]]:
-        return self.groups.setdefault(name, ([], [], {}))
-
-    def add_host(self, group: str, name: str, values: dict[str, Any]) -> None:
-        self.hosts.setdefault(name, {}).update(values)
-        members = self.group(group)[0]
-        if name not in members:
-            members.append(name)
-
-    def members(self, group: str, seen: frozenset[str] = frozenset()) -> list[str]:
-        """Hosts of `group` and of its children, recursively (a cycle is not followed)."""
-        hosts, children, _ = self.groups.get(group, ([], [], {}))
-        out = list(hosts)
-        for child in children:
-            if child not in seen:
-                out += [h for h in self.members(child, seen | {group}) if h not in out]
-        return out
-
-    def depth(self, group: str, seen: frozenset[str] = frozenset()) -> int:
-        """Ansible's group depth: `all` is 0, a group 1 more than its deepest parent (a group
-        with no parent is a child of `all`); a child's vars win over its parent's."""
-        if group == "all":
-            return 0
-        parents = [
-            g
-            for g, (_, children, _) in self.groups.items()
-            if group in children and g not in seen and g != group
-        ]
-        return 1 + max((self.depth(p, seen | {group}) for p in parents), default=0)
-
-    def priority(self, group: str) -> int:
-        value = self.groups[group][2].get("ansible_group_priority", 1)
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise SpecError(
-                f"group {group!r}: ansible_group_priority {value!r} is not a number", HINT
-            ) from None
-
-
-def _ini(text: str, path: str) -> _Tree:
-    tree = _Tree()
-    section, kind = "ungrouped", "hosts"
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if line.startswith("[") and line.endswith("]"):
-            section, _, kind = line[1:-1].strip().partition(":")
-            kind = kind or "hosts"
-            if kind not in ("hosts", "vars", "children"):
-                raise SpecError(f"{path}:{n}: unknown section kind {kind!r}", HINT)
-            tree.group(section)
-            continue
-        try:
-            words = shlex.split(line, comments=True)
-        except ValueError as exc:
-            raise SpecError(f"{path}:{n}: {exc}", HINT) from None
-        if kind == "children":
-            tree.group(section)[1].append(words[0])
-            tree.group(words[0])
-            continue
-        pairs = words if kind == "vars" else words[1:]
-        values = {}
-        for pair in pairs:
-            key, sep, value = pair.partition("=")
-            if not sep:
-                raise SpecError(f"{path}:{n}: {pair!r} is not key=value", HINT)
-            values[key.strip()] = value.strip()
-        if kind == "vars":
-            tree.group(section)[2].update(values)
-        else:
-            _add_hosts(tree, section, words[0], values, f"{path}:{n}")
-    return tree
-
-
-def _add_hosts(tree: _Tree, group: str, pattern: str, values: dict[str, Any], where: str) -> None:
-    """The hosts one inventory entry names: a range (`gpu[01:64]`) expanded and a `:PORT`
-    taken off as Ansible does (patcher.inventory.hostrange), the port set before the entry's own
-    vars."""
-    host, port = hostrange.split_port(pattern)
-    try:
-        names = hostrange.expand(host)
-    except hostrange.RangeError as exc:
-        raise SpecError(f"{where}: {exc}", HINT) from None
-    for name in names:
-        tree.add_host(group, name, {**({"ansible_port": port} if port else {}), **values})
-
-
-def _yaml(data: Any, path: str) -> _Tree:
-    tree = _Tree()
-
-    def group(name: str, body: Any) -> None:
-        if body is None:
-            body = {}
-        if not isinstance(body, dict):
-            raise SpecError(f"{path}: group {name!r} is not a mapping", HINT)
-        tree.group(name)
-        for host, values in (body.get("hosts") or {}).items():
-            if values is not None and not isinstance(values, dict):
-                raise SpecError(f"{path}: host {host!r}: its vars are not a mapping", HINT)
-            _add_hosts(tree, name, str(host), dict(values or {}), path)
-        tree.group(name)[2].update(body.get("vars") or {})
-        for child, child_body in (body.get("children") or {}).items():
-            if child not in tree.group(name)[1]:
-                tree.group(name)[1].append(str(child))
-            group(str(child), child_body)
-
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: a YAML inventory is a mapping of groups (e.g. all:)", HINT)
-    for name, body in data.items():
-        group(str(name), body)
-    return tree
+_YAML_SUFFIXES = ("", ".yml", ".yaml", ".json")  # the yaml inventory plugin's (and no suffix)
 
 
 def _load_yaml(text: str, where: str) -> Any:
@@ -238,9 +117,33 @@ def _load_yaml(text: str, where: str) -> Any:
             "install vpatch with its dependencies (`pipx install vpatch`), or install ansible-core",
         ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader(yaml))  # a SafeLoader (plus two tags)
     except yaml.YAMLError as exc:
         raise _YamlError(str(exc).replace("\n", " ")) from None
+
+
+@functools.cache
+def _loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader plus Ansible's two tags: `!unsafe` (text Ansible never templates:
+    Unsafe) and `!vault` (an encrypted value: {"__ansible_vault": TEXT}, as ansible-inventory
+    prints it, refused where vpatch reads it)."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    def unsafe(loader: Any, node: Any) -> Any:
+        if isinstance(node, yaml.ScalarNode):
+            return Unsafe(loader.construct_scalar(node))
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_mapping(node, deep=True)
+
+    def vault(loader: Any, node: Any) -> Any:
+        return {"__ansible_vault": loader.construct_scalar(node)}
+
+    Loader.add_constructor("!unsafe", unsafe)
+    Loader.add_constructor("!vault", vault)
+    return Loader
 
 
 class _YamlError(Exception):
@@ -298,7 +201,7 @@ def _vars_of(base: Path, name: str) -> dict[str, Any]:
     return out
 
 
-def _ansible_inventory(exe: str, path: str) -> _Tree:
+def _ansible_inventory(exe: str, path: str) -> Tree:
     """What `ansible-inventory --list` resolves (variables already merged per host)."""
     # process-start: ansible-inventory, the operator's program from PATH (a Python script: its own
     # directory, not the cwd, is its sys.path[0]), without PYTHON* variables; it keeps the cwd,
@@ -318,25 +221,44 @@ def _ansible_inventory(exe: str, path: str) -> _Tree:
         doc = json.loads(done.stdout)
     except ValueError:
         raise SpecError(f"{path}: ansible-inventory printed no JSON", HINT) from None
-    tree = _Tree()
+    return from_list(doc)
+
+
+def from_list(doc: dict[str, Any]) -> Tree:
+    """The groups and merged host vars of an `ansible-inventory --list` document; hosts in
+    its order (`all`'s children in turn, a group's own hosts before its children's)."""
+    tree = Tree()
     hostvars = doc.get("_meta", {}).get("hostvars", {})
     for name, body in doc.items():
         if name == "_meta" or not isinstance(body, dict):
             continue
-        tree.group(name)[1].extend(body.get("children", []))
+        tree.group(name)
+        for child in body.get("children", []):
+            tree.add_child(name, child)
         for host in body.get("hosts", []):
             tree.add_host(name, host, {})
     order = tree.members("all") + [h for h in tree.hosts if h not in tree.members("all")]
-    tree.hosts = {h: dict(hostvars.get(h, {})) for h in order}
+    tree.hosts = {h: {k: _trusted(v) for k, v in hostvars.get(h, {}).items()} for h in order}
     return tree
 
 
-def _merged(tree: _Tree, base: Path) -> dict[str, dict[str, Any]]:
+def _trusted(value: Any) -> Any:
+    """A value as the inventory wrote it: ansible-inventory prints a string Ansible will never
+    template (`!unsafe`, an INI bytes literal) as {"__ansible_unsafe": TEXT}; vpatch templates
+    nothing, so it is that TEXT (a vaulted value stays a mapping, refused where it is read)."""
+    if isinstance(value, dict) and list(value) == ["__ansible_unsafe"]:
+        text = value["__ansible_unsafe"]
+        return Unsafe(text) if isinstance(text, str) else text
+    return value
+
+
+def _merged(tree: Tree, base: Path) -> dict[str, dict[str, Any]]:
     """Each host's variables, merged in Ansible's default order (VARIABLE_PRECEDENCE)."""
     group_vars = {g: _vars_of(base / "group_vars", g) for g in tree.groups if g != "all"}
     all_files = _vars_of(base / "group_vars", "all")
     out = {}
-    for host, own in tree.hosts.items():
+    for host in tree.order():
+        own = tree.hosts[host]
         mine = [g for g in tree.groups if g != "all" and host in tree.members(g)]
         mine.sort(key=lambda g: (tree.depth(g), tree.priority(g), g))
         values: dict[str, Any] = dict(tree.group("all")[2])
@@ -356,8 +278,10 @@ def _refuse(path: str, host: str, what: str, hint: str = HINT) -> SpecError:
 
 
 def _scalar(path: str, host: str, var: str, value: Any) -> Any:
-    """A value vpatch can use as Ansible would: no template, no vault blob, no structure."""
-    if isinstance(value, str) and ("{{" in value or "{%" in value):
+    """A value vpatch can use as Ansible would: no template (an Unsafe text is none: Ansible
+    never renders it), no vault blob, no structure."""
+    template = isinstance(value, str) and ("{{" in value or "{%" in value)
+    if template and not isinstance(value, Unsafe):
         raise _refuse(
             path,
             host,
@@ -370,6 +294,22 @@ def _scalar(path: str, host: str, var: str, value: Any) -> Any:
     return value
 
 
+def _port(value: Any) -> Any:
+    """A port as Ansible's `integer` option type takes it: 22, 22.0 and "22.0" are 22 (a value
+    of no fraction, read through Decimal); anything else is left for the inventory check to
+    refuse. A boolean too: Ansible would connect to port 1 for `True`."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, (float, str)):
+        try:
+            number = decimal.Decimal(value)
+            if number == int(number):
+                return int(number)
+        except (decimal.DecimalException, ValueError, OverflowError):
+            pass
+    return value
+
+
 def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
     """One host's `[[host]]` table (plus `local`: only from ansible_connection=local)."""
     entry: dict[str, Any] = {"name": name, "address": name}
@@ -377,8 +317,8 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
         for var in names:
             value = _scalar(path, name, var, values.get(var))
             if value is not None:
-                if field == "port" and str(value).strip().isdigit():
-                    value = int(value)
+                if field == "port":
+                    value = _port(value)
                 elif field == "python" and str(value) in _AUTO_PYTHON:
                     break  # interpreter discovery: what vpatch's default python3 is
                 entry[field] = str(value) if field in ("address", "user") else value
@@ -417,26 +357,39 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def hosts(path: str, text: str) -> list[dict[str, Any]]:
-    """The inventory's hosts as hosts.toml `[[host]]` tables (validated by the caller), each
-    with `local` (True only for ansible_connection=local)."""
-    exe = shutil.which("ansible-inventory")
+def read(path: str, text: str, exe: str | None) -> list[tuple[str, dict[str, Any], list[str]]]:
+    """Each host of the inventory, in order, with its merged variables and its groups (not
+    `all`, `ungrouped`): asked of `ansible-inventory` at `exe`, or read here when it is None."""
     if exe is not None:
         tree = _ansible_inventory(exe, path)
         merged = tree.hosts  # ansible-inventory merged group vars and vars dirs already
     else:
         tree = _parse(path, text)
         merged = _merged(tree, Path(path).parent)
+    groups = sorted(g for g in tree.groups if g not in _SKIP_GROUPS)  # as ansible-inventory's
+    return [
+        (name, values, [g for g in groups if name in tree.members(g)])
+        for name, values in merged.items()
+    ]
+
+
+def entries(path: str, found: list[tuple[str, dict[str, Any], list[str]]]) -> list[dict[str, Any]]:
+    """What `read` found as hosts.toml `[[host]]` tables (validated by the caller), each with
+    `local` (True only for ansible_connection=local)."""
     out = []
-    for name, values in merged.items():
+    for name, values, groups in found:
         entry = _entry(path, name, values)
         if not _truthy(entry.get("sudo", False)):
             entry.pop("sudo_user", None)  # become_user without become: Ansible ignores it
-        entry["groups"] = [
-            g for g in tree.groups if g not in _SKIP_GROUPS and name in tree.members(g)
-        ]
+        entry["groups"] = groups
         out.append(entry)
     return out
+
+
+def hosts(path: str, text: str) -> list[dict[str, Any]]:
+    """The inventory's hosts as hosts.toml `[[host]]` tables: by `ansible-inventory` when it is
+    on PATH, else by vpatch's own reader."""
+    return entries(path, read(path, text, shutil.which("ansible-inventory")))
 
 
 def _truthy(value: Any) -> bool:
@@ -445,22 +398,22 @@ def _truthy(value: Any) -> bool:
     return bool(value)
 
 
-def _parse(path: str, text: str) -> _Tree:
-    """INI or YAML (the subset in the module docstring)."""
-    stripped = [ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip()[0] not in "#;"]
-    if (stripped and stripped[0].startswith("[")) or Path(path).suffix == ".ini":
-        return _ini(text, path)
+def _parse(path: str, text: str) -> Tree:
+    """INI or YAML, tried as Ansible tries its plugins: YAML first for a name ending in
+    nothing, .yml, .yaml or .json (the yaml plugin's extensions), then INI."""
+    if Path(path).suffix not in _YAML_SUFFIXES:
+        return ini(text, path)
     try:
         data = _load_yaml(text, path)
     except _YamlError as exc:
         return _ini_or_raise(text, path, exc)
     if isinstance(data, dict):
-        return _yaml(data, path)
-    return _ini(text, path)
+        return yaml_tree(data, path)
+    return ini(text, path)  # empty, or a YAML scalar or list: the yaml plugin gives up
 
 
-def _ini_or_raise(text: str, path: str, exc: Exception) -> _Tree:
+def _ini_or_raise(text: str, path: str, exc: Exception) -> Tree:
     try:
-        return _ini(text, path)
+        return ini(text, path)
     except SpecError:
         raise SpecError(f"{path}: neither an INI nor a YAML inventory ({exc})", HINT) from None

@@ -80,8 +80,8 @@ _DIFF_MEMO_CHARS = 1 << 20
 def _unified_diff(rel: str, before: str, after: str) -> str:
     return "".join(
         fastdiff.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
+            fastdiff.split_lines(before),
+            fastdiff.split_lines(after),
             fromfile=f"a/{rel}",
             tofile=f"b/{rel}",
         )

@@ -13,7 +13,10 @@ Where every line of the two sides is unique and one side is the other with lines
 added (no line moved), both ways find the same matching and the output is byte for byte
 difflib's (tests/unit/test_fastdiff.py checks this on generated cases); where lines repeat or
 move, both outputs are valid unified diffs of the same texts, possibly hunked differently.
-Small inputs go to difflib directly: it is fast there and its choice stays the reference. A
+Small inputs are matched by SequenceMatcher alone: it is fast there and its choice stays the
+reference. A file whose last line has no newline gets GNU `diff -u`'s marker after that line
+(`\\ No newline at end of file`), which difflib leaves out: without it the next line of the
+diff joins that one, and neither `patch` nor `patcher.authoring.udiff` can read the hunk. A
 large stretch with no unique line at all (generated code: the same few lines over and over)
 is matched by `matcher` where the caller passes one (the system's `diff`,
 `patcher.authoring.sysdiff`:
@@ -47,14 +50,14 @@ def unified_diff(
     matcher: Matcher | None = None,
 ) -> Iterator[str]:
     """The lines of `difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)`
-    (no dates); large inputs are matched at unique-line anchors first (module docstring), a
-    large stretch without any by `matcher` when given."""
-    if len(a) * len(b) <= small:
-        yield from difflib.unified_diff(a, b, fromfile, tofile, n=n, lineterm=lineterm)
-        return
+    (no dates), with GNU diff's marker after a last line without newline (`a` and `b` as
+    `split_lines` makes them, so that only a last line can lack one); large inputs are
+    matched at unique-line anchors first (module docstring), a large stretch without any by
+    `matcher` when given."""
     sm = difflib.SequenceMatcher(None, a, b)  # the grouping is difflib's, on our blocks
-    blocks = [difflib.Match(*blk) for blk in matching_blocks(a, b, small, matcher)]
-    sm.matching_blocks = blocks  # type: ignore[attr-defined]  # its cache, read first
+    if len(a) * len(b) > small:
+        blocks = [difflib.Match(*blk) for blk in matching_blocks(a, b, small, matcher)]
+        sm.matching_blocks = blocks  # type: ignore[attr-defined]  # its cache, read first
     started = False
     for group in sm.get_grouped_opcodes(n):
         if not started:
@@ -67,15 +70,39 @@ def unified_diff(
         yield f"@@ -{old} +{new} @@{lineterm}"
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                for line in a[i1:i2]:
-                    yield " " + line
+                yield from _run(" ", a, i1, i2)
                 continue
             if tag in ("replace", "delete"):
-                for line in a[i1:i2]:
-                    yield "-" + line
+                yield from _run("-", a, i1, i2)
             if tag in ("replace", "insert"):
-                for line in b[j1:j2]:
-                    yield "+" + line
+                yield from _run("+", b, j1, j2)
+
+
+NO_NEWLINE = "\\ No newline at end of file\n"
+_MARKED = "\n" + NO_NEWLINE  # after a line without newline: ends it, then the marker
+
+
+def split_lines(text: str) -> list[str]:
+    """`text`'s lines as `diff` and `patch` see them: broken after each newline only, which
+    each keeps (the last line may have none). Not `str.splitlines`, which also breaks at a
+    carriage return, a form feed and other separators that are ordinary characters to diff
+    and patch: a diff written from such lines is counted otherwise than `patch` reads it."""
+    lines = text.split("\n")
+    last = lines.pop()
+    out = [line + "\n" for line in lines]
+    if last:
+        out.append(last)
+    return out
+
+
+def _run(prefix: str, side: Sequence[str], lo: int, hi: int) -> Iterator[str]:
+    """side[lo:hi] as hunk lines; the file's last line, where it has no newline, followed by
+    the marker GNU `diff -u` writes there (without it, the next line would join this one and
+    `patch` would reject the diff)."""
+    for line in side[lo:hi]:
+        yield prefix + line
+    if hi == len(side) and hi > lo and not side[-1].endswith("\n"):
+        yield _MARKED
 
 
 def _range(start: int, stop: int) -> str:
@@ -218,6 +245,9 @@ def from_changes(
     if len(changes) % 4:
         return None
     la, lb = len(a), len(b)
+    # where a side's last line has no newline, the marker follows it wherever it is written
+    # (as a change or as context): it rides on the line itself
+    a, b = _marked(a), _marked(b)
     out = [f"--- {fromfile}\n+++ {tofile}\n"]
     put = out.append
     pa = pb = 0  # where the last change ended
@@ -255,6 +285,14 @@ def from_changes(
         return ""
     _close(out, at, (first_a, first_b, pa, pb), a[pa : pa + n])
     return "".join(out)
+
+
+def _marked(side: Sequence[str]) -> Sequence[str]:
+    """`side` with the marker GNU `diff -u` writes after a last line without newline joined
+    to that line (one element still: the hunks' line counts stay the file's)."""
+    if not side or side[-1].endswith("\n"):
+        return side
+    return [*side[:-1], side[-1] + _MARKED]
 
 
 def _close(out: list[str], at: int, box: tuple[int, int, int, int], tail: Sequence[str]) -> None:

@@ -19,6 +19,7 @@ from patcher.errors import HostError, UsageError
 from patcher.result import HostResult
 from patcher.rollout.settings import Settings, urls
 from patcher.serving import gates as serving_gates
+from patcher.serving import judging
 from patcher.serving.measures import Measures
 from patcher.serving.model import PROFILES, Counters, ScrapeRefused, parse
 
@@ -124,12 +125,12 @@ def extend(
     gate's evidence is short and none has failed on evidence already."""
     if gates.confidence is None:
         return False
-    return serving_gates.undecided(serving_gates.judge(before, after, gates, control, last=False))
+    return judging.undecided(judging.judge(before, after, gates, control, last=False))
 
 
 def describe_latency(m: Measures) -> list[str]:
     """'TTFT p50/p99 40.0/95.0 ms' parts for a phase's detail."""
-    names = {"ttft": "TTFT", "itl": "ITL", "e2e": "e2e"}
+    names = {"ttft": "TTFT", "tpot": "per output token", "itl": "ITL per step", "e2e": "e2e"}
     out = []
     for key, qs in m.latency.items():
         if "p50" in qs and "p99" in qs:

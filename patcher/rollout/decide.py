@@ -25,7 +25,8 @@ from dataclasses import dataclass, replace
 
 from patcher.agent import protocol
 from patcher.serving import stats
-from patcher.serving.gates import Gate, Gates, gates_detail, judge, pct
+from patcher.serving.gates import Gates, pct
+from patcher.serving.judging import Gate, gates_detail, judge
 from patcher.serving.measures import Measures, measure, measure_series
 from patcher.serving.model import Counters, parse
 

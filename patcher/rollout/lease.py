@@ -17,7 +17,6 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -221,13 +220,13 @@ class Lease:
         naming this run, but stale at once, so `--resume` takes it over without waiting.
         Best effort: a host that cannot be asked keeps the lease until its promise runs out."""
         from patcher.errors import VpatchError
-        from patcher.output.inert import clean
+        from patcher.output.lines import note
 
         try:
             self._ask(protocol.LEASE_PARK, 0.0)
         except VpatchError as exc:  # the session may be gone; the promised beat covers it
-            why = clean(exc.message.splitlines()[0] if exc.message else "")
-            print(f"note: {self.transport.target}: lease not parked: {why}", file=sys.stderr)
+            why = exc.message.splitlines()[0] if exc.message else ""
+            note(f"{self.transport.target}: lease not parked: {why}")
 
     def give_up(self) -> dict[str, Any]:
         """`vpatch rollout release`: ask the host to give this run's lease up, which it does

@@ -4,13 +4,13 @@ decisions about what a report and a host's journal say are patcher/rollout/resum
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import UsageError
+from patcher.output.lines import warning
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.rollout import resume as rolloutresume
@@ -115,10 +115,7 @@ class LiveReport:
                 raise
             if not self._warned:
                 self._warned = True
-                print(
-                    f"warning: {exc.message}; the hosts' journals record every step",
-                    file=sys.stderr,
-                )
+                warning(f"{exc.message}; the hosts' journals record every step")
         except OSError as exc:
             why = f"cannot write the rollout's report {self.path}: {exc.strerror or exc}"
             if start:
@@ -126,7 +123,7 @@ class LiveReport:
                 raise UsageError(why, hint) from None
             if not self._warned:
                 self._warned = True
-                print(f"warning: {why}; the hosts' journals record every step", file=sys.stderr)
+                warning(f"{why}; the hosts' journals record every step")
         finally:
             with self._cond:
                 self._writing = False
@@ -153,10 +150,10 @@ class LiveReport:
             try:
                 write_report(result, self.path)
             except UsageError as exc:  # something planted at the name (patcher.safewrite)
-                print(f"warning: {exc.message}", file=sys.stderr)
+                warning(exc.message)
             except OSError as exc:
                 why = exc.strerror or str(exc)
-                print(f"warning: cannot write the report {self.path}: {why}", file=sys.stderr)
+                warning(f"cannot write the report {self.path}: {why}")
 
 
 def pending(target: Target, cfg: Settings, gates: rollout.Gates, run: str) -> dict[str, Any]:

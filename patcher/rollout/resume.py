@@ -183,10 +183,9 @@ def resume(
     the same walk, or one step behind it, or one step ahead (a step that ran but whose record
     was lost; it runs again: every step may, apply and rollback being hash-checked and
     idempotent), or ahead by steps that failed (their records never reached the host: it,
-    or the connection to it, was lost; the host goes on from its journal). An earlier
-    --resume's `changed_since` in the journal stands. Anything else, or a walk this
-    rollout's steps cannot take (other options, a forged entry, other specs), touches
-    nothing on the host."""
+    or the connection to it, was lost; the host goes on from its journal). Anything else,
+    or a walk this rollout's steps cannot take (other options, a forged entry, other specs),
+    touches nothing on the host."""
     mine = [s for s in steps if s.run == run and s.walked()]
     if steps and not mine and reported:
         other = steps[-1].run
@@ -199,9 +198,6 @@ def resume(
         return Resume(RESUME_REFUSE, done, "its journal's steps are not a walk of this rollout")
     if not is_walk(plan, said):
         return Resume(RESUME_REFUSE, done, "the report's steps are not a walk of this rollout")
-    found = [s for s in steps if s.run == run and s.verdict == CHANGED_SINCE]
-    if found:  # an earlier --resume found the host changed: so it stays, nothing runs
-        return Resume(RESUME_CHANGED, done, found[-1].detail, recorded=True)
     lost = said[: len(done)] == done and not all(ok for _step, ok in said[len(done) :])
     if (
         said == done[: len(said)]
@@ -221,9 +217,13 @@ def resume(
 def looked(plan: Plan, run: str, decision: Resume, steps: Sequence[Step], now: Any) -> Resume:
     """The decision once the host was looked at again (`now`: the inspect's `seen`): a walk
     that would go on, or that ended `kept`, on a host that changed since its newest step is
-    RESUME_CHANGED, with what changed (`changes`). Anything else stands as it was."""
+    RESUME_CHANGED, with what changed (`changes`); so is one an earlier --resume found
+    changed (its verdict in the journal stands: `recorded`). Anything else stands."""
     if decision.action not in (RESUME_CONTINUE, RESUME_DONE):
         return decision
+    found = [s for s in steps if s.run == run and s.verdict == CHANGED_SINCE]
+    if found:  # an earlier --resume found the host changed: so it stays, nothing runs
+        return Resume(RESUME_CHANGED, decision.done, found[-1].detail, recorded=True)
     mine = [s for s in steps if s.run == run and s.walked()]
     if not mine:
         return decision

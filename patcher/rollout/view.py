@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from patcher.output.lines import put
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
@@ -82,9 +83,7 @@ class BatchLines(HostsProgress):
         tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
         bad = [f"{r.target}: {r.error}" for r in got if not r.ok]
         line = f"rollout {label} ({len(got)} host(s)): {tally}"
-        from patcher.output.inert import clean
-
-        print(clean(line + "".join(f"\n  {b}" for b in bad)), file=self.out, flush=True)
+        put(line + "".join(f"\n  {b}" for b in bad), self.out, flush=True)
 
 
 def _pair(before: Any, after: Any, show: Callable[[float], str]) -> str:
@@ -121,21 +120,19 @@ def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
 
 
 def render_table(result: RunResult, out: TextIO) -> None:
-    from patcher.output.inert import clean
-
     head = ("host", "step reached", "acceptance", "tokens/s", "verdict")
     rows = [head, *table_rows(result)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
         line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
-        print(clean(line.rstrip()), file=out)
+        put(line.rstrip(), out)
     controls = [h.target for h in result.hosts if h.rollout and h.rollout.get("control") is True]
     hosts = [h for h in result.hosts if h.target not in controls]
     kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
     started = [h for h in hosts if h.rollout is not None]
     moved = [h.target for h in started if (h.rollout or {}).get("verdict") == rollout.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
-        print(
+        put(
             "ratio gates compared with: "
             + (
                 f"the control host(s) {', '.join(controls)} in the same windows "
@@ -143,12 +140,12 @@ def render_table(result: RunResult, out: TextIO) -> None:
                 if controls
                 else "each host's own baseline (tokens/s: before -> after)"
             ),
-            file=out,
+            out,
         )
     if result.ok:
-        print(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", file=out)
+        put(f"rollout: ok ({len(kept)} host(s) patched, restarted and checked)", out)
     else:
-        print(
+        put(
             f"rollout: not ok: {len(kept)} of {len(hosts)} host(s) patched"
             + (f" and staying patched ({', '.join(kept)})" if kept else "")
             + f"; {len(hosts) - len(started)} not started"
@@ -157,14 +154,12 @@ def render_table(result: RunResult, out: TextIO) -> None:
                 if moved
                 else ""
             ),
-            file=out,
+            out,
         )
 
 
 def render_problems(result: RunResult, err: TextIO) -> None:
     """`error:` per host that did not keep the patch, then the first one's `hint:`."""
-    from patcher.output.inert import clean
-
     found: list[tuple[str, str]] = []
     for h in result.hosts:
         if h.ok:
@@ -180,9 +175,9 @@ def render_problems(result: RunResult, err: TextIO) -> None:
                 )
             )
     for msg, _hint in found:
-        print(f"error: {clean(msg.splitlines()[0])}", file=err)
+        put(f"error: {msg.splitlines()[0]}", err)
     if found:
-        print(f"hint: {clean(found[0][1])}", file=err)
+        put(f"hint: {found[0][1]}", err)
 
 
 def stopped_note(run: str, report: str, result: RunResult) -> str:

@@ -385,8 +385,9 @@ def _record(
         seconds=phase.seconds,
         verdict=rollout.verdict(done, h.undecided)[1] if ended else None,
         measures=measures.to_json() if measures is not None and phase.ok else None,
-        undecided=h.undecided and phase.step == rollout.GATES,
     )
+    if h.undecided and phase.step == rollout.GATES:
+        entry["undecided"] = True  # the verdict's word: not_enough_evidence (protocol.step_entry)
     why = ""
     try:
         request = protocol.step_request(entry, h.state_dir, release)
@@ -424,21 +425,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     elif h.changed:
         verdict = rollout.CHANGED_SINCE
     host.ok = verdict == rollout.KEPT
-    stopped = rollout.stopped(h.plan, h.done, h.current, running)
-    if h.lost:
-        host.error = f"stopped: {h.lost}; this controller touches the host no more"
-    elif note:
-        host.error = f"not resumed: {note}"
-    elif h.changed:
-        last = h.done[-1][0] if h.done else "first"
-        host.error = f"changed since its {last} step: {h.changed}; nothing was judged or run"
-    elif verdict == rollout.INTERRUPTED:
-        host.error = stopped
-    elif not host.ok:
-        failed = [p for p in h.phases if not p.ok]
-        host.error = f"{failed[0].step} failed: {failed[0].detail}"
-        if len(failed) > 1:  # the way back failed too: what the host is left with
-            host.error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
+    host.error = _error_of(h, verdict, note, running) or host.error
     if not host.ok:
         from patcher.rollout.view import hint_of
 
@@ -460,6 +447,26 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     }
     host.seconds = round(time.monotonic() - h.started, 3)
     return host
+
+
+def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
+    """The host's `error` line for its verdict (None: it kept the patch, no line)."""
+    if h.lost:
+        return f"stopped: {h.lost}; this controller touches the host no more"
+    if note:
+        return f"not resumed: {note}"
+    if h.changed:
+        last = h.done[-1][0] if h.done else "first"
+        return f"changed since its {last} step: {h.changed}; nothing was judged or run"
+    if verdict == rollout.INTERRUPTED:
+        return rollout.stopped(h.plan, h.done, h.current, running)
+    if verdict == rollout.KEPT:
+        return None
+    failed = [p for p in h.phases if not p.ok]
+    error = f"{failed[0].step} failed: {failed[0].detail}"
+    if len(failed) > 1:  # the way back failed too: what the host is left with
+        error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
+    return error
 
 
 def new_run() -> str:

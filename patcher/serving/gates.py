@@ -1,28 +1,33 @@
-"""The gate table: every gate a rollout can set is one row of GATES (its `[metrics]` key,
-which way it bounds, how it is measured and judged), so a new gate is one row here, one
-measure in patcher/serving/measures.py and one `[metrics]` key in patcher/specs/model.py.
+"""The gate table: every gate a rollout can set is one row of GATES, and the row carries all
+of it: its `[metrics]` key, which way it bounds, what it judges (quantity and unit), which
+latency histogram and quantile it reads, how its value is read from a window and which
+function weighs the evidence. So a new gate is one row here and one `[metrics]` key in
+patcher/specs/model.py and validate.py (a p95 of a latency already measured: nothing else).
 
 Two ways to judge, one table:
 - without `--confidence` (and without control hosts) a gate compares the window's numbers
-  with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s;
+  with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s,
+  a latency quantile against seconds; a latency ratio by its counts (the canary's share of
+  requests over ratio x the reference's quantile, at most the reference's share over it);
 - with a confidence level, a gate decides only on enough evidence: a proportion by its
-  Wilson interval, a rate or a latency by a rank test over per-interval samples against the
-  control hosts' samples of the same window (else the baseline's: after vs before), and says
-  EXTEND while the evidence is short (patcher.serving.stats).
+  Wilson interval, a latency ratio by two proportions from the bucket counts (Newcombe's
+  interval of their difference), a tokens/s ratio by a rank test over per-interval samples
+  against the control hosts' samples of the same window (else the baseline's: after vs
+  before), and says EXTEND while the evidence is short (patcher.serving.stats).
 Ratio gates compare with a reference: the control hosts when the rollout has some (traffic
 that changed during the window changed theirs too), else the host's own baseline; every
-judged gate says which (`compared_with`).
+judged gate says which (`compared_with`), and what it judged (`quantity`, `unit`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from patcher.serving import histogram, stats
-from patcher.serving.measures import QUANTILES, Measures
-from patcher.serving.model import ITL, TTFT
+from patcher.serving.measures import Measures
+from patcher.serving.model import E2E, ITL, TPOT, TTFT
 
 CONTROL, BASELINE = "control", "baseline"
 ABSOLUTE, RATIO, CEILING = "absolute", "ratio", "ceiling"
@@ -30,6 +35,11 @@ ABSOLUTE, RATIO, CEILING = "absolute", "ratio", "ceiling"
 
 def pct(x: float) -> str:
     return f"{x * 100:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def _share(x: float) -> str:
+    """A tail share: a percent, with two digits where it is under 1 % (0.04 %, not 0 %)."""
+    return f"{x * 100:.2g} %" if 0 < x < 0.01 else pct(x)
 
 
 def _x(x: float) -> str:
@@ -40,7 +50,7 @@ def _s(x: float) -> str:
     return f"{x * 1000:.1f} ms" if x < 1 else f"{x:.2f} s"
 
 
-def _shown(row: Row, value: float, limit: float) -> str:
+def shown(row: Row, value: float, limit: float) -> str:
     """The measure as the gate's detail prints it: where its rounding reads the same as the
     limit's (1.504x against 1.5x: "1.50x > 1.50x"), four digits more say which side it is."""
     text = row.show(value)
@@ -51,23 +61,256 @@ def _shown(row: Row, value: float, limit: float) -> str:
 
 @dataclass(frozen=True)
 class Row:
-    """One gate. `key`: the `[metrics]` key and the Gates field; `at_least`: the threshold is
-    a floor (else a ceiling); `kind`: ABSOLUTE (the window's value), RATIO (over the
-    reference's), CEILING (a latency quantile under a number of seconds); `value`: the point
-    value from a window; `why`: the Measures.why key that says why it is missing."""
+    """One gate, all it takes in one place. `key`: the `[metrics]` key and the Gates field;
+    `at_least`: the threshold is a floor (else a ceiling); `kind`: ABSOLUTE (the window's
+    value), RATIO (over the reference's), CEILING (a latency quantile under a number of
+    seconds); `quantity` and `unit`: what the gate judges, in words, for the report;
+    `value`: the point value from a window; `evidence`: the statistical answer with
+    `--confidence` (None: no samples to test); `why`: the Measures.why key that says why the
+    value is missing; `latency`, `quantile` and `observations`: the histogram a latency gate
+    reads (model.LATENCIES), the quantile it judges (0.99 for a p99) and what the histogram
+    counts (requests, or engine steps)."""
 
     name: str
     key: str
     at_least: bool
     kind: str
-    value: Callable[[Measures], float | None]
+    quantity: str
+    unit: str
+    value: Callable[[Row, Measures], float | None]
+    evidence: Callable[[Row, float, Measures, Measures | None, float], stats.Evidence | None]
     show: Callable[[float], str]
-    why: str
-    latency: str = ""  # the latency histogram a latency gate reads (model.TTFT, ...)
+    why: Callable[[Row, Measures], str]
+    latency: str = ""
+    quantile: float | None = None
+    observations: str = ""  # what one observation of the histogram is: "requests", "steps"
+
+    @property
+    def tail(self) -> float:
+        """The share of requests a latency quantile leaves above it (p99: 1 %)."""
+        return 1 - (self.quantile if self.quantile is not None else 1.0)
 
 
-def _p99(key: str) -> Callable[[Measures], float | None]:
-    return lambda m: m.latency.get(key, {}).get("p99")
+# ---------------------------------------------------------------------------------------------
+# Values, evidence and reasons, one function per kind of measure (a row names its own)
+
+
+def _said(key: str) -> Callable[[Row, Measures], str]:
+    """Why a window has no value, as the measures said it (Measures.why[key])."""
+    return lambda row, m: m.why.get(key, "")
+
+
+# Why a latency histogram is missing, where more can be said than that the endpoint lacks it.
+ABSENT = {
+    TPOT: "the endpoint exports no request-level time-per-output-token histogram (vLLM 0.12 "
+    "on: vllm:request_time_per_output_token_seconds); e2e latency / output tokens per request "
+    "cannot be derived from histograms (latency and token counts are exported apart, so "
+    "which request had which is lost)",
+}
+
+
+def _latency_why(row: Row, m: Measures) -> str:
+    b = m.buckets.get(row.latency)
+    if b is None:
+        return ABSENT.get(row.latency, "the endpoint exports no such histogram")
+    if histogram.count(b) <= 0:
+        return f"no {row.observations} observed in the {m.seconds:.1f} s window"
+    return ""
+
+
+def _acceptance_rate(row: Row, m: Measures) -> float | None:
+    return m.acceptance_rate
+
+
+def _acceptance_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    if after.drafts <= 0 or after.acceptance_rate is None:
+        return None
+    # A draft's tokens are accepted together or not (a rejection ends the draft), so a
+    # draft, not a token, is the independent trial: n = drafts, the conservative n.
+    return stats.proportion_at_least(
+        after.acceptance_rate * after.drafts, after.drafts, limit, confidence
+    )
+
+
+def _mean_length(row: Row, m: Measures) -> float | None:
+    return m.mean_acceptance_length
+
+
+def _mean_length_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    if after.drafts <= 0 or after.draft_tokens <= 0 or after.acceptance_rate is None:
+        return None
+    k = after.draft_tokens / after.drafts
+    ev = stats.proportion_at_least(
+        after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, confidence
+    )
+    lo, hi = ev.low, ev.high
+    return stats.Evidence(
+        ev.decision,
+        ev.n,
+        None if lo is None else 1 + k * lo,
+        None if hi is None else 1 + k * hi,
+        test="wilson",
+    )
+
+
+def _tokens_per_s(row: Row, m: Measures) -> float | None:
+    return m.tokens_per_s
+
+
+def _rate_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """The canary's per-interval tokens/s ranked against the reference's."""
+    if ref is None:
+        return None
+    x, y = after.samples, ref.samples
+    if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
+        return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
+    test = stats.samples_at_least if row.at_least else stats.samples_at_most
+    return test(x, y, limit, confidence)
+
+
+def _error_rate(row: Row, m: Measures) -> float | None:
+    return m.error_rate
+
+
+def _error_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    return stats.proportion_at_most(after.errors, after.finished, limit, confidence)
+
+
+def _quantile(row: Row, m: Measures) -> float | None:
+    """The row's quantile of the window's histogram (Prometheus' rule), for the report and
+    the point judgement; the decision with evidence comes from the bucket counts."""
+    b = m.buckets.get(row.latency)
+    return histogram.quantile(row.quantile, b) if b and row.quantile is not None else None
+
+
+def _ceiling_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """A quantile under `limit` seconds is a proportion: at most the row's tail share of the
+    requests above `limit` (p99 <= 0.5 s: at most 1 % over 0.5 s), by its Wilson interval."""
+    b = after.buckets.get(row.latency)
+    if not b:
+        return None
+    above, total = histogram.share_above(limit, b)
+    return stats.proportion_at_most(above, total, row.tail, confidence)
+
+
+@dataclass(frozen=True)
+class Tail:
+    """A latency ratio gate's comparison from bucket counts: `bound` = the ratio times the
+    reference's quantile (`ref_q`); the canary's requests over `bound` against the
+    reference's over `ref_q` (its tail share, up to the interpolation inside a bucket)."""
+
+    ref_q: float
+    bound: float
+    above: float
+    n: float
+    ref_above: float
+    ref_n: float
+
+    @property
+    def ok(self) -> bool:
+        """The point judgement: the canary's share over the bound at most the reference's."""
+        return self.above * self.ref_n <= self.ref_above * self.n
+
+    def text(self, row: Row, limit: float, against: str) -> str:
+        p = f"p{(row.quantile or 0) * 100:g}"
+        return (
+            f"{_share(self.above / self.n)} of {self.n:g} {row.observations} "
+            f"over {_s(self.bound)} "
+            f"({_x(limit)} the {against}'s {p} {_s(self.ref_q)}); the {against}'s "
+            f"{_share(self.ref_above / self.ref_n)} of {self.ref_n:g} over its {p}"
+        )
+
+
+def tail(row: Row, limit: float, after: Measures, ref: Measures) -> Tail | None:
+    """The counts a latency ratio gate compares; None when either window has no requests."""
+    a, r = after.buckets.get(row.latency), ref.buckets.get(row.latency)
+    if not a or not r or row.quantile is None:
+        return None
+    ref_q = histogram.quantile(row.quantile, r)
+    if ref_q is None:
+        return None
+    bound = limit * ref_q
+    above, n = histogram.share_above(bound, a)
+    ref_above, ref_n = histogram.share_above(ref_q, r)
+    if n <= 0 or ref_n <= 0:
+        return None
+    return Tail(ref_q, bound, above, n, ref_above, ref_n)
+
+
+def _tail_evidence(
+    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+) -> stats.Evidence | None:
+    """Canary against reference as two proportions (Newcombe): its share of requests over
+    `limit` x the reference's quantile against the reference's share over that quantile.
+    Counts, never a ratio of two quantiles that each sit on a bucket edge."""
+    t = tail(row, limit, after, ref) if ref is not None else None
+    if t is None:
+        return None
+    return stats.proportions_at_most(t.above, t.n, t.ref_above, t.ref_n, confidence)
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+
+# What each latency histogram measures, as the report names it (model.LATENCIES' units).
+QUANTITIES = {
+    TTFT: "time to first token, per request",
+    TPOT: "time per output token, per request (decode time / output tokens after the first)",
+    ITL: "inter-token latency per engine step (a step may emit several tokens)",
+    E2E: "end-to-end latency, per request",
+}
+
+
+def latency_rows(
+    name: str, latency: str, unit: str, per: str, quantile: float = 0.99
+) -> tuple[Row, Row]:
+    """A latency's two gates at one quantile: over the reference's (a ratio) and under a
+    number of seconds; their names and keys say the quantile (`ttft_p99`, `max_ttft_p99_s`).
+    `per`: what one observation of the histogram is (requests, steps)."""
+    p = f"p{quantile * 100:g}"
+    quantity = QUANTITIES[latency]
+    return (
+        Row(
+            f"{name}_{p}_ratio",
+            f"max_{name}_{p}_ratio",
+            False,
+            RATIO,
+            quantity,
+            unit,
+            _quantile,
+            _tail_evidence,
+            _x,
+            _latency_why,
+            latency,
+            quantile,
+            per,
+        ),
+        Row(
+            f"{name}_{p}",
+            f"max_{name}_{p}_s",
+            False,
+            CEILING,
+            quantity,
+            unit,
+            _quantile,
+            _ceiling_evidence,
+            _s,
+            _latency_why,
+            latency,
+            quantile,
+            per,
+        ),
+    )
 
 
 GATES: tuple[Row, ...] = (
@@ -76,36 +319,59 @@ GATES: tuple[Row, ...] = (
         "min_acceptance_rate",
         True,
         ABSOLUTE,
-        lambda m: m.acceptance_rate,
+        "acceptance rate (accepted / drafted tokens)",
+        "share of drafted tokens",
+        _acceptance_rate,
+        _acceptance_evidence,
         pct,
-        "acceptance",
+        _said("acceptance"),
     ),
     Row(
         "mean_acceptance_length",
         "min_mean_acceptance_length",
         True,
         ABSOLUTE,
-        lambda m: m.mean_acceptance_length,
+        "mean acceptance length (1 + accepted tokens per draft)",
+        "tokens per draft",
+        _mean_length,
+        _mean_length_evidence,
         lambda x: f"{x:.2f}",
-        "acceptance",
+        _said("acceptance"),
     ),
     Row(
         "tokens_per_s_ratio",
         "min_tokens_per_s_ratio",
         True,
         RATIO,
-        lambda m: m.tokens_per_s,
+        "tokens/s",
+        "generation tokens per second",
+        _tokens_per_s,
+        _rate_evidence,
         _x,
-        "tokens_per_s",
+        _said("tokens_per_s"),
     ),
-    Row("error_rate", "max_error_rate", False, ABSOLUTE, lambda m: m.error_rate, pct, "error_rate"),
-    Row("ttft_p99_ratio", "max_ttft_p99_ratio", False, RATIO, _p99(TTFT), _x, TTFT, TTFT),
-    Row("itl_p99_ratio", "max_itl_p99_ratio", False, RATIO, _p99(ITL), _x, ITL, ITL),
-    Row("ttft_p99", "max_ttft_p99_s", False, CEILING, _p99(TTFT), _s, TTFT, TTFT),
-    Row("itl_p99", "max_itl_p99_s", False, CEILING, _p99(ITL), _s, ITL, ITL),
+    Row(
+        "error_rate",
+        "max_error_rate",
+        False,
+        ABSOLUTE,
+        "aborted or failed requests / finished requests",
+        "share of requests",
+        _error_rate,
+        _error_evidence,
+        pct,
+        _said("error_rate"),
+    ),
+    *latency_rows("tpot", TPOT, "seconds per output token", "requests"),
+    *latency_rows("ttft", TTFT, "seconds", "requests"),
+    *latency_rows("itl", ITL, "seconds per engine step", "steps"),
+    *latency_rows("e2e", E2E, "seconds", "requests"),
 )
-KEYS = tuple(r.key for r in GATES)
-_LABELS = {"tokens_per_s": "tokens/s", TTFT: "TTFT p99", ITL: "inter-token latency p99"}
+
+
+def keys() -> tuple[str, ...]:
+    """The `[metrics]` keys, in GATES order (read when asked: the table is the one source)."""
+    return tuple(r.key for r in GATES)
 
 
 @dataclass(frozen=True)
@@ -139,10 +405,10 @@ class Gates:
         looks: int = 1,
         **limits: float | None,
     ) -> Gates:
-        unknown = set(limits) - set(KEYS)
+        unknown = set(limits) - set(keys())
         if unknown:
             raise TypeError(f"no such gate: {sorted(unknown)}")
-        kept = tuple((k, float(v)) for k in KEYS if (v := limits.get(k)) is not None)
+        kept = tuple((k, float(v)) for k in keys() if (v := limits.get(k)) is not None)
         return cls(kept, allow_no_traffic, confidence, looks)
 
     @classmethod
@@ -167,193 +433,8 @@ class Gates:
         return cls.make(allow_no_traffic, confidence, looks, **limits)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {k: self.limit(k) for k in KEYS}
+        out: dict[str, Any] = {k: self.limit(k) for k in keys()}
         out["allow_no_traffic"] = self.allow_no_traffic
         out["confidence"] = self.confidence
         out["looks"] = self.looks
         return out
-
-
-@dataclass(frozen=True)
-class Gate:
-    name: str
-    ok: bool
-    value: float | None
-    threshold: float
-    detail: str
-    compared_with: str | None = None  # CONTROL or BASELINE, for a ratio gate
-    evidence: stats.Evidence | None = None
-    pending: bool = False  # undecided, and the window may still grow (judge's `last`)
-
-    @property
-    def extend(self) -> bool:
-        return self.pending
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "ok": self.ok,
-            "value": None if self.value is None else round(self.value, 4),
-            "threshold": self.threshold,
-            "detail": self.detail,
-        }
-        if self.compared_with is not None:
-            out["compared_with"] = self.compared_with
-        if self.evidence is not None:
-            out["evidence"] = self.evidence.to_json()
-        return out
-
-
-def judge(
-    before: Measures | None,
-    after: Measures,
-    gates: Gates,
-    control: Measures | None = None,
-    last: bool = True,
-) -> list[Gate]:
-    """Every gate that is set, in GATES order. `control`: the control hosts' window (the
-    reference of the ratio gates; else `before`). With `gates.confidence`, a gate whose
-    evidence is short is EXTEND (`Gate.extend`) unless `last` (the window cannot grow any
-    more), where it fails: "not enough evidence"."""
-    ref, against = (control, CONTROL) if control is not None else (before, BASELINE)
-    out = []
-    for row in GATES:
-        limit = gates.limit(row.key)
-        if limit is None:
-            continue
-        out.append(_one(row, limit, after, ref, against, gates, last))
-    return out
-
-
-def _missing(row: Row, limit: float, gates: Gates, why: str, against: str | None) -> Gate:
-    ok = gates.allow_no_traffic
-    text = f"cannot be computed: {why}" + ("; allowed (--allow-no-traffic)" if ok else "")
-    return Gate(row.name, ok, None, limit, text, against)
-
-
-def _one(
-    row: Row,
-    limit: float,
-    after: Measures,
-    ref: Measures | None,
-    against: str,
-    gates: Gates,
-    last: bool,
-) -> Gate:
-    value = row.value(after)
-    why = after.why.get(row.why, "")
-    cmp = against if row.kind == RATIO else None
-    if row.kind == RATIO:
-        base = row.value(ref) if ref is not None else None
-        if base is None or base <= 0:
-            label = _LABELS.get(row.why, row.why)
-            if against == CONTROL:
-                why = f"no {label} from the control hosts"
-            else:
-                why = f"no baseline {label}"
-            if ref is not None:
-                why += f" ({ref.why.get(row.why, '')})"
-            return _missing(row, limit, gates, why, cmp)
-        if value is None:
-            return _missing(row, limit, gates, why or f"no {row.name} in the window", cmp)
-        value = value / base
-    elif value is None:
-        return _missing(row, limit, gates, why or f"no {row.name} in the window", cmp)
-    suffix = f" vs {against}" if cmp else ""
-    if gates.confidence is None:
-        ok = value >= limit if row.at_least else value <= limit
-        sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
-        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix}"
-        return Gate(row.name, ok, value, limit, text, cmp)
-    ev = _evidence(row, limit, after, ref, gates.level or gates.confidence)
-    if ev is None:  # no statistic for this measure: the point judgement, said so
-        ok = value >= limit if row.at_least else value <= limit
-        sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")
-        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} (no samples to test)"
-        return Gate(row.name, ok, value, limit, text, cmp)
-    numbers = ev.numbers()
-    if (
-        row.kind == CEILING and ev.low is not None and ev.high is not None
-    ):  # what the interval is of
-        numbers = f"n={ev.n:g} requests, share over it {ev.low:.3f}..{ev.high:.3f}"
-    if ev.decision == stats.PASS:
-        sign = ">=" if row.at_least else "<="
-        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
-        return Gate(row.name, True, value, limit, text, cmp, ev)
-    if ev.decision == stats.FAIL:
-        sign = "<" if row.at_least else ">"
-        text = f"{_shown(row, value, limit)} {sign} {row.show(limit)}{suffix} ({numbers})"
-        return Gate(row.name, False, value, limit, text, cmp, ev)
-    if last:
-        text = (
-            f"not enough evidence: {_shown(row, value, limit)} against {row.show(limit)}{suffix} "
-            f"({numbers}, confidence {gates.confidence:g})"
-        )
-        return Gate(row.name, False, value, limit, text, cmp, ev)
-    text = f"{_shown(row, value, limit)} against {row.show(limit)}{suffix}: undecided ({numbers})"
-    return Gate(row.name, False, value, limit, text, cmp, ev, pending=True)
-
-
-def _evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
-) -> stats.Evidence | None:
-    """The statistical answer for one gate; None when the window has no samples for it."""
-    if row.name == "acceptance":
-        if after.drafts <= 0 or after.acceptance_rate is None:
-            return None
-        # A draft's tokens are accepted together or not (a rejection ends the draft), so a
-        # draft, not a token, is the independent trial: n = drafts, the conservative n.
-        return stats.proportion_at_least(
-            after.acceptance_rate * after.drafts, after.drafts, limit, confidence
-        )
-    if row.name == "mean_acceptance_length":
-        if after.drafts <= 0 or after.draft_tokens <= 0 or after.acceptance_rate is None:
-            return None
-        k = after.draft_tokens / after.drafts
-        ev = stats.proportion_at_least(
-            after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, confidence
-        )
-        lo, hi = ev.low, ev.high
-        return stats.Evidence(
-            ev.decision,
-            ev.n,
-            None if lo is None else 1 + k * lo,
-            None if hi is None else 1 + k * hi,
-            test="wilson",
-        )
-    if row.name == "error_rate":
-        return stats.proportion_at_most(after.errors, after.finished, limit, confidence)
-    if row.kind == CEILING:
-        b = after.buckets.get(row.latency)
-        if not b:
-            return None
-        above, total = histogram.share_above(limit, b)
-        return stats.proportion_at_most(above, total, 1 - QUANTILES["p99"], confidence)
-    if row.kind == RATIO and ref is not None:
-        if row.latency:
-            x, y = (
-                after.latency_samples.get(row.latency, ()),
-                ref.latency_samples.get(row.latency, ()),
-            )
-        else:
-            x, y = after.samples, ref.samples
-        if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
-            return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
-        test = stats.samples_at_least if row.at_least else stats.samples_at_most
-        return test(x, y, limit, confidence)
-    return None
-
-
-def undecided(results: Sequence[Gate]) -> bool:
-    """Whether the window should go on: a gate's evidence is short and none failed."""
-    return any(g.extend for g in results) and not any(not g.ok and not g.extend for g in results)
-
-
-def gates_detail(results: Sequence[Gate]) -> tuple[bool, str]:
-    """(all passed, one line): the failed gates first, they are what the operator reads."""
-    if not results:
-        return True, "no gate set (the spec's [metrics] table or --min-acceptance ...)"
-    failed = [g for g in results if not g.ok]
-    parts = [f"{g.name} {g.detail}" for g in failed + [g for g in results if g.ok]]
-    head = "undecided: " if undecided(results) else "serves worse: " if failed else ""
-    return not failed, head + "; ".join(parts)

@@ -70,29 +70,87 @@ def count(b: Buckets) -> float:
 
 
 def quantile(q: float, b: Buckets) -> float | None:
-    """histogram_quantile(q, b): None without observations or without a +Inf bucket."""
-    if not b or not math.isinf(b[-1][0]) or not 0 <= q <= 1:
+    """histogram_quantile(q, b) as PromQL computes it for a classic histogram
+    (`BucketQuantile`; its own test cases: tests/cases/serving/histogram_quantile.json):
+
+    - q below 0 is -inf, above 1 +inf (whatever the buckets), NaN is None;
+    - the buckets sorted by bound, those with one bound (`0.2` and `2e-1` scraped as two
+      series) summed into one (`_coalesced`), the counts made monotonic (`_monotonic`: a
+      sum of series scraped at slightly different moments can dip);
+    - None (PromQL's NaN) without a +inf bucket, with fewer than two buckets, or without
+      observations;
+    - the rank q * observations falls in the first bucket whose count reaches it: the +inf
+      bucket gives the highest finite bound; the lowest bucket with a bound <= 0 gives that
+      bound; otherwise linear interpolation in the bucket, from 0 for the lowest one. So
+      q = 0 lands in the lowest bucket: its bound when that is <= 0, else 0, and None when
+      the lowest bucket is empty (0 of 0 observations in it: PromQL's 0/0)."""
+    if math.isnan(q) or not 0 <= q <= 1:
+        return None if math.isnan(q) else math.copysign(math.inf, q)
+    ordered = _monotonic(_coalesced(sorted(b, key=lambda pair: pair[0])))
+    if len(ordered) < 2 or not math.isinf(ordered[-1][0]) or ordered[-1][1] == 0:
         return None
-    total = b[-1][1]
-    if total <= 0:
-        return None
-    if len(b) < 2:  # only +Inf: nothing is known of where the observations lie
-        return None
-    rank = q * total
-    prev_bound, prev_count = 0.0, 0.0
-    for i, (bound, cum) in enumerate(b):
-        if cum >= rank:
-            if math.isinf(bound):
-                return b[i - 1][0]
-            if i == 0 and bound <= 0:
-                return bound
-            lower = prev_bound if i > 0 else 0.0
-            inside = cum - prev_count
-            if inside <= 0:
-                return bound
-            return lower + (bound - lower) * (rank - prev_count) / inside
-        prev_bound, prev_count = bound, cum
-    return b[-2][0]
+    rank = q * ordered[-1][1]
+    i = next((k for k, (_, cum) in enumerate(ordered[:-1]) if cum >= rank), len(ordered) - 1)
+    if i == len(ordered) - 1:
+        return ordered[-2][0]
+    bound, count = ordered[i]
+    if i == 0 and bound <= 0:
+        return bound
+    start = 0.0
+    if i > 0:
+        start, below = ordered[i - 1]
+        count -= below
+        rank -= below
+    if count == 0:
+        return None  # 0/0: the lowest bucket empty and q = 0
+    return start + (bound - start) * (rank / count)
+
+
+# Relative differences below this between neighbouring buckets are float noise, not data
+# (PromQL's smallDeltaTolerance).
+SMALL_DELTA = 1e-12
+_MIN_NORMAL = 2.2250738585072014e-308  # the smallest positive normal float
+_MAX_FLOAT = 1.7976931348623157e308
+
+
+def _coalesced(b: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sorted buckets with each bound once, the counts of equal bounds summed (PromQL's
+    `coalesceBuckets`)."""
+    out: list[tuple[float, float]] = []
+    for bound, cum in b:
+        if out and out[-1][0] == bound:
+            out[-1] = (bound, out[-1][1] + cum)
+        else:
+            out.append((bound, cum))
+    return out
+
+
+def _monotonic(b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The counts made non-decreasing as PromQL's `ensureMonotonicAndIgnoreSmallDeltas`
+    does: a count within SMALL_DELTA (relative) of the last kept one, up or down, is taken
+    as that one; a lower count is raised to it (the envelope)."""
+    if not b:
+        return b
+    out = [b[0]]
+    prev = b[0][1]
+    for bound, cum in b[1:]:
+        if cum == prev or _almost_equal(prev, cum) or cum < prev:
+            out.append((bound, prev))
+        else:
+            out.append((bound, cum))
+            prev = cum
+    return out
+
+
+def _almost_equal(a: float, b: float) -> bool:
+    """PromQL's `almost.Equal(a, b, SMALL_DELTA)` for counts (no NaN among them)."""
+    if a == b:
+        return True
+    total = abs(a) + abs(b)
+    diff = abs(a - b)
+    if a == 0 or b == 0 or total < _MIN_NORMAL:
+        return diff < SMALL_DELTA * _MIN_NORMAL
+    return diff / min(total, _MAX_FLOAT) < SMALL_DELTA
 
 
 def share_above(limit: float, b: Buckets) -> tuple[float, float]:

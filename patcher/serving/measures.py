@@ -2,8 +2,11 @@
 the report shows. A window is a series of scrapes (time, Counters); its totals are the sum
 of each interval's increase, each series (engine x label set) reduced on its own before the
 sum (model.increases: a series that went down restarted and counts from zero, Prometheus'
-`sum(increase())`), its samples one value per interval (tokens/s, a latency quantile): what
-a rank test compares with a control's samples over the same window."""
+`sum(increase())`), its tokens/s samples one value per interval: what a rank test compares
+with a control's samples over the same window. Latency is kept as the window's bucket counts
+per histogram (`buckets`): a gate reads whatever quantile its row names from them, and
+compares two windows by their counts (patcher.serving.gates), never by per-interval quantiles
+(a few requests an interval put those on bucket edges)."""
 
 from __future__ import annotations
 
@@ -14,9 +17,11 @@ from itertools import pairwise
 from typing import Any
 
 from patcher.serving import histogram
-from patcher.serving.model import LATENCIES, Counters, increases
+from patcher.serving.model import Counters, increases
 
-QUANTILES = {"p50": 0.5, "p99": 0.99}
+# The quantiles the report shows of each latency histogram (`latency`); no gate reads them: a
+# gate reads its own row's quantile from `buckets`.
+SUMMARY = {"p50": 0.5, "p99": 0.99}
 
 
 @dataclass(frozen=True)
@@ -36,8 +41,7 @@ class Measures:
     finished: float = 0.0
     errors: float = 0.0
     samples: tuple[float, ...] = ()  # generation tokens/s of each interval
-    latency: dict[str, dict[str, float]] = field(default_factory=dict)  # key -> p50/p99
-    latency_samples: dict[str, tuple[float, ...]] = field(default_factory=dict)  # per-interval p99
+    latency: dict[str, dict[str, float]] = field(default_factory=dict)  # key -> SUMMARY's
     buckets: dict[str, histogram.Buckets] = field(default_factory=dict)  # the window's
 
     def to_json(self) -> dict[str, Any]:
@@ -59,9 +63,6 @@ class Measures:
                 samples=[round(s, 4) for s in self.samples],
                 latency={
                     k: {q: round(v, 6) for q, v in d.items()} for k, d in self.latency.items()
-                },
-                latency_samples={
-                    k: [round(v, 6) for v in s] for k, s in self.latency_samples.items()
                 },
                 buckets={
                     k: [["+Inf" if math.isinf(b) else b, c] for b, c in v]
@@ -85,7 +86,6 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
     seconds = series[-1][0] - series[0][0] if series else 0.0
     d = Counters()
     samples: list[float] = []
-    per_interval: dict[str, list[float]] = {k: [] for k in LATENCIES}
     window: dict[str, histogram.Buckets] = {}
     incs = increases([c for _t, c in series])
     for ((t0, _), (t1, _)), inc in zip(pairwise(series), incs, strict=True):
@@ -94,9 +94,6 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
             samples.append(inc.generation_tokens / (t1 - t0))
         for key, b in inc.latency:
             window[key] = b if key not in window else histogram.merge([window[key], b])
-            q = histogram.quantile(QUANTILES["p99"], b)
-            if q is not None:
-                per_interval[key].append(q)
     spec = bool(series) and series[-1][1].spec_decode
     why: dict[str, str] = {}
     rate = length = tps = err = None
@@ -122,7 +119,7 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         err = d.errors / d.finished
     latency: dict[str, dict[str, float]] = {}
     for key, b in window.items():
-        qs = {name: histogram.quantile(q, b) for name, q in QUANTILES.items()}
+        qs = {name: histogram.quantile(q, b) for name, q in SUMMARY.items()}
         got = {name: v for name, v in qs.items() if v is not None}
         if got:
             latency[key] = got
@@ -140,7 +137,6 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         errors=d.errors,
         samples=tuple(samples),
         latency=latency,
-        latency_samples={k: tuple(v) for k, v in per_interval.items() if v},
         buckets=window,
     )
 
@@ -163,16 +159,12 @@ def extras_of(data: dict[str, Any]) -> dict[str, Any] | None:
         return None
     out["samples"] = tuple(float(v) for v in samples)
     lat = data.get("latency", {})
-    lsamples = data.get("latency_samples", {})
-    raw = data.get("buckets", {})
-    if not all(isinstance(d, dict) for d in (lat, lsamples, raw)):
+    raw = data.get("buckets", {})  # (an older journal's `latency_samples` are not read)
+    if not all(isinstance(d, dict) for d in (lat, raw)):
         return None
     try:
         out["latency"] = {
             str(k): {str(q): float(v) for q, v in d.items() if _num(v)} for k, d in lat.items()
-        }
-        out["latency_samples"] = {
-            str(k): tuple(float(v) for v in s if _num(v)) for k, s in lsamples.items()
         }
         out["buckets"] = {
             str(k): tuple((math.inf if b == "+Inf" else float(b), float(c)) for b, c in v)

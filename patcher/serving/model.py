@@ -21,9 +21,13 @@ from typing import Any
 
 from patcher.serving import histogram
 
-# The latency histograms a gate may read, by the key the gate table uses.
-TTFT, ITL, E2E = "ttft", "itl", "e2e"
-LATENCIES = (TTFT, ITL, E2E)
+# The latency histograms a gate may read, by the key the gate table uses. Each has its unit:
+# TTFT: seconds to a request's first token; TPOT: a request's decode time over its output
+# tokens after the first (one observation per finished request); ITL: seconds between two
+# outputs of a request, one observation per engine *step* (under speculative decoding a step
+# emits up to 1 + k tokens, so this is not a per-token latency); E2E: a request's seconds.
+TTFT, TPOT, ITL, E2E = "ttft", "tpot", "itl", "e2e"
+LATENCIES = (TTFT, TPOT, ITL, E2E)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,9 @@ VLLM = Profile(
     errors=None,
     latency={
         TTFT: ("vllm:time_to_first_token_seconds",),
+        # decode time / (output tokens - 1) per finished request, 0 for one token: 0.12.0 on
+        # (vllm/v1/metrics/stats.py, loggers.py); the 0.10 code has only the per-step ITL.
+        TPOT: ("vllm:request_time_per_output_token_seconds",),
         ITL: (
             "vllm:inter_token_latency_seconds",  # 0.11 on
             "vllm:time_per_output_token_seconds",  # before 0.11
@@ -89,6 +96,7 @@ SGLANG = Profile(
     errors="sglang:num_aborted_requests_total",
     latency={
         TTFT: ("sglang:time_to_first_token_seconds",),
+        # no request-level per-output-token histogram: a TPOT gate says it cannot be computed
         ITL: ("sglang:inter_token_latency_seconds",),
         E2E: ("sglang:e2e_request_latency_seconds",),
     },

@@ -1,5 +1,6 @@
-"""The statistics a rollout gate decides with: a proportion by its Wilson interval, a rate or
-a latency by a Mann-Whitney rank test over per-interval samples. Written here (scipy is not
+"""The statistics a rollout gate decides with: a proportion by its Wilson interval, two
+proportions (a latency tail, canary against control) by Newcombe's interval of their
+difference, a rate by a Mann-Whitney rank test over per-interval samples. Written here (scipy is not
 a dependency) and pinned by golden cases in tests/cases/serving/.
 
 Each judgement answers one of three things: PASS (the evidence says the threshold is met),
@@ -33,10 +34,11 @@ class Evidence:
     low: float | None = None  # the interval, for a proportion
     high: float | None = None
     p: float | None = None  # the one-sided p-value that decided, for a rank test
-    test: str = ""  # "wilson" | "mann-whitney"
+    test: str = ""  # "wilson" | "newcombe" | "mann-whitney"
+    n_ref: float | None = None  # the reference's trials, for two proportions
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "decision": self.decision,
             "test": self.test,
             "n": self.n,
@@ -44,11 +46,16 @@ class Evidence:
             "high": _r(self.high),
             "p": _r(self.p),
         }
+        if self.n_ref is not None:
+            out["n_ref"] = self.n_ref
+        return out
 
     def numbers(self) -> str:
         """'n=812, 95 % interval 0.66..0.73' or 'n=10/10, p=0.003': the report's brackets."""
         if self.test == "wilson" and self.low is not None and self.high is not None:
             return f"n={self.n:g}, interval {self.low:.3f}..{self.high:.3f}"
+        if self.test == "newcombe" and self.low is not None and self.high is not None:
+            return f"n={self.n:g}/{self.n_ref:g}, difference {self.low:.3f}..{self.high:.3f}"
         if self.p is not None:
             return f"n={self.n:g}, p={self.p:.3g}"
         return f"n={self.n:g}"
@@ -92,6 +99,28 @@ def proportion_at_most(
     low, high = wilson(successes, trials, confidence)
     decision = PASS if high <= maximum else FAIL if low > maximum else EXTEND
     return Evidence(decision, trials, low, high, test="wilson")
+
+
+def newcombe(s1: float, n1: float, s2: float, n2: float, confidence: float) -> tuple[float, float]:
+    """The interval of p1 - p2 by Newcombe's hybrid score method (his method 10): each
+    proportion's Wilson interval, combined. It keeps Wilson's honesty at 0, at all
+    successes and at small n, where the normal interval of a difference does not."""
+    p1 = min(1.0, max(0.0, s1 / n1)) if n1 > 0 else 0.0
+    p2 = min(1.0, max(0.0, s2 / n2)) if n2 > 0 else 0.0
+    l1, u1 = wilson(s1, n1, confidence)
+    l2, u2 = wilson(s2, n2, confidence)
+    d = p1 - p2
+    low = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    high = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, low), min(1.0, high)
+
+
+def proportions_at_most(s1: float, n1: float, s2: float, n2: float, confidence: float) -> Evidence:
+    """Is p1 at most p2 (the canary's share of requests over a bound at most the reference's)?
+    PASS when the whole interval of p1 - p2 is at or below 0, FAIL when it is all above."""
+    low, high = newcombe(s1, n1, s2, n2, confidence)
+    decision = PASS if high <= 0 else FAIL if low > 0 else EXTEND
+    return Evidence(decision, n1, low, high, test="newcombe", n_ref=n2)
 
 
 def midranks(values: Sequence[float]) -> tuple[list[float], list[int]]:

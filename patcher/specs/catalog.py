@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -91,10 +90,11 @@ def _local_is_safe(d: Path) -> bool:
     why = local_problem(d)
     if why is None:
         return True
-    print(
-        f"warning: ./patches is not used as a catalog: {why}; its specs would run on"
-        " every host (chown/chmod it, or set VPATCH_CATALOG to it)",
-        file=sys.stderr,
+    from patcher.output.lines import warning
+
+    warning(
+        f"./patches is not used as a catalog: {why}; its specs would run on"
+        " every host (chown/chmod it, or set VPATCH_CATALOG to it)"
     )
     return False
 

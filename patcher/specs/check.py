@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from patcher import pyast
 from patcher._compat import tomllib
 from patcher.errors import SpecError
-from patcher.output.inert import clean
+from patcher.output.lines import put
 from patcher.result import SCHEMA_VERSION
 from patcher.specs import catalog, tomlpos, validate
 from patcher.specs.model import (
@@ -103,11 +103,11 @@ def render(report: Report, out: TextIO | None, err: TextIO) -> None:
     """Problems on `err`; the ok line on `out` (None under --json: stdout holds the document)."""
     if report.problems:
         for p in report.problems:
-            print(clean(p.text()), file=err)  # a message may quote the file (patcher.output.inert)
-        print(f"hint: {HINT}", file=err)
+            put(p.text(), err)  # a message may quote the file: put makes it inert
+        put(f"hint: {HINT}", err)
         return
     if out is not None:
-        print(f"check: {len(report.files)} spec(s) ok", file=out)
+        put(f"check: {len(report.files)} spec(s) ok", out)
 
 
 def to_json(report: Report) -> dict[str, Any]:

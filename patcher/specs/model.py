@@ -379,21 +379,27 @@ class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
-    of `vpatch rollout` (every gate); `--min-acceptance` and `--min-throughput-ratio` override.
-    A patch can load perfectly and still not help: these turn "the file changed" into
-    "speculative decoding accepts enough drafts, and the server got no slower". The fields'
-    meanings are validate.MetricsThresholds' descriptions (docs/spec.md).
+    of `vpatch rollout` (every one: one field per row of patcher/serving/gates.py GATES);
+    `--min-acceptance` and `--min-throughput-ratio` override. A patch can load perfectly and
+    still not help: these turn "the file changed" into "speculative decoding accepts enough
+    drafts, and the server got no slower". The fields' meanings are
+    validate.MetricsThresholds' descriptions (docs/spec.md).
     """
 
     min_acceptance_rate: float | None = None
     min_mean_acceptance_length: float | None = None
     min_tokens_per_s_ratio: float | None = None
     max_error_rate: float | None = None
-    # Latency gates (patcher/serving/gates.py GATES): p99 from the histograms' bucket deltas.
+    # Latency gates (patcher/serving/gates.py GATES), each in its unit: per output token,
+    # time to first token, per engine step, end to end; judged from bucket counts.
+    max_tpot_p99_ratio: float | None = None
+    max_tpot_p99_s: float | None = None
     max_ttft_p99_ratio: float | None = None
-    max_itl_p99_ratio: float | None = None
     max_ttft_p99_s: float | None = None
+    max_itl_p99_ratio: float | None = None
     max_itl_p99_s: float | None = None
+    max_e2e_p99_ratio: float | None = None
+    max_e2e_p99_s: float | None = None
 
 
 @record(frozen=True, kw_only=True)

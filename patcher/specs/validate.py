@@ -513,7 +513,8 @@ class MetricsThresholds(_Model):
     """`[metrics]`: what live serving numbers must show for the patch to count as paying off.
 
     Checked by `vpatch verify --metrics URL` (scraped on the host; the rates) and by the gates
-    of `vpatch rollout` (every gate); `--min-acceptance` and `--min-throughput-ratio` override.
+    of `vpatch rollout` (every one: one field per row of patcher/serving/gates.py GATES);
+    `--min-acceptance` and `--min-throughput-ratio` override.
     A patch can load perfectly and still not help: these turn "the file changed" into
     "speculative decoding accepts enough drafts, and the server got no slower".
     """
@@ -535,18 +536,37 @@ class MetricsThresholds(_Model):
         le=1,
         description="rollout: aborted or failed requests / finished requests in the window, 0..1",
     )
-    # Latency gates (patcher/serving/gates.py GATES): p99 from the histograms' bucket deltas.
+    # Latency gates (patcher/serving/gates.py GATES), each in its unit; judged from the
+    # histograms' bucket counts (docs/rollout.md).
+    max_tpot_p99_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="rollout: time per output token p99 (per request) over the control's",
+    )
+    max_tpot_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: time per output token p99 ceiling, seconds"
+    )
     max_ttft_p99_ratio: float | None = Field(
         default=None, gt=0, description="rollout: time-to-first-token p99 over the control's"
-    )
-    max_itl_p99_ratio: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 over the control's"
     )
     max_ttft_p99_s: float | None = Field(
         default=None, gt=0, description="rollout: time-to-first-token p99 ceiling, seconds"
     )
+    max_itl_p99_ratio: float | None = Field(
+        default=None,
+        gt=0,
+        description="rollout: inter-token latency p99 per engine step over the control's",
+    )
     max_itl_p99_s: float | None = Field(
-        default=None, gt=0, description="rollout: inter-token latency p99 ceiling, seconds"
+        default=None,
+        gt=0,
+        description="rollout: inter-token latency p99 per engine step ceiling, seconds",
+    )
+    max_e2e_p99_ratio: float | None = Field(
+        default=None, gt=0, description="rollout: end-to-end request latency p99 over the control's"
+    )
+    max_e2e_p99_s: float | None = Field(
+        default=None, gt=0, description="rollout: end-to-end request latency p99 ceiling, seconds"
     )
 
 
@@ -634,14 +654,64 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models a field's annotation holds (list[Variant] -> Variant, the edit union -> each
+    op's model, `X | None` -> X)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
+
+
+def _op_of(model: type[BaseModel]) -> Any:
+    """An edit model's op tag (its `op: Literal[...]`), else None."""
+    field = model.model_fields.get("op")
+    tags = get_args(field.annotation) if field is not None else ()
+    return tags[0] if len(tags) == 1 else None
+
+
+def _fields_at(loc: tuple[int | str, ...]) -> list[str]:
+    """The fields of the model a field at `loc` was written in (the spec's, a variant's, an
+    edit's by the op tag pydantic puts in the path, ...); [] where no one model is found."""
+    models: list[type[BaseModel]] = [PatchSpec]
+    for part in loc[:-1]:
+        if isinstance(part, int):  # a list's index
+            continue
+        tagged = [m for m in models if _op_of(m) == part]
+        models = tagged or [
+            inner
+            for m in models
+            if part in m.model_fields
+            for inner in _models_in(m.model_fields[part].annotation)
+        ]
+    return list(models[0].model_fields) if len(models) == 1 else []
+
+
+def _suggestion(err: Any) -> str:
+    """For a field the model does not have, the closest one it has (`sumary` -> `did you
+    mean "summary"?`), as a mistyped command or spec id gets; else ""."""
+    loc = tuple(err["loc"])
+    if err["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+        return ""
+    from patcher.suggest import did_you_mean
+
+    return did_you_mean(loc[-1], _fields_at(loc), '"{}"')
+
+
+def _message(err: Any) -> str:
+    """pydantic's message for one error, with the suggestion when there is one."""
+    msg: str = err["msg"].removeprefix("Value error, ")
+    close = _suggestion(err)
+    return f"{msg}; {close}" if close else msg
+
+
 def field_errors(exc: ValidationError) -> list[tuple[str, str]]:
     """(field path, message) for EVERY error pydantic found (`vpatch check` lists them all)."""
-    return [(_loc(tuple(e["loc"])), e["msg"].removeprefix("Value error, ")) for e in exc.errors()]
+    return [(_loc(tuple(e["loc"])), _message(e)) for e in exc.errors()]
 
 
 _FIELD_HINTS = {
     "op": "op must be one of: " + ", ".join(EDIT_OPS),
-    "extra_forbidden": "remove the field; allowed fields are listed in docs/spec.md",
+    "extra_forbidden": "rename or remove the field; allowed fields are listed in docs/spec.md",
     "missing": "add the field; see patches/ for a complete example",
 }
 
@@ -653,9 +723,12 @@ def spec_fields(data: dict[str, Any], path: Path) -> dict[str, Any]:
     try:
         return PatchSpec.model_validate(data).model_dump(mode="json")
     except ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # a misspelled field is two errors (the name written, the required one missing): the
+        # one that says what was meant comes first
+        err = next((e for e in errors if _suggestion(e)), errors[0])
         loc = _loc(tuple(err["loc"]))
-        msg = err["msg"].removeprefix("Value error, ")
+        msg = _message(err)
         kind = err["type"]
         hint = _FIELD_HINTS.get(kind, "")
         if kind == "union_tag_invalid" or kind == "union_tag_not_found":

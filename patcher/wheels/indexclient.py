@@ -117,21 +117,24 @@ class Client:
     # -- a project's files, from every source pip reads
 
     def files(self, package: str) -> list[File]:
-        """Every file of `package` the configured sources list, local ones first; Unreachable
-        when no source could be read at all and there were http(s) ones to read."""
+        """Every file of `package` the configured sources list, in pip's order (which decides
+        between equal candidates, `listing.pick`): the files of find-links directories, then
+        find-links pages, then the indexes in the order configured (index-url, each
+        extra-index-url; file:// and http(s) alike). Unreachable when no source could be read
+        at all and there were http(s) ones to read."""
         name = canonicalize_name(package)
         out: list[File] = []
         file_index_dirs = {_local(u) for u in self.config.file_indexes}
         for d in self.config.local_dirs:
             if d not in file_index_dirs:
                 out += _dir_files(d)
-        for url in self.config.file_indexes:
-            out += _file_index(_local(url) / name)
         unreachable: list[str] = []
-        pages = [u.rstrip("/") + f"/{name}/" for u in self.http_indexes()]
         answered = 0
         failed: list[remote.NoRanges] = []
-        for page in [*self.config.link_pages, *pages]:
+        for page in self._pages_of(name):
+            if page in self.config.file_indexes:
+                out += _file_index(_local(page) / name)
+                continue
             try:
                 out += self.page(page)
                 answered += 1
@@ -144,6 +147,20 @@ class Client:
         if unreachable and not answered and not out:
             raise remote.Unreachable("; ".join(unreachable))
         return out
+
+    def _pages_of(self, name: str) -> list[str]:
+        """The pages to read for project `name`, in pip's order: find-links pages, then each
+        index (an http(s) index's page named from its URL without credentials,
+        `http_indexes`; a file:// index as itself)."""
+        http = dict(zip(self.config.index_urls, self.http_indexes(), strict=True))
+        indexes = self.config.indexes or (*http, *self.config.file_indexes)
+        pages: list[str] = list(self.config.link_pages)
+        for source in indexes:
+            if source in http:
+                pages.append(http[source].rstrip("/") + f"/{name}/")
+            elif source in self.config.file_indexes:
+                pages.append(source)
+        return pages
 
     def http_indexes(self) -> list[str]:
         return remote.index_urls(self.config)[0]  # no TLS set up to name a page
@@ -249,13 +266,40 @@ class Client:
 
     def candidates(
         self, package: str, version: Version, pages: dict[str, list[remote.Candidate]]
-    ) -> None:
-        """Fill `pages` (page URL -> wheels with a sha256, the ranged path's `remote.find`)
-        from the kept or fetched pages of the http(s) indexes; a kept page without the
-        release is read again (it may be newer than the page)."""
+    ) -> File | None:
+        """Fill `pages` (page URL -> its wheels, the ranged path's `remote.find`) from the
+        kept or fetched pages of the http(s) indexes (a kept page without the release is read
+        again: it may be newer than the page); pip's pick from every source (`choice`)."""
         name = canonicalize_name(package)
         with self._lock:
             self._candidates(name, version, pages)
+            return self._choice(package, version, ())
+
+    def choice(
+        self,
+        package: str,
+        version: Version,
+        platforms: Sequence[str] = (),
+        python: tuple[int, int] | None = None,
+    ) -> File | None:
+        """The wheel pip would take for package==version from every configured source at
+        once (`listing.best_wheel`: find-links, file:// and http(s) indexes merged, as pip
+        merges them); kept pages that lack it are read again before None."""
+        with self._lock:
+            return self._choice(package, version, platforms, python)
+
+    def _choice(
+        self,
+        package: str,
+        version: Version,
+        platforms: Sequence[str],
+        python: tuple[int, int] | None = None,
+    ) -> File | None:
+        got = listing.best_wheel(self.files(package), package, version, platforms, python)
+        if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
+            self.refresh, self._pages = True, {}
+            got = listing.best_wheel(self.files(package), package, version, platforms, python)
+        return got
 
     def _candidates(
         self, name: str, version: Version, pages: dict[str, list[remote.Candidate]]
@@ -267,9 +311,9 @@ class Client:
                 self._pages.pop(url, None)
                 files = self._reread(url)
             pages[url] = [
-                remote.Candidate(f.url, f.filename, f.sha256)
+                remote.Candidate(f.url, f.filename, f.sha256 or "", f.yanked, f.requires_python)
                 for f in files
-                if f.sha256 and f.filename.endswith(".whl") and not f.yanked
+                if f.filename.endswith(".whl")
             ]
 
     def _reread(self, url: str) -> list[File]:
@@ -285,9 +329,12 @@ class Client:
             self.refresh = refresh
 
     def versions(
-        self, package: str, pre: bool = False, platforms: Sequence[str] = ()
+        self, package: str, pre: bool = False, platforms: Sequence[str] = (), any_file: bool = False
     ) -> list[Version]:
-        """The releases pip would list (`listing.versions`), oldest first."""
+        """The releases pip would list (`listing.versions`), oldest first; `any_file`: every
+        release with a file of any kind, not all yanked (`listing.releases`)."""
+        if any_file:
+            return listing.releases(self.files(package), package, pre)
         return listing.versions(self.files(package), package, pre, platforms)
 
     def download(
@@ -301,10 +348,7 @@ class Client:
         """The release's wheel pip would pick, whole, into the empty directory `dest`, its
         sha256 checked against the index's; NoRanges when no source has one."""
         with self._lock:
-            got = listing.best_wheel(self.files(package), package, version, platforms)
-            if got is None and self.asked.fresh and not self.refresh:  # a kept page may predate it
-                self.refresh, self._pages = True, {}
-                got = listing.best_wheel(self.files(package), package, version, platforms)
+            got = self._choice(package, version, platforms)
         if got is None:
             raise remote.NoRanges(
                 f"no configured index has a wheel of {package}=={version} for this platform"
@@ -374,9 +418,10 @@ def _local(url: str) -> Path:
 
 
 def _dir_files(d: Path) -> list[File]:
-    """A find-links directory's files (pip reads no hashes there)."""
+    """A find-links directory's files (pip reads no hashes there), in pip's order for them
+    (by URL, highest first)."""
     try:
-        names = sorted(os.listdir(d))
+        names = sorted(os.listdir(d), reverse=True)
     except OSError:
         return []
     return [File(n, (d / n).as_uri()) for n in names if n.endswith((".whl", ".tar.gz", ".zip"))]

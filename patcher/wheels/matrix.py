@@ -65,6 +65,8 @@ class Matrix:
     package: str
     releases: list[Release]
     versions: str = ""  # the range examined, for the human header (not in the JSON)
+    platforms: list[str] = field(default_factory=list)  # --platform: whose wheels were asked for
+    no_wheel: list[str] = field(default_factory=list)  # releases in range with none for them
 
     @property
     def ok(self) -> bool:
@@ -78,6 +80,8 @@ class Matrix:
             "spec": self.spec,
             "package": self.package,
             "releases": [asdict(r) for r in self.releases],
+            "platforms": list(self.platforms),
+            "no_wheel": list(self.no_wheel),
         }
 
 
@@ -282,6 +286,12 @@ def build(
     the matrix's own)."""
     store = store if store is not None else Store(platforms=platforms)
     wanted = parse_range(versions)  # before any pip call: a typo is exit 2, nothing fetched
+    missing: set[Version] = set()  # --platform: releases with no wheel pip takes for it
+    if list_versions is None and platforms:
+        try:
+            missing = set(store.releases_without_wheel(spec.package, pre, platforms))
+        except index.PipError:
+            pass  # listed below, and said there, if no index answers
     list_versions = list_versions or store.list_versions  # the index client (or pip's)
     try:
         available = list_versions(spec.package, pre=pre, platforms=platforms)
@@ -300,7 +310,16 @@ def build(
             f"no configured index lists a release of {spec.package}",
             index_hint(spec.package),
         )
-    chosen, described = select(spec, available, wanted, pre, versions or "")
+    every = sorted(set(available) | missing)  # the range is the releases', wheel or not
+    chosen, described = select(spec, every, wanted, pre, versions or "")
+    no_wheel = [str(v) for v in chosen if v in missing]
+    chosen = [v for v in chosen if v not in missing]
+    if not chosen and no_wheel:
+        raise UsageError(
+            f"no release of {spec.package} in range {described} has a wheel for "
+            f"{', '.join(platforms)} ({len(no_wheel)} without one: {', '.join(no_wheel)})",
+            "check the --platform tag (e.g. manylinux_2_28_x86_64), or widen --versions",
+        )
     if not chosen:
         raise UsageError(
             f"no release of {spec.package} is in range {described} "
@@ -319,4 +338,7 @@ def build(
         releases = runner.run(chosen)
     finally:
         runner.progress.stop()
-    return Matrix(spec.id, spec.package, releases, described), runner.stats
+    table = Matrix(
+        spec.id, spec.package, releases, described, platforms=list(platforms), no_wheel=no_wheel
+    )
+    return table, runner.stats

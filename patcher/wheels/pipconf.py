@@ -45,6 +45,7 @@ class IndexConfig:
     trusted_hosts: tuple[str, ...] = ()  # pip's `trusted-host`: http allowed, TLS unverified
     file_indexes: tuple[str, ...] = ()  # file:// index URLs (PEP 503 pages on disk)
     link_pages: tuple[str, ...] = ()  # http(s) find-links: pages of links to wheels
+    indexes: tuple[str, ...] = ()  # every index URL, http(s) and file://, in pip's order
     retries: int = PIP_RETRIES
     supported: bool = True  # False: no ranged reads (no http(s) index, or pip_only)
     why: str = ""
@@ -125,6 +126,7 @@ def decide(values: dict[str, str], default_index: str | None) -> IndexConfig:
         trusted_hosts=tuple((setting(values, "trusted-host") or "").split()),
         file_indexes=tuple(files),
         link_pages=tuple(pages),
+        indexes=tuple(u for u in urls if urlsplit(u).scheme in ("file", "http", "https")),
         retries=_count(setting(values, "retries")),
         supported=bool(remote),
         why="" if remote else "no http(s) index",

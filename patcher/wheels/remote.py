@@ -19,22 +19,19 @@ from __future__ import annotations
 
 import base64
 import bisect
-import html.parser
 import io
-import json
 import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, cast
-from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
-from packaging.tags import sys_tags
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from patcher.errors import VpatchError
-from patcher.wheels import wheelhouse
+from patcher.wheels import listing, wheelhouse
 from patcher.wheels.pipconf import IndexConfig
 
 if TYPE_CHECKING:
@@ -66,7 +63,9 @@ class Candidate:
 
     url: str
     filename: str
-    sha256: str
+    sha256: str  # "" where the index lists none (pip may still pick it: then no ranges)
+    yanked: bool = False
+    requires_python: str | None = None
 
 
 @dataclass
@@ -193,71 +192,32 @@ def _safe(url: str) -> str:
 # The index's project page (PEP 503 HTML or PEP 691 JSON)
 
 
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, str, bool]] = []  # (href, text, yanked)
-        self._href: str | None = None
-        self._yanked = False
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            got = dict(attrs)
-            self._href = got.get("href")
-            self._yanked = "data-yanked" in got
-            self._text = []
-
-    def handle_data(self, data: str) -> None:
-        if self._href is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._href is not None:
-            self.links.append((self._href, "".join(self._text).strip(), self._yanked))
-            self._href = None
-
-
 def parse_page(body: bytes, content_type: str, page_url: str) -> list[Candidate]:
-    """Every wheel file the project page lists with a sha256 (yanked ones left out: pip
-    would not pick them for `==` either unless pinned, and vpatch does not guess)."""
-    out: list[Candidate] = []
-    if "json" in content_type:
-        doc = json.loads(body)
-        for f in doc.get("files", []):
-            sha = (f.get("hashes") or {}).get("sha256")
-            name = str(f.get("filename", ""))
-            if sha and name.endswith(".whl") and not f.get("yanked"):
-                out.append(Candidate(urljoin(page_url, str(f["url"])), name, str(sha).lower()))
-        return out
-    parser = _Links()
-    parser.feed(body.decode("utf-8", "replace"))
-    for href, text, yanked in parser.links:
-        url, _, frag = urljoin(page_url, href).partition("#")
-        name = text or urlsplit(url).path.rsplit("/", 1)[-1]
-        algo, _, sha = frag.partition("=")
-        if algo == "sha256" and sha and name.endswith(".whl") and not yanked:
-            out.append(Candidate(url, name, sha.lower()))
-    return out
+    """Every wheel file the project page lists, with its sha256 ("" for none), whether it is
+    yanked and its Requires-Python: what pip's choice (`choose`) weighs."""
+    return [
+        Candidate(f.url, f.filename, f.sha256 or "", f.yanked, f.requires_python)
+        for f in listing.parse_page(body, content_type, page_url)
+        if f.filename.endswith(".whl")
+    ]
 
 
 def choose(candidates: Sequence[Candidate], package: str, version: Version) -> Candidate | None:
-    """The wheel of package==version pip would install here: the best-ranked tag this
-    interpreter supports (packaging's sys_tags order, as pip ranks them); None if none fits."""
-    want = canonicalize_name(package)
-    rank = {tag: i for i, tag in enumerate(sys_tags())}
-    best: tuple[int, Candidate] | None = None
-    for c in candidates:
-        try:
-            name, ver, _build, tags = parse_wheel_filename(c.filename)
-        except (ValueError, InvalidVersion):
-            continue
-        if name != want or ver != version or len(c.sha256) != 64:
-            continue
-        score = min((rank[t] for t in tags if t in rank), default=None)
-        if score is not None and (best is None or score < best[0]):
-            best = (score, c)
-    return None if best is None else best[1]
+    """The wheel of package==version pip would install here (`listing.pick`: build tags,
+    Requires-Python, local versions, yanked files as pip weighs them); None when pip would
+    take none, or takes one listed without a sha256 (no ranges: the whole download's path
+    picks the same file)."""
+    files = [
+        listing.File(c.filename, c.url, c.sha256 or None, c.yanked, c.requires_python)
+        for c in candidates
+    ]
+    got = listing.pick(
+        files, package, version, listing.supported_tags(), listing.target_python(None)
+    ).file
+    if got is None:
+        return None
+    chosen = candidates[next(i for i, f in enumerate(files) if f is got)]
+    return chosen if len(chosen.sha256) == 64 else None
 
 
 def find(
@@ -279,6 +239,7 @@ def find(
     ):
         raise NoRanges(f"{package}=={version}: pip has it on disk (find-links or file:// index)")
     unreachable: list[str] = []
+    merged: list[Candidate] = []  # every index's files, in index order: pip weighs them all
     for index in client.index_urls:
         page = index.rstrip("/") + f"/{canonicalize_name(package)}/"
         if page not in pages:
@@ -294,9 +255,10 @@ def find(
             if len(body) > MAX_PAGE:
                 raise NoRanges(f"{_safe(page)}: project page too large")
             pages[page] = parse_page(body, ctype, base)
-        got = choose(pages[page], package, version)
-        if got is not None:
-            return got
+        merged += pages[page]
+    got = choose(merged, package, version)
+    if got is not None:
+        return got
     if unreachable and len(unreachable) == len(client.index_urls) and not config.local_dirs:
         raise Unreachable("; ".join(unreachable))
     raise NoRanges(f"no index lists a wheel of {package}=={version} for this interpreter")

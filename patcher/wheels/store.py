@@ -45,12 +45,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher.errors import VpatchError
 from patcher.output import progress as feedback
+from patcher.output.lines import put
 from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
@@ -104,7 +106,7 @@ class StderrProgress(Progress):
                 if what not in self.said:
                     self.said.add(what)
                     size = f" ({total / 1e6:.0f} MB)" if total else ""
-                    print(f"vpatch: downloading {what}{size}", file=sys.stderr)
+                    put(f"vpatch: downloading {what}{size}", sys.stderr)
                 return
             if self.live is None:
                 from rich.console import Console
@@ -217,19 +219,27 @@ class Store:
         return not _by_pip() and not self._index_config().pip_only
 
     def list_versions(
-        self, package: str, pre: bool = False, platforms: Sequence[str] = ()
+        self, package: str, pre: bool = False, platforms: Sequence[str] = (), any_file: bool = False
     ) -> list[Version]:
         """Every release of `package` the configured indexes offer that pip would list here,
         oldest first; pages kept in the store (warm: no request). `index.PipError` (the
         matrix's "cannot list") when no index could be read."""
-        if not self._native():
-            return index.list_versions(package, pre, platforms)
+        if not self._native():  # any_file: what pip lists for this interpreter, sdists included
+            return index.list_versions(package, pre, () if any_file else platforms)
         try:
-            return self._client().versions(package, pre, platforms)
+            return self._client().versions(package, pre, platforms, any_file)
         except remote.NoRanges as exc:  # Unreachable included
             raise index.PipError(
                 f"could not list releases of {package}: {exc.message}", index_hint(package)
             ) from None
+
+    def releases_without_wheel(
+        self, package: str, pre: bool, platforms: Sequence[str]
+    ) -> list[Version]:
+        """Releases listed (any file: `any_file`) without a wheel pip takes for `platforms`:
+        `vpatch matrix --platform` names them instead of leaving them out."""
+        usable = set(self.list_versions(package, pre, platforms))
+        return [v for v in self.list_versions(package, pre, any_file=True) if v not in usable]
 
     @classmethod
     def for_run(
@@ -485,9 +495,13 @@ class Store:
         pages = self._pages  # dict reads and writes are atomic; a page read twice is harmless
         if self._native():
             try:  # the client's kept pages: a release listed before is found without a request
-                self._client().candidates(package, version, pages)
+                picked = self._client().candidates(package, version, pages)
             except remote.NoRanges:
-                pass  # remote.find reads the pages itself, and says what it finds
+                picked = None  # remote.find reads the pages itself, and says what it finds
+            if picked is not None and urlsplit(picked.url).scheme not in ("http", "https"):
+                # pip's pick is on this machine (find-links, file://): the whole path copies it
+                self.no_ranges[f"{package}=={version}"] = f"pip takes {picked.filename} from disk"
+                return None
         try:
             got, fh = remote.open_ranged(config, package, version, self.moved, pages)
             wheel = Wheel(Path(got.filename), fh, "index", None, got.filename)

@@ -55,6 +55,7 @@ def test_upstream_hunk_backported_onto_two_older_releases(tmp_path: Path) -> Non
         "--no-matrix", "--json",
     )  # fmt: skip
     assert res.code == 0, res.err
+    assert (res.doc["command"], res.doc["ok"]) == ("backport", True)  # as every document
     for version in ("2.31.0", "2.30.0"):
         py = realpkgs.venv(tmp_path / f"env-{version}", "requests", version)
         target = next((py.parent.parent / "lib").glob("python3*/site-packages")) / REL

@@ -70,6 +70,7 @@ def test_five_kinds_over_two_files_captured_finest_and_replayed_exactly(tmp_path
     )
     assert cap.code == 0, cap.err
     doc = cap.doc
+    assert (doc["command"], doc["ok"]) == ("capture", True)  # docs/reference/json.md
     got = {f["file"]: f["ops"] for f in doc["files"]}
     assert got == {
         "click/types.py": ["set_value", "ensure_elements", "ensure_def"],

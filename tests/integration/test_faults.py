@@ -61,7 +61,9 @@ LEAVES_TEMP = {
     "write.temp_synced": "target",
     "backup.temp_written": "backups",
 }
-# Counted by the session summary (conftest-free: a module global read at teardown).
+# Kills armed and kills survived by this process, per kind, for test_summary (conftest-free:
+# module globals; under xdist each worker holds its own, which the summary checks alike).
+ARMED: dict[str, int] = {}
 SURVIVED: dict[str, int] = {}
 
 
@@ -217,6 +219,10 @@ def _prepare(target: Target, command: str) -> None:
         assert first.ok and target.file.read_bytes() == target.patched, first
 
 
+def _armed(kind: str) -> None:
+    ARMED[kind] = ARMED.get(kind, 0) + 1
+
+
 def _count(kind: str) -> None:
     SURVIVED[kind] = SURVIVED.get(kind, 0) + 1
 
@@ -252,6 +258,7 @@ def test_points_are_every_step_in_order(tmp_path: Path) -> None:
 @pytest.mark.parametrize("point", faults.POINTS)
 def test_sigkill_local(local_target: Target, point: str, command: str) -> None:
     _prepare(local_target, command)
+    _armed("local")
     with armed(point):
         res = run(local_target, command)
     assert res.error and "killed by signal 9; outcome unknown" in res.error, res  # it happened
@@ -285,6 +292,7 @@ def test_ssh_cut(ssh_target: Target, point: str, command: str) -> None:
     """The connection dies while the agent is parked at `point`; the agent dies with it."""
     assert ssh_target.host is not None
     _prepare(ssh_target, command)
+    _armed("ssh")
     got: list[HostResult] = []
     worker = threading.Thread(target=lambda: got.append(run(ssh_target, command)))
     with armed(point + ":pause"):
@@ -313,6 +321,7 @@ def test_ssh_cut_agent_finishes(ssh_target: Target, point: str, command: str) ->
     host = ssh_target.host
     assert host is not None
     _prepare(ssh_target, command)
+    _armed("ssh, agent finished")
     got: list[HostResult] = []
     worker = threading.Thread(target=lambda: got.append(run(ssh_target, command)))
     with armed(point + ":pause"):
@@ -360,10 +369,26 @@ def test_cli_end_to_end(local_target: Target, tmp_path: Path) -> None:
     assert back.code == 0 and local_target.file.read_bytes() == local_target.pristine
 
 
+def _params(test: Callable[..., None], name: str) -> list[str]:
+    """The values a test is parametrized over for `name` (its own marks)."""
+    marks = getattr(test, "pytestmark", [])
+    [values] = [m.args[1] for m in marks if m.name == "parametrize" and m.args[0] == name]
+    return list(values)
+
+
 def test_summary() -> None:
-    """Runs last in this module: the counts for the record (pytest -s shows them)."""
+    """Runs last in this module, and checks what it prints for the record (pytest -s shows
+    it): the matrix is every point x (local, ssh over each client) x (apply, rollback), read
+    from the tests' own parametrization, so a matrix narrowed to fewer points fails here;
+    and every kill this process armed was survived (a kill whose test stopped before the
+    host was found consistent is armed but not counted)."""
     points = len(faults.POINTS)
+    for test in (test_sigkill_local, test_ssh_cut):
+        assert _params(test, "point") == list(faults.POINTS), test.__name__
+        assert _params(test, "command") == ["apply", "rollback"], test.__name__
+    kinds = ["local", *(f"ssh over {c}" for c in CLIENTS)]
+    assert SURVIVED == ARMED, (SURVIVED, ARMED)
     print(
-        f"\nfault matrix: {points} points x (local, ssh over paramiko, ssh over openssh) x "
-        f"(apply, rollback) = {points * 6} cells; kills survived this run: {SURVIVED}"
+        f"\nfault matrix: {points} points x ({', '.join(kinds)}) x (apply, rollback) = "
+        f"{points * len(kinds) * 2} cells; kills survived this run: {SURVIVED}"
     )

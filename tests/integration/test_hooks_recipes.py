@@ -80,6 +80,18 @@ def test_docker_entrypoint_is_a_vpatch_exec(tmp_path: Path, standin_env: Env) ->
     assert "1 already_applied" in err  # baked at build: the start only checks
 
 
+def test_dockerfiles_leave_no_pip_cache_in_the_image() -> None:
+    """A layer keeps what its RUN leaves behind: pip's cache of the wheel it installed (the
+    patched vLLM's is hundreds of MB) would stay in the image for nothing."""
+    installs = [
+        line
+        for name in ("docker", "docker-wheel")
+        for line in recipe(name).splitlines()
+        if "pip install" in line
+    ]
+    assert len(installs) == 2 and all("--no-cache-dir" in line for line in installs), installs
+
+
 def test_kubernetes_init_container_ensures_the_shared_venv(
     tmp_path: Path, standin_env: Env
 ) -> None:

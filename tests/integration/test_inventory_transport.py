@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from patcher.transports import KINDS
 from tests import sshd as harness
 from tests.conftest import REPO, vpatch
 
@@ -49,7 +50,7 @@ def test_an_unknown_transport_is_bad_input(tmp_path: Path) -> None:
     assert human.code == 2 and human.out == "", human.out
     assert human.err.splitlines() == [
         f"error: {inv}:4:1: host[0].transport: unknown transport 'paramico'",
-        'hint: did you mean "paramiko"? a transport is one of: local, openssh, paramiko, ray',
+        'hint: did you mean "paramiko"? a transport is one of: ' + ", ".join(KINDS),
     ]
     machine = vpatch("status", "--inventory", inv, "--json")
     assert machine.code == 2

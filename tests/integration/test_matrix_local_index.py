@@ -186,7 +186,11 @@ def test_matrix_table_every_outcome_and_cache(pip_env: dict[str, str], spec_file
     assert run.code == 1, run.err  # anchor_missing, ambiguous, failed, not_covered in range
     doc = run.doc
     assert doc["spec"] == "fake-supported" and doc["package"] == PKG
-    assert set(doc) == {"schema_version", "command", "ok", "spec", "package", "releases"}
+    assert set(doc) == {
+        *("schema_version", "command", "ok", "spec", "package", "releases"),
+        *("platforms", "no_wheel"),  # no --platform: [] and []
+    }
+    assert doc["platforms"] == [] and doc["no_wheel"] == []
     assert doc["command"] == "matrix" and doc["ok"] is False
     got = [(r["version"], r["variant"], r["outcome"]) for r in doc["releases"]]
     assert got == EXPECTED
@@ -300,6 +304,8 @@ def test_record_mapping_and_json_shape() -> None:
         "spec": "s",
         "package": "p",
         "releases": [{"version": "1.0", "variant": None, "outcome": "not_covered", "message": "x"}],
+        "platforms": [],
+        "no_wheel": [],
     }
 
 

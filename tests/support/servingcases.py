@@ -7,7 +7,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from patcher.serving import gates, histogram, measures, model
+from patcher.serving import gates, histogram, judging, measures, model
 from patcher.serving.model import Counters
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "serving"
@@ -32,17 +32,17 @@ def window(scrapes: list[list[Any]] | None) -> measures.Measures | None:
 def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     g = dict(case["gates"])
     confidence = g.pop("confidence", None)
-    judged = gates.judge(
+    judged = judging.judge(
         window(case["baseline"]),
         window(case["after"]),
         gates.Gates.make(confidence=confidence, **g),
         window(case["control"]),
         last=case["last"],
     )
-    ok, detail = gates.gates_detail(judged)
+    ok, detail = judging.gates_detail(judged)
     return {
         "ok": ok,
-        "extend": gates.undecided(judged),
+        "extend": judging.undecided(judged),
         "detail": detail,
         "compared_with": sorted({j.compared_with for j in judged if j.compared_with}),
     }

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from patcher.agent import handle, protocol
+from patcher.agent import handle, protocol, relay
+from patcher.commands import build_parser
+from tests.conftest import REPO
 
 
 def test_restart_reports_exit_and_output_tails(tmp_path: Path) -> None:
@@ -22,6 +24,26 @@ def test_restart_reports_exit_and_output_tails(tmp_path: Path) -> None:
     assert (tmp_path / "ran").exists()
     bad = handle(protocol.restart_request("echo 'ERROR (spawn error)' >&2; exit 7", 30))
     assert bad["ok"] and bad["exit"] == 7 and "spawn error" in bad["stderr"]
+
+
+def test_restart_runs_as_the_agents_own_login_user_and_the_words_say_so() -> None:
+    """An agent that does not drop runs the restart as itself: the SSH login user (root under
+    --sudo); one that drops has its root side answer it (relay.OPERATOR_OPS). `rollout --help`
+    and docs/rollout.md call that the operator, the SSH login user, and say it the same way."""
+    got = handle(protocol.restart_request("id -u", 30))
+    assert got["ok"] and got["stdout"] == f"{os.getuid()}\n", got
+    assert "restart" in relay.OPERATOR_OPS
+    parser = build_parser(["rollout"])
+    sub = next(a for a in parser._actions if a.dest == "command").choices["rollout"]  # type: ignore[attr-defined]
+    [restart] = [a for a in sub._actions if "--restart" in a.option_strings]
+    row = next(
+        ln
+        for ln in (REPO / "docs/rollout.md").read_text().splitlines()
+        if ln.startswith("| `restart` |")
+    )
+    for words in (restart.help or "", row):
+        assert "as the operator" in words and "the SSH login user" in words, words
+        assert "agent's user" not in words, words
 
 
 def test_restart_that_leaves_a_daemon_holding_its_output_still_returns(tmp_path: Path) -> None:

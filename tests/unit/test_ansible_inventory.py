@@ -249,7 +249,7 @@ def test_what_vpatch_cannot_do_as_ansible_would_is_refused(
     refused = {
         'web ansible_host=\'{{ lookup("env", "H") }}\'': "ansible_host is a template",
         "web ansible_python_interpreter='{{ venv }}/bin/python'": "is a template",
-        "web ansible_connection=docker": "ansible_connection=docker",
+        "web ansible_connection=no-such-kind": "ansible_connection=no-such-kind",
         "web ansible_become=true ansible_become_method=su": "ansible_become_method=su",
         "web ansible_become=true ansible_become_flags=-i": "ansible_become_flags is set",
         "web ansible_ssh_common_args='-o ProxyJump=b'": "ansible_ssh_common_args is set",
@@ -291,8 +291,8 @@ client ansible_connection=paramiko
     assert inv["auto"].python == "python3"
     # vpatch_transport names the host's own kind; ansible_connection alone keeps the run's
     assert (inv["own"].transport, inv["client"].transport) == ("paramiko", None)
-    with pytest.raises(SpecError, match="unknown transport 'docker'"):
-        load_inventory(write(tmp_path, "d.ini", "h vpatch_transport=docker\n"), {})
+    with pytest.raises(SpecError, match="unknown transport 'no-such-kind'"):
+        load_inventory(write(tmp_path, "d.ini", "h vpatch_transport=no-such-kind\n"), {})
     with pytest.raises(SpecError, match="sudo on the local target"):
         load_inventory(
             write(tmp_path, "l.ini", "h ansible_connection=local ansible_become=1\n"), {}

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from patcher.errors import SpecError
 from patcher.specs import check
+from patcher.specs.model import load_spec
 from tests.conftest import REPO, SPEC, vpatch
 
 GOOD = """\
@@ -68,6 +70,17 @@ MISTAKES: dict[str, tuple[str, str, str]] = {
     "invalid_toml": ("id = \n", "(toml)", "invalid TOML"),
     "unknown_field": (swap('summary = "', 'colour = "red"\nsummary = "'), "colour", "Extra"),
     "missing_field": (swap('summary = "accept kimi_k2"\n', ""), "summary", "required"),
+    "misspelled_field": (swap('summary = "', 'sumary = "'), "sumary", 'did you mean "summary"?'),
+    "misspelled_edit_field": (
+        swap('  scope = "SpecConfig', '  scop = "SpecConfig'),
+        "variant[0].edit[0].scop",
+        'Extra inputs are not permitted; did you mean "scope"?',
+    ),
+    "misspelled_threshold": (
+        good() + "\n[metrics]\nmin_acceptence_rate = 0.4\n",
+        "metrics.min_acceptence_rate",
+        'did you mean "min_acceptance_rate"?',
+    ),
     "bad_id": (swap('id = "servekit-kimi"', 'id = "Servekit Kimi"'), "id", "lowercase"),
     "unknown_op": (swap('op = "ensure_elements"', 'op = "frobnicate"'), "variant[0].edit[0]", "op"),
     "bad_range": (swap('">=1.0,<2.0"', '"~=banana"'), "variant[0].versions", "PEP 440"),
@@ -222,6 +235,28 @@ def test_each_mistake_is_named_by_file_and_field(tmp_path: Path, case: str) -> N
         assert at.startswith("[[" + re.sub(r"\[\d+\]", "", p.field).replace("[", "")), at
     else:
         assert at.startswith(f"{last} =") or at.startswith(f"{last}="), (p.field, at)
+
+
+def test_a_misspelled_field_gets_the_closest_one_where_it_is_written(tmp_path: Path) -> None:
+    """The suggestion is a field of the table the key was written in (a probe's `nme` ->
+    name, not a spec's); a name like none of them gets none."""
+    path = write(
+        tmp_path,
+        "servekit-kimi.toml",
+        swap('name = "kimi_k2 accepted"', 'nme = "kimi_k2 accepted"').replace(
+            'package = "servekit"', 'package = "servekit"\ncolour = "red"'
+        ),
+    )
+    found = {p.field: p.message for p in check.check([str(path)]).problems}
+    assert found["probe[0].nme"].endswith('; did you mean "name"?'), found
+    assert found["colour"] == "Extra inputs are not permitted", found
+    with pytest.raises(SpecError) as err:
+        load_spec(write(tmp_path, "typo.toml", swap('summary = "', 'sumary = "')))
+    # the missing summary is the other error; the misspelling is the one named
+    assert err.value.message.endswith(
+        'typo.toml: sumary: Extra inputs are not permitted; did you mean "summary"? (and 1 more)'
+    ), err.value.message
+    assert err.value.hint.startswith("rename or remove the field")
 
 
 def test_good_spec_and_the_catalog_are_clean(tmp_path: Path) -> None:

@@ -183,9 +183,14 @@ def test_from_changes_is_difflibs_text_of_the_same_matching(
     a: list[str], b: list[str], n: int
 ) -> None:
     """Given the changes of difflib's matching, the text is difflib's byte for byte: its
-    grouping, context, ranges (any n; lines without a newline too)."""
+    grouping, context, ranges (any n); a last line without newline ("w") is followed by GNU
+    diff's marker, as `unified_diff` writes it (difflib writes none). The lines are split as
+    vpatch splits texts (`split_lines`: only a last line can lack a newline)."""
+    a, b = fastdiff.split_lines("".join(a)), fastdiff.split_lines("".join(b))
     got = fastdiff.from_changes(a, b, _changes(a, b), "a/m.py", "b/m.py", n=n)
-    assert got == "".join(difflib.unified_diff(a, b, "a/m.py", "b/m.py", n=n))
+    assert got == "".join(fastdiff.unified_diff(a, b, "a/m.py", "b/m.py", n=n))
+    if all(line.endswith("\n") for line in a + b):
+        assert got == "".join(difflib.unified_diff(a, b, "a/m.py", "b/m.py", n=n))
 
 
 def test_from_changes_refuses_numbers_that_are_not_the_changes() -> None:

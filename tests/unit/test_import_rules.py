@@ -97,6 +97,7 @@ PURE = {
     "patcher.serving.stats",
     "patcher.serving.measures",
     "patcher.serving.gates",
+    "patcher.serving.judging",
 }
 # The one definition of the wire and of the journal, shared by controller and agent: data and
 # parsing a pure module may use (journal.append writes only to a descriptor its caller holds).
@@ -233,6 +234,29 @@ def violations(sources: dict[str, str] | None = None) -> list[str]:
     return out
 
 
+# The rooms that write for people; every other module says its lines through
+# patcher.output.lines (put, warning, note), where host text is made inert.
+PRINTERS = {"commands", "output"}
+
+
+def prints(sources: dict[str, str] | None = None) -> list[str]:
+    """Every call of the builtin `print` outside the printing rooms, as `module:line`;
+    `sources`: module texts to check instead of the files (the test of the checker itself)."""
+    found: list[str] = []
+    todo = sources if sources is not None else {n: p.read_text() for n, p in ALL.items()}
+    for name, text in todo.items():
+        if room(name) in PRINTERS:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+            ):
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
 def _typing_only(path: Path) -> set[int]:
     """The lines of the imports under `if TYPE_CHECKING:`: annotations only (every module has
     `from __future__ import annotations`), never run, so no import cycle can go through them."""
@@ -349,6 +373,23 @@ def test_the_rules_can_fail() -> None:
     found = violations(bad)
     assert sorted({f.split(":")[0] for f in found}) == sorted(bad), found
     assert sum("(a pure module does no I/O)" in f for f in found) == 1, found
+
+
+def test_only_commands_and_output_print() -> None:
+    """A print in a room below the commands writes past the output room: host text unmade
+    inert, a line a `--json` run or a test's capture does not expect."""
+    assert prints() == []
+
+
+def test_the_print_rule_can_fail() -> None:
+    bad = {
+        "patcher.rollout.walk": "print('x')\n",
+        "patcher.cli": "import sys\n\nprint('x', file=sys.stderr)\n",
+        "patcher.output.lines": "print('x')\n",  # the output room may
+        "patcher.commands.hosts": "print('x')\n",  # and so may the commands
+        "patcher.wheels.pipconf": "S = 'print(1)'\nout.write('x')\n",  # no call of print
+    }
+    assert prints(bad) == ["patcher.rollout.walk:1", "patcher.cli:3"]
 
 
 def test_only_commands_choose_a_transport() -> None:

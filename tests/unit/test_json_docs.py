@@ -114,6 +114,16 @@ def test_result_schema_is_what_the_cli_prints_and_a_valid_schema() -> None:
     assert "applied" in outcome and "anchor_missing" in outcome
 
 
+def test_every_document_has_ok() -> None:
+    """docs/reference/json.md: every document has `schema_version`, `command` and `ok`; a
+    document's schema that leaves one out lets a command print a document without it."""
+    defs = _schema.result_schema()["$defs"]
+    documents = {n: d for n, d in defs.items() if "schema_version" in d.get("properties", {})}
+    assert {"RunResult", "CaptureDocument", "Error"} <= set(documents)
+    for name, d in documents.items():
+        assert {"schema_version", "command", "ok"} <= set(d["required"]), name
+
+
 def test_schema_rejects_what_is_not_a_result() -> None:
     doc = {"schema_version": SCHEMA_VERSION, "command": "apply", "ok": True, "hosts": []}
     jsondoc.check(doc | {"stats": {}})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,26 @@ import pytest
 
 from patcher.errors import UsageError
 from patcher.rollout import canary, settings
-from patcher.serving import gates, histogram, stats
+from patcher.serving import gates, histogram, judging, stats
 from patcher.serving.measures import measure_series
-from patcher.serving.model import ITL, SGLANG, TTFT, VLLM, Counters, parse, parse_all
+from patcher.serving.model import (
+    E2E,
+    ITL,
+    LATENCIES,
+    SGLANG,
+    TPOT,
+    TTFT,
+    VLLM,
+    Counters,
+    parse,
+    parse_all,
+)
+from patcher.specs import validate
 from patcher.specs.model import MetricsThresholds, field_names
 from tests.support import servingcases
 
 INF = math.inf
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.mark.parametrize("path", servingcases.gate_cases(), ids=lambda p: p.stem)
@@ -62,6 +76,15 @@ def test_wilson_matches_the_recorded_reference() -> None:
     for c in servingcases.load(servingcases.CASES / "wilson.json")["cases"]:
         low, high = stats.wilson(c["successes"], c["trials"], c["confidence"])
         assert (low, high) == pytest.approx((c["low"], c["high"]), rel=1e-9, abs=1e-12), c
+
+
+def test_newcombe_matches_the_recorded_reference() -> None:
+    """The interval of a difference of two proportions (a latency tail, canary against
+    control), against a reference implementation and the examples of Newcombe's paper."""
+    for c in servingcases.load(servingcases.CASES / "newcombe.json")["cases"]:
+        low, high = stats.newcombe(c["s1"], c["n1"], c["s2"], c["n2"], c["confidence"])
+        assert low == pytest.approx(c["low"], abs=1e-12), c
+        assert high == pytest.approx(c["high"], abs=1e-12), c
 
 
 def test_a_rank_test_on_too_few_samples_never_decides() -> None:
@@ -180,13 +203,84 @@ def test_sglang_profile_reads_its_own_names() -> None:
 
 
 def test_every_gate_is_one_row_with_one_metrics_key() -> None:
-    keys = [r.key for r in gates.GATES]
-    assert len(set(keys)) == len(keys) and len({r.name for r in gates.GATES}) == len(keys)
+    """GATES is the one source: the spec's `[metrics]` fields (both models), the thresholds
+    a report shows and the gate lists of docs/rollout.md and docs/spec.md are checked
+    against it, and every row says what it judges, in which unit; a latency row names its
+    histogram and a quantile that its name and key carry (`_p99` is 0.99)."""
+    keys = gates.keys()
+    names = [r.name for r in gates.GATES]
+    assert len(set(keys)) == len(keys) == len(set(names))
     assert set(keys) == set(field_names(MetricsThresholds))
+    assert set(keys) == set(validate.MetricsThresholds.model_fields)
+    assert set(keys) <= set(gates.Gates.make().to_json())
+    rollout_md = (DOCS / "rollout.md").read_text()
+    spec_md = (DOCS / "spec.md").read_text()
+    for r in gates.GATES:
+        assert r.quantity and r.unit, r.name
+        assert f"| `{r.name}` |" in rollout_md and f"`{r.key}`" in rollout_md, r.name
+        assert f"`{r.key}`" in spec_md, r.key
+        if r.latency:
+            assert r.latency in LATENCIES and r.quantile is not None and r.observations
+            p = f"_p{r.quantile * 100:g}"
+            assert p in r.name and p in r.key, r.name
     g = gates.Gates.of(
         [MetricsThresholds(max_itl_p99_s=0.05), MetricsThresholds(max_itl_p99_s=0.1)]
     )
     assert g.limit("max_itl_p99_s") == 0.05  # a ceiling: the strictest is the lowest
+
+
+def _e2e_window(within: float, over: float) -> Any:
+    """One window of e2e latency: `within` requests under 1 s, `over` between 1 and 2.5 s."""
+    b0 = ((1.0, 0.0), (2.5, 0.0), (INF, 0.0))
+    b1 = ((1.0, within), (2.5, within + over), (INF, within + over))
+    return measure_series(
+        [(0.0, Counters(latency=((E2E, b0),))), (10.0, Counters(latency=((E2E, b1),)))]
+    )
+
+
+def test_a_p95_gate_is_one_row_judged_on_p95(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A p95 end-to-end latency ceiling added as one row (latency_rows at 0.95) and its
+    `[metrics]` key: the thresholds, the table's keys and the judgement follow, and it is
+    judged on the window's p95, not its p99 (94 of 100 requests under 1 s, 6 in 1..2.5 s:
+    p95 1.25 s, p99 2.25 s; a 2 s ceiling holds for the one and not the other)."""
+    ratio, ceiling = gates.latency_rows("e2e", E2E, "seconds", "requests", quantile=0.95)
+    assert (ceiling.name, ceiling.key, ratio.key) == (
+        "e2e_p95",
+        "max_e2e_p95_s",
+        "max_e2e_p95_ratio",
+    )
+    monkeypatch.setattr(gates, "GATES", (*gates.GATES, ceiling))
+    assert "max_e2e_p95_s" in gates.keys()
+    spec = types.SimpleNamespace(max_e2e_p95_s=2.0)  # the spec's new key, as a table reads
+    g = gates.Gates.of([spec])
+    assert g.to_json()["max_e2e_p95_s"] == 2.0
+    w = _e2e_window(94, 6)
+    [got] = judging.judge(None, w, g)
+    assert got.ok and got.value == pytest.approx(1.25) and got.name == "e2e_p95", got
+    assert got.detail == "1.25 s <= 2.00 s" and got.unit == "seconds"
+    [p99] = judging.judge(None, w, gates.Gates.make(max_e2e_p99_s=2.0))
+    assert not p99.ok and p99.value == pytest.approx(2.25)
+    # with evidence: the share over 2 s (2 of 100, interpolated) against 5 %, not 1 %
+    [ev] = judging.judge(None, _e2e_window(9400, 600), gates.Gates.of([spec], confidence=0.95))
+    assert ev.ok and ev.evidence is not None and ev.evidence.high is not None
+    assert 0.02 < ev.evidence.high < 0.05
+
+
+def test_a_latency_ratio_is_judged_from_counts_not_from_two_bucket_edges() -> None:
+    """Both p99s on bucket edges (75 ms and 50 ms: "1.50x") say nothing a count does not:
+    the point judgement compares the canary's share of requests over 1.5x the control's
+    p99 with the control's share over it, and the report says which quantity, in which
+    unit and per what it judged."""
+    edges = ((0.025, 0.0), (0.05, 99.0), (0.075, 100.0), (INF, 100.0))
+    zero = tuple((b, 0.0) for b, _ in edges)
+    ctl = measure_series(
+        [(0.0, Counters(latency=((TPOT, zero),))), (10.0, Counters(latency=((TPOT, edges),)))]
+    )
+    [g] = judging.judge(None, ctl, gates.Gates.make(max_tpot_p99_ratio=1.0), ctl)
+    assert g.ok and g.value == 1.0 and g.compared_with == "control"
+    doc = g.to_json()
+    assert doc["unit"] == "seconds per output token" and "per request" in doc["quantity"]
+    assert "1 % of 100 requests over" in g.detail and "the control's 1 % of 100" in g.detail
 
 
 def _args(**kw: object) -> dict[str, Any]:
@@ -207,7 +301,7 @@ def test_canary_options_are_checked_before_any_host() -> None:
         {"confidence": "1.5"},
         {"confidence": "0.95", "max_window": "5"},
         {"scrape_every": "0"},
-        {"metrics_profile": "tgi"},
+        {"metrics_profile": "no-such-profile"},
     ):
         with pytest.raises(UsageError):
             settings.canary_options(**_args(**bad))
@@ -235,8 +329,8 @@ def test_each_look_at_a_window_tests_at_its_share_of_the_error() -> None:
     ref = dataclasses.replace(after, samples=y)
     once = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=1.0)
     often = gates.Gates.make(confidence=0.95, looks=41, min_tokens_per_s_ratio=1.0)
-    [g1] = gates.judge(None, after, once, ref, last=False)
-    [g2] = gates.judge(None, after, often, ref, last=False)
+    [g1] = judging.judge(None, after, once, ref, last=False)
+    [g2] = judging.judge(None, after, often, ref, last=False)
     assert g1.ok and g1.evidence is not None and g1.evidence.p == pytest.approx(0.0022427, rel=1e-4)
     assert not g2.ok and g2.extend
 
@@ -247,8 +341,8 @@ def test_with_confidence_a_ratio_without_enough_intervals_is_never_a_point_judge
     one = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=100))])
     ref = measure_series([(0.0, Counters()), (1.0, Counters(generation_tokens=1000))])
     g = gates.Gates.make(confidence=0.95, min_tokens_per_s_ratio=0.9)
-    [mid] = gates.judge(None, one, g, ref, last=False)
-    [end] = gates.judge(None, one, g, ref, last=True)
+    [mid] = judging.judge(None, one, g, ref, last=False)
+    [end] = judging.judge(None, one, g, ref, last=True)
     assert mid.extend and mid.evidence is not None and mid.evidence.n == 1
     assert not end.ok and not end.extend and "not enough evidence" in end.detail
 
@@ -257,8 +351,8 @@ def test_a_measure_that_rounds_to_its_limit_says_which_side_it_is() -> None:
     """On the H200 a slow patch failed `itl_p99_ratio 1.50x > 1.50x`: the ratio was above 1.5
     and printed like it. A value that rounds to its limit's text shows its digits."""
     row = next(r for r in gates.GATES if r.key == "max_itl_p99_ratio")
-    assert gates._shown(row, 1.5037, 1.5) == "1.50x (1.504)"
-    assert gates._shown(row, 1.62, 1.5) == "1.62x" and gates._shown(row, 1.5, 1.5) == "1.50x"
+    assert gates.shown(row, 1.5037, 1.5) == "1.50x (1.504)"
+    assert gates.shown(row, 1.62, 1.5) == "1.62x" and gates.shown(row, 1.5, 1.5) == "1.50x"
 
 
 @pytest.mark.parametrize("path", servingcases.series_cases(), ids=lambda p: p.stem)

@@ -72,11 +72,24 @@ def test_project_page_html_and_json() -> None:
         f'<a href="/f/demo-1.1-py3-none-any.whl#sha256={SHA}" data-yanked="">y</a>'
     ).encode()
     got = remote.parse_page(html, "text/html", "http://127.0.0.1:8/simple/demo/")
-    assert got == [
+    assert got == [  # every wheel, as pip weighs them all (the sdist is never a pick)
         remote.Candidate(
             "http://127.0.0.1:8/f/demo-1.0-py3-none-any.whl", "demo-1.0-py3-none-any.whl", SHA
-        )
+        ),
+        remote.Candidate(
+            "http://127.0.0.1:8/f/demo-0.9-py3-none-any.whl", "demo-0.9-py3-none-any.whl", ""
+        ),
+        remote.Candidate(
+            "http://127.0.0.1:8/f/demo-1.1-py3-none-any.whl",
+            "demo-1.1-py3-none-any.whl",
+            SHA,
+            yanked=True,
+        ),
     ]
+    # 0.9 is pip's pick but has no sha256 to check ranges against: none (the whole download
+    # checks it); 1.1's only file is yanked and `==1.1` pins it: pip takes it
+    assert remote.choose(got, "demo", Version("0.9")) is None
+    assert remote.choose(got, "demo", Version("1.1")) == got[2]
     doc = {
         "files": [
             {"filename": "demo-1.0-py3-none-any.whl", "url": "x.whl", "hashes": {"sha256": SHA}},
@@ -88,7 +101,10 @@ def test_project_page_html_and_json() -> None:
         "application/vnd.pypi.simple.v1+json",
         "http://127.0.0.1:8/simple/demo/",
     )
-    assert [c.url for c in got] == ["http://127.0.0.1:8/simple/demo/x.whl"]
+    assert [(c.url, c.sha256) for c in got] == [
+        ("http://127.0.0.1:8/simple/demo/x.whl", SHA),
+        ("http://127.0.0.1:8/simple/demo/y.whl", ""),
+    ]
 
 
 def test_choose_the_wheel_this_interpreter_installs() -> None:
