@@ -266,6 +266,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         out["rollout"] = journal.last_run(steps)
     if unchecked:  # absent when none; never in the fingerprint
         out["unverified"] = unchecked
+    out.update(_seen_now(req, state))  # --resume: the host now, as a step entry's `seen`
     if req.get("baked"):  # bare status: wheels `vpatch wheel` built (baked.py); absent if none
         from . import baked
 
@@ -281,6 +282,16 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
         ]
         out["restart_required"] = op_procs({"paths": sorted(paths)})["restart_required"]
     return out
+
+
+def _seen_now(req: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """{"seen": ...} for an inspect asked `seen_for` (agent/seen.py), else nothing."""
+    ids = req.get("seen_for")
+    if not isinstance(ids, list):
+        return {}
+    from . import seen
+
+    return {"seen": seen.snapshot(state, [str(x) for x in ids], seen.server_now())}
 
 
 def _locked(sdir: str) -> bool:

@@ -111,8 +111,18 @@ def _step_error(e: Any) -> str:
     seconds = e.get("seconds", 0)
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         return "seconds is not a number"
-    if not isinstance(e.get("measures", {}), dict):
-        return "measures is not an object"
+    return _step_extras_error(e)
+
+
+def _step_extras_error(e: Any) -> str:
+    """Why a step entry's optional parts are ill-formed: `measures` and `seen` objects,
+    `undecided` and `released` booleans ("" when they are well-formed or absent)."""
+    for key in ("measures", "seen"):
+        if not isinstance(e.get(key, {}), dict):
+            return "%s is not an object" % key
+    for key in ("undecided", "released"):
+        if not isinstance(e.get(key, False), bool):
+            return "%s is not a boolean" % key
     return ""
 
 

@@ -118,6 +118,12 @@ def op_lease(req: Dict[str, Any]) -> Dict[str, Any]:
         raise protocol.Refused("rollout_lease: the run is not an id", protocol.INPUT)
     if not isinstance(req.get("who"), str) or not isinstance(req.get("ttl"), (int, float)):
         raise protocol.Refused("rollout_lease: no who or ttl", protocol.INPUT)
+    if not 0 <= req["ttl"] <= leasing.MAX_TTL:  # (nan fails both) a promise vpatch never makes
+        raise protocol.Refused(
+            "rollout_lease: a ttl of %r s is not one vpatch promises (0..%g)"
+            % (req["ttl"], leasing.MAX_TTL),
+            protocol.INPUT,
+        )
     # the state dir as commit opens it (statedir.open_state, created 0700), without importing
     # commit, which imports this module for its own lease check
     state = statedir.open_state(state_dir(req), create=True)
@@ -128,7 +134,11 @@ def op_lease(req: Dict[str, Any]) -> Dict[str, Any]:
             now = time.time()
             living = alive(lease.get("agent")) if lease is not None else None
             result = leasing.decide(str(action), lease, req, now, living)
-            if result in leasing.GRANTED:
+            if result == leasing.RELEASED:
+                assert lease is not None
+                _log_release(state, lease, str(req["who"]), _stamp(now))
+                remove(state)
+            elif result in leasing.GRANTED:
                 agent = me() if req.get("session") else None
                 new = leasing.record(result, lease, req, now, _stamp(now), agent)
                 _write(state, new)
@@ -143,6 +153,37 @@ def op_lease(req: Dict[str, Any]) -> Dict[str, Any]:
         "age": round(max(0.0, now - lease["beat"]), 3) if lease is not None else None,
         "stale": leasing.is_stale(lease, now, living) if lease is not None else False,
     }
+
+
+def _log_release(state: statedir.State, lease: Dict[str, Any], who: str, stamp: str) -> None:
+    """The release in the host's journal (the caller holds the lock): a note on the run's
+    newest step (`released`: the walk is not over, --resume of its report may go on), so
+    `vpatch status` names who gave the lease up and whose it was. A run with no step on the
+    host (its lease taken, its baseline never recorded) has none to note it on."""
+    from . import journal
+
+    steps: list[Any] = []
+    try:
+        journal.parse(state.read_journal(), None, steps)
+    except (OSError, statedir.StateError):
+        return
+    mine = [e for e in steps if e.get("run") == lease["run"]]
+    if not mine:
+        return
+    last = mine[-1]
+    keep = ("action", "run", "step", "ok", "specs", "started", "seconds")
+    note = {k: last[k] for k in keep if k in last}
+    note["detail"] = (
+        "rollout lease released by %s; it was %s's, whose controller was gone"
+        % (who[: leasing.MAX_FIELD], lease["who"])
+    )[: protocol.STEP_DETAIL_MAX]
+    note["released"] = True
+    note["ts"] = stamp
+    fd = state.open_file(statedir.JOURNAL, os.O_RDWR | os.O_APPEND, create=True)
+    try:
+        journal.append(fd, [note])
+    finally:
+        os.close(fd)
 
 
 def check_commit(state: statedir.State, req: Dict[str, Any]) -> None:

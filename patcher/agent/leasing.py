@@ -34,7 +34,9 @@ TAKEN = "taken"  # there was none: the caller holds it now
 TAKEN_OVER = "taken_over"  # --resume of the holder's run, whose controller is gone
 RENEWED = "renewed"  # the holder's beat (or its take again)
 PARKED = "parked"  # the holder stopped before the walk's end: stale at once, still named
-GRANTED = (TAKEN, TAKEN_OVER, RENEWED, PARKED)
+RELEASED = "released"  # `vpatch rollout release`: the run's lease, its controller gone, removed
+GRANTED = (TAKEN, TAKEN_OVER, RENEWED, PARKED, RELEASED)
+ABSENT = "absent"  # a release where no lease is held: nothing to do, nothing written
 # Refused (nothing written):
 HELD = "held"  # another run's rollout holds it and is alive
 STALE = "stale"  # another run's, its controller gone: `--resume` of that run takes it over
@@ -43,6 +45,12 @@ LOST = "lost"  # a beat or park by a controller that no longer holds it (taken o
 REFUSED = (HELD, STALE, LIVE, LOST)
 
 MAX_FIELD = 256  # characters of `who` and of a spec id a lease keeps
+# A promise vpatch makes is bounded (patcher.rollout.lease.ttl_for: at most a day's restart
+# timeout and two minutes); a beat is stamped with the host's own clock. A lease that promises
+# more, or whose beat lies ahead of that clock (the clock went back, or the file was forged),
+# would never go stale: it is held to be stale, so a lost controller never blocks a host.
+MAX_TTL = 90000.0
+MAX_SKEW = 300.0  # seconds a beat may lie ahead of the host's clock (a clock set back a little)
 
 
 def lease_error(lease: Any) -> str:
@@ -83,23 +91,34 @@ def lease_error(lease: Any) -> str:
     return ""
 
 
+def plausible(lease: Lease, now: float) -> bool:
+    """Whether the lease's beat and ttl are ones vpatch makes: a promise of at most MAX_TTL,
+    a beat not ahead of the host's clock (`now`) by more than MAX_SKEW."""
+    return bool(lease["ttl"] <= MAX_TTL and lease["beat"] <= now + MAX_SKEW)
+
+
 def is_stale(lease: Lease, now: float, alive: Optional[bool]) -> bool:
     """Whether the lease's controller is gone: it said so (parked), its next beat is overdue
-    (`now`: the host's clock, as the beat's), or the session agent that holds it is dead
-    (`alive` False; None: not known, the beat alone decides)."""
-    return bool(lease["parked"]) or now > lease["beat"] + lease["ttl"] or alive is False
+    (`now`: the host's clock, as the beat's), the session agent that holds it is dead
+    (`alive` False; None: not known, the beat alone decides), or its beat and ttl are not
+    ones vpatch makes (`plausible`): a promise that never runs out keeps no host."""
+    return (
+        bool(lease["parked"])
+        or not plausible(lease, now)
+        or now > lease["beat"] + lease["ttl"]
+        or alive is False
+    )
 
 
 def decide(
     action: str, lease: Optional[Lease], req: Dict[str, Any], now: float, alive: Optional[bool]
 ) -> str:
-    """What a request (`action` take, beat or park; `req`'s run, who and resume) comes to on
-    the lease as it is (`lease` None: there is none)."""
+    """What a request (`action` take, beat, park or release; `req`'s run, who and resume)
+    comes to on the lease as it is (`lease` None: there is none). A release gives up the
+    named run's lease only once its controller is gone (stale): while it lives, LIVE."""
     run, who = req.get("run"), req.get("who")
     if action != "take":
-        if lease is None or lease["run"] != run or lease["who"] != who:
-            return LOST
-        return PARKED if action == "park" else RENEWED
+        return _held_by_me(action, lease, req, now, alive)
     if lease is None:
         return TAKEN
     stale = is_stale(lease, now, alive)
@@ -110,6 +129,23 @@ def decide(
     if not stale:
         return LIVE
     return TAKEN_OVER if req.get("resume") else STALE
+
+
+def _held_by_me(
+    action: str, lease: Optional[Lease], req: Dict[str, Any], now: float, alive: Optional[bool]
+) -> str:
+    """beat and park (the holder's own: LOST when it no longer holds it), and release (by a
+    person, for a run whose controller is provably gone: only that run's, only once stale)."""
+    run = req.get("run")
+    if action == "release":
+        if lease is None:
+            return ABSENT
+        if lease["run"] != run:
+            return HELD  # another run's lease is never released by naming this one
+        return RELEASED if is_stale(lease, now, alive) else LIVE
+    if lease is None or lease["run"] != run or lease["who"] != req.get("who"):
+        return LOST
+    return PARKED if action == "park" else RENEWED
 
 
 def record(

@@ -6,7 +6,9 @@ built journal entries the agent then folded by its own idea of their keys. Here 
 are constants both sides compare, and every journal entry is made by a constructor below.
 
 Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS`):
-    inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?}
+    inspect  {"packages": {dist: [rel, ...]}, "state_dir", "known": [sha256...], "procs_for"?,
+             "seen_for"?: [spec...]}: with seen_for, "seen" answers the host now as a rollout
+             step entry's `seen` (agent/seen.py)
     commit   {"writes": [Write...], "journal": [Entry...], "state_dir", "gc"?: [sha256...],
              "fault"?, "backups"?: [{"sha256", "text"}]}: gc names backups no entry needs any
              more (superseded releases); backups are stored, hash-checked, first (--adopt;
@@ -143,7 +145,16 @@ ROLLOUT_STEPS = (
     "rollback_restart",
     "rollback_health",
 )
-ROLLOUT_VERDICTS = ("kept", "rolled_back", "not_applied", "untouched", "attention", "interrupted")
+ROLLOUT_VERDICTS = (
+    "kept",
+    "rolled_back",
+    "not_applied",
+    "untouched",
+    "attention",
+    "interrupted",
+    "not_enough_evidence",  # rolled back: the window ended before its evidence decided
+    "changed_since",  # --resume found the host changed since its last step: nothing judged
+)
 STEP_DETAIL_MAX = 400  # characters of a step's detail the journal keeps
 
 
@@ -161,7 +172,10 @@ def step_entry(
 ) -> Entry:
     """One finished rollout step on this host. `verdict`: set on the step that ended the
     host's rollout; `measures`: a baseline's or window's numbers (a resumed rollout gates on
-    the baseline the host recorded). The agent adds `ts` (its clock) when it appends."""
+    the baseline the host recorded). The controller adds `undecided` (true) to a gates step
+    that failed only because the window ended before its evidence decided (the verdict is
+    then not_enough_evidence). The agent adds `ts` (its clock) and `seen` (the host as the
+    step left it: agent/seen.py) when it appends."""
     out: Dict[str, Any] = {
         "action": ROLLOUT,
         "run": run,
@@ -213,7 +227,8 @@ LEASE_FILE = "rollout.lease"
 LEASE_TAKE = "take"  # a rollout begins on the host (or --resume takes its own run's over)
 LEASE_BEAT = "beat"  # the holder is alive: its next beat comes within `ttl` seconds
 LEASE_PARK = "park"  # the holder stops before the walk's end (Ctrl-C): stale at once
-LEASE_ACTIONS = (LEASE_TAKE, LEASE_BEAT, LEASE_PARK)
+LEASE_RELEASE = "release"  # `vpatch rollout release`: a gone controller's lease given up, journaled
+LEASE_ACTIONS = (LEASE_TAKE, LEASE_BEAT, LEASE_PARK, LEASE_RELEASE)
 
 
 def lease_request(
@@ -400,6 +415,7 @@ _ANSWER_VOLATILE = (
     "warnings",
     "restart_required",
     "rollout",
+    "seen",
     "baked",
     "unverified",
 )

@@ -126,6 +126,12 @@ def record(req: dict[str, Any]) -> dict[str, Any]:
     try:
         opener = lambda: state.open_file(statedir.LOCK, os.O_RDWR, create=True)  # noqa: E731
         with lock.Locked(state.sub(statedir.LOCK), 60.0, opener):
+            from . import seen  # the host as this step left it, for --resume to compare
+            from .facts import _journal_state
+
+            server = seen.server_now() if entry["step"] in seen.SERVER_STEPS else None
+            fold = _journal_state(state.path, {})[0]
+            entry["seen"] = seen.snapshot(fold, list(entry["specs"]), server)
             _append(state, [entry])
             if req.get("release") is not None:  # the walk's last step: its lease goes with it
                 from . import lease, leasing

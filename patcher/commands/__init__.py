@@ -38,7 +38,10 @@ COMMANDS: dict[str, Command] = {
     "verify": Command("hosts", "check that specs are in effect on the targets"),
     "rollback": Command("hosts", "restore exact bytes (no SPEC: everything vpatch applied)"),
     "rollout": Command(
-        "rollout", "apply, restart, wait for health, gate on live metrics; roll back if worse"
+        "rollout",
+        "apply, restart, wait for health, gate on live metrics; roll back if worse",
+        "vpatch rollout SPEC... [options]\n"
+        "       vpatch rollout release HOST... --run ID [target options]",
     ),
     "status": Command("hosts", "what vpatch applied on the targets and whether it holds"),
     "ensure": Command("hosts", "apply what is missing, verify; exit 0 only when in place"),

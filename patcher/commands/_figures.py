@@ -193,7 +193,8 @@ def apply_flow() -> str:
 
 def rollout_edges() -> set[tuple[str, str, bool]]:
     """(from, to, ok) for every step rollout.decide can take, with every optional step on:
-    each walk the machine allows, a step at a time, ending in its verdict."""
+    each walk the machine allows, a step at a time, ending in its verdict (a failed gates
+    step's way back ends in both of its words: rolled back, or not enough evidence)."""
     plan = decide.Plan(metrics=True, restart=True, health=True)
     edges: set[tuple[str, str, bool]] = set()
     walks: list[list[tuple[str, bool]]] = [[]]
@@ -203,6 +204,7 @@ def rollout_edges() -> set[tuple[str, str, bool]]:
         if step is None:
             last, ok = done[-1]
             edges.add((last, decide.verdict(done)[1], ok))
+            edges.add((last, decide.verdict(done, undecided=True)[1], ok))
             continue
         if done:
             edges.add((done[-1][0], step, done[-1][1]))
@@ -214,7 +216,7 @@ def rollout() -> str:
     edges = rollout_edges()
     steps = [s for s in decide.STEPS if any(s in (a, b) for a, b, _ in edges)]
     ends = sorted({b for _, b, _ in edges} - set(steps))
-    good = {decide.KEPT, decide.ROLLED_BACK}
+    good = {decide.KEPT, decide.ROLLED_BACK, decide.NOT_ENOUGH_EVIDENCE}
     lines = [f"{_q(s)} [label={_q(s.replace('rollback_', ''))}]" for s in steps]
     for end in ends:
         fill = "#e8f5e9" if end in good else "#ffebee"

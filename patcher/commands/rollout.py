@@ -12,7 +12,12 @@ from patcher.commands._help import SPEC_HELP
 from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
+    from patcher.inventory.targets import Target
+    from patcher.result import HostResult, RunResult
     from patcher.rollout.settings import Settings
+
+
+RELEASE = "release"  # `vpatch rollout release HOST... --run ID` (the word where a SPEC goes)
 
 
 def add_options(op: argparse.ArgumentParser, name: str) -> None:
@@ -117,6 +122,12 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "give the same specs, targets and options",
     )
     g.add_argument(
+        "--run",
+        metavar="ID",
+        help="with `vpatch rollout release HOST... --run ID`: give up run ID's rollout lease "
+        "on those hosts once its controller is gone (refused while it lives; journaled)",
+    )
+    g.add_argument(
         "--allow-no-traffic",
         action="store_true",
         help="a gate that cannot be computed (no drafts, no tokens in the window) passes "
@@ -149,7 +160,10 @@ def settings(args: argparse.Namespace) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when every host kept the patch, 1 otherwise (as apply); 130 after a second
-    Ctrl-C, whose report has every host as far as it got."""
+    Ctrl-C, whose report has every host as far as it got. `vpatch rollout release HOST...
+    --run ID`: `release` (the first word where a SPEC goes)."""
+    if args.specs[0] == RELEASE:
+        return release(args)
     from patcher.rollout.driver import Request, drive
     from patcher.rollout.view import BatchLines, render_problems, render_table
 
@@ -199,3 +213,76 @@ def run(args: argparse.Namespace) -> int:
     if done.cut_short:
         return 130
     return 0 if result.ok else 1
+
+
+def release(args: argparse.Namespace) -> int:
+    """`vpatch rollout release HOST... --run ID`: give up run ID's rollout lease on each
+    HOST (among --inventory's, else an SSH target as --host names one) where its controller
+    is provably gone: parked, its promised beat overdue, its session agent dead, or a beat
+    and ttl vpatch never makes (the agent decides, under the lock: patcher/agent/leasing.py).
+    While it lives the host refuses, naming it. Each release is journaled on the host (a note
+    on the run's newest step: `vpatch status` shows who gave it up). Exit 0 when every host
+    is free of it, 1 otherwise, 2 on bad usage (nothing contacted)."""
+    from patcher.errors import UsageError
+    from patcher.result import RunResult
+
+    names, run_id = args.specs[1:], args.run
+    example = "e.g. vpatch rollout release h1 --run 3f9c0a1b2c3d --inventory hosts.toml"
+    if not names or not run_id:
+        raise UsageError("`vpatch rollout release` needs HOST... and --run ID", example)
+    if not run_id.isalnum() or len(run_id) > 64:
+        raise UsageError(f"--run {run_id!r} is not a rollout's run id", example)
+    args.host = [*args.host, *names]
+    hosts = [_release_on(t, args, run_id) for t in _targets.targets(args)]
+    result = RunResult("rollout", all(h.ok for h in hosts), hosts)
+    _say_released(result, args.json)
+    return 0 if result.ok else 1
+
+
+def _release_on(target: Target, args: argparse.Namespace, run_id: str) -> HostResult:
+    """One host's release (rolloutlease.Lease.give_up), as a host result: a note when it is
+    free of the lease, else the error and hint."""
+    from patcher.errors import VpatchError
+    from patcher.result import HostResult
+    from patcher.rollout import lease as rolloutlease
+    from patcher.transports.base import SessionTransport
+
+    host = HostResult(target=target.name)
+    try:
+        transport = _targets._open(target, args)
+        try:
+            session = isinstance(transport, SessionTransport)
+            lease = rolloutlease.Lease(transport, run_id, [], args.state_dir, session=session)
+            res = lease.give_up()
+        finally:
+            transport.close()
+        age = float(res.get("age") or 0)
+        holder = res.get("holder")
+        done, said, hint = rolloutlease.released_words(str(res.get("result")), holder, run_id, age)
+    except VpatchError as exc:
+        done, said, hint = False, exc.message, exc.hint or rolloutlease.HINT
+    host.ok = done
+    if done:
+        host.notes.append(said)
+    else:
+        host.error, host.hint = said, hint
+    return host
+
+
+def _say_released(result: RunResult, as_json: bool) -> None:
+    """Each host's line (or the JSON document), then `error:` lines and the first `hint:`."""
+    from patcher.output.inert import clean
+
+    if as_json:
+        from patcher.output.report import emit
+
+        emit(result.to_json())
+    else:
+        for h in result.hosts:
+            if h.ok:
+                print(clean(f"{h.target}: {h.notes[0]}"))
+    bad = [h for h in result.hosts if not h.ok]
+    for h in bad:
+        print(f"error: {clean(f'{h.target}: {h.error}')}", file=sys.stderr)
+    if bad:
+        print(f"hint: {clean(bad[0].hint or '')}", file=sys.stderr)

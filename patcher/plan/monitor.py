@@ -51,7 +51,11 @@ STATES: tuple[State, ...] = (
     ),
     State("baked", 0, "baked into the installed wheel (vpatch.json), every file as built", ""),
     State(
-        "rollout_done", 0, "the last rollout ended kept, rolled_back, not_applied or untouched", ""
+        "rollout_done",
+        0,
+        "the last rollout ended kept, rolled_back, not_applied, untouched, "
+        "not_enough_evidence or changed_since",
+        "",
     ),
     State(
         "drifted",
@@ -99,7 +103,9 @@ STATES: tuple[State, ...] = (
 )
 BY_NAME = {s.name: s for s in STATES}
 
-_DONE = frozenset({"kept", "rolled_back", "not_applied", "untouched"})
+_DONE = frozenset(
+    {"kept", "rolled_back", "not_applied", "untouched", "not_enough_evidence", "changed_since"}
+)
 assert _DONE | {"attention", "interrupted"} == set(protocol.ROLLOUT_VERDICTS)
 
 

@@ -21,9 +21,10 @@ report and the hosts' journals: patcher/rollout/resume.py); the executor
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from patcher.agent import protocol
+from patcher.serving import stats
 from patcher.serving.gates import Gates, pct
 from patcher.serving.judging import Gate, gates_detail, judge
 from patcher.serving.measures import Measures, measure, measure_series
@@ -66,6 +67,8 @@ VERDICTS = protocol.ROLLOUT_VERDICTS
     UNTOUCHED,  # the baseline failed: nothing was written, nothing restarted
     ATTENTION,  # a step failed and so did the way back, or the records disagree: a person
     INTERRUPTED,  # stopped between two steps (Ctrl-C): `vpatch rollout --resume` continues
+    NOT_ENOUGH_EVIDENCE,  # rolled back as ROLLED_BACK, because the window ended undecided
+    CHANGED_SINCE,  # --resume found the host changed since its last step: nothing judged, run
 ) = VERDICTS
 
 # ---------------------------------------------------------------------------------------------
@@ -129,8 +132,11 @@ def next_step(plan: Plan, done: Sequence[tuple[str, bool]]) -> str | None:
     return forward[i] if i < len(forward) else None
 
 
-def verdict(done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
-    """(the step the host reached, its verdict): the first failed step, else the last one."""
+def verdict(done: Sequence[tuple[str, bool]], undecided: bool = False) -> tuple[str, str]:
+    """(the step the host reached, its verdict): the first failed step, else the last one.
+    `undecided`: the gates step failed because the window ended before its evidence decided
+    (not because it showed the patch serves worse): a host rolled back for that is
+    NOT_ENOUGH_EVIDENCE, its own word (it was not proven good, nor proven bad)."""
     failed = [step for step, ok in done if not ok]
     reached = failed[0] if failed else (done[-1][0] if done else BASELINE)
     if not failed:
@@ -140,7 +146,7 @@ def verdict(done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
         ROLLBACK_RESTART,
         ROLLBACK_HEALTH,
     ):
-        return reached, ROLLED_BACK
+        return reached, NOT_ENOUGH_EVIDENCE if undecided and reached == GATES else ROLLED_BACK
     if failed[0] == BASELINE:
         return reached, UNTOUCHED
     if failed[0] == APPLY:
@@ -151,13 +157,15 @@ def verdict(done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
 NOTHING = "-"  # the step reached by a host that has not finished one
 
 
-def outcome(plan: Plan, done: Sequence[tuple[str, bool]]) -> tuple[str, str]:
+def outcome(
+    plan: Plan, done: Sequence[tuple[str, bool]], undecided: bool = False
+) -> tuple[str, str]:
     """(step reached, verdict) of a host that may have stopped early: a walk the machine
     would still continue is INTERRUPTED at its last step (nothing is assumed of the next),
     and so is one stopped before its first step (NOTHING reached)."""
     if next_step(plan, done) is not None:
         return (done[-1][0] if done else NOTHING), INTERRUPTED
-    return verdict(done)
+    return verdict(done, undecided)
 
 
 def stopped(
@@ -198,6 +206,59 @@ def restarted_since(end: Counters, now: Counters) -> bool:
     """Whether a later scrape shows the server restarted after `end` (a counter went down):
     the process the window measured is gone (it crashed, or something restarted it)."""
     return now.reset_since(end)
+
+
+# A gate's final decision when the window's last look left its evidence short: no look follows,
+# so it is not `extend` any more (patcher.serving.stats' PASS / FAIL / EXTEND are a look's).
+SHORT = "not_enough_evidence"
+
+
+def settle(judged: Sequence[Gate]) -> list[Gate]:
+    """The gates as the window's last look left them (judge's `last`): a gate that failed
+    because its evidence was still short says so in its evidence too (decision SHORT)."""
+    out = []
+    for g in judged:
+        ev = g.evidence
+        if not g.ok and ev is not None and ev.decision == stats.EXTEND:
+            g = replace(g, evidence=replace(ev, decision=SHORT))
+        out.append(g)
+    return out
+
+
+def undecided(judged: Sequence[Gate]) -> bool:
+    """Whether the gates failed only for want of evidence: every failed gate's evidence is
+    short (SHORT or EXTEND), none showed the patch worse, none could not be computed."""
+    failed = [g for g in judged if not g.ok]
+    return bool(failed) and all(
+        g.evidence is not None and g.evidence.decision in (SHORT, stats.EXTEND) for g in failed
+    )
+
+
+def gates_outcome(judged: Sequence[Gate]) -> tuple[bool, str]:
+    """(all passed, the gates step's one line): gates_detail's, except that a window that
+    ended undecided is said so ("not enough evidence: ..."), never "serves worse"."""
+    ok, detail = gates_detail(judged)
+    if ok or not undecided(judged):
+        return ok, detail
+    head = "not enough evidence: "
+    parts = [f"{g.name} {g.detail.removeprefix(head)}" for g in judged if not g.ok]
+    parts += [f"{g.name} {g.detail}" for g in judged if g.ok]
+    return False, head + "; ".join(parts)
+
+
+def shortfall(judged: Sequence[Gate]) -> str:
+    """What each undecided gate had when the window ended, against what it needed: the
+    numbers the not_enough_evidence hint gives."""
+    out = []
+    for g in judged:
+        ev = g.evidence
+        if g.ok or ev is None or ev.decision not in (SHORT, stats.EXTEND):
+            continue
+        if ev.test == "mann-whitney" and ev.n < stats.MIN_SAMPLES:
+            out.append(f"{g.name}: {ev.n:g} samples a side, its test needs {stats.MIN_SAMPLES}")
+        else:
+            out.append(f"{g.name}: {ev.numbers()}, undecided at the window's end")
+    return "; ".join(out)
 
 
 def window_done(start: Counters, now: Counters, elapsed: float, window: float, drafts: int) -> bool:

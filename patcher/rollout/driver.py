@@ -17,9 +17,9 @@ from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import lease as rolloutlease
+from patcher.rollout import recheck, settings, walk
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
-from patcher.rollout import settings, walk
 from patcher.rollout.settings import Settings
 from patcher.run import fleet
 
@@ -111,12 +111,9 @@ def drive(
             h.controls = controls
             report.live[i] = h
             if reported is not None:
-                try:
-                    decision = walk.resume_host(h, reported.steps.get(t.name))
-                except (VpatchError, walk._StepFailed) as exc:
-                    decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
-                if decision.action != rolloutresume.RESUME_CONTINUE:
-                    return report.ended(i, walk.finish(h, decision.why))
+                ended = _resumed(h, reported.steps.get(t.name))
+                if ended is not None:
+                    return report.ended(i, ended)
             resume = reported is not None
             return report.ended(i, leased_walk(h, resume, ctrl_c, report.step))
         finally:
@@ -137,6 +134,20 @@ def drive(
     result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
+
+
+def _resumed(h: walk._Host, said: list[tuple[str, bool]] | None) -> HostResult | None:
+    """--resume on one host (recheck.resume_host): None when its walk goes on, else its
+    result: done, changed since (journaled), or not resumed (a person looks)."""
+    try:
+        decision = recheck.resume_host(h, said)
+    except (VpatchError, walk._StepFailed) as exc:
+        decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
+    if decision.action == rolloutresume.RESUME_CHANGED:
+        return recheck.changed(h, decision.recorded)
+    if decision.action != rolloutresume.RESUME_CONTINUE:
+        return walk.finish(h, decision.why)
+    return None
 
 
 def one_host(

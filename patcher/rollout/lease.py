@@ -101,9 +101,11 @@ def refusal(result: str, holder: Any, run: str, now_age: float) -> tuple[str, st
         return (
             f"{named} holds this host's rollout lease, and its controller is gone; "
             "nothing was changed",
-            f"`vpatch rollout` with that run's arguments and `--resume` of its report (run "
-            f"{holder['run']}) takes the lease over and finishes its walk; if that report is "
-            f"lost, remove {protocol.LEASE_FILE} from the host's state dir",
+            f"`vpatch rollout` with that run's arguments and `--resume REPORT` (run "
+            f"{holder['run']}'s report: its --report, else rollouts/{holder['run']}.json in "
+            "the vpatch state dir of the machine that ran it) takes the lease over and "
+            "finishes its walk, or ends it there if the host changed since; without the "
+            f"report, `vpatch rollout release HOST --run {holder['run']}` gives the lease up",
         )
     if result == leasing.LIVE:
         return (
@@ -114,6 +116,31 @@ def refusal(result: str, holder: Any, run: str, now_age: float) -> tuple[str, st
     return (
         f"the rollout lease was refused ({result}); nothing was changed",
         "run `vpatch status` on the host",
+    )
+
+
+def released_words(result: str, holder: Any, run: str, age: float) -> tuple[bool, str, str]:
+    """(done, what happened, hint) of `vpatch rollout release --run RUN` on one host, from the
+    host's answer (`holder`: the lease as it is there now, checked again: the host may lie)."""
+    if result == leasing.RELEASED:
+        return True, f"run {run}'s rollout lease released (its controller was gone); journaled", ""
+    if result == leasing.ABSENT:
+        return True, "no rollout lease is held here: nothing to release", ""
+    if holder is None or leasing.lease_error(holder):
+        why = leasing.lease_error(holder) if holder is not None else "no lease"
+        return False, f"the release was refused ({result}; {why}); nothing was changed", HINT
+    named = leasing.describe(holder, age)
+    if result == leasing.LIVE:
+        return (
+            False,
+            f"{named} still lives (it beats, or its session agent runs); nothing was changed",
+            "stop that controller (or let it finish); a lease is released only once its "
+            "controller is gone",
+        )
+    return (
+        False,
+        f"{named} holds this host's rollout lease, not run {run}; nothing was changed",
+        f"give --run {holder['run']} to release that run's lease once its controller is gone",
     )
 
 
@@ -200,6 +227,12 @@ class Lease:
         except VpatchError as exc:  # the session may be gone; the promised beat covers it
             why = exc.message.splitlines()[0] if exc.message else ""
             note(f"{self.transport.target}: lease not parked: {why}")
+
+    def give_up(self) -> dict[str, Any]:
+        """`vpatch rollout release`: ask the host to give this run's lease up, which it does
+        only once the lease's controller is gone (leasing.RELEASED, journaled there); the
+        answer as the host sent it (`released_words` says it)."""
+        return self._ask(protocol.LEASE_RELEASE, 0.0)
 
     def release(self) -> dict[str, str]:
         """What the walk's last step carries to give the lease up (protocol.step_request)."""

@@ -15,7 +15,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import journal
-from patcher.rollout.decide import STEPS, Measures, Phase, Plan, is_walk, next_step
+from patcher.rollout.decide import (
+    APPLY,
+    CHANGED_SINCE,
+    GATES,
+    KEPT,
+    RESTART,
+    ROLLBACK,
+    ROLLBACK_RESTART,
+    STEPS,
+    Measures,
+    Phase,
+    Plan,
+    is_walk,
+    next_step,
+    outcome,
+)
 
 if TYPE_CHECKING:
     from patcher.result import RolloutStep
@@ -35,6 +50,13 @@ class Step:
     measures: dict[str, Any] | None = None
     specs: tuple[str, ...] = ()
     ts: str = ""
+    undecided: bool = False  # a gates step that failed for want of evidence only
+    seen: dict[str, Any] | None = None  # the host as the step left it (agent/seen.py)
+    released: bool = False  # a note: `vpatch rollout release` gave the run's lease up here
+
+    def walked(self) -> bool:
+        """A step of the walk, not a note on it (a release, a changed_since verdict)."""
+        return not self.released and self.verdict != CHANGED_SINCE
 
     def phase(self) -> Phase:
         return Phase(self.step, self.ok, self.detail, self.started, float(self.seconds))
@@ -67,6 +89,9 @@ def read_steps(raw: Any) -> tuple[list[Step], list[str]]:
                 e.get("measures"),
                 tuple(e["specs"]),
                 e.get("ts", ""),
+                bool(e.get("undecided", False)),
+                e.get("seen"),
+                bool(e.get("released", False)),
             )
         )
     return out, problems
@@ -111,10 +136,27 @@ def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:
     return RolloutStep(s.run, s.step, s.ok, s.verdict, s.detail, s.ts, list(s.specs)), problems
 
 
+def kept_now(step: RolloutStep | None, applied: Sequence[str]) -> RolloutStep | None:
+    """`vpatch status`: the newest step as the host is now. A `kept` whose specs are not all
+    applied any more (rolled back or reinstalled since, by hand) says so in its detail: the
+    verdict is the rollout's word of then, never a claim beside "nothing recorded" now.
+    `applied`: the spec ids the journal says are applied on the host now."""
+    if step is None or step.verdict != KEPT:
+        return step
+    gone = [s for s in step.specs if s not in set(applied)]
+    if not gone:
+        return step
+    from dataclasses import replace
+
+    since = f"since then {', '.join(gone)} is not applied here (rolled back or reinstalled)"
+    return replace(step, detail=f"{step.detail}; {since}" if step.detail else since)
+
+
 # What --resume does with a host.
 RESUME_DONE = "done"  # its rollout ended (the journal says how): nothing runs on it
 RESUME_CONTINUE = "continue"  # the next step after `done` (none done: a fresh start)
 RESUME_REFUSE = "refuse"  # the report and the host disagree: touch nothing, a person looks
+RESUME_CHANGED = "changed"  # the host changed since its last step: judge nothing, run nothing
 
 
 @dataclass(frozen=True)
@@ -122,6 +164,7 @@ class Resume:
     action: str
     done: tuple[tuple[str, bool], ...] = ()
     why: str = ""
+    recorded: bool = False  # RESUME_CHANGED as the host's journal already says (nothing to add)
 
 
 def resume(
@@ -139,9 +182,11 @@ def resume(
     (written before the last record, a second Ctrl-C) or edited; it must agree with the host:
     the same walk, or one step behind it, or one step ahead (a step that ran but whose record
     was lost; it runs again: every step may, apply and rollback being hash-checked and
-    idempotent). Anything else, or a walk this rollout's steps cannot take (other options, a
-    forged entry, other specs), touches nothing on the host."""
-    mine = [s for s in steps if s.run == run]
+    idempotent), or ahead by steps that failed (their records never reached the host: it,
+    or the connection to it, was lost; the host goes on from its journal). Anything else,
+    or a walk this rollout's steps cannot take (other options, a forged entry, other specs),
+    touches nothing on the host."""
+    mine = [s for s in steps if s.run == run and s.walked()]
     if steps and not mine and reported:
         other = steps[-1].run
         return Resume(RESUME_REFUSE, (), f"another rollout (run {other}) ran on the host since")
@@ -153,7 +198,12 @@ def resume(
         return Resume(RESUME_REFUSE, done, "its journal's steps are not a walk of this rollout")
     if not is_walk(plan, said):
         return Resume(RESUME_REFUSE, done, "the report's steps are not a walk of this rollout")
-    if said == done[: len(said)] or (len(said) == len(done) + 1 and said[: len(done)] == done):
+    lost = said[: len(done)] == done and not all(ok for _step, ok in said[len(done) :])
+    if (
+        said == done[: len(said)]
+        or (len(said) == len(done) + 1 and said[: len(done)] == done)
+        or lost
+    ):
         if next_step(plan, done) is None:
             return Resume(RESUME_DONE, done)
         return Resume(RESUME_CONTINUE, done)
@@ -162,6 +212,92 @@ def resume(
         done,
         f"the report says {_walk(said)}; the host's journal says {_walk(done)}",
     )
+
+
+def looked(plan: Plan, run: str, decision: Resume, steps: Sequence[Step], now: Any) -> Resume:
+    """The decision once the host was looked at again (`now`: the inspect's `seen`): a walk
+    that would go on, or that ended `kept`, on a host that changed since its newest step is
+    RESUME_CHANGED, with what changed (`changes`); so is one an earlier --resume found
+    changed (its verdict in the journal stands: `recorded`). Anything else stands."""
+    if decision.action not in (RESUME_CONTINUE, RESUME_DONE):
+        return decision
+    found = [s for s in steps if s.run == run and s.verdict == CHANGED_SINCE]
+    if found:  # an earlier --resume found the host changed: so it stays, nothing runs
+        return Resume(RESUME_CHANGED, decision.done, found[-1].detail, recorded=True)
+    mine = [s for s in steps if s.run == run and s.walked()]
+    if not mine:
+        return decision
+    gates = [s for s in mine if s.step == GATES]
+    undecided = bool(gates) and gates[-1].undecided
+    if decision.action == RESUME_DONE and outcome(plan, decision.done, undecided)[1] != KEPT:
+        return decision  # its verdict says what the rollout did, not what the host is now
+    what = changes(mine[-1].seen, now, next_step(plan, decision.done))
+    return Resume(RESUME_CHANGED, decision.done, "; ".join(what)) if what else decision
+
+
+def changes(then: Any, now: Any, going: str | None) -> list[str]:
+    """What changed on the host between a step's `seen` (`then`, the newest its journal
+    holds) and an inspect's (`now`), in words (empty: nothing; `then` None: nothing to
+    compare, a journal older than `seen`). `going`: the step a resume would run next (None:
+    the walk is over); what that step does anyway is not counted: an apply or rollback plans
+    from the files as they are (hash-checked), a restart replaces the server.
+
+    The files: each journaled file a spec of the rollout is applied to, with the transaction
+    that applied it and its bytes. The server: the environment's processes at the step (only
+    steps after which the measured server must stay record them): one gone is a restart."""
+    if not isinstance(then, dict) or not isinstance(now, dict):
+        return []
+    out: list[str] = []
+    if going not in (APPLY, ROLLBACK):
+        out += _file_changes(then.get("files"), now.get("files"))
+    server = then.get("server")
+    if going not in (RESTART, ROLLBACK_RESTART) and isinstance(server, list):
+        out += _server_changes(server, now.get("server"))
+    return out
+
+
+def _obj(x: Any) -> dict[str, Any]:
+    """`x` when it is a JSON object, else an empty one: `seen` comes from the host, which may
+    lie; a shape it did not write compares as nothing, never as a traceback."""
+    return x if isinstance(x, dict) else {}
+
+
+def _file_changes(then: Any, now: Any) -> list[str]:
+    then, now = _obj(then), _obj(now)
+    out: list[str] = []
+    for path in sorted(set(then) | set(now)):
+        a, b = _obj(then.get(path)), _obj(now.get(path))
+        was, got = _obj(a.get("applied")), _obj(b.get("applied"))
+        for spec in sorted(set(was) | set(got)):
+            if spec not in got:
+                out.append(f"{spec} is no longer applied to {path} (rolled back)")
+            elif spec not in was:
+                out.append(f"{spec} was applied to {path} since (transaction {got[spec]})")
+            elif was[spec] != got[spec]:
+                out.append(
+                    f"{spec} was applied to {path} again since (transaction {got[spec]}, "
+                    f"was {was[spec]})"
+                )
+        if was and got and set(was) == set(got) and a.get("sha256") != b.get("sha256"):
+            out.append(f"{path} is not the bytes it was (an upgrade or an edit)")
+    return out
+
+
+def _server_changes(then: list[Any], now: Any) -> list[str]:
+    def pairs(procs: Any) -> list[tuple[int, str]]:
+        ok = (
+            [p for p in procs if isinstance(p, list) and len(p) == 2]
+            if isinstance(procs, list)
+            else []
+        )
+        return [(p[0], p[1]) for p in ok if isinstance(p[0], int) and isinstance(p[1], str)]
+
+    alive = set(pairs(now))
+    gone = [p for p in pairs(then) if p not in alive]
+    if not gone:
+        return []
+    named = ", ".join(f"pid {pid} (started {start})" for pid, start in gone[:4])
+    return [f"the server restarted or stopped: {named} no longer runs"]
 
 
 def reported_steps(

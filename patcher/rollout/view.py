@@ -5,13 +5,47 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from patcher.output.lines import put
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide as rollout
 from patcher.run import fleet
+
+if TYPE_CHECKING:
+    from patcher.rollout.settings import Settings
+
+# What a host that did not keep the patch is told to do, by its verdict (hint_of).
+HINTS = {
+    rollout.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
+    "continues from the step the host's journal records",
+    rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
+    rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
+    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
+    "or the metrics endpoint: --metrics)",
+    rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
+    "host (`vpatch status`, the service)",
+    rollout.CHANGED_SINCE: "someone changed the host during the rollout (a rollback, an apply, "
+    "an upgrade, a server restart): vpatch judged nothing and touched nothing; check it "
+    "(`vpatch status`), then run a new rollout",
+}
+
+
+def hint_of(verdict: str, judged: Sequence[rollout.Gate], cfg: Settings) -> str:
+    """The hint of a host that did not keep the patch. Not enough evidence is not "serves
+    worse": it says what the gates had and how to give the next window more (longer, or
+    more samples in the same time)."""
+    if verdict != rollout.NOT_ENOUGH_EVIDENCE:
+        return HINTS.get(verdict, "")
+    longest = max(cfg.window, cfg.max_window or 0.0)
+    every = f"{cfg.scrape_every:g} s" if cfg.scrape_every else "the default"
+    short = rollout.shortfall(judged)
+    return (
+        f"the window ended before the evidence decided ({short or 'see the gates'}): the "
+        "host was rolled back, not proven good; give the next window more time "
+        f"(--max-window, {longest:g} s now) or more samples (--scrape-every, {every} now)"
+    )
 
 
 class BatchLines(HostsProgress):
@@ -96,6 +130,7 @@ def render_table(result: RunResult, out: TextIO) -> None:
     hosts = [h for h in result.hosts if h.target not in controls]
     kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
     started = [h for h in hosts if h.rollout is not None]
+    moved = [h.target for h in started if (h.rollout or {}).get("verdict") == rollout.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
         put(
             "ratio gates compared with: "
@@ -113,7 +148,12 @@ def render_table(result: RunResult, out: TextIO) -> None:
         put(
             f"rollout: not ok: {len(kept)} of {len(hosts)} host(s) patched"
             + (f" and staying patched ({', '.join(kept)})" if kept else "")
-            + f"; {len(hosts) - len(started)} not started",
+            + f"; {len(hosts) - len(started)} not started"
+            + (
+                f"; changed since its last step, nothing judged: {', '.join(moved)}"
+                if moved
+                else ""
+            ),
             out,
         )
 

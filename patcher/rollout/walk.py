@@ -24,7 +24,6 @@ from patcher.result import HostResult, take_run
 from patcher.rollout import canary, settings
 from patcher.rollout import decide as rollout
 from patcher.rollout import lease as rolloutlease
-from patcher.rollout import resume as rolloutresume
 from patcher.rollout.settings import Settings
 
 if TYPE_CHECKING:
@@ -85,6 +84,8 @@ class _Host:
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
     hint: str = ""  # the first hint a failed step's error gave (an AgentError's kind's words)
     missed: str = ""  # the last window's note on engines that missed some of its scrapes
+    undecided: bool = False  # the gates failed for want of evidence only (NOT_ENOUGH_EVIDENCE)
+    changed: str = ""  # what --resume found changed on the host since its last step
 
     @property
     def plan(self) -> rollout.Plan:
@@ -218,9 +219,10 @@ def _step_gates(h: _Host) -> str:
         now, _at = _scrape(h)
         if rollout.restarted_since(h.window_end, now):
             raise _StepFailed("the server restarted after the window (its counters went down)")
-    h.judged = rollout.judge(h.before, h.after, h.gates, h.control_after)
-    ok, detail = rollout.gates_detail(h.judged)
+    h.judged = rollout.settle(rollout.judge(h.before, h.after, h.gates, h.control_after))
+    ok, detail = rollout.gates_outcome(h.judged)
     if not ok:
+        h.undecided = rollout.undecided(h.judged)
         raise _StepFailed(detail)
     return detail
 
@@ -400,9 +402,11 @@ def _record(
         detail=phase.detail,
         started=phase.started,
         seconds=phase.seconds,
-        verdict=rollout.verdict(done)[1] if ended else None,
+        verdict=rollout.verdict(done, h.undecided)[1] if ended else None,
         measures=measures.to_json() if measures is not None and phase.ok else None,
     )
+    if h.undecided and phase.step == rollout.GATES:
+        entry["undecided"] = True  # the verdict's word: not_enough_evidence (protocol.step_entry)
     why = ""
     try:
         request = protocol.step_request(entry, h.state_dir, release)
@@ -432,27 +436,20 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     `running`, as a report written while it runs shows it (rolloutreport). `h` is left as it
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
-    reached, verdict = rollout.outcome(h.plan, h.done)
+    reached, verdict = rollout.outcome(h.plan, h.done, h.undecided)
     if h.lost and not note:
         note = h.lost
     if note:
         verdict = rollout.ATTENTION
+    elif h.changed:
+        verdict = rollout.CHANGED_SINCE
     host.ok = verdict == rollout.KEPT
-    stopped = rollout.stopped(h.plan, h.done, h.current, running)
-    if h.lost:
-        host.error = f"stopped: {h.lost}; this controller touches the host no more"
-    elif note:
-        host.error = f"not resumed: {note}"
-    elif verdict == rollout.INTERRUPTED:
-        host.error = stopped
-    elif not host.ok:
-        failed = [p for p in h.phases if not p.ok]
-        host.error = f"{failed[0].step} failed: {failed[0].detail}"
-        if len(failed) > 1:  # the way back failed too: what the host is left with
-            host.error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
+    host.error = _error_of(h, verdict, note, running) or host.error
     if not host.ok:
-        host.hint = "; ".join(filter(None, [h.hint, _HINTS[verdict]]))
-        if verdict == rollout.ROLLED_BACK:
+        from patcher.rollout.view import hint_of
+
+        host.hint = "; ".join(filter(None, [h.hint, hint_of(verdict, h.judged, h.cfg)]))
+        if verdict in (rollout.ROLLED_BACK, rollout.NOT_ENOUGH_EVIDENCE):
             host.notes.append("rolled back, restarted and healthy again: the host serves as before")
     host.rollout = {
         "run": h.run,
@@ -471,44 +468,30 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     return host
 
 
+def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
+    """The host's `error` line for its verdict (None: it kept the patch, no line)."""
+    if h.lost:
+        return f"stopped: {h.lost}; this controller touches the host no more"
+    if note:
+        return f"not resumed: {note}"
+    if h.changed:
+        last = h.done[-1][0] if h.done else "first"
+        return f"changed since its {last} step: {h.changed}; nothing was judged or run"
+    if verdict == rollout.INTERRUPTED:
+        return rollout.stopped(h.plan, h.done, h.current, running)
+    if verdict == rollout.KEPT:
+        return None
+    failed = [p for p in h.phases if not p.ok]
+    error = f"{failed[0].step} failed: {failed[0].detail}"
+    if len(failed) > 1:  # the way back failed too: what the host is left with
+        error += f"; then {failed[-1].step} failed: {failed[-1].detail}"
+    return error
+
+
 def new_run() -> str:
     import os
 
     return os.urandom(6).hex()
-
-
-def resume_host(h: _Host, reported: list[tuple[str, bool]] | None) -> rolloutresume.Resume:
-    """Read the host's journal steps and decide (rolloutresume.resume); on `continue`, `h` then
-    holds the steps and measures its journal recorded, to walk on from."""
-    request: dict[str, Any] = {"op": "inspect", "packages": {}, "state_dir": h.state_dir}
-    ans = _journal(h, request, "cannot read the host's journal", None)
-    steps, problems = rolloutresume.read_steps(ans.get("rollout"))
-    h.result.warnings += problems
-    decision = rolloutresume.resume(h.plan, h.run, reported, steps, [s.id for s in h.specs])
-    mine = [s for s in steps if s.run == h.run]
-    h.done = list(decision.done)
-    h.phases = [s.phase() for s in mine]
-    for s in mine:
-        m = rolloutresume.measures_of(s.measures)
-        if s.step == rollout.BASELINE:
-            h.before = m
-        elif s.step == rollout.WINDOW:
-            h.after = m
-    if decision.action == rolloutresume.RESUME_DONE and h.after is not None:
-        h.judged = rollout.judge(h.before, h.after, h.gates)
-    return decision
-
-
-_HINTS = {
-    rollout.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
-    "continues from the step the host's journal records",
-    rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
-    rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
-    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
-    "or the metrics endpoint: --metrics)",
-    rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
-    "host (`vpatch status`, the service)",
-}
 
 
 # ---------------------------------------------------------------------------------------------

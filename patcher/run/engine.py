@@ -576,6 +576,8 @@ def status(
         )
 
         host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
+        applied = [p.id for p in host.patches if p.outcome == "applied"]
+        host.rollout_step = rolloutresume.kept_now(host.rollout_step, applied)
         host.warnings += bad
         # what needs a person: exit 1 (monitor.py)
         host.attention = monitor.attention(host, got.facts.unverified)

@@ -41,7 +41,7 @@ def run_steps(case: dict[str, Any]) -> dict[str, Any]:
         if stop is not None and len(done) >= stop:
             break
         done.append((step, step not in fails))
-    reached, verdict = rollout.outcome(plan, done)
+    reached, verdict = rollout.outcome(plan, done, bool(case.get("undecided")))
     return {"steps": [s for s, _ in done], "reached": reached, "verdict": verdict}
 
 
@@ -71,6 +71,8 @@ def run_resume(case: dict[str, Any]) -> dict[str, Any]:
     reported = case["reported"]
     said = None if reported is None else [(s, ok) for s, ok in reported]
     got = rolloutresume.resume(plan, case["run"], said, steps, case["specs"])
+    if "now" in case:  # the host looked at again: its `seen` now (patcher/agent/seen.py)
+        got = rolloutresume.looked(plan, case["run"], got, steps, case["now"])
     going = got.action == rolloutresume.RESUME_CONTINUE
     out: dict[str, Any] = {
         "action": got.action,

@@ -53,6 +53,9 @@ class FakeHost:
     tokens_per_s: float | None = (
         None  # generation grows with wall time at this rate (else per scrape)
     )
+    # the host as the agent would stamp it on a step entry and answer an inspect's `seen_for`
+    # (patcher/agent/seen.py): a test changes it between two controllers (a hand rollback)
+    seen: dict[str, Any] = field(default_factory=lambda: {"files": {}, "server": [[1, "T0"]]})
     _scrapes: int = 0
     _born: float = field(default_factory=time.monotonic)
 
@@ -66,7 +69,7 @@ class FakeHost:
             assert self.state_dir is not None, "a lease request to a host without a state dir"
             return handle(dict(request, state_dir=self.state_dir))
         if op == protocol.STEP:
-            entry = dict(request["entry"], ts="2026-12-01T12:00:00.000Z")
+            entry = dict(request["entry"], ts="2026-12-01T12:00:00.000Z", seen=dict(self.seen))
             self.journal.append(entry)
             if self.state_dir is not None:
                 return handle(dict(request, state_dir=self.state_dir))
@@ -74,7 +77,10 @@ class FakeHost:
         if op == "inspect":
             runs = [e["run"] for e in self.journal]
             newest = runs[-1] if runs else None
-            return {"ok": True, "rollout": [e for e in self.journal if e["run"] == newest]}
+            answer = {"ok": True, "rollout": [e for e in self.journal if e["run"] == newest]}
+            if "seen_for" in request:
+                answer["seen"] = dict(self.seen)
+            return answer
         step = self.current()
         assert step is not None, f"a {op} request outside any step"
         self.ran.append(step)

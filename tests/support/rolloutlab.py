@@ -227,6 +227,32 @@ class RolloutLab:
         )
         return began, go, {"restart": cmd}
 
+    def supervise(self, i: int) -> None:
+        """Start host i's supervisord (its server and load) through ssh, in the foreground:
+        it lives in the host's session tree and stops with the host."""
+        h = self.hosts[i]
+        cmd = f"exec {self.supervisor}/bin/supervisord -c /root/lab/supervisord.conf"
+        argv = self.ssh.ssh_argv(self.offset + i, cmd)
+        with open(h.lab / "ssh-supervisord.log", "ab") as log:
+            h.supervisord = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+
+    def die(self, i: int) -> None:
+        """Host i goes down: its sshd, every session under it (agents, a restart command in
+        flight) and its supervisord with the server, killed at once, as a power cut would."""
+        self.hosts[i].ssh.stop()
+        h = self.hosts[i]
+        if h.supervisord is not None:
+            h.supervisord.wait(timeout=30)  # the ssh client of a killed session ends too
+        (h.lab / "supervisor.sock").unlink(missing_ok=True)
+        (h.lab / "supervisord.pid").unlink(missing_ok=True)
+
+    def revive(self, i: int) -> None:
+        """Host i back up, as after a reboot: its sshd, then its supervisord, which starts
+        the server on the files as they are; healthy before this returns."""
+        self.hosts[i].ssh.start()
+        self.supervise(i)
+        self.wait_healthy(i)
+
     def close(self) -> None:
         for i, h in enumerate(self.hosts):
             if h.supervisord is not None and h.supervisord.poll() is None:
@@ -264,14 +290,8 @@ def start(n: int, root: Path) -> RolloutLab:
     try:
         for h in hosts:
             (h.lab / "supervisord.conf").write_text(_conf(h.port, supervisor))
-        for i, h in enumerate(hosts):
-            argv = ssh.ssh_argv(
-                i, f"exec {supervisor}/bin/supervisord -c /root/lab/supervisord.conf"
-            )
-            with open(h.lab / "ssh-supervisord.log", "wb") as log:
-                h.supervisord = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-                )
+        for i in range(n):
+            lab.supervise(i)
         for i in range(n):
             lab.wait_healthy(i)
         lab.pristine = lab.files(0)

@@ -90,10 +90,24 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
     )
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
-    r = rolloutrun.walk(h, threading.Event()).rollout
-    assert r is not None and r["verdict"] == rollout.ROLLED_BACK
+    host = rolloutrun.walk(h, threading.Event())
+    r = host.rollout
+    # Its own word, not "serves worse": rolled back all the same (it was not proven good).
+    assert r is not None and r["verdict"] == rollout.NOT_ENOUGH_EVIDENCE
+    assert [p["step"] for p in r["phases"]][-3:] == [
+        "rollback",
+        "rollback_restart",
+        "rollback_health",
+    ]
     gates = next(p for p in r["phases"] if p["step"] == "gates")
-    assert "not enough evidence" in gates["detail"], gates
+    assert gates["detail"].startswith("not enough evidence: tokens_per_s_ratio "), gates
+    assert "serves worse" not in gates["detail"]
+    gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")
+    # The final evidence is final (no look follows the last one): never `extend`.
+    assert gate["evidence"]["decision"] == rollout.SHORT, gate
+    assert "does not serve well" not in (host.hint or "")
+    assert "samples a side, its test needs 5" in (host.hint or "")
+    assert "--max-window, 0.02 s now" in (host.hint or "") and "--scrape-every" in (host.hint or "")
     assert r["after"]["seconds"] >= 0.02  # extended to --max-window, not stopped at --window
     assert len(r["after"]["samples"]) < 5
 

@@ -66,7 +66,10 @@ def test_rollout_figure_is_the_step_machine() -> None:
     assert {(s, "rollback") for s in ("restart", "health", "window", "gates")} <= failed
     assert {(s, "attention") for s in decide.Plan(True, True, True).back()} <= failed
     assert {a for a, _, _ in edges} == set(decide.STEPS)
-    assert {b for _, b, _ in edges} - set(decide.STEPS) == set(decide.VERDICTS) - {"interrupted"}
+    # every verdict of the step machine (changed_since is --resume's, interrupted a Ctrl-C's)
+    ends = set(decide.VERDICTS) - {"interrupted", "changed_since"}
+    assert {b for _, b, _ in edges} - set(decide.STEPS) == ends
+    assert ("rollback_health", "not_enough_evidence") in ok
 
 
 def test_every_figure_is_drawn_by_graphviz_and_linked_by_its_marker() -> None:

@@ -39,7 +39,11 @@ def test_live_report_says(path: Path) -> None:
 
 
 def test_there_are_cases_of_every_verdict() -> None:
+    """The step machine's verdicts, and --resume's own (a host changed since its step)."""
     seen = {rolloutcases.load(p)["expect"]["verdict"] for p in rolloutcases.step_cases()}
+    resumed = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
+    if rolloutresume.RESUME_CHANGED in resumed:
+        seen.add(rollout.CHANGED_SINCE)
     assert seen == set(rollout.VERDICTS)
 
 
@@ -156,7 +160,7 @@ def test_resume(path: Path) -> None:
 def test_there_are_resume_cases_of_every_action() -> None:
     seen = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
     r = rolloutresume
-    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE}
+    assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE, r.RESUME_CHANGED}
 
 
 def _entry(**over: object) -> dict[str, object]:
@@ -361,3 +365,35 @@ def test_a_ctrl_c_in_the_last_step_says_nothing_is_left_to_resume() -> None:
     for left in (rollout.INTERRUPTED, None):
         mid = RunResult("rollout", False, [host(rollout.KEPT), host(left)])
         assert "--resume /tmp/r.json continues it" in stopped_note("r1", "/tmp/r.json", mid)
+
+
+def test_status_says_a_kept_whose_patch_is_gone_since() -> None:
+    """`vpatch status` after a `kept` rollout and a rollback by hand: the verdict is the
+    rollout's word of then; the line says the spec is not applied now, never `verdict kept`
+    alone beside "nothing recorded"."""
+    from patcher.result import RolloutStep
+
+    kept = RolloutStep("r1", "gates", True, "kept", "acceptance 70 % >= 40 %", "T", ["s1", "s2"])
+    assert rolloutresume.kept_now(kept, ["s1", "s2", "other"]) == kept
+    now = rolloutresume.kept_now(kept, ["s2"])
+    assert now is not None and now.verdict == "kept"
+    assert now.detail == (
+        "acceptance 70 % >= 40 %; since then s1 is not applied here (rolled back or reinstalled)"
+    )
+    stopped = RolloutStep("r1", "apply", True, None, "", "T", ["s1"])
+    assert (
+        rolloutresume.kept_now(stopped, []) == stopped and rolloutresume.kept_now(None, []) is None
+    )
+
+
+def test_a_seen_the_host_did_not_write_compares_as_nothing() -> None:
+    """`seen` comes from the host (it may lie): a shape vpatch's agent never writes is no
+    change and no traceback; a real one still is."""
+    hostile = {"files": {"/p": "x", "/q": {"applied": ["s"]}}, "server": [[1, [2]], "y", [True]]}
+    assert rolloutresume.changes(hostile, {"files": [], "server": None}, "gates") == []
+    assert rolloutresume.changes({"files": 7}, "not an object", "gates") == []
+    then = {"files": {"/p": {"sha256": "a", "applied": {"s": "t1"}}}, "server": [[5, "T"]]}
+    assert rolloutresume.changes(then, {"files": {"/p": 3}, "server": "x"}, "gates") == [
+        "s is no longer applied to /p (rolled back)",
+        "the server restarted or stopped: pid 5 (started T) no longer runs",
+    ]

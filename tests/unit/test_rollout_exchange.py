@@ -19,7 +19,7 @@ from patcher.errors import AgentError
 from patcher.inventory.targets import Target
 from patcher.output import progress
 from patcher.result import HostResult, take_run
-from patcher.rollout import canary, driver
+from patcher.rollout import canary, driver, recheck
 from patcher.rollout import decide as rollout
 from patcher.rollout import walk as rolloutrun
 from patcher.run import exchange, fleet
@@ -90,7 +90,7 @@ def test_the_resume_s_read_of_the_journal_is_counted_too(specs: list[PatchSpec])
     fake = FakeHost()
     ctx = exchange.RunContext()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", ctx)
-    rolloutrun.resume_host(h, None)
+    recheck.resume_host(h, None)
     assert requests(fake) == ["inspect"] and ctx.stats()["agent_exchanges"] == 1
 
 

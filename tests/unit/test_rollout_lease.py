@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from patcher.agent import handle, lease, leasing, protocol, statedir
+from patcher.errors import HostError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide as rollout
-from patcher.rollout import driver
+from patcher.rollout import driver, recheck
 from patcher.rollout import lease as rolloutlease
 from patcher.rollout import walk as rolloutrun
 from patcher.specs import catalog
@@ -76,10 +77,22 @@ MY_RUN_OTHER_CONTROLLER = held(run="b2")
         ("take", MY_RUN_OTHER_CONTROLLER, ask(resume=True), False, leasing.TAKEN_OVER),
         ("take", held(run="b2", parked=True), ask(resume=True), None, leasing.TAKEN_OVER),
         ("take", held(run="b2", beat=NOW - 61), ask(), None, leasing.STALE),  # no --resume
+        # A promise vpatch never makes, or a beat ahead of the host's clock: never a live one.
+        ("take", held(ttl=leasing.MAX_TTL + 1), ask(), True, leasing.STALE),
+        ("take", held(beat=NOW + leasing.MAX_SKEW + 1), ask(), None, leasing.STALE),
+        ("take", held(beat=NOW + leasing.MAX_SKEW), ask(), None, leasing.HELD),
+        ("take", held(run="b2", ttl=1e12), ask(resume=True), None, leasing.TAKEN_OVER),
         ("beat", MINE, ask(), None, leasing.RENEWED),
         ("beat", MY_RUN_OTHER_CONTROLLER, ask(), None, leasing.LOST),  # taken over
         ("beat", None, ask(), None, leasing.LOST),  # removed by hand
         ("park", MINE, ask(), None, leasing.PARKED),
+        # `vpatch rollout release --run b2`: only that run's lease, only once it is gone
+        ("release", None, ask(), None, leasing.ABSENT),
+        ("release", held(), ask(), False, leasing.HELD),  # another run's, even a gone one
+        ("release", MY_RUN_OTHER_CONTROLLER, ask(), None, leasing.LIVE),  # it beats
+        ("release", MY_RUN_OTHER_CONTROLLER, ask(), False, leasing.RELEASED),  # its agent died
+        ("release", held(run="b2", parked=True), ask(), None, leasing.RELEASED),
+        ("release", held(run="b2", ttl=1e12), ask(), True, leasing.RELEASED),  # implausible
         ("park", held(), ask(), None, leasing.LOST),
     ],
 )
@@ -159,11 +172,21 @@ def test_a_refusal_names_the_holder_and_what_to_do() -> None:
     assert "nothing was changed" in error and "wait for that rollout to end" in hint
     error, hint = rolloutlease.refusal(leasing.STALE, PARKED, "b2", 3)
     assert "its controller is gone" in error and "stopped" in error
-    assert "--resume" in hint and "run a1" in hint and protocol.LEASE_FILE in hint
+    assert "--resume REPORT" in hint and "run a1" in hint and "rollouts/a1.json" in hint
+    assert protocol.LEASE_FILE not in hint and "remove" not in hint  # never a hand `rm`
     error, _ = rolloutlease.refusal(leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
     assert "another controller of run b2 is running" in error
     error, _ = rolloutlease.refusal(leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
     assert "sent no lease vpatch wrote (its run is not an id)" in error and "\x1b" not in error
+
+
+def test_the_agent_refuses_a_promise_vpatch_never_makes(tmp_path: Path) -> None:
+    sdir = str(tmp_path / "state")
+    for ttl in (leasing.MAX_TTL + 1, -1.0, float("nan")):
+        req = protocol.lease_request(protocol.LEASE_TAKE, "a1", "op@ctl pid 1", ["s1"], ttl, sdir)
+        res = handle(req)
+        assert not res["ok"] and res["kind"] == protocol.INPUT and "not one vpatch" in res["error"]
+    assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()
 
 
 def test_a_live_lease_of_the_same_run_is_waited_for_as_long_as_it_promised() -> None:
@@ -313,6 +336,59 @@ def test_a_second_rollout_is_refused_naming_the_first_which_goes_on(
     assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()  # A's last step gave it up
 
 
+class DyingHost(FakeHost):
+    """A host that dies (`dead`): every request, the lease's and the journal's too, fails as
+    a lost connection does; back up, it answers again from what its state dir kept."""
+
+    dead: bool = False
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        if self.dead:
+            raise HostError(f"{self.target}: connection lost")
+        return super().call(request, timeout)
+
+
+def test_a_host_that_died_in_its_restart_step_is_resumed_and_its_lease_taken_over(
+    specs: list[PatchSpec], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host dies while it restarts: the restart and the way back fail, their records
+    and the lease's park never reach it. Back up (its lease's promise long run out), the
+    report is two failed steps ahead of its journal: --resume goes on from the journal,
+    takes the dead controller's lease over and finishes the walk. Before, it refused ("the
+    report says ...; the journal says ...") and the lease kept the host for ever."""
+    fake = DyingHost(state_dir=str(tmp_path / "state"))
+
+    def die(step: str) -> None:
+        if step == rollout.RESTART:
+            fake.dead = True
+            raise HostError("h1: connection lost")
+
+    fake.hook = die
+    first = driver.leased_walk(controller(fake, specs, "a1"))
+    r = first.rollout
+    assert r is not None and r["verdict"] == rollout.ATTENTION
+    said = [(p["step"], p["ok"]) for p in r["phases"]]
+    assert said == [("baseline", True), ("apply", True), ("restart", False), ("rollback", False)]
+    assert [e["step"] for e in fake.journal] == ["baseline", "apply"]
+    path = tmp_path / "state" / protocol.LEASE_FILE
+    held_then = json.loads(path.read_text())
+    assert held_then["run"] == "a1" and not held_then["parked"]  # left by a lost controller
+
+    fake.dead, fake.hook = False, lambda step: None
+    path.write_text(json.dumps(dict(held_then, beat=held_then["beat"] - 3600)))  # down an hour
+    other = driver.leased_walk(controller(fake, specs, "b2"))  # a new run: refused, told how
+    assert other.rollout is not None and other.rollout["verdict"] == rollout.UNTOUCHED
+    assert "--resume REPORT" in (other.hint or "") and "remove" not in (other.hint or "")
+    monkeypatch.setattr(rolloutlease, "who", lambda: "op@ctl2 pid 9")  # the resuming controller
+    h = controller(fake, specs, "a1")
+    decision = recheck.resume_host(h, said)
+    assert decision.action == "continue" and rollout.next_step(h.plan, h.done) == "restart"
+    second = driver.leased_walk(h, resume=True)
+    assert second.rollout is not None and second.rollout["verdict"] == rollout.KEPT, second.error
+    assert [e["step"] for e in fake.journal][-4:] == ["restart", "health", "window", "gates"]
+    assert not path.exists()  # taken over, then given up with the walk's last step
+
+
 def test_ctrl_c_parks_the_lease_resume_takes_it_over_a_new_run_is_refused(
     specs: list[PatchSpec], tmp_path: Path
 ) -> None:
@@ -332,7 +408,7 @@ def test_ctrl_c_parks_the_lease_resume_takes_it_over_a_new_run_is_refused(
 
     again = controller(fake, specs, "a1")
     said = [(s, True) for s in (rollout.BASELINE, rollout.APPLY, rollout.RESTART)]
-    assert rolloutrun.resume_host(again, said).action == "continue"
+    assert recheck.resume_host(again, said).action == "continue"
     again.lease = None
     done = driver.leased_walk(again, resume=True)
     assert done.ok and done.rollout is not None and done.rollout["verdict"] == rollout.KEPT
@@ -449,3 +525,61 @@ def test_a_commit_meets_a_planted_lease_link_as_before(tmp_path: Path) -> None:
     journal = [{"action": "apply", "spec": "s1"}]
     answer = handle({"op": "commit", "writes": [], "journal": journal, "state_dir": str(sdir)})
     assert (answer["ok"], answer["kind"]) == (False, protocol.STATE), answer
+
+
+def test_rollout_release_gives_a_gone_controllers_lease_up_and_journals_it(
+    tmp_path: Path,
+) -> None:
+    """`vpatch rollout release local --run a1`, the real CLI: refused while the holder beats
+    (nothing changed, the holder named), done once it is gone (parked: a Ctrl-C), the release
+    noted on the run's newest step in the journal (what `vpatch status` then shows)."""
+    from tests.conftest import vpatch
+
+    sdir = str(tmp_path / "state")
+    take(sdir, "a1", "op@ctl pid 1")
+    entry = protocol.step_entry(run="a1", step="apply", ok=True, specs=["s1"])
+    assert handle(protocol.step_request(entry, sdir))["ok"]
+    path = tmp_path / "state" / protocol.LEASE_FILE
+    before = path.read_text()
+    argv = ["rollout", "release", "local", "--run", "a1", "--state-dir", sdir]
+    live = vpatch(*argv)
+    assert live.code == 1, live.out + live.err
+    assert "error: local: rollout run a1 (op@ctl pid 1; since" in live.err
+    assert "still lives" in live.err and "hint: stop that controller" in live.err
+    assert path.read_text() == before
+    other = vpatch("rollout", "release", "local", "--run", "zz9", "--state-dir", sdir)
+    assert other.code == 1 and "not run zz9" in other.err and "give --run a1" in other.err
+
+    park = protocol.lease_request(protocol.LEASE_PARK, "a1", "op@ctl pid 1", [], 0, sdir)
+    assert handle(park)["result"] == leasing.PARKED
+    done = vpatch(*argv)
+    assert done.code == 0, done.out + done.err
+    assert (
+        done.out == "local: run a1's rollout lease released (its controller was gone); journaled\n"
+    )
+    assert not path.exists()
+    lines = (tmp_path / "state" / "journal.jsonl").read_text().splitlines()
+    note = json.loads(lines[-1])
+    assert (note["run"], note["step"], note["released"]) == ("a1", "apply", True)
+    assert "released by " in note["detail"] and "it was op@ctl pid 1's" in note["detail"]
+    again = vpatch(*argv, "--json")
+    assert again.code == 0 and "nothing to release" in again.doc["hosts"][0]["notes"][0]
+    bad = vpatch("rollout", "release", "local", "--state-dir", sdir)
+    assert bad.code == 2 and "needs HOST... and --run ID" in bad.err
+
+
+def test_a_released_note_is_no_step_of_the_walk() -> None:
+    from patcher.rollout import resume as rolloutresume
+
+    plan = rollout.Plan(metrics=True, restart=True, health=True)
+    base = {"action": "rollout", "run": "a1", "ok": True, "specs": ["s1"]}
+    raw = [
+        dict(base, step="baseline"),
+        dict(base, step="apply"),
+        dict(base, step="apply", released=True),
+    ]
+    steps, problems = rolloutresume.read_steps(raw)
+    assert not problems and steps[-1].released
+    said = [("baseline", True), ("apply", True)]
+    got = rolloutresume.resume(plan, "a1", said, steps, ["s1"])
+    assert (got.action, got.done) == (rolloutresume.RESUME_CONTINUE, tuple(said))

@@ -17,6 +17,7 @@ from patcher.agent import protocol
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide as rollout
+from patcher.rollout import driver, recheck
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
 from patcher.rollout import walk as rolloutrun
@@ -66,7 +67,7 @@ def resume(
     """A second controller: a fresh host state, told from the report and the fake's journal."""
     fake.hook = lambda step: None
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
-    return rolloutrun.resume_host(h, reported), h, []
+    return recheck.resume_host(h, reported), h, []
 
 
 @pytest.mark.parametrize(("phase", "acceptance"), PHASES, ids=[p for p, _ in PHASES])
@@ -292,3 +293,84 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
         t.join(10)
     assert sorted(done) == list(range(8)) and len(written) == 2
     assert written[0][0] == rollout.APPLY and written[1] == [rollout.APPLY] * 8
+
+
+ROLLED_BACK_BY_HAND = {"files": {}, "server": [[1, "T0"]]}
+PATCHED = {"files": {"/env/x.py": {"sha256": "a" * 64, "applied": {"s": "t1"}}}}
+
+
+@pytest.mark.parametrize(
+    ("now", "what"),
+    [
+        (ROLLED_BACK_BY_HAND, "is no longer applied to /env/x.py (rolled back)"),
+        (
+            {"files": {"/env/x.py": {"sha256": "a" * 64, "applied": {"s": "t2"}}}},
+            "was applied to /env/x.py again since (transaction t2, was t1)",
+        ),
+        (
+            {**PATCHED, "server": [[2, "T9"]]},
+            "the server restarted or stopped: pid 1 (started T0) no longer runs",
+        ),
+    ],
+    ids=["rollback", "apply", "restart"],
+)
+def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
+    now: dict[str, Any], what: str, specs: list[PatchSpec], tmp_path: Path
+) -> None:
+    """Ctrl-C in the window; then a rollback, an apply, or a server restart on the host;
+    --resume looks again before it judges: `changed_since`, with what changed, no gate run,
+    the verdict in its journal (what `vpatch status` shows) and the lease given up."""
+    fake = FakeHost(acceptance=GOOD, state_dir=str(tmp_path / "state"))
+    fake.seen = {**PATCHED, "server": [[1, "T0"]]}
+    ctrl_c = threading.Event()
+    fake.hook = rolloutfake.stop_in(rollout.WINDOW, ctrl_c)
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    first = driver.leased_walk(h, False, ctrl_c)
+    assert first.rollout is not None and first.rollout["verdict"] == rollout.INTERRUPTED
+    fake.seen = {**now, "server": now.get("server", [[1, "T0"]])}
+    said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    decision, h2, _ = resume(fake, specs, said["h1"])
+    assert decision.action == rolloutresume.RESUME_CHANGED and what in decision.why
+    ran = len(fake.ran)
+    second = recheck.changed(h2)
+    assert len(fake.ran) == ran  # nothing ran on the host: no gate, no scrape, no rollback
+    r = second.rollout
+    assert r is not None and (r["verdict"], r["patched"], second.ok) == (
+        rollout.CHANGED_SINCE,
+        False,
+        False,
+    )
+    assert (
+        second.error == f"changed since its window step: {decision.why}; nothing was judged or run"
+    )
+    assert "vpatch judged nothing and touched nothing" in (second.hint or "")
+    note = fake.journal[-1]
+    assert (note["step"], note["verdict"], note["detail"]) == (
+        "window",
+        "changed_since",
+        decision.why,
+    )
+    assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()  # taken over, given up
+    # A later --resume of the same report: the journal's verdict stands, nothing runs.
+    again, h3, _ = resume(fake, specs, said["h1"])
+    assert again.action == rolloutresume.RESUME_CHANGED and again.why == decision.why
+    assert again.recorded and not decision.recorded
+    entries = len(fake.journal)
+    assert recheck.changed(h3, again.recorded).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
+    assert len(fake.journal) == entries  # said once: nothing more written
+    assert rolloutrun.finish(h3).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
+
+
+def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
+    specs: list[PatchSpec],
+) -> None:
+    fake = FakeHost(acceptance=GOOD)
+    ctrl_c = threading.Event()
+    fake.hook = rolloutfake.stop_in(rollout.WINDOW, ctrl_c)
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    first = rolloutrun.walk(h, ctrl_c)
+    fake.seen = {**fake.seen, "server": [*fake.seen["server"], [7, "T7"]]}  # a new process: fine
+    said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    decision, h2, _ = resume(fake, specs, said["h1"])
+    assert decision.action == rolloutresume.RESUME_CONTINUE
+    assert rolloutrun.walk(h2, threading.Event()).rollout["verdict"] == rollout.KEPT  # type: ignore[index]

@@ -192,9 +192,9 @@ restart_required:
 rollout:
   description:
     - With a rollout option (O(restart), O(health_url), O(metrics_url)), what C(vpatch rollout
-      --json) says of the host - C(verdict) (kept, rolled_back, not_applied, untouched,
-      attention), C(reached), every phase with its times, the baseline and after measures and
-      each gate.
+      --json) says of the host - C(verdict) (kept, rolled_back, not_enough_evidence,
+      not_applied, untouched, attention), C(reached), every phase with its times, the
+      baseline and after measures and each gate.
   returned: when a rollout ran
   type: dict
 msg:
