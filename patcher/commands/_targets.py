@@ -355,6 +355,7 @@ def settings(args: argparse.Namespace) -> Settings:
             run_as=_run_as(args.run_as, args.ray),
             budget=Budget(),
             keep_agent=not args.no_keep_agent,
+            say_master=getattr(args, "verbose", 0) > 0,
         )
     return made
 

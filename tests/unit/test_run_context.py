@@ -34,6 +34,7 @@ NOT_RUN_STATE = {
     "serving/model.py:SGLANG": "a frozen Profile: SGLang's counter names (constant)",
     "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
+    "transports/share.py:_hashed": "memo: a file's digest keyed by its path, inode, size, mtime",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
     "specs/validate.py:_edits": "pydantic's validator of a list of edits (stateless once built)",
