@@ -219,6 +219,22 @@ def named_files(config_text_: str) -> list[str]:
     return found
 
 
+_named: dict[tuple[str, str], list[str]] = {}
+
+
+def _named_by(path: str, fact: str) -> list[str]:
+    """named_files of the ssh_config at `path`, read once per content (`fact`)."""
+    got = _named.get((path, fact))
+    if got is None:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                got = named_files(fh.read(_READ_MAX))
+        except OSError:
+            got = []
+        _named[(path, fact)] = got
+    return got
+
+
 DEFAULT_KNOWN_HOSTS = (
     "~/.ssh/known_hosts",
     "~/.ssh/known_hosts2",
@@ -243,12 +259,9 @@ def trust_facts(
     configs += [] if ssh_config else ["/etc/ssh/ssh_config"]
     named: list[str] = []
     for path in configs:
-        facts.append(("config", file_fact(path)))
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                named += named_files(fh.read(_READ_MAX))
-        except OSError:
-            pass
+        fact = file_fact(path)
+        facts.append(("config", fact))
+        named += _named_by(path, fact)
     if known_hosts:
         facts.append(("known_hosts", file_fact(known_hosts)))
     else:

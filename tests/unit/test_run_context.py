@@ -35,6 +35,7 @@ NOT_RUN_STATE = {
     "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
     "transports/share.py:_hashed": "memo: a file's digest keyed by its path, inode, size, mtime",
+    "transports/share.py:_named": "memo: the files an ssh_config names, keyed by its digest",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     # objects made at import that nothing writes
     "specs/validate.py:_edits": "pydantic's validator of a list of edits (stateless once built)",
