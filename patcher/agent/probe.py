@@ -16,6 +16,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from . import closure
+
 if TYPE_CHECKING:
     from .protocol import Check
 
@@ -37,56 +39,6 @@ _BOOT = (
     "src=sys.stdin.read()\n"
     "module=importlib.import_module(sys.argv[1])\n"
     "exec(compile(src,'<probe>','exec'),{'module':module,'__name__':'__vpatch_probe__'})\n"
-)
-# ...and, in a probe that runs as root, first: an audit hook that refuses to open for reading
-# any code file (`.py`, `.pyc` and its source, `.pth`) that a user other than root could write
-# (its owner, a group or other write bit, or a directory on its way from `/` that is not
-# root's alone), installed before `site` runs (the probe starts `-S`, then runs `site.main()`
-# itself). The closure's walk (privsep.probe_user) decides ahead of time as whom a probe runs
-# from the packages' top entries; this enforces the rule on every file the import system
-# actually opens, a module deep inside a dependency and a `.pth`'s imports included. A file
-# it refuses fails the probe with the file named (`vpatch: ... refused to run it as root`).
-_GUARD = (
-    "import os,sys\n"
-    "_vp_ok={}\n"
-    "def _vp_bad(p,st,d):\n"
-    "    if st.st_uid!=0:return '%s is owned by uid %d'%(p,st.st_uid)\n"
-    "    m=st.st_mode\n"
-    "    if m&2 and not(d and m&512):return '%s is writable by every user'%p\n"
-    "    if m&16 and st.st_gid!=0 and not(d and m&512):\n"
-    "        return '%s is writable by group %d'%(p,st.st_gid)\n"
-    "def _vp_dir(d):\n"
-    "    if d not in _vp_ok:\n"
-    "        try:\n"
-    "            w=_vp_bad(d,os.stat(d),True)\n"
-    "        except OSError:\n"
-    "            w=None\n"
-    "        u=os.path.dirname(d)\n"
-    "        _vp_ok[d]=w or (_vp_dir(u) if u!=d else None)\n"
-    "    return _vp_ok[d]\n"
-    "def _vp_why(p):\n"
-    "    try:\n"
-    "        st=os.stat(p)\n"
-    "    except OSError:\n"
-    "        return None\n"
-    "    w=_vp_bad(p,st,False)\n"
-    "    for d in (os.path.dirname(p),os.path.dirname(os.path.realpath(p))):\n"
-    "        w=w or _vp_dir(d)\n"
-    "    return w\n"
-    "def _vp_hook(ev,a):\n"
-    "    if ev!='open' or len(a)<2 or not isinstance(a[1],str) or set(a[1])&set('wax+'):return\n"
-    "    p=os.fsdecode(a[0]) if isinstance(a[0],(str,bytes)) else ''\n"
-    "    if not p.endswith(('.py','.pyc','.pth')):return\n"
-    "    ps=[p]\n"
-    "    h,t=os.path.split(p)\n"
-    "    if p.endswith('.pyc') and os.path.basename(h)=='__pycache__':\n"
-    "        ps.append(os.path.join(os.path.dirname(h),t.split('.')[0]+'.py'))\n"
-    "    for q in ps:\n"
-    "        w=_vp_why(os.path.abspath(q))\n"
-    "        if w:raise PermissionError('vpatch: %s; refused to run it as root'%w)\n"
-    "sys.addaudithook(_vp_hook)\n"
-    "import site\n"
-    "site.main()\n"
 )
 _CALLER = 1  # the agent's stdout: a pipe or socket to the transport (POLLERR/POLLHUP: gone)
 OUTPUT_TAIL = 64 * 1024  # stderr kept per probe (its last line is the detail): never it all
@@ -198,7 +150,9 @@ def run_one(
     # the session's next requests, which a probe reading stdin would otherwise swallow.
     watch_r, watch_w = os.pipe()
     as_root = user is None and os.geteuid() == 0
-    boot = ["-I", "-S", "-c", _GUARD + _BOOT] if as_root else ["-I", "-c", _BOOT]
+    # as root: closure.GUARD checks every code file opened, `site` included (so -S, then site)
+    guard = closure.GUARD + "import site\nsite.main()\n"
+    boot = ["-I", "-S", "-c", guard + _BOOT] if as_root else ["-I", "-c", _BOOT]
     try:
         proc = subprocess.Popen(
             [python or sys.executable, *boot, module, str(watch_r)],

@@ -1,7 +1,7 @@
-"""The closure enforced where code is opened (patcher/agent/probe.py's `_GUARD`): a probe or
-import check that runs as root refuses to open any code file another user could write, a
-module deep inside a dependency included, which the closure's walk (top entries of the
-packages) does not see.
+"""The closure enforced where code is opened (patcher/agent/closure.py's `GUARD`, in root
+probes and the root worker's `site`): root refuses to open any code file another user could
+write, a module deep inside a dependency included, which the closure's walk (top entries of
+the packages) does not see.
 
 The attack: in a root-owned venv, the spec's package (root's) imports a dependency whose
 package directory is root's but one module of it is a user's (`click/globals.py` under a
@@ -72,3 +72,37 @@ def test_a_users_module_deep_in_a_dependency_is_not_run_as_root(user: User, tmp_
         ok = vpatch("apply", spec, "--python", python)
         assert ok.code == 0, ok.out + ok.err
         assert user.ran_as() == {0}  # root's own file, run by root: as it should
+
+
+def test_a_root_pth_importing_a_users_submodule_is_refused_not_run(user: User) -> None:
+    """A root `.pth` that imports a submodule (`import click.globals`) of a root package
+    whose one module is a user's: the walk sees root's `.pth` and root's package entry, and
+    a read-only `vpatch status` ran the user's module as uid 0 in the root worker's `site`.
+    Now `site` runs under the guard: the module is refused, and so is the status, naming it."""
+    with root_venv() as venv:
+        python = venv / "bin" / "python"
+        site = envs.site_packages(venv)
+        dep = site / "helperdep"
+        dep.mkdir(mode=0o755)
+        (dep / "__init__.py").write_text("")
+        deep = dep / "deep.py"
+        deep.write_text(user.marker_code())
+        os.chown(deep, user.uid, user.gid)
+        (site / "zz_helper.pth").write_text("import helperdep.deep\n")
+
+        # the plain mechanism: root's interpreter starting runs it, as uid 0
+        subprocess.run([python, "-I", "-c", "pass"], check=True)
+        assert user.ran_as() == {0}
+        for marker in user.markers.iterdir():
+            marker.unlink()
+
+        res = vpatch("status", "--python", python)
+        said = res.out + res.err
+        assert res.code == 1, said
+        assert f"vpatch: {deep} is owned by uid {user.uid}; refused to run it as root" in said
+        assert "Traceback" not in said
+        assert user.ran_as() == set(), sorted(user.markers.iterdir())
+
+        os.chown(deep, 0, 0)  # root's own: status runs, and so does the .pth, as root
+        assert vpatch("status", "--python", python).code == 0
+        assert user.ran_as() == {0}

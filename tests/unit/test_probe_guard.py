@@ -1,4 +1,4 @@
-"""The audit hook a root probe starts with (patcher/agent/probe.py's `_GUARD`): every code file
+"""The audit hook a root probe starts with (patcher/agent/closure.py's `GUARD`): every code file
 the interpreter opens to run (`.py`, a cached `.pyc` and its source, `.pth`) is refused when a
 user other than root could write it or a directory on its way; a root file passes. Run in a
 real `python -I -S` child, as the probe runs."""
@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from patcher.agent.probe import _GUARD
+from patcher.agent.closure import GUARD
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the guard is for probes run as root")
 OTHER = 12345  # a uid no user of the machine has
 
 
 def _import(where: Path, name: str = "mod") -> subprocess.CompletedProcess[str]:
-    code = _GUARD + f"sys.path.insert(0, {str(where)!r})\nimport {name}\n"
+    code = GUARD + "import site\nsite.main()\n"
+    code += f"sys.path.insert(0, {str(where)!r})\nimport {name}\n"
     return subprocess.run(
         [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60
     )
