@@ -173,7 +173,8 @@ def pth_lines(text: str) -> tuple[list[str], list[str]]:
 
 # Code (run where root is about to run the environment's code, before `site`): an audit hook
 # that refuses to open for reading any code file (`.py`, `.pyc` and its source, `.pth`) that a
-# user other than root, or a group other than root's, could write, or whose directories up to
+# user other than root, or a group with a member other than root (as `decide` resolves groups;
+# one whose members cannot be told counts as another user), could write, or whose directories up to
 # `/` are not root's alone (a root sticky directory may be on the way). The walk above (`decide`
 # on gathered facts) says ahead of time as whom code runs from the packages' top entries; this
 # enforces the rule on every file the import system actually opens, a module deep inside a
@@ -185,12 +186,25 @@ def pth_lines(text: str) -> tuple[list[str], list[str]]:
 GUARD = (
     "import os,sys\n"
     "_vp_ok={}\n"
+    "_vp_g={}\n"
+    "def _vp_members(g):\n"
+    "    if g not in _vp_g:\n"
+    "        import grp,pwd\n"
+    "        try:\n"
+    "            m=set(grp.getgrgid(g).gr_mem)\n"
+    "        except KeyError:\n"
+    "            m={'?'}\n"
+    "        m|={u.pw_name for u in pwd.getpwall() if u.pw_gid==g}\n"
+    "        m.discard('root')\n"
+    "        _vp_g[g]=sorted(m)\n"
+    "    return _vp_g[g]\n"
     "def _vp_bad(p,st,d):\n"
     "    if st.st_uid!=0:return '%s is owned by uid %d'%(p,st.st_uid)\n"
     "    m=st.st_mode\n"
     "    if m&2 and not(d and m&512):return '%s is writable by every user'%p\n"
-    "    if m&16 and st.st_gid!=0 and not(d and m&512):\n"
-    "        return '%s is writable by group %d'%(p,st.st_gid)\n"
+    "    if m&16 and st.st_gid!=0 and not(d and m&512) and _vp_members(st.st_gid):\n"
+    "        w=','.join(_vp_members(st.st_gid))\n"
+    "        return '%s is writable by group %d (members: %s)'%(p,st.st_gid,w)\n"
     "def _vp_dir(d):\n"
     "    if d not in _vp_ok:\n"
     "        try:\n"

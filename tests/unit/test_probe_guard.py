@@ -58,3 +58,29 @@ def test_a_directory_others_can_write_is_refused(where: Path) -> None:
     where.chmod(0o777)
     done = _import(where)
     assert done.returncode == 1 and f"{where} is writable by every user" in done.stderr
+
+
+def _empty_group() -> int:
+    """A group of this machine with no member and nobody's primary group (Debian has several:
+    staff, src...): its write bit lets nobody write, as the closure's rule reads it."""
+    import grp
+    import pwd
+
+    primary = {u.pw_gid for u in pwd.getpwall()}
+    for g in grp.getgrall():
+        if g.gr_gid != 0 and not g.gr_mem and g.gr_gid not in primary:
+            return g.gr_gid
+    pytest.fail("no group without members on this machine")
+
+
+def test_a_group_write_bit_counts_only_with_members(where: Path) -> None:
+    """As `closure.decide` resolves groups: a group nobody is in writes nothing; a group whose
+    members cannot be told (no such group) counts as another user."""
+    mod = where / "mod.py"
+    mod.chmod(0o664)
+    os.chown(mod, 0, _empty_group())
+    assert _import(where).returncode == 0
+    os.chown(mod, 0, OTHER)
+    done = _import(where)
+    assert done.returncode == 1
+    assert f"{mod} is writable by group {OTHER} (members: ?)" in done.stderr
