@@ -60,6 +60,16 @@ def test_a_directory_others_can_write_is_refused(where: Path) -> None:
     assert done.returncode == 1 and f"{where} is writable by every user" in done.stderr
 
 
+def test_an_acl_that_lets_another_user_write_is_refused(where: Path) -> None:
+    """With an ACL the group bits are its mask: a root 0644-looking file that `setfacl` lets
+    another uid write shows g+w and carries the ACL."""
+    mod = where / "mod.py"
+    subprocess.run(["setfacl", "-m", f"u:{OTHER}:rw", str(mod)], check=True)
+    done = _import(where)
+    assert done.returncode == 1
+    assert f"{mod} has an ACL whose mask lets others write it" in done.stderr
+
+
 def _empty_group() -> int:
     """A group of this machine with no member and nobody's primary group (Debian has several:
     staff, src...): its write bit lets nobody write, as the closure's rule reads it."""
