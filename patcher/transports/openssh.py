@@ -113,11 +113,7 @@ class OpenSshTransport(PipeTransport):
         if opts.share:
             from patcher.transports import share
 
-            trust = share.trust_digest(
-                share.trust_facts(
-                    opts.ssh_config, opts.known_hosts, self._strict(), opts.identity, user, port
-                )
-            )
+            trust = share.trust_digest(share.trust_facts(opts, self._strict(), user, port))
             sharing = share.prepare(opts.ssh_config, trust)
             if sharing.refused:
                 raise HostError(f"{target}: {sharing.refused}", share.REFUSED_HINT)

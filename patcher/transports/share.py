@@ -44,7 +44,10 @@ import os
 import stat
 import time
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from patcher.transports.ssh import SshOptions
 
 PERSIST = "60s"
 KEEP_CONFIGS = 64  # -F files kept in the control directory (one per config and trust digest)
@@ -112,12 +115,14 @@ def trust_digest(facts: Iterable[tuple[str, str]]) -> str:
 
 
 def component_problem(
-    path: str, mode: int, owner: int, group: int, last: bool, uid: int, want_dir: bool
+    path: str, st: os.stat_result, last: bool, uid: int, want_dir: bool
 ) -> str | None:
-    """Why one component of a path vpatch hands ssh could be changed by someone other than
-    `uid` or root (None: it cannot). `last` is the path itself (a directory when `want_dir`,
-    else a regular file); every other component is a directory on the way to it, which a
-    root-owned sticky bit makes safe to share (others cannot rename what is not theirs)."""
+    """Why one component of a path vpatch hands ssh (`st`, its lstat) could be changed by
+    someone other than `uid` or root (None: it cannot). `last` is the path itself (a
+    directory when `want_dir`, else a regular file); every other component is a directory on
+    the way to it, which a root-owned sticky bit makes safe to share (others cannot rename
+    what is not theirs)."""
+    mode, owner, group = st.st_mode, st.st_uid, st.st_gid
     if stat.S_ISLNK(mode):
         return f"{path} is a symbolic link"
     if owner not in (0, uid):
@@ -165,9 +170,7 @@ def chain_problem(path: str, want_dir: bool = True) -> str | None:
             st = os.lstat(here)
         except OSError as exc:
             return f"cannot stat {here} ({exc.strerror})"
-        why = component_problem(
-            here, st.st_mode, st.st_uid, st.st_gid, i == len(parts), uid, want_dir
-        )
+        why = component_problem(here, st, i == len(parts), uid, want_dir)
         if why:
             return why
     return None
@@ -244,16 +247,12 @@ DEFAULT_KNOWN_HOSTS = (
 
 
 def trust_facts(
-    ssh_config: str | None,
-    known_hosts: str | None,
-    strict: str,
-    identity: str | None,
-    user: str | None,
-    port: int | None,
+    opts: SshOptions, strict: str, user: str | None, port: int | None
 ) -> list[tuple[str, str]]:
     """What a run trusts for one host, read where ssh reads it: the ssh_config files and the
     files their lines name, the known-hosts files ssh consults (--known-hosts alone when
     given, else the defaults and the config's), host-key checking, identity, user, port."""
+    ssh_config, known_hosts, identity = opts.ssh_config, opts.known_hosts, opts.identity
     facts = [("strict", strict), ("user", user or ""), ("port", str(port or ""))]
     configs = [ssh_config] if ssh_config else [os.path.expanduser("~/.ssh/config")]
     configs += [] if ssh_config else ["/etc/ssh/ssh_config"]

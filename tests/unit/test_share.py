@@ -50,13 +50,16 @@ def test_the_trust_digest_changes_with_every_trusted_thing() -> None:
 
 
 def test_trust_facts_hash_the_known_hosts_content(tmp_path: Path) -> None:
+    from patcher.transports.ssh import SshOptions
+
     kh = tmp_path / "known_hosts"
+    opts = SshOptions(known_hosts=str(kh))
     kh.write_text("[h]:22 ssh-ed25519 AAAA\n")
-    first = share.trust_digest(share.trust_facts(None, str(kh), "yes", None, None, None))
+    first = share.trust_digest(share.trust_facts(opts, "yes", None, None))
     kh.write_text("[h]:22 ssh-ed25519 BBBB\n")
-    assert share.trust_digest(share.trust_facts(None, str(kh), "yes", None, None, None)) != first
-    strict = share.trust_digest(share.trust_facts(None, str(kh), "accept-new", None, None, None))
-    assert strict != share.trust_digest(share.trust_facts(None, str(kh), "yes", None, None, None))
+    assert share.trust_digest(share.trust_facts(opts, "yes", None, None)) != first
+    strict = share.trust_digest(share.trust_facts(opts, "accept-new", None, None))
+    assert strict != share.trust_digest(share.trust_facts(opts, "yes", None, None))
 
 
 def test_files_an_ssh_config_names_are_trusted_facts(tmp_path: Path) -> None:
@@ -94,7 +97,8 @@ FILE = 0o100600
 def test_one_path_component(
     mode: int, owner: int, last: bool, want_dir: bool, why: str | None
 ) -> None:
-    got = share.component_problem("/p", mode, owner, 0, last, 500, want_dir)
+    st = os.stat_result((mode, 0, 0, 1, owner, 0, 0, 0, 0, 0))
+    got = share.component_problem("/p", st, last, 500, want_dir)
     assert (got is None) if why is None else (why in (got or "")), got
 
 
