@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import Any
 
 from patcher.errors import SpecError
 from patcher.specs.catalog import writer_problem
@@ -92,3 +93,22 @@ def file_problem(path: str) -> str | None:
     except OSError:
         return None
     return writer_problem(st)
+
+
+def check_vars(inventory: str, trust: bool) -> None:
+    """Nothing, or the refusal of the first vars file or directory someone else could have
+    written (vars_problem); nothing is checked when `trust`."""
+    found = None if trust else vars_problem(inventory)
+    if found:
+        raise refused(*found)
+
+
+def check_identities(inventory: str, tables: list[dict[str, Any]], trust: bool) -> None:
+    """Nothing, or the refusal of an identity file the inventory's tables name ([defaults]
+    and [[host]]: never --identity's, the person's own choice) that someone else could have
+    written; nothing is checked when `trust`."""
+    for table in [] if trust else tables:
+        named = table.get("identity")
+        why = file_problem(named) if named else None
+        if named and why:
+            raise refused(named, f"{why} (the identity {inventory} names)")

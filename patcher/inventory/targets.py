@@ -104,9 +104,7 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
     if data is None:
         from patcher.inventory import ansible as ansible_inventory
 
-        found = None if trust else owners.vars_problem(path)
-        if found:
-            raise owners.refused(*found)
+        owners.check_vars(path, trust)
         entries = ansible_inventory.hosts(path, text)
         local = [bool(e.pop("local")) for e in entries]
         data = {"host": entries}
@@ -124,11 +122,7 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
         raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", hint) from None
     if local is None:  # a hosts.toml: the local target is written `address = "local"`
         local = [h["address"] == "local" for h in hosts]
-    for table in (defaults, *hosts):  # an identity the inventory names (not --identity's)
-        named = table.get("identity")
-        why = owners.file_problem(named) if named and not trust else None
-        if named and why:
-            raise owners.refused(named, f"{why} (the identity {path} names)")
+    owners.check_identities(path, [defaults, *hosts], trust)
     out = []
     for h, here in zip(hosts, local, strict=True):
         kind = _pick("transport", h, defaults, flags)
