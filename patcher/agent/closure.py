@@ -169,3 +169,80 @@ def pth_lines(text: str) -> tuple[list[str], list[str]]:
             continue
         paths.append(line.rstrip())
     return paths, mods
+
+
+# Code (run where root is about to run the environment's code, before `site`): an audit hook
+# that refuses to open for reading any code file (`.py`, `.pyc` and its source, `.pth`) that a
+# user other than root, or a group with a member other than root (as `decide` resolves groups;
+# one whose members cannot be told counts as another user), could write, or whose directories up to
+# `/` are not root's alone (a root sticky directory may be on the way). The walk above (`decide`
+# on gathered facts) says ahead of time as whom code runs from the packages' top entries; this
+# enforces the rule on every file the import system actually opens, a module deep inside a
+# dependency and a `.pth`'s imports included. A refused file raises PermissionError naming it
+# (`vpatch: FILE ...; refused to run it as root`), also kept in `_vp_said`; `_vp_on[0] = 0`
+# turns the hook off (hooks cannot be removed) once root's run of that code is over. Used by
+# root probes and import checks (probe.py, started `-I -S`) and the root worker's `site` run
+# (privsep.worker).
+GUARD = (
+    "import os,sys\n"
+    "_vp_ok={}\n"
+    "_vp_g={}\n"
+    "def _vp_members(g):\n"
+    "    if g not in _vp_g:\n"
+    "        import grp,pwd\n"
+    "        try:\n"
+    "            m=set(grp.getgrgid(g).gr_mem)\n"
+    "        except KeyError:\n"
+    "            m={'?'}\n"
+    "        m|={u.pw_name for u in pwd.getpwall() if u.pw_gid==g}\n"
+    "        m.discard('root')\n"
+    "        _vp_g[g]=sorted(m)\n"
+    "    return _vp_g[g]\n"
+    "def _vp_bad(p,st,d):\n"
+    "    if st.st_uid!=0:return '%s is owned by uid %d'%(p,st.st_uid)\n"
+    "    m=st.st_mode\n"
+    "    if m&2 and not(d and m&512):return '%s is writable by every user'%p\n"
+    "    if m&16:\n"
+    "        try:\n"
+    "            a=os.getxattr(p,'system.posix_acl_access')\n"
+    "        except (OSError,AttributeError):\n"
+    "            a=b''\n"
+    "        if a:return '%s has an ACL whose mask lets others write it'%p\n"
+    "    if m&16 and st.st_gid!=0 and not(d and m&512) and _vp_members(st.st_gid):\n"
+    "        w=','.join(_vp_members(st.st_gid))\n"
+    "        return '%s is writable by group %d (members: %s)'%(p,st.st_gid,w)\n"
+    "def _vp_dir(d):\n"
+    "    if d not in _vp_ok:\n"
+    "        try:\n"
+    "            w=_vp_bad(d,os.stat(d),True)\n"
+    "        except OSError:\n"
+    "            w=None\n"
+    "        u=os.path.dirname(d)\n"
+    "        _vp_ok[d]=w or (_vp_dir(u) if u!=d else None)\n"
+    "    return _vp_ok[d]\n"
+    "def _vp_why(p):\n"
+    "    try:\n"
+    "        st=os.stat(p)\n"
+    "    except OSError:\n"
+    "        return None\n"
+    "    w=_vp_bad(p,st,False)\n"
+    "    for d in (os.path.dirname(p),os.path.dirname(os.path.realpath(p))):\n"
+    "        w=w or _vp_dir(d)\n"
+    "    return w\n"
+    "def _vp_hook(ev,a):\n"
+    "    if not _vp_on[0] or ev!='open' or len(a)<2:return\n"
+    "    if not isinstance(a[1],str) or set(a[1])&set('wax+'):return\n"
+    "    p=os.fsdecode(a[0]) if isinstance(a[0],(str,bytes)) else ''\n"
+    "    if not p.endswith(('.py','.pyc','.pth')):return\n"
+    "    ps=[p]\n"
+    "    h,t=os.path.split(p)\n"
+    "    if p.endswith('.pyc') and os.path.basename(h)=='__pycache__':\n"
+    "        ps.append(os.path.join(os.path.dirname(h),t.split('.')[0]+'.py'))\n"
+    "    for q in ps:\n"
+    "        w=_vp_why(os.path.abspath(q))\n"
+    "        if w:\n"
+    "            _vp_said.append('vpatch: %s; refused to run it as root'%w)\n"
+    "            raise PermissionError(_vp_said[-1])\n"
+    "_vp_on,_vp_said=[1],[]\n"
+    "sys.addaudithook(_vp_hook)\n"
+)

@@ -489,7 +489,9 @@ def worker(argv: list[str]) -> None:
     what `site` will read and run), decided (closure.decide) while `site` has not run: root
     drops to the one other user who can write any of it, a worker stage 0 dropped refuses to
     go on when someone else can write it too (unless the operator chose --run-as); then run
-    `site` as the interpreter would have without -S."""
+    `site` as the interpreter would have without -S; as root, under closure.GUARD (a code
+    file another user could write that `site` would run, a `.pth`'s deep import included,
+    is refused and the worker refuses every request naming it)."""
     rootscan.STATE["dropped_from"] = 0 if argv[1:2] == ["1"] else None
     rootscan.STATE["run_as"] = int(argv[2]) if len(argv) > 2 and argv[2].isdigit() else None
     try:
@@ -507,7 +509,14 @@ def worker(argv: list[str]) -> None:
                 rootscan.STATE["dropped_from"] = 0
         import site
 
+        guard: dict[str, Any] = {}
+        if os.geteuid() == 0:  # root runs `site`: every code file it opens is checked first
+            exec(closure.GUARD, guard)
         site.main()
+        if guard:
+            guard["_vp_on"][0] = 0  # the environment's code ran; the agent reads files as data
+            if guard["_vp_said"]:  # `site` reports a failed .pth line and goes on: we do not
+                raise Refusal(guard["_vp_said"][0])
     except (Refusal, OSError) as exc:
         rootscan.STATE["refused"] = str(exc) if isinstance(exc, Refusal) else _oserror(exc)
     rootscan.STATE["uid"] = os.geteuid()

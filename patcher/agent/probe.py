@@ -16,6 +16,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from . import closure
+
 if TYPE_CHECKING:
     from .protocol import Check
 
@@ -147,9 +149,13 @@ def run_one(
     # stdin is its own pipe (the code, then EOF), never the agent's: the agent's stdin carries
     # the session's next requests, which a probe reading stdin would otherwise swallow.
     watch_r, watch_w = os.pipe()
+    as_root = user is None and os.geteuid() == 0
+    # as root: closure.GUARD checks every code file opened, `site` included (so -S, then site)
+    guard = closure.GUARD + "import site\nsite.main()\n"
+    boot = ["-I", "-S", "-c", guard + _BOOT] if as_root else ["-I", "-c", _BOOT]
     try:
         proc = subprocess.Popen(
-            [python or sys.executable, "-I", "-c", _BOOT, module, str(watch_r)],
+            [python or sys.executable, *boot, module, str(watch_r)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

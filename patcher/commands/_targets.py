@@ -44,6 +44,12 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "(docs/inventory.md)",
     )
     p.add_argument("--group", action="append", default=[], help="inventory group; repeatable")
+    p.add_argument(
+        "--trust-inventory",
+        action="store_true",
+        help="read --inventory (its vars files, the identities it names) even where someone "
+        "other than you or root can write it; by default that is refused (docs/inventory.md)",
+    )
     ssh = p.add_argument_group("ssh")
     ssh.add_argument(
         "--ssh-config", metavar="FILE", help="OpenSSH client config (default ~/.ssh/config)"
@@ -239,7 +245,7 @@ def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
     if args.inventory:
         flags = {"python": args.python, "identity": args.identity, "sudo": args.sudo or None}
         flags["share"] = False if args.no_share else None
-        inv = load_inventory(args.inventory, flags)
+        inv = load_inventory(args.inventory, flags, getattr(args, "trust_inventory", False))
     found = select(inv, args.host, args.group, flag_target(args))
     from patcher.transports import sshnames
 
@@ -355,6 +361,7 @@ def settings(args: argparse.Namespace) -> Settings:
             run_as=_run_as(args.run_as, args.ray),
             budget=Budget(),
             keep_agent=not args.no_keep_agent,
+            say_master=getattr(args, "verbose", 0) > 0,
         )
     return made
 

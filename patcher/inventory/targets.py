@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from patcher._compat import tomllib
@@ -84,11 +83,16 @@ class _Invalid(Exception):
         self.loc, self.msg, self.hint = loc, msg, hint
 
 
-def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
+def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inventory:
     """Parse and validate; `flags` are the command line's values (None = not given). A file
-    that is not a hosts.toml is read as an Ansible inventory (patcher.inventory.ansible)."""
+    that is not a hosts.toml is read as an Ansible inventory (patcher.inventory.ansible). The
+    file, an Ansible inventory's vars directories and the identities it names are refused when
+    someone else could have written them (patcher.inventory.owners), unless `trust`
+    (--trust-inventory)."""
+    from patcher.inventory import owners
+
     try:
-        text = Path(path).read_text("utf-8")
+        text = owners.read(path, trust)
     except OSError as exc:
         raise SpecError(
             f"{path}: cannot read inventory ({exc.strerror})", "pass a hosts.toml"
@@ -100,6 +104,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
     if data is None:
         from patcher.inventory import ansible as ansible_inventory
 
+        owners.check_vars(path, trust)
         entries = ansible_inventory.hosts(path, text)
         local = [bool(e.pop("local")) for e in entries]
         data = {"host": entries}
@@ -117,6 +122,7 @@ def load_inventory(path: str, flags: dict[str, Any]) -> Inventory:
         raise SpecError(f"{path}{at}: {where or '(top level)'}: {exc.msg}", hint) from None
     if local is None:  # a hosts.toml: the local target is written `address = "local"`
         local = [h["address"] == "local" for h in hosts]
+    owners.check_identities(path, [defaults, *hosts], trust)
     out = []
     for h, here in zip(hosts, local, strict=True):
         kind = _pick("transport", h, defaults, flags)

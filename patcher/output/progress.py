@@ -213,6 +213,10 @@ def _describe_transport(target: str, transport: Any) -> None:
     shared = getattr(transport, "share_note", None)  # the OpenSSH transport's sharing
     if shared:
         detail(f"{target}: ssh: {shared}")
+    master = getattr(transport, "master_note", None)  # ...and whether a master is reused
+    said = master() if callable(master) else ""
+    if said:
+        detail(f"{target}: ssh: {said}")
 
 
 def _agent_stderr(target: str, transport: Any) -> None:

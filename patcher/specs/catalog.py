@@ -71,6 +71,37 @@ def _sources() -> list[tuple[str, Path]]:
     return out
 
 
+def writer_problem(st: os.stat_result) -> str | None:
+    """Why what `st` describes could have been written by someone other than the user vpatch
+    runs as or root (None: it could not), naming that writer. The one owner/mode rule for
+    every input that decides what runs where: a catalog, a wheel source and its directory
+    (patcher.wheels.trust), an inventory and its vars files (patcher.inventory.targets)."""
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"owned by {_who(st.st_uid)}, not by you (uid {os.geteuid()}) or root"
+    if st.st_mode & 0o022:
+        who = "every user" if st.st_mode & 0o002 else f"group {_group(st.st_gid)}"
+        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o}: {who})"
+    return None
+
+
+def _who(uid: int) -> str:
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    import grp
+
+    try:
+        return f"{gid} ({grp.getgrgid(gid).gr_name})"
+    except KeyError:
+        return str(gid)
+
+
 def local_problem(d: Path) -> str | None:
     """Why ./patches must not be used (None: it may, or it is not there)."""
     try:
@@ -79,11 +110,8 @@ def local_problem(d: Path) -> str | None:
         return None
     if not stat.S_ISDIR(st.st_mode):
         return None
-    if st.st_uid not in (os.geteuid(), 0):
-        return f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
-    if st.st_mode & 0o022:
-        return f"group or others can write it (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
+    why = writer_problem(st)
+    return f"it is {why}" if why else None
 
 
 def _local_is_safe(d: Path) -> bool:

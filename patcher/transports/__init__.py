@@ -91,6 +91,9 @@ class Settings(NamedTuple):
     # user's ~/.cache/vpatch/agent); False (`--no-keep-agent`): sent whole every time, nothing
     # written on the host outside the environment's state dir.
     keep_agent: bool = True
+    # -v: the OpenSSH transport asks ssh whether a shared master is reused (one `ssh -O check`
+    # per host before its session starts), to say so; never asked otherwise.
+    say_master: bool = False
     # The run's answer budget (answers.Budget), shared by every transport the run opens; None:
     # each transport has its own (one host, one budget).
     budget: Budget | None = None

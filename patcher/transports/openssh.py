@@ -106,15 +106,51 @@ class OpenSshTransport(PipeTransport):
         self.connect_grace = opts.connect_timeout  # paramiko connects before the call's clock
         # Connection sharing (transports.share): the `-F` file that adds it after the
         # operator's config, once per command; `share_note` is what -v says of it.
+        # The ControlPath's name carries a digest of what this run trusts (share.trust_facts):
+        # a master another run made with other known hosts, identity or checking is not ours.
         self.share_config: str | None = None
         self.share_note = "not shared: --no-share / share = false"
         if opts.share:
             from patcher.transports import share
 
-            self.share_config, self.share_note = share.prepare(opts.ssh_config)
+            trust = share.trust_digest(share.trust_facts(opts, self._strict(), user, port))
+            sharing = share.prepare(opts.ssh_config, trust)
+            if sharing.refused:
+                raise HostError(f"{target}: {sharing.refused}", share.REFUSED_HINT)
+            self.share_config, self.share_note = sharing.config, sharing.note
+        self._master_said: str | None = None  # -v: whether a master was reused (_argv)
+
+    def _strict(self) -> str:
+        return "accept-new" if self.opts.accept_new_host_key else "yes"
 
     def _options(self, strict: str) -> list[str]:
+        if self.share_config:  # ssh re-opens the -F file at every start: checked every time
+            from patcher.transports import share
+
+            why = share.check_in_use(self.share_config)
+            if why:
+                raise HostError(f"{self.target}: {why}; refused", share.REFUSED_HINT)
         return self._base_options(strict, self.share_config or self.opts.ssh_config)
+
+    def master_note(self) -> str:
+        """For `-v`: whether this host's session rides a master an earlier command left, or
+        makes one (asked before the session started: `_argv`)."""
+        return self._master_said or ""
+
+    def _ask_master(self) -> str:
+        """ssh's own answer (`-O check`, this run's options) whether a master for this host
+        and trust is running; said only under -v, before the session starts."""
+        argv = [self.ssh, *self._options(self._strict()), "-O", "check", "--", self.host]
+        try:
+            # process-start: the OpenSSH client asked about its control socket (-v only)
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        if done.returncode == 0:
+            return "reusing the master an earlier command left (same host, user and trust)"
+        return "no master for this host and trust yet: this connection becomes one"
 
     def _base_options(self, strict: str, config: str | None) -> list[str]:
         o = self.opts
@@ -135,7 +171,9 @@ class OpenSshTransport(PipeTransport):
         return argv
 
     def _argv(self) -> list[str]:
-        strict = "accept-new" if self.opts.accept_new_host_key else "yes"
+        if self.opts.say_master and self.share_config and self._master_said is None:
+            self._master_said = self._ask_master()
+        strict = self._strict()
         # LogLevel ERROR: ssh's failure lines (mapped below) and nothing chattier, whatever the
         # user's ssh_config says.
         return [

@@ -69,6 +69,7 @@ class SshOptions(NamedTuple):
     # Shared connections (transports.share): False for `--no-share` / `share = false`.
     share: bool = True
     keep_agent: bool = True  # Settings.keep_agent
+    say_master: bool = False  # Settings.say_master
 
 
 def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostError:
@@ -137,4 +138,5 @@ def options(target: Target, settings: Settings) -> SshOptions:
         keepalive=settings.keepalive,
         share=target.share is not False,
         keep_agent=settings.keep_agent,
+        say_master=settings.say_master,
     )

@@ -5,6 +5,9 @@ The HTTP is `patcher.wheels.remote.Client`'s (pip's CA bundle, client certificat
 trusted-host, proxy, credentials from the index URL or ~/.netrc, pip's timeout), the decisions
 are `patcher.wheels.listing`'s. Where pip looks, vpatch looks, in pip's order: find-links
 directories and pages, file:// indexes, then the http(s) indexes (index-url, extra-index-url).
+A `file://` link is followed only from a local index or directory: a page served over http(s)
+that links to one (or to any scheme but http(s)) is refused whole (`ForeignLink`), where pip
+would read that file of this machine.
 
 Warm means no network: every http(s) page read is kept in the wheel store (`<store>/index/`,
 checked like every store file) with its ETag, Last-Modified and Cache-Control max-age. A page
@@ -43,6 +46,10 @@ MAX_WHEEL = 8 * 1024**3  # a wheel larger than this is not downloaded
 MAX_ENTRY = 64 * 1024 * 1024  # a kept page's JSON larger than this is not read
 _RETRY_STATUS = (500, 502, 503, 504, 520, 527)
 _CHUNK = 1 << 20
+
+
+class ForeignLink(remote.NoRanges):
+    """A page served over http(s) links to a file by another scheme (`file://`): refused."""
 
 
 @dataclass
@@ -140,6 +147,8 @@ class Client:
                 answered += 1
             except remote.Unreachable as exc:
                 unreachable.append(exc.message)
+            except ForeignLink:  # said, never passed over for the next index
+                raise
             except remote.NoRanges as exc:  # pip, too, goes on to the next index
                 failed.append(exc)
         if failed and not answered and not out:
@@ -166,9 +175,17 @@ class Client:
         return remote.index_urls(self.config)[0]  # no TLS set up to name a page
 
     def page(self, url: str) -> list[File]:
-        """One http(s) page's files: kept and fresh, kept and not modified, or fetched."""
+        """One http(s) page's files: kept and fresh, kept and not modified, or fetched;
+        ForeignLink when it links to a file by another scheme (a kept page is checked too)."""
         with self._lock:
-            return self._page(url)
+            files = self._page(url)
+        bad = listing.foreign_link(url, files)
+        if bad is not None:
+            raise ForeignLink(
+                f"{remote._safe(url)} links {bad.filename} to {remote._safe(bad.url)}: a page "
+                "served over http(s) may link only to http(s) files; refused"
+            )
+        return files
 
     def _page(self, url: str) -> list[File]:
         if url in self._pages:

@@ -126,6 +126,19 @@ def parse_page(body: bytes, content_type: str, page_url: str) -> list[File]:
     return out
 
 
+WEB = ("http", "https")
+
+
+def foreign_link(page_url: str, files: Iterable[File]) -> File | None:
+    """The first file a page served over http(s) links to by another scheme (`file://` on
+    this machine, `ftp:`, `data:`...), None when there is none or the page is local. pip
+    follows a remote page's `file://` link; vpatch does not: a remote index would choose which
+    of this machine's files root reads as a wheel."""
+    if urlsplit(page_url).scheme not in WEB:
+        return None
+    return next((f for f in files if urlsplit(f.url).scheme not in WEB), None)
+
+
 def _release(filename: str) -> tuple[str, Version, frozenset[Tag] | None] | None:
     """(name, version, tags) of a wheel, (name, version, None) of an sdist; None otherwise."""
     try:

@@ -143,6 +143,8 @@ class Client:
         import urllib.error
         import urllib.request
 
+        if urlsplit(url).scheme not in ("http", "https"):  # urllib would open file:// too
+            raise NoRanges(f"{_safe(url)}: not an http(s) URL; refused")
         req = urllib.request.Request(url, headers={**headers, "Accept-Encoding": "identity"})
         creds = self.credentials(url)
         if creds is not None:  # never carried to a redirect's host

@@ -76,11 +76,9 @@ SOURCE_HINT = (
 
 
 def _source_problem(st: os.stat_result) -> str | None:
-    if st.st_uid not in (os.geteuid(), 0):
-        return f"owned by uid {st.st_uid}, not by uid {os.geteuid()} (or root)"
-    if st.st_mode & 0o022:
-        return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
+    from patcher.specs.catalog import writer_problem  # the rule specs and inventories share
+
+    return writer_problem(st)
 
 
 def open_source(path: Path) -> tuple[IO[bytes], os.stat_result]:

@@ -9,8 +9,9 @@ suffix range 206 with the whole file (`bytes 0-(N-1)/N`, a hostile index's way t
 read N bytes for the few it asked); project pages carry an ETag (a matching If-None-Match is
 answered 304, listed in `Index.not_modified`) and `cache_control` as their Cache-Control;
 `auth=(user, password)`
-makes every path ask for HTTP Basic credentials. The server runs in a thread of the test's
-process; the test reads `Index.sent` afterwards.
+makes every path ask for HTTP Basic credentials; `Index.hrefs` links a wheel's name to another
+URL (a hostile index's `file://` link to a file of the client's machine). The server runs in
+a thread of the test's process; the test reads `Index.sent` afterwards.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Index:
     not_modified: list[str] = field(default_factory=list)  # pages answered 304
     failing: int = 0  # answer this many project page requests 503 first
     garbled: bool = False  # project pages are not JSON though they say so
+    hrefs: dict[str, str] = field(default_factory=dict)  # file name -> the link pages give it
     url: str = ""
     sent: int = 0  # body bytes written to clients
     requests: list[str] = field(default_factory=list)  # "GET /path Range" per request
@@ -113,6 +115,9 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
             return self._send(404, b"not found", "text/plain", {})
 
         def _project(self, name: str) -> None:
+            def _href(f: str) -> str:  # the wheel's own file, or what the test links it to
+                return index.hrefs.get(f, f"../../files/{f}")
+
             files = [
                 f for f in index.wheels if parse_wheel_filename(f)[0] == canonicalize_name(name)
             ]
@@ -123,15 +128,13 @@ def _handler(index: Index, hashes: dict[str, str]) -> type[http.server.BaseHTTPR
                     "meta": {"api-version": "1.0"},
                     "name": name,
                     "files": [
-                        {"filename": f, "url": f"../../files/{f}", "hashes": {"sha256": hashes[f]}}
+                        {"filename": f, "url": _href(f), "hashes": {"sha256": hashes[f]}}
                         for f in files
                     ],
                 }
                 ctype = "application/vnd.pypi.simple.v1+json"
                 return self._page(json.dumps(doc).encode(), ctype)
-            links = "".join(
-                f'<a href="../../files/{f}#sha256={hashes[f]}">{f}</a><br/>' for f in files
-            )
+            links = "".join(f'<a href="{_href(f)}#sha256={hashes[f]}">{f}</a><br/>' for f in files)
             self._page(f"<html><body>{links}</body></html>".encode(), "text/html")
 
         def _page(self, body: bytes, ctype: str) -> None:

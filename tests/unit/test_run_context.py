@@ -34,6 +34,8 @@ NOT_RUN_STATE = {
     "serving/model.py:SGLANG": "a frozen Profile: SGLang's counter names (constant)",
     "serving/stats.py:_NORMAL": "statistics.NormalDist(): the standard normal (immutable)",
     "transports/share.py:_made": "memo: the -F file for an ssh_config as it is on disk",
+    "transports/share.py:_hashed": "memo: a file's digest keyed by its path, inode, size, mtime",
+    "transports/share.py:_named": "memo: the files an ssh_config names, keyed by its digest",
     "transports/paramiko_ssh.py:_quiet_paramiko": "cache: a once-per-process logging setting",
     "inventory/ansible.py:_loader": "cache: PyYAML's SafeLoader class plus Ansible's two tags",
     "rewrite/__init__.py:rewrites": "cache: the op table's rewrite functions (constant)",
