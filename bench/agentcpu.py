@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher import cli
-from patcher.transports import pipe as transport
+from patcher.transports import pipe
 from patcher.transports.bundle import (
     BOOT,
     MISS,
@@ -168,15 +168,15 @@ class Stand:
 def capture(args: Sequence[str]) -> list[dict[str, Any]]:
     """The requests `vpatch ARGS --level static` sends through the local transport."""
     sent: list[dict[str, Any]] = []
-    real = transport.LocalTransport.call
+    real = pipe.LocalTransport.call
 
     def call(
-        self: transport.LocalTransport, req: dict[str, Any], timeout: float | None = None
+        self: pipe.LocalTransport, req: dict[str, Any], timeout: float | None = None
     ) -> dict[str, Any]:
         sent.append(req)
         return real(self, req, timeout)
 
-    transport.LocalTransport.call = call  # type: ignore[method-assign,assignment]
+    pipe.LocalTransport.call = call  # type: ignore[method-assign,assignment]
     try:
         sys.stdout.flush()
         saved = os.dup(1)  # the CLI prints its report: not into this one
@@ -190,7 +190,7 @@ def capture(args: Sequence[str]) -> list[dict[str, Any]]:
             os.close(saved)
             os.close(null)
     finally:
-        transport.LocalTransport.call = real  # type: ignore[method-assign]
+        pipe.LocalTransport.call = real  # type: ignore[method-assign]
     assert code == 0, f"vpatch {' '.join(args)}: exit {code}"
     return sent
 
@@ -494,7 +494,7 @@ def over_ssh(reps: int, against: str = "") -> dict[str, float]:
     apply --level static` (and `against`'s, the tree at that directory), each from pip's
     bytes. Every row runs once a round, the order turned every round. Figures from one
     invocation compare; across invocations the load of the machine moves them all."""
-    from bench import lab as labs
+    from bench import lab
     from bench.hostcpu import HostCpu
     from bench.run import SED
     from bench.timing import child_env
@@ -502,23 +502,23 @@ def over_ssh(reps: int, against: str = "") -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="vpatch-agentcpu-ssh-") as tmp:
         work = Path(tmp)
-        stand = labs.start_standin(1, work)
+        stand = lab.start_standin(1, work)
         try:
             host, cfg = stand.hosts[0], str(stand.lab.ssh_config)
             cpu = HostCpu([stand.lab])
             spec = work / "a.toml"
             spec.write_text(SPEC_A)
-            inv = labs.write_inventory(work / "hosts.toml", stand.hosts)
+            inv = lab.write_inventory(work / "hosts.toml", stand.hosts)
             floor = ["ssh", "-F", cfg, "-T", "-n", host.name, "--"]
             floor.append(f"sed -i {shlex.quote(SED)} {shlex.quote(stand.remote_target)}")
             apply = [sys.executable, "-m", "patcher.cli", "apply", str(spec), "--inventory"]
-            apply += [str(inv), "--ssh-config", cfg, "--python", labs.PYTHON, "--level"]
+            apply += [str(inv), "--ssh-config", cfg, "--python", lab.PYTHON, "--level"]
             apply += ["static", "--json"]
             ssh = ["ssh", "-F", cfg, "-T", host.name, "--"]
             pq = ["ssh", "-F", cfg, "-o", "KexAlgorithms=sntrup761x25519-sha512@openssh.com"]
-            bare = [*ssh, f"{labs.PYTHON} -I -c pass"]
-            start = [*ssh, remote_command(labs.PYTHON)]
-            kept = [*ssh, remote_command(labs.PYTHON, kept=True)]
+            bare = [*ssh, f"{lab.PYTHON} -I -c pass"]
+            start = [*ssh, remote_command(lab.PYTHON)]
+            kept = [*ssh, remote_command(lab.PYTHON, kept=True)]
             bundle = agent_bundle()
             # (name, argv, stdin, the warm-up's stdin, working directory)
             rows: list[tuple[str, list[str], bytes, bytes, str | None]] = [

@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from packaging.version import InvalidVersion
 
 from patcher.authoring import sysdiff
-from patcher.caches import rewrites as rewrite_cache
+from patcher.caches import rewrites
 from patcher.errors import HostError, VpatchError
 from patcher.output.inert import clean, line
 from patcher.output.lines import put
@@ -360,7 +360,7 @@ def scan_all(
     started as its host's scan ends (`FileDiff.start`), for a command that prints the diffs of
     every host's files (one host: no two hosts' diffs of the same texts)."""
     pristine = pristine or Pristine(package)
-    texts: dict[str, str] = rewrite_cache.Texts()
+    texts: dict[str, str] = rewrites.Texts()
 
     def one(target: Any) -> HostScan:
         try:

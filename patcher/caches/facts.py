@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.agent import protocol
-from patcher.caches import rewrites as rewrite_cache
+from patcher.caches import rewrites
 
 KEEP_PER_HOST = 2  # answers per files asked
 KEEP_ASKED = 4  # sets of files asked, per host file
@@ -305,7 +305,7 @@ def _directory(memo: Memo, create: bool = False) -> Path | None:
     """hosts/, checked once a run (rewrite_cache.directory: the user's own, closed to others);
     each entry read from it is still checked on its own descriptor."""
     if memo.checked is None:
-        memo.checked = rewrite_cache.directory(create=create, sub="hosts")
+        memo.checked = rewrites.directory(create=create, sub="hosts")
     return memo.checked
 
 
@@ -391,7 +391,7 @@ def _with_texts(
             holder[k] = text
             continue
         path = os.path.join(texts, sha)
-        data = rewrite_cache.read_owned(Path(path), MAX_BYTES)  # owner, mode, type: on the fd
+        data = rewrites.read_owned(Path(path), MAX_BYTES)  # owner, mode, type: on the fd
         if data is None or hashlib.sha256(data).hexdigest() != sha:
             memo.written.discard((texts, sha))
             try:
@@ -405,7 +405,7 @@ def _with_texts(
 
 
 def _read_json(path: Path) -> Any:
-    raw = rewrite_cache.read_owned(path, MAX_BYTES)  # owner, mode, type: on the descriptor
+    raw = rewrites.read_owned(path, MAX_BYTES)  # owner, mode, type: on the descriptor
     try:
         return json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):
@@ -458,8 +458,8 @@ def _prune_once(d: Path, texts: Path, memo: Memo) -> None:
                 os.unlink(d / n)
             except OSError:
                 continue
-    rewrite_cache.prune(d, BUCKETS)
-    rewrite_cache.prune(texts, KEEP_TEXTS)
+    rewrites.prune(d, BUCKETS)
+    rewrites.prune(texts, KEEP_TEXTS)
 
 
 def _stored(answer: Answer) -> Answer:

@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple, NoReturn, Protocol
 
 from patcher import __version__
-from patcher.commands import _help as clidocs
+from patcher.commands import _help
 from patcher.errors import UsageError
 from patcher.output import colour, progress
 
@@ -135,7 +135,7 @@ def build_parser(
             load(name).add_options(p, name)
             global_options(p)
             built[name] = p
-    clidocs.describe(parser, built)
+    _help.describe(parser, built)
     return parser
 
 
@@ -236,7 +236,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             else f"the commands are {', '.join(COMMANDS)} (`vpatch --help` says what each does)",
         )
     parser = build_parser([first], only=True) if first in COMMANDS else build_parser(())
-    sub = clidocs.subcommands(parser)[first] if first in COMMANDS else None
+    sub = _help.subcommands(parser)[first] if first in COMMANDS else None
     if sub is None:
         return parser.parse_args([*lead.words, *argv])
     if lead.json and not any("--json" in a.option_strings for a in sub._actions):

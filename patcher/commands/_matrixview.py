@@ -17,7 +17,7 @@ from rich.text import Text
 
 from patcher.output import colour
 from patcher.output.inert import clean, line
-from patcher.plan.verdicts import MATRIX_FAILING as FAILING
+from patcher.plan.verdicts import MATRIX_FAILING
 from patcher.wheels.matrix import Matrix, Progress, Release
 
 _STYLE = {
@@ -50,7 +50,7 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     for name in ("version", "variant", "outcome", "message"):
         table.add_column(name, no_wrap=name != "message")
     for r in matrix.releases:
-        style = "red" if r.outcome in FAILING else _STYLE.get(r.outcome, "")
+        style = "red" if r.outcome in MATRIX_FAILING else _STYLE.get(r.outcome, "")
         variant = "-" if r.variant is None else str(r.variant)
         # Text, not str: a message quoting code (`[...]`, `[bold]`) is not rich markup.
         cells = (line(r.version), variant, line(r.outcome), clean(r.message))
@@ -63,7 +63,7 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
     if matrix.ok:
         console.print(Text(f"matrix: ok [{tally}]", "bold green"))
     else:
-        bad = [r.version for r in matrix.releases if r.outcome in FAILING]
+        bad = [r.version for r in matrix.releases if r.outcome in MATRIX_FAILING]
         console.print(
             Text(line(f"matrix: spec does not fit {', '.join(bad)} [{tally}]"), "bold red")
         )

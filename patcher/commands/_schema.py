@@ -23,7 +23,7 @@ import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from patcher import __version__, result
-from patcher.specs.names import ID as _ID
+from patcher.specs.names import ID
 from patcher.specs.validate import PatchSpec
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -44,7 +44,7 @@ def spec_schema() -> dict[str, Any]:
         ),
     }
     body = {k: v for k, v in schema.items() if k not in ("title", "description")}
-    body["properties"]["id"]["pattern"] = _ID.pattern  # the same regex `vpatch check` applies
+    body["properties"]["id"]["pattern"] = ID.pattern  # the same regex `vpatch check` applies
     return head | body
 
 

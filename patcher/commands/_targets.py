@@ -269,9 +269,9 @@ def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
 def _add_fabric() -> str:
     """The command that adds the paramiko extra to vpatch's environment (asked only when
     --ssh-client paramiko finds it missing)."""
-    from patcher.commands import _installhint as installhint
+    from patcher.commands import _installhint
 
-    return installhint.add_to_vpatch("fabric")
+    return _installhint.add_to_vpatch("fabric")
 
 
 def ray_targets(args: argparse.Namespace) -> list[Target]:

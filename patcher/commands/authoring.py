@@ -241,9 +241,9 @@ def validate(args: argparse.Namespace) -> None:
     """Bad input is exit 2 before any host is contacted."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    from patcher.specs.names import ID as _ID
+    from patcher.specs.names import ID
 
-    if not _ID.fullmatch(args.id):
+    if not ID.fullmatch(args.id):
         raise UsageError(
             f"--id {args.id!r}: must be lowercase letters, digits, '.', '_' or '-'",
             "e.g. --id vllm-eagle3-kimi",

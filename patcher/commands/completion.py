@@ -23,10 +23,10 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from patcher.commands import _completion as completion
+    from patcher.commands import _completion
 
     if args.names:
-        for name in completion.names(args.names, args.inventory, args.ssh_config):
+        for name in _completion.names(args.names, args.inventory, args.ssh_config):
             print(name)
         return ExitCode.OK
     if args.shell is None:
@@ -35,5 +35,5 @@ def run(args: argparse.Namespace) -> int:
         )
     from patcher.commands import build_parser  # the registry, not another command
 
-    print(completion.script(args.shell, build_parser()), end="")
+    print(_completion.script(args.shell, build_parser()), end="")
     return ExitCode.OK

@@ -72,14 +72,14 @@ def _exec(args: argparse.Namespace, command: list[str] | None) -> int:
         raise UsageError("exec needs `--` then the command", "vpatch exec SPEC -- vllm serve M")
     from patcher.commands import _ensureview
     from patcher.result import RunResult
-    from patcher.run import ensure as hooks
+    from patcher.run import ensure
     from patcher.run.exchange import RunContext
     from patcher.specs import catalog
 
     specs = catalog.load_all(args.specs)
     exe = resolve_command(command)
     python = exec_python(exe, args.python)
-    opts = hooks.ensure_options(args.level, args.force)
+    opts = ensure.ensure_options(args.level, args.force)
     ctx = RunContext()
     host = _ensure_local(specs, python, opts, args.state_dir, ctx)
     # stdout belongs to the command: the hook's lines go to stderr (the service's log).
@@ -95,8 +95,7 @@ def _ensure_local(
 ) -> HostResult:
     """`ensure` on this machine's `python` (what `exec` runs before it becomes the command)."""
     from patcher.inventory.targets import Target
-    from patcher.run import engine
-    from patcher.run import ensure as hooks
+    from patcher.run import engine, ensure
     from patcher.transports import open_transport
 
     try:
@@ -104,7 +103,7 @@ def _ensure_local(
     except HostError as exc:
         return engine.connect_error("local", exc)
     try:
-        return hooks.ensure(specs, transport, opts, state_dir, ctx=ctx)
+        return ensure.ensure(specs, transport, opts, state_dir, ctx=ctx)
     finally:
         transport.close()
 

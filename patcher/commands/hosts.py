@@ -226,14 +226,14 @@ class Ensure(HostCommand):
         p.add_argument("--force", action="store_true", help=_FORCE_HELP)
 
     def options(self, args: argparse.Namespace) -> Options:
-        from patcher.run import ensure as hooks
+        from patcher.run import ensure
 
-        return hooks.ensure_options(args.level, args.force)
+        return ensure.ensure_options(args.level, args.force)
 
     def on_host(self, run: HostRun, transport: Transport) -> HostResult:
-        from patcher.run import ensure as hooks
+        from patcher.run import ensure
 
-        return hooks.ensure(run.specs, transport, run.opts, run.state_dir, ctx=run.ctx)
+        return ensure.ensure(run.specs, transport, run.opts, run.state_dir, ctx=run.ctx)
 
     def report(self, result: RunResult, args: argparse.Namespace) -> None:
         """A pre-start hook's terse lines (they land in a log), its own error lines among

@@ -32,16 +32,15 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from patcher.specs import catalog
-    from patcher.wheels import build as wheelbuild
-    from patcher.wheels import wheelhouse
+    from patcher.wheels import build, wheelhouse
     from patcher.wheels.store import Store, progress_for
     from patcher.wheels.wheel import CorruptWheel
 
-    package, version = wheelbuild.parse_package(args.package)
+    package, version = build.parse_package(args.package)
     if args.from_wheel:
         wheelhouse.checked([args.from_wheel])
     specs = catalog.load_all(args.specs)
-    wheelbuild.check_package(specs, package, version)
+    build.check_package(specs, package, version)
     # the whole wheel: every member is copied into the patched one (no ranged reads)
     store = Store.for_run(
         args.wheelhouse, args.platform, progress_for(args.json), partial=False, refresh=args.refresh
@@ -52,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
         wheel = store.wheel(package, version)
     except CorruptWheel as exc:
         raise VpatchError(exc.message, "pass pip's wheel of the release") from None
-    baked = wheelbuild.decide(specs, version, wheel)
-    path, sha = wheelbuild.write(wheel, package, version, baked, Path(args.output_dir))
+    baked = build.decide(specs, version, wheel)
+    path, sha = build.write(wheel, package, version, baked, Path(args.output_dir))
     store.close()
     if args.json:
         from patcher.output.report import emit

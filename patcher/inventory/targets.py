@@ -102,10 +102,10 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
     data = _toml(path, text)
     local: list[bool] | None = None  # from the Ansible reader: ansible_connection=local only
     if data is None:
-        from patcher.inventory import ansible as ansible_inventory
+        from patcher.inventory import ansible
 
         owners.check_vars(path, trust)
-        entries = ansible_inventory.hosts(path, text)
+        entries = ansible.hosts(path, text)
         local = [bool(e.pop("local")) for e in entries]
         data = {"host": entries}
     try:

@@ -178,7 +178,7 @@ def leased_walk(
     stopped early (Ctrl-C) parks it. A lease the host refuses ends the host untouched, its
     holder named: nothing ran there."""
     from patcher.errors import VpatchError
-    from patcher.rollout import decide as rollout
+    from patcher.rollout import decide
     from patcher.transports.base import SessionTransport
 
     lease = rolloutlease.Lease(
@@ -189,7 +189,7 @@ def leased_walk(
         session=isinstance(h.transport, SessionTransport),
         ctx=h.ctx,
     )
-    first = rollout.next_step(h.plan, h.done) or rollout.BASELINE
+    first = decide.next_step(h.plan, h.done) or decide.BASELINE
     try:
         lease.take(rolloutlease.ttl_for(first, h.cfg, walk.HEALTH_CALL), resume)
     except rolloutlease.Refused as exc:
@@ -198,16 +198,16 @@ def leased_walk(
         return _refused(h, exc.message, exc.hint or rolloutlease.HINT)
     h.lease = lease
     result = walk.walk(h, ctrl_c, on_step)
-    if not h.lost and rollout.next_step(h.plan, h.done) is not None:
+    if not h.lost and decide.next_step(h.plan, h.done) is not None:
         lease.park()
     return result
 
 
 def _refused(h: walk._Host, error: str, hint: str) -> HostResult:
-    from patcher.rollout import decide as rollout
+    from patcher.rollout import decide
 
     host = walk.finish(h)
     host.ok, host.error, host.hint = False, error, hint
     assert host.rollout is not None
-    host.rollout.update(verdict=rollout.UNTOUCHED, stopped_in=None)
+    host.rollout.update(verdict=decide.UNTOUCHED, stopped_in=None)
     return host

@@ -18,16 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
 from patcher.errors import VpatchError
-from patcher.rollout import decide as rollout
+from patcher.rollout import decide, resume, walk
 from patcher.rollout import lease as rolloutlease
-from patcher.rollout import resume as rolloutresume
-from patcher.rollout import walk
 
 if TYPE_CHECKING:
     from patcher.result import HostResult
 
 
-def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> rolloutresume.Resume:
+def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> resume.Resume:
     """Read the host's journal steps, look at the host again, and decide
     (rolloutresume.resume, rolloutresume.changes); `h` then holds the steps and measures its
     journal recorded (to walk on from, on `continue`), and on `changed` what changed."""
@@ -39,26 +37,26 @@ def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> rollo
         "seen_for": ids,
     }
     ans = walk._journal(h, request, "cannot read the host's journal", None)
-    steps, problems = rolloutresume.read_steps(ans.get("rollout"))
+    steps, problems = resume.read_steps(ans.get("rollout"))
     h.result.warnings += problems
-    decision = rolloutresume.resume(h.plan, h.run, reported, steps, ids)
+    decision = resume.resume(h.plan, h.run, reported, steps, ids)
     mine = [s for s in steps if s.run == h.run and s.walked()]
     h.done = list(decision.done)
     h.phases = [s.phase() for s in mine]
     for s in mine:
-        m = rolloutresume.measures_of(s.measures)
-        if s.step == rollout.BASELINE:
+        m = resume.measures_of(s.measures)
+        if s.step == decide.BASELINE:
             h.before = m
-        elif s.step == rollout.WINDOW:
+        elif s.step == decide.WINDOW:
             h.after = m
-        elif s.step == rollout.GATES:
+        elif s.step == decide.GATES:
             h.undecided = s.undecided
-    decision = rolloutresume.looked(h.plan, h.run, decision, steps, ans.get("seen"))
-    if decision.action == rolloutresume.RESUME_CHANGED:
+    decision = resume.looked(h.plan, h.run, decision, steps, ans.get("seen"))
+    if decision.action == resume.RESUME_CHANGED:
         h.changed = decision.why
         return decision
-    if decision.action == rolloutresume.RESUME_DONE and h.after is not None:
-        h.judged = rollout.settle(rollout.judge(h.before, h.after, h.gates))
+    if decision.action == resume.RESUME_DONE and h.after is not None:
+        h.judged = decide.settle(decide.judge(h.before, h.after, h.gates))
     return decision
 
 
@@ -80,17 +78,17 @@ def changed(h: walk._Host, recorded: bool = False) -> HostResult:
         session=isinstance(h.transport, SessionTransport),
         ctx=h.ctx,
     )
-    last, ok = h.done[-1] if h.done else (rollout.BASELINE, True)
+    last, ok = h.done[-1] if h.done else (decide.BASELINE, True)
     entry = protocol.step_entry(
         run=h.run,
         step=last,
         ok=ok,
         specs=[s.id for s in h.specs],
         detail=h.changed,
-        verdict=rollout.CHANGED_SINCE,
+        verdict=decide.CHANGED_SINCE,
     )
     try:
-        lease.take(rolloutlease.ttl_for(rollout.GATES, h.cfg, walk.HEALTH_CALL), resume=True)
+        lease.take(rolloutlease.ttl_for(decide.GATES, h.cfg, walk.HEALTH_CALL), resume=True)
         walk._journal(h, protocol.step_request(entry, h.state_dir, lease.release()), "", None)
     except rolloutlease.Refused as exc:
         h.result.warnings.append(f"the verdict is not in the host's journal: {exc.error}")

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.errors import UsageError
 from patcher.output.lines import warning
 from patcher.result import HostResult, RunResult
-from patcher.rollout import decide as rollout
-from patcher.rollout import resume as rolloutresume
-from patcher.rollout import settings, walk
+from patcher.rollout import decide, resume, settings, walk
 from patcher.rollout.settings import Settings
 from patcher.run import fleet
 
@@ -156,12 +154,12 @@ class LiveReport:
                 warning(f"cannot write the report {self.path}: {why}")
 
 
-def pending(target: Target, cfg: Settings, gates: rollout.Gates, run: str) -> dict[str, Any]:
+def pending(target: Target, cfg: Settings, gates: decide.Gates, run: str) -> dict[str, Any]:
     """A live report's `rollout` of a host not started yet: its run and options, no step."""
     return {
         "run": run,
         "verdict": None,
-        "reached": rollout.NOTHING,
+        "reached": decide.NOTHING,
         "stopped_in": None,
         "patched": False,
         **settings.report_options(target, cfg, gates),
@@ -197,7 +195,7 @@ def load_report(path: str, names: Sequence[str]) -> Reported:
     if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
         raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
     try:
-        parsed = rolloutresume.reported_steps(hosts)
+        parsed = resume.reported_steps(hosts)
     except ValueError as exc:
         raise UsageError(f"--resume {path}: {exc}", hint) from None
     steps, runs = parsed

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from patcher.output.lines import put
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
-from patcher.rollout import decide as rollout
+from patcher.rollout import decide
 from patcher.run import fleet
 
 if TYPE_CHECKING:
@@ -18,29 +18,29 @@ if TYPE_CHECKING:
 
 # What a host that did not keep the patch is told to do, by its verdict (hint_of).
 HINTS = {
-    rollout.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
+    decide.INTERRUPTED: "`vpatch rollout` with the same arguments and --resume REPORT "
     "continues from the step the host's journal records",
-    rollout.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
-    rollout.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
-    rollout.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
+    decide.ROLLED_BACK: "the patch does not serve well here: see the gates and phases",
+    decide.NOT_APPLIED: "apply failed and changed nothing: see the apply phase",
+    decide.UNTOUCHED: "nothing was changed: see the baseline phase (what apply would refuse, "
     "or the metrics endpoint: --metrics)",
-    rollout.ATTENTION: "the way back failed, or the report and the host disagree: check the "
+    decide.ATTENTION: "the way back failed, or the report and the host disagree: check the "
     "host (`vpatch status`, the service)",
-    rollout.CHANGED_SINCE: "someone changed the host during the rollout (a rollback, an apply, "
+    decide.CHANGED_SINCE: "someone changed the host during the rollout (a rollback, an apply, "
     "an upgrade, a server restart): vpatch judged nothing and touched nothing; check it "
     "(`vpatch status`), then run a new rollout",
 }
 
 
-def hint_of(verdict: str, judged: Sequence[rollout.Gate], cfg: Settings) -> str:
+def hint_of(verdict: str, judged: Sequence[decide.Gate], cfg: Settings) -> str:
     """The hint of a host that did not keep the patch. Not enough evidence is not "serves
     worse": it says what the gates had and how to give the next window more (longer, or
     more samples in the same time)."""
-    if verdict != rollout.NOT_ENOUGH_EVIDENCE:
+    if verdict != decide.NOT_ENOUGH_EVIDENCE:
         return HINTS.get(verdict, "")
     longest = max(cfg.window, cfg.max_window or 0.0)
     every = f"{cfg.scrape_every:g} s" if cfg.scrape_every else "the default"
-    short = rollout.shortfall(judged)
+    short = decide.shortfall(judged)
     return (
         f"the window ended before the evidence decided ({short or 'see the gates'}): the "
         "host was rolled back, not proven good; give the next window more time "
@@ -111,7 +111,7 @@ def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
             (
                 h.target,
                 r["reached"],
-                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), rollout.pct),
+                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), decide.pct),
                 _pair(before.get("tokens_per_s"), after.get("tokens_per_s"), lambda x: f"{x:.1f}"),
                 r["verdict"],
             )
@@ -128,9 +128,9 @@ def render_table(result: RunResult, out: TextIO) -> None:
         put(line.rstrip(), out)
     controls = [h.target for h in result.hosts if h.rollout and h.rollout.get("control") is True]
     hosts = [h for h in result.hosts if h.target not in controls]
-    kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == rollout.KEPT]
+    kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == decide.KEPT]
     started = [h for h in hosts if h.rollout is not None]
-    moved = [h.target for h in started if (h.rollout or {}).get("verdict") == rollout.CHANGED_SINCE]
+    moved = [h.target for h in started if (h.rollout or {}).get("verdict") == decide.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
         put(
             "ratio gates compared with: "
@@ -185,7 +185,7 @@ def stopped_note(run: str, report: str, result: RunResult) -> str:
     (stopped between two steps, or never started), and that nothing is left when every host
     had already reached its verdict (a Ctrl-C in the last step)."""
     left = [
-        h for h in result.hosts if (h.rollout or {}).get("verdict") in (None, rollout.INTERRUPTED)
+        h for h in result.hosts if (h.rollout or {}).get("verdict") in (None, decide.INTERRUPTED)
     ]
     if left:
         return (

@@ -21,8 +21,7 @@ from patcher.agent import protocol
 from patcher.errors import VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
-from patcher.rollout import canary, settings
-from patcher.rollout import decide as rollout
+from patcher.rollout import canary, decide, settings
 from patcher.rollout import lease as rolloutlease
 from patcher.rollout.settings import Settings
 
@@ -65,18 +64,18 @@ class _Host:
     specs: list[PatchSpec]
     opts: Options
     state_dir: str | None
-    gates: rollout.Gates
+    gates: decide.Gates
     result: HostResult
     run: str = ""
-    before: rollout.Measures | None = None
-    after: rollout.Measures | None = None
-    judged: list[rollout.Gate] = field(default_factory=list)
-    phases: list[rollout.Phase] = field(default_factory=list)
+    before: decide.Measures | None = None
+    after: decide.Measures | None = None
+    judged: list[decide.Gate] = field(default_factory=list)
+    phases: list[decide.Phase] = field(default_factory=list)
     done: list[tuple[str, bool]] = field(default_factory=list)
     current: str | None = None  # the step running now
-    window_end: rollout.Counters | None = None  # the window's last scrape (gates: since)
+    window_end: decide.Counters | None = None  # the window's last scrape (gates: since)
     controls: canary.Controls | None = None  # --control: scraped in the same windows
-    control_after: rollout.Measures | None = None  # the control hosts' after-window
+    control_after: decide.Measures | None = None  # the control hosts' after-window
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (exchange.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
@@ -88,8 +87,8 @@ class _Host:
     changed: str = ""  # what --resume found changed on the host since its last step
 
     @property
-    def plan(self) -> rollout.Plan:
-        return rollout.Plan(
+    def plan(self) -> decide.Plan:
+        return decide.Plan(
             metrics=bool(self.metrics), restart=bool(self.restart), health=bool(self.health)
         )
 
@@ -106,7 +105,7 @@ class _Host:
         return self.target.metrics or self.cfg.metrics
 
 
-def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[rollout.Counters, float]:
+def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[decide.Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
     controller's monotonic time of it. `missed`: inside a window, an engine that does not
     answer is noted there instead of failing the step (canary.scrape)."""
@@ -123,7 +122,7 @@ class _StepFailed(Exception):
 
 def _measure(
     h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
-) -> rollout.Measures:
+) -> decide.Measures:
     """Scrape every --scrape-every until the window closes (its length, or --min-drafts
     drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
     on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
@@ -137,7 +136,7 @@ def _measure(
     longest = max(cfg.window, cfg.max_window or 0.0)
     while True:
         (start, _), (end, t1) = series[0], series[-1]
-        if rollout.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
+        if decide.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
             if not after or not canary.extend(
                 h.before, _window(series), h.gates, _window(cseries) if ctrl else None
             ):
@@ -146,7 +145,7 @@ def _measure(
                 break
         limit = longest if t1 - t0 >= cfg.window else cfg.window
         sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
-        _beat(h, rollout.WINDOW, force=False)
+        _beat(h, decide.WINDOW, force=False)
         series.append(_scrape(h, missed))
         if ctrl is not None:
             cseries.append(ctrl.scrape(cfg))
@@ -171,15 +170,15 @@ def _missed_note(missed: list[str], scrapes: int) -> str:
     )
 
 
-def _window(series: list[tuple[rollout.Counters, float]]) -> rollout.Measures:
+def _window(series: list[tuple[decide.Counters, float]]) -> decide.Measures:
     """A window's measures from its scrapes, (counters, time) in order."""
-    return rollout.measure_series([(t, c) for c, t in series])
+    return decide.measure_series([(t, c) for c, t in series])
 
 
-def _describe(m: rollout.Measures) -> str:
+def _describe(m: decide.Measures) -> str:
     parts = [f"{m.seconds:.1f} s"]
     if m.acceptance_rate is not None:
-        parts.append(f"acceptance {rollout.pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
+        parts.append(f"acceptance {decide.pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
     if m.tokens_per_s is not None:
         parts.append(f"{m.tokens_per_s:.1f} tokens/s")
     parts += canary.describe_latency(m)
@@ -217,12 +216,12 @@ def _step_gates(h: _Host) -> str:
             raise _StepFailed(f"the server is not healthy after the window: {h.health}: {why}")
     if h.window_end is not None:
         now, _at = _scrape(h)
-        if rollout.restarted_since(h.window_end, now):
+        if decide.restarted_since(h.window_end, now):
             raise _StepFailed("the server restarted after the window (its counters went down)")
-    h.judged = rollout.settle(rollout.judge(h.before, h.after, h.gates, h.control_after))
-    ok, detail = rollout.gates_outcome(h.judged)
+    h.judged = decide.settle(decide.judge(h.before, h.after, h.gates, h.control_after))
+    ok, detail = decide.gates_outcome(h.judged)
     if not ok:
-        h.undecided = rollout.undecided(h.judged)
+        h.undecided = decide.undecided(h.judged)
         raise _StepFailed(detail)
     return detail
 
@@ -287,7 +286,7 @@ def _step_health(h: _Host) -> str:
         pause, wait = call
         if pause > 0:
             time.sleep(pause)
-        _beat(h, rollout.HEALTH, force=False)
+        _beat(h, decide.HEALTH, force=False)
         request = protocol.health_request(url, wait, healthpoll.INTERVAL)
         res = _ask(h, request, wait + 60, "the health check", HEALTH_HINT)
         returned = time.monotonic()
@@ -316,15 +315,15 @@ def _beat(h: _Host, step: str, force: bool = True) -> None:
 
 
 _STEPS: dict[str, Callable[[_Host], str]] = {
-    rollout.BASELINE: _step_baseline,
-    rollout.APPLY: lambda h: _engine_step(h, "apply"),
-    rollout.RESTART: _step_restart,
-    rollout.HEALTH: _step_health,
-    rollout.WINDOW: _step_window,
-    rollout.GATES: _step_gates,
-    rollout.ROLLBACK: lambda h: _engine_step(h, "rollback"),
-    rollout.ROLLBACK_RESTART: _step_restart,
-    rollout.ROLLBACK_HEALTH: _step_health,
+    decide.BASELINE: _step_baseline,
+    decide.APPLY: lambda h: _engine_step(h, "apply"),
+    decide.RESTART: _step_restart,
+    decide.HEALTH: _step_health,
+    decide.WINDOW: _step_window,
+    decide.GATES: _step_gates,
+    decide.ROLLBACK: lambda h: _engine_step(h, "rollback"),
+    decide.ROLLBACK_RESTART: _step_restart,
+    decide.ROLLBACK_HEALTH: _step_health,
 }
 
 
@@ -355,7 +354,7 @@ def walk(
     each step begins, every earlier one recorded (rolloutreport.LiveReport.write: the report on disk
     then says which step the host is in)."""
     plan = h.plan
-    while (step := rollout.next_step(plan, h.done)) is not None:
+    while (step := decide.next_step(plan, h.done)) is not None:
         if ctrl_c is not None and ctrl_c.is_set():
             break
         with h.lock:
@@ -376,7 +375,7 @@ def walk(
             ok, detail = False, exc.message
             with h.lock:
                 h.hint = h.hint or exc.hint  # the first one given: what to check first
-        phase = rollout.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
+        phase = decide.Phase(step, ok, detail, at, round(time.monotonic() - t0, 3))
         _record(h, phase, plan, [*h.done, (step, ok)])  # the journal first: a report never
         with h.lock:  # says a step is done that the host's journal does not have
             h.phases.append(phase)
@@ -385,14 +384,12 @@ def walk(
     return finish(h)
 
 
-def _record(
-    h: _Host, phase: rollout.Phase, plan: rollout.Plan, done: list[tuple[str, bool]]
-) -> None:
+def _record(h: _Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[str, bool]]) -> None:
     """The step into the host's journal (protocol.step_entry); `done`: the walk with it. A
     host whose journal cannot take it goes on (the step itself ran); the warning says
     --resume cannot rely on it."""
-    ended = rollout.next_step(plan, done) is None
-    measures = {rollout.BASELINE: h.before, rollout.WINDOW: h.after}.get(phase.step)
+    ended = decide.next_step(plan, done) is None
+    measures = {decide.BASELINE: h.before, decide.WINDOW: h.after}.get(phase.step)
     release = h.lease.release() if ended and h.lease is not None else None
     entry = protocol.step_entry(
         run=h.run,
@@ -402,10 +399,10 @@ def _record(
         detail=phase.detail,
         started=phase.started,
         seconds=phase.seconds,
-        verdict=rollout.verdict(done, h.undecided)[1] if ended else None,
+        verdict=decide.verdict(done, h.undecided)[1] if ended else None,
         measures=measures.to_json() if measures is not None and phase.ok else None,
     )
-    if h.undecided and phase.step == rollout.GATES:
+    if h.undecided and phase.step == decide.GATES:
         entry["undecided"] = True  # the verdict's word: not_enough_evidence (protocol.step_entry)
     why = ""
     try:
@@ -436,27 +433,27 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     `running`, as a report written while it runs shows it (rolloutreport). `h` is left as it
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
-    reached, verdict = rollout.outcome(h.plan, h.done, h.undecided)
+    reached, verdict = decide.outcome(h.plan, h.done, h.undecided)
     if h.lost and not note:
         note = h.lost
     if note:
-        verdict = rollout.ATTENTION
+        verdict = decide.ATTENTION
     elif h.changed:
-        verdict = rollout.CHANGED_SINCE
-    host.ok = verdict == rollout.KEPT
+        verdict = decide.CHANGED_SINCE
+    host.ok = verdict == decide.KEPT
     host.error = _error_of(h, verdict, note, running) or host.error
     if not host.ok:
         from patcher.rollout.view import hint_of
 
         host.hint = "; ".join(filter(None, [h.hint, hint_of(verdict, h.judged, h.cfg)]))
-        if verdict in (rollout.ROLLED_BACK, rollout.NOT_ENOUGH_EVIDENCE):
+        if verdict in (decide.ROLLED_BACK, decide.NOT_ENOUGH_EVIDENCE):
             host.notes.append("rolled back, restarted and healthy again: the host serves as before")
     host.rollout = {
         "run": h.run,
         "verdict": verdict,
         "reached": reached,
         "stopped_in": h.current,
-        "patched": verdict == rollout.KEPT,
+        "patched": verdict == decide.KEPT,
         **settings.report_options(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
@@ -477,9 +474,9 @@ def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
     if h.changed:
         last = h.done[-1][0] if h.done else "first"
         return f"changed since its {last} step: {h.changed}; nothing was judged or run"
-    if verdict == rollout.INTERRUPTED:
-        return rollout.stopped(h.plan, h.done, h.current, running)
-    if verdict == rollout.KEPT:
+    if verdict == decide.INTERRUPTED:
+        return decide.stopped(h.plan, h.done, h.current, running)
+    if verdict == decide.KEPT:
         return None
     failed = [p for p in h.phases if not p.ok]
     error = f"{failed[0].step} failed: {failed[0].detail}"

@@ -21,7 +21,7 @@ from typing import Any
 
 from patcher.agent import protocol
 from patcher.caches import facts as factcache
-from patcher.caches import rewrites as rewrite_cache
+from patcher.caches import rewrites
 from patcher.errors import AgentError
 from patcher.output import progress
 from patcher.plan.base import Level, Plan, wanted_files
@@ -48,7 +48,7 @@ class RunContext:
     """What one command run learns and counts across its hosts; made once per run and passed
     to every host's command. Thread-safe: a fleet's hosts run in parallel."""
 
-    caches: rewrite_cache.Caches = field(default_factory=rewrite_cache.Caches)
+    caches: rewrites.Caches = field(default_factory=rewrites.Caches)
     # factcache.key("", request) -> (fingerprint, answer, its facts), newest first: what the
     # hosts before this one answered to the same request (a fleet's hosts tend to be alike)
     peers: dict[str, list[tuple[str, Answer, HostFacts]]] = field(default_factory=dict)
@@ -78,7 +78,7 @@ class RunContext:
         factcache.flush(self.hosts)
 
     @property
-    def content(self) -> rewrite_cache.Texts:
+    def content(self) -> rewrites.Texts:
         """File texts by sha256, every one checked against its hash on arrival."""
         return self.caches.content
 
@@ -421,7 +421,7 @@ def _fill_texts(ctx: RunContext, target: str, res: Answer) -> None:
             _keep(content, target, f"{path} (its backup)", st.get("base"), st["base_text"])
 
 
-def _keep(content: rewrite_cache.Texts, target: str, where: str, sha: Any, text: Any) -> None:
+def _keep(content: rewrites.Texts, target: str, where: str, sha: Any, text: Any) -> None:
     try:
         content[sha] = text
     except (TypeError, ValueError):

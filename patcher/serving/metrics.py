@@ -29,7 +29,7 @@ from typing import Any
 
 from patcher.errors import UsageError
 from patcher.result import ProbeResult
-from patcher.serving import model as serving_model
+from patcher.serving import model
 from patcher.specs.model import MetricsThresholds
 from patcher.transports import Transport
 
@@ -80,10 +80,10 @@ def parse(text: str) -> SpecDecodeStats | None:
 
     Raises ValueError when the text is not Prometheus exposition format.
     """
-    return _stats(serving_model.parse(text, serving_model.VLLM))
+    return _stats(model.parse(text, model.VLLM))
 
 
-def _stats(c: serving_model.Counters) -> SpecDecodeStats | None:
+def _stats(c: model.Counters) -> SpecDecodeStats | None:
     if not c.spec_decode:
         return None
     return SpecDecodeStats(c.drafts, c.draft_tokens, c.accepted, c.per_position)
@@ -211,11 +211,11 @@ def probe(
     if got.text is None:
         return ProbeResult(PROBE_NAME, False, f"cannot scrape {got.url}: {got.error}", got.seconds)
     try:
-        now = serving_model.parse(got.text, serving_model.VLLM)
+        now = model.parse(got.text, model.VLLM)
         if got.before is not None and got.before.text is not None:
-            now = now.since(serving_model.parse(got.before.text, serving_model.VLLM))
+            now = now.since(model.parse(got.before.text, model.VLLM))
         stats = _stats(now)
-    except serving_model.ScrapeRefused as exc:
+    except model.ScrapeRefused as exc:
         return ProbeResult(
             PROBE_NAME, False, f"{got.url} sent a scrape over vpatch's bounds: {exc}", got.seconds
         )

@@ -33,7 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patcher.caches import rewrites as rewrite_cache
+from patcher.caches import rewrites
 
 if TYPE_CHECKING:
     from patcher.specs.model import PatchSpec
@@ -78,7 +78,7 @@ def load(path: Path | str) -> PatchSpec:
     from patcher.specs import model as spec
 
     raw = spec.read_spec(path)
-    d = rewrite_cache.directory(sub="specs")
+    d = rewrites.directory(sub="specs")
     name = _name(raw)
     if d is not None and name is not None:
         kept = _get(d, name)
@@ -91,7 +91,7 @@ def load(path: Path | str) -> PatchSpec:
 
 
 def _get(d: Path, name: str) -> PatchSpec | None:
-    data = rewrite_cache.read_owned(d / name, MAX_ENTRY_BYTES)
+    data = rewrites.read_owned(d / name, MAX_ENTRY_BYTES)
     if data is None:
         return None
     from patcher.specs import model as spec
@@ -108,6 +108,6 @@ def _get(d: Path, name: str) -> PatchSpec | None:
 def _put(name: str, got: PatchSpec) -> None:
     from patcher.specs import model as spec
 
-    d = rewrite_cache.directory(create=True, sub="specs")
+    d = rewrites.directory(create=True, sub="specs")
     if d is not None:
-        rewrite_cache.write_entry(d, name, {"name": name, "spec": spec.as_json(got)}, KEEP)
+        rewrites.write_entry(d, name, {"name": name, "spec": spec.as_json(got)}, KEEP)

@@ -200,12 +200,12 @@ class Catalog:
         """Every spec; duplicate ids are an input error (they would fight over one journal)."""
         if not args:
             return []
-        from patcher.specs import cache as speccache
+        from patcher.specs import cache
 
         specs: list[PatchSpec] = []
         seen: dict[str, str] = {}
         for arg in args:
-            spec = speccache.load(self.resolve(arg))
+            spec = cache.load(self.resolve(arg))
             if spec.id in seen:
                 raise SpecError(
                     f"{arg}: spec id {spec.id!r} is also used by {seen[spec.id]}",

@@ -39,7 +39,7 @@ from pydantic import (
 
 from patcher import pyast
 from patcher.errors import SpecError
-from patcher.specs.names import ID as _ID
+from patcher.specs.names import ID
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PACKAGE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -592,7 +592,7 @@ class PatchSpec(_Model):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        if not _ID.fullmatch(v):
+        if not ID.fullmatch(v):
             raise ValueError("id must be lowercase letters, digits, '.', '_' or '-'")
         return v
 

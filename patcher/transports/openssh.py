@@ -22,8 +22,7 @@ import subprocess
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError
-from patcher.transports import session as session_words
-from patcher.transports import sshnames
+from patcher.transports import session, sshnames
 from patcher.transports.bundle import decode_answer
 from patcher.transports.pipe import PipeTransport
 from patcher.transports.ssh import SshOptions, exec_error, options, remote_command
@@ -199,7 +198,7 @@ class OpenSshTransport(PipeTransport):
         if code == 255:  # ssh failed (or the agent died of a signal: no exit status came)
             raise self._ssh_error(err.decode("utf-8", "replace"))
         if code < 0:  # our ssh client killed (not by us: we only kill it on a timeout)
-            raise session_words.lost(self.target, why=f"ssh killed by signal {-code}")
+            raise session.lost(self.target, why=f"ssh killed by signal {-code}")
         if code != 0:
             raise exec_error(self.target, self.opts, err, code)
         return decode_answer(self.target, out, err, code)
@@ -241,7 +240,7 @@ class OpenSshTransport(PipeTransport):
         # signal (ssh then has no exit status to pass on, and says nothing). Only ssh's own
         # words are quoted: the other lines are the agent's or its probes' stderr.
         said = [line for line in lines if line.startswith(_LOST)]
-        return session_words.lost(t, why=said[-1][:300] if said else "")
+        return session.lost(t, why=said[-1][:300] if said else "")
 
     def _host_key_error(self, text: str) -> HostError:
         t = self.target

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import AgentError, HostError
-from patcher.transports import session as session_words
+from patcher.transports import session
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
 from patcher.transports.bundle import (
     MISS,
@@ -295,10 +295,10 @@ class SshTransport(SessionTransport):
                 line = read_answer(link, self.target, self._out, again, deadline, self.budget)
         except TimeoutError:
             self._drop()
-            raise session_words.timed_out(self.target, timeout) from None
+            raise session.timed_out(self.target, timeout) from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
             self._drop()
-            raise session_words.lost(self.target, why=str(exc or type(exc).__name__)) from None
+            raise session.lost(self.target, why=str(exc or type(exc).__name__)) from None
         if line is None:  # the agent (or the connection) ended without an answer line
             return self._ended(chan)
         try:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from patcher._compat import tomllib
 from patcher.errors import HostError, SpecError, UsageError
-from patcher.transports import session as session_words
+from patcher.transports import session
 from patcher.transports.bundle import BOOT, BOOT0, TRUSTED_PYTHON, agent_bundle, decode_answer
 
 if TYPE_CHECKING:
@@ -388,10 +388,10 @@ class RayTransport:
             status, out, err = ray.get(ref, timeout=limit + _SLACK)
         except ray.exceptions.GetTimeoutError:
             ray.cancel(ref, force=True)
-            raise session_words.timed_out(self.target, limit, _HOW) from None
+            raise session.timed_out(self.target, limit, _HOW) from None
         except ray.exceptions.RayError as exc:
             what = f"node {self.node.name}"
-            raise session_words.lost(self.target, what, type(exc).__name__, _HOW) from None
+            raise session.lost(self.target, what, type(exc).__name__, _HOW) from None
         if status in (126, 127) and not out.strip():
             # run_agent's own words, or stage 0's (`vpatch agent: PATH: not found`)
             last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {status}"]
@@ -411,7 +411,7 @@ class RayTransport:
                 "run `vpatch status --ray ...` to see what state the node is in",
             )
         if status < 0 and not out.strip():  # OOM killer, kill -9, a crash
-            raise session_words.killed(self.target, -status, _HOW)
+            raise session.killed(self.target, -status, _HOW)
         return decode_answer(self.target, out, err, status)
 
     def close(self) -> None:

@@ -13,8 +13,7 @@ import shlex
 from typing import TYPE_CHECKING, NamedTuple
 
 from patcher.errors import HostError, UsageError
-from patcher.transports import session as session_words
-from patcher.transports import sshnames
+from patcher.transports import session, sshnames
 from patcher.transports.bundle import TRUSTED_PYTHON, agent_argv
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ def exec_error(target: str, opts: SshOptions, err: bytes, status: int) -> HostEr
     clients."""
     tail = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:300]
     if status == -1:
-        return session_words.lost(target)
+        return session.lost(target)
     if opts.sudo and "sudo" in tail:
         return HostError(
             f"{target}: sudo refused: {tail}",

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from patcher.commands import authoring as capturecmd
+from patcher.commands import authoring
 from patcher.specs.model import load_spec
-from tests import envs
-from tests import sshd as harness
+from tests import envs, sshd
 from tests.conftest import vpatch
 from tests.support import handedits, realpkgs
 from tests.support.handedits import CLICK_EDITS, CLICK_VERSION
@@ -133,11 +132,11 @@ def test_added_and_missing_files_are_listed(tmp_path: Path) -> None:
     assert files["click/py.typed"]["state"] == "missing"
 
 
-def click_factory(edits: dict[str, list[tuple[str, str, str, str]]], host: harness.SshHost) -> None:
+def click_factory(edits: dict[str, list[tuple[str, str, str, str]]], host: sshd.SshHost) -> None:
     click_env(host.home / "ml-env", edits[host.name])
 
 
-def test_fleet_groups_hosts_with_the_same_edit(ssh_lab_factory: harness.LabFactory) -> None:
+def test_fleet_groups_hosts_with_the_same_edit(ssh_lab_factory: sshd.LabFactory) -> None:
     same, other = CLICK_EDITS[:1], CLICK_EDITS[3:4]
     lab = ssh_lab_factory(3, partial(click_factory, {"h1": same, "h2": same, "h3": other}))
     hosts = [a for h in lab.hosts for a in ("--host", h.name)]
@@ -188,10 +187,10 @@ def test_seed_sed_on_vllm_0_16_captured_as_one_ensure_elements(tmp_path: Path) -
     assert (envs.site_packages(fresh) / handedits.SEED_REL).read_bytes() == target.read_bytes()
 
     # where it fits, against the cached wheels: 0.16.0 yes, 0.17.0 renamed the list
-    table = capturecmd.fits(spec, [Version("0.16.0"), Version("0.17.0")], tmp_path / "m")
+    table = authoring.fits(spec, [Version("0.16.0"), Version("0.17.0")], tmp_path / "m")
     got = {r.version: r.outcome for r in table.releases}
     assert got == {"0.16.0": "would_apply", "0.17.0": "anchor_missing"}
-    near = capturecmd.neighbours(
+    near = authoring.neighbours(
         spec, "0.16.0", 1, lambda _p: [Version(v) for v in ("0.11.0", "0.16.0", "0.17.0", "0.18.0")]
     )
     assert near == [Version("0.11.0"), Version("0.16.0"), Version("0.17.0")]
@@ -246,7 +245,7 @@ def test_adopt_then_status_and_rollback_to_record_bytes(tmp_path: Path) -> None:
     assert clean.doc["groups"][0]["files"] == []
 
 
-def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: harness.LabFactory) -> None:
+def test_adopt_across_ssh_hosts(tmp_path: Path, ssh_lab_factory: sshd.LabFactory) -> None:
     """h1, h2 carry the hand edit, h3 is pristine: one `apply --adopt` adopts the first two and
     patches the third; all three end with the same bytes, and rollback gives RECORD's."""
     edits = CLICK_EDITS[:1]

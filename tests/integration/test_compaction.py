@@ -19,8 +19,7 @@ import pytest
 
 from patcher.agent import compact, journal
 from patcher.plan.base import Options, sha256_text
-from patcher.run import engine
-from patcher.run import ensure as hooks
+from patcher.run import engine, ensure
 from patcher.run.exchange import TEST_FAULT_ENV
 from patcher.specs.model import PatchSpec, load_spec
 from patcher.transports.pipe import LocalTransport
@@ -171,7 +170,7 @@ def test_kill_at_every_compaction_step(
     monkeypatch.setenv(TEST_FAULT_ENV, point)
     t = LocalTransport(str(python))
     try:
-        res = hooks.ensure(specs, t, hooks.ensure_options("static"))
+        res = ensure.ensure(specs, t, ensure.ensure_options("static"))
     finally:
         t.close()
     assert res.error and "killed by signal 9" in res.error, res  # the kill happened

@@ -34,8 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.agent import faults
-from patcher.agent import lock as agent_lock
+from patcher.agent import faults, lock
 from patcher.plan.base import Options, sha256_text
 from patcher.result import HostResult
 from patcher.rewrite import apply_edits
@@ -46,8 +45,7 @@ from patcher.transports import Transport
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.paramiko_ssh import SshTransport
 from patcher.transports.pipe import LocalTransport
-from tests import envs, standin
-from tests import sshd as harness
+from tests import envs, sshd, standin
 from tests.conftest import vpatch
 from tests.support.sshargs import CLIENTS, lab_options
 from tests.support.standin_specs import REL, SPEC_A, spec_a
@@ -77,7 +75,7 @@ class Target:
     spec: PatchSpec
     pristine: bytes
     patched: bytes
-    host: harness.SshHost | None = None
+    host: sshd.SshHost | None = None
 
     @property
     def file(self) -> Path:
@@ -125,10 +123,10 @@ def ssh_target(
 ) -> Iterator[Target]:
     """A one-host lab reached through each SSH client (`--ssh-client`): a cut connection must
     leave the same all-or-nothing state whichever client saw it go."""
-    if not os.access(harness.SSHD, os.X_OK):
-        pytest.fail(f"{harness.SSHD} is missing: apt-get install openssh-server")
+    if not os.access(sshd.SSHD, os.X_OK):
+        pytest.fail(f"{sshd.SSHD} is missing: apt-get install openssh-server")
     base = tmp_path_factory.mktemp("faults-ssh")
-    lab = harness.start_lab(1, base / "lab", harness.standin_env_factory)
+    lab = sshd.start_lab(1, base / "lab", sshd.standin_env_factory)
     host = lab.hosts[0]
     opts = lab_options(lab)
 
@@ -180,7 +178,7 @@ def check_consistent(target: Target, t: Transport) -> bool:
     lines = journal.read_text().splitlines() if journal.exists() else []
     for line in lines:
         assert isinstance(json.loads(line), dict), line
-    assert not agent_lock.held(str(target.state / "lock")), "a dead agent still holds the lock"
+    assert not lock.held(str(target.state / "lock")), "a dead agent still holds the lock"
     st = run(target, "status", t)
     assert st.ok and st.error is None, st
     assert outcomes(st) == ([(target.spec.id, "applied")] if patched else [])
@@ -276,7 +274,7 @@ def _agent_state(pid: int) -> str:
     return raw.rsplit(")", 1)[1].split()[0] if b"vpatch_agent" in cmd else ""
 
 
-def _wait_parked(host: harness.SshHost, timeout: float = 30) -> None:
+def _wait_parked(host: sshd.SshHost, timeout: float = 30) -> None:
     """Until the remote agent has stopped itself at the armed point (state T)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

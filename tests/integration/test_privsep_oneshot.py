@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from patcher.transports import ray as ray_transport
+from patcher.transports import ray
 from patcher.transports.bundle import BOOT, BOOT0, agent_bundle
 from tests.support.ansible_module import run_agent_module
 from tests.support.owners import HOST_PYTHON, OwnedEnv, owned_env
@@ -53,7 +53,7 @@ class _Task:
 
 
 def test_ray_task_as_root_starts_stage_0(owned: OwnedEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    task = _Task(ray_transport.run_agent)
+    task = _Task(ray.run_agent)
     fake = SimpleNamespace(
         get=lambda args, timeout: task.fn(*args),
         exceptions=SimpleNamespace(GetTimeoutError=TimeoutError, RayError=RuntimeError),
@@ -61,15 +61,15 @@ def test_ray_task_as_root_starts_stage_0(owned: OwnedEnv, monkeypatch: pytest.Mo
         cloudpickle=SimpleNamespace(register_pickle_by_value=lambda module: None),
     )
     strategies = SimpleNamespace(NodeAffinitySchedulingStrategy=lambda node_id, soft: None)
-    monkeypatch.setattr(ray_transport, "_ray", lambda: fake)
+    monkeypatch.setattr(ray, "_ray", lambda: fake)
     for name, mod in (
         ("ray", fake),
         ("ray.util", SimpleNamespace()),
         ("ray.util.scheduling_strategies", strategies),
     ):
         monkeypatch.setitem(sys.modules, name, mod)
-    node = ray_transport.RayNode("a" * 56, "127.0.0.1", "n1", str(owned.python))
-    answer = ray_transport.RayTransport(node, 60).call(dict(INSPECT))
+    node = ray.RayNode("a" * 56, "127.0.0.1", "n1", str(owned.python))
+    answer = ray.RayTransport(node, 60).call(dict(INSPECT))
     assert answer["ok"], answer
     assert (answer["uid"], answer.get("dropped_from")) == (owned.uid, 0), answer
     assert owned.ran_as() == {owned.uid}, sorted(owned.markers.iterdir())
@@ -77,7 +77,7 @@ def test_ray_task_as_root_starts_stage_0(owned: OwnedEnv, monkeypatch: pytest.Mo
 
 def test_ray_task_names_a_missing_trusted_interpreter(owned: OwnedEnv, tmp_path: Path) -> None:
     missing = str(tmp_path / "no-python3")
-    status, out, err = ray_transport.run_agent(
+    status, out, err = ray.run_agent(
         str(owned.python), BOOT, agent_bundle() + b"{}", 30, BOOT0, missing
     )
     assert (status, out) == (127, b"") and b"--trusted-python" in err, err

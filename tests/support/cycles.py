@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from patcher.run import ensure as hooks
+from patcher.run import ensure
 from patcher.specs.model import PatchSpec
 from patcher.transports.pipe import LocalTransport
 
@@ -50,7 +50,7 @@ def run(
     CPU is this process's plus the agent's (reaped when its transport closes): a figure a
     busy machine moves far less than the wall clock."""
     pristine = pristine or {f: f.read_bytes() for f in files}
-    opts = hooks.ensure_options("static")
+    opts = ensure.ensure_options("static")
     for n in range(1, cycles + 1):
         if n > 1:
             reinstall(pristine)
@@ -58,7 +58,7 @@ def run(
         started = time.perf_counter()
         transport = LocalTransport(str(python))
         try:
-            host = hooks.ensure(list(specs), transport, opts)
+            host = ensure.ensure(list(specs), transport, opts)
         finally:
             transport.close()
         seconds = time.perf_counter() - started

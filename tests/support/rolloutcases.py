@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patcher.rollout import decide as rollout
-from patcher.rollout import resume as rolloutresume
+from patcher.rollout import decide, resume
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
 
@@ -32,31 +31,31 @@ def load(path: Path) -> dict[str, Any]:
 def run_steps(case: dict[str, Any]) -> dict[str, Any]:
     """Drive the step machine as the executor does, each step failing iff the case says so,
     and a Ctrl-C (`stop_after`) stopping it once that many steps ran."""
-    plan = rollout.Plan(**case["plan"])
+    plan = decide.Plan(**case["plan"])
     fails = set(case["fails"])
     stop = case.get("stop_after")
     done: list[tuple[str, bool]] = []
-    while (step := rollout.next_step(plan, done)) is not None:
-        assert len(done) < len(rollout.STEPS), f"the machine loops: {done}"
+    while (step := decide.next_step(plan, done)) is not None:
+        assert len(done) < len(decide.STEPS), f"the machine loops: {done}"
         if stop is not None and len(done) >= stop:
             break
         done.append((step, step not in fails))
-    reached, verdict = rollout.outcome(plan, done, bool(case.get("undecided")))
+    reached, verdict = decide.outcome(plan, done, bool(case.get("undecided")))
     return {"steps": [s for s, _ in done], "reached": reached, "verdict": verdict}
 
 
-def _window(data: dict[str, Any]) -> rollout.Measures:
-    start = rollout.Counters.of(data["start"])
-    end = rollout.Counters.of(data["end"])
-    return rollout.measure(start, end, float(data["seconds"]))
+def _window(data: dict[str, Any]) -> decide.Measures:
+    start = decide.Counters.of(data["start"])
+    end = decide.Counters.of(data["end"])
+    return decide.measure(start, end, float(data["seconds"]))
 
 
 def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     g = case["gates"]
-    gates = rollout.Gates.make(**g)
+    gates = decide.Gates.make(**g)
     before = _window(case["baseline"]) if case["baseline"] is not None else None
     after = _window(case["after"])
-    ok, detail = rollout.gates_detail(rollout.judge(before, after, gates))
+    ok, detail = decide.gates_detail(decide.judge(before, after, gates))
     measures = after.to_json()
     keep = ("acceptance_rate", "mean_acceptance_length", "tokens_per_s", "error_rate")
     return {"ok": ok, "detail": detail, "after": {k: measures[k] for k in keep}}
@@ -65,19 +64,19 @@ def run_gates(case: dict[str, Any]) -> dict[str, Any]:
 def run_resume(case: dict[str, Any]) -> dict[str, Any]:
     """rolloutresume.resume on the case's report steps and journal entries (checked as the
     controller checks what a host sends: rolloutresume.read_steps)."""
-    plan = rollout.Plan(**case["plan"])
-    steps, problems = rolloutresume.read_steps(case["journal"])
+    plan = decide.Plan(**case["plan"])
+    steps, problems = resume.read_steps(case["journal"])
     assert not problems, problems
     reported = case["reported"]
     said = None if reported is None else [(s, ok) for s, ok in reported]
-    got = rolloutresume.resume(plan, case["run"], said, steps, case["specs"])
+    got = resume.resume(plan, case["run"], said, steps, case["specs"])
     if "now" in case:  # the host looked at again: its `seen` now (patcher/agent/seen.py)
-        got = rolloutresume.looked(plan, case["run"], got, steps, case["now"])
-    going = got.action == rolloutresume.RESUME_CONTINUE
+        got = resume.looked(plan, case["run"], got, steps, case["now"])
+    going = got.action == resume.RESUME_CONTINUE
     out: dict[str, Any] = {
         "action": got.action,
         "done": [[s, ok] for s, ok in got.done],
-        "next": rollout.next_step(plan, got.done) if going else None,
+        "next": decide.next_step(plan, got.done) if going else None,
     }
     if got.why:
         out["why"] = got.why
@@ -91,18 +90,18 @@ def live_cases() -> list[Path]:
 def run_live(case: dict[str, Any]) -> list[dict[str, Any]]:
     """What a report written as the rollout goes (rolloutrun.LiveReport) says of the host as
     each step begins (every earlier one done), and once its walk is over."""
-    plan = rollout.Plan(**case["plan"])
+    plan = decide.Plan(**case["plan"])
     fails = set(case["fails"])
     done: list[tuple[str, bool]] = []
     out: list[dict[str, Any]] = []
 
     def say(current: str | None) -> None:
-        reached, verdict = rollout.outcome(plan, done)
-        says = rollout.stopped(plan, done, current, running=True)
+        reached, verdict = decide.outcome(plan, done)
+        says = decide.stopped(plan, done, current, running=True)
         out.append({"in": current, "reached": reached, "verdict": verdict, "says": says})
 
-    while (step := rollout.next_step(plan, done)) is not None:
-        assert len(done) < len(rollout.STEPS), f"the machine loops: {done}"
+    while (step := decide.next_step(plan, done)) is not None:
+        assert len(done) < len(decide.STEPS), f"the machine loops: {done}"
         say(step)
         done.append((step, step not in fails))
     say(None)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from patcher.agent import handle, protocol
 from patcher.result import PatchResult
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import walk
 from patcher.rollout.settings import Settings
 from patcher.serving.model import VLLM
 
@@ -113,7 +113,7 @@ class FakeHost:
             return drafts * 4
         return self.tokens_per_s * (time.monotonic() - self._born)
 
-    def engine_step(self, h: rolloutrun._Host, which: str) -> str:
+    def engine_step(self, h: walk._Host, which: str) -> str:
         """patcher.run.engine's apply, rollback or plan (apply's dry run), as
         rolloutrun._engine_step runs it: counted. A hand-edited host's apply and plan refuse
         (`modified`), as the planner does."""
@@ -130,7 +130,7 @@ class FakeHost:
             for s in h.specs
         ]
         if refused:
-            raise rolloutrun._StepFailed(f"{h.specs[0].id} modified: {message}")
+            raise walk._StepFailed(f"{h.specs[0].id} modified: {message}")
         return ", ".join(f"{p.id} {p.outcome}" for p in h.result.patches)
 
 
@@ -148,7 +148,7 @@ class ControlHost(FakeHost):
         return {"ok": True, "text": self._metrics(), "seconds": 0.001}
 
 
-def engine_step(h: rolloutrun._Host, which: str) -> str:
+def engine_step(h: walk._Host, which: str) -> str:
     """In place of rolloutrun._engine_step (monkeypatched): the host's FakeHost does it."""
     fake = h.transport
     assert isinstance(fake, FakeHost)
@@ -180,12 +180,12 @@ def host(
     cfg: Settings,
     run: str,
     ctx: RunContext | None = None,
-) -> rolloutrun._Host:
+) -> walk._Host:
     """The executor's state for one host on `fake`, and `fake` told which step is running;
     `ctx`: the rollout's run, whose stats count its exchanges (None: uncounted)."""
     from patcher.plan.base import Options
 
-    h = rolloutrun._host(target, fake, specs, Options(level="static"), None, cfg, run, ctx)
+    h = walk._host(target, fake, specs, Options(level="static"), None, cfg, run, ctx)
     fake.current = lambda: h.current
     return h
 

@@ -28,9 +28,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patcher.rollout import decide as rollout
-from tests import envs
-from tests import sshd as harness
+from patcher.rollout import decide
+from tests import envs, sshd
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SUPERVISOR = "4.3.0"
@@ -112,7 +111,7 @@ startsecs=0
 
 @dataclass
 class LabHost:
-    ssh: harness.SshHost
+    ssh: sshd.SshHost
     port: int
     supervisord: subprocess.Popen[bytes] | None = None
 
@@ -134,7 +133,7 @@ class LabHost:
 
 @dataclass
 class RolloutLab:
-    ssh: harness.SshLab
+    ssh: sshd.SshLab
     hosts: list[LabHost]
     supervisor: Path
     pristine: dict[str, bytes] = field(default_factory=dict)
@@ -171,9 +170,9 @@ class RolloutLab:
                 raise AssertionError(f"h{i + 1}: server not healthy after {timeout} s:\n{log}")
             time.sleep(0.5)
 
-    def counters(self, i: int) -> rollout.Counters:
+    def counters(self, i: int) -> decide.Counters:
         with urllib.request.urlopen(self.hosts[i].base + "/metrics", timeout=10) as r:
-            return rollout.parse(r.read().decode())
+            return decide.parse(r.read().decode())
 
     def files(self, i: int) -> dict[str, bytes]:
         return {rel: self.hosts[i].file(rel).read_bytes() for rel in (SERVER_FILE, MODEL_FILE)}
@@ -270,7 +269,7 @@ def start(n: int, root: Path) -> RolloutLab:
     supervisor = supervisor_venv()
     prom = prometheus_client_dir()
 
-    def populate(host: harness.SshHost) -> None:
+    def populate(host: sshd.SshHost) -> None:
         env = envs.clone(VLLM, host.home / "vllm")
         (envs.site_packages(env) / "_vpatch_test_prometheus.pth").write_text(f"{prom}\n")
         lab = host.home / "lab"
@@ -283,8 +282,8 @@ def start(n: int, root: Path) -> RolloutLab:
         )
         ctl.chmod(0o755)
 
-    ssh = harness.start_lab(n, root, populate)
-    ports = harness._free_ports(n)  # after the sshds bound theirs
+    ssh = sshd.start_lab(n, root, populate)
+    ports = sshd._free_ports(n)  # after the sshds bound theirs
     hosts = [LabHost(h, ports[i]) for i, h in enumerate(ssh.hosts)]
     lab = RolloutLab(ssh, hosts, supervisor)
     try:

@@ -111,7 +111,7 @@ def test_wait_handles_descriptors_above_1024() -> None:
     select() refuses; transport._wait uses poll()."""
     import resource
 
-    from patcher.transports.base import wait as _wait
+    from patcher.transports.base import wait
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2048:
@@ -130,12 +130,12 @@ def test_wait_handles_descriptors_above_1024() -> None:
 
     reader, writer = Fd(high_r), Fd(high_w)
     try:
-        assert _wait([reader], [writer], 0.01) == ([], [writer])
+        assert wait([reader], [writer], 0.01) == ([], [writer])
         os.write(high_w, b"x")
-        assert _wait([reader], [], 1.0) == ([reader], [])
+        assert wait([reader], [], 1.0) == ([reader], [])
         os.close(high_w)
         os.read(high_r, 1)
-        assert _wait([reader], [], 1.0) == ([reader], [])  # EOF counts as readable
+        assert wait([reader], [], 1.0) == ([reader], [])  # EOF counts as readable
     finally:
         os.close(high_r)
         if soft < 2048:

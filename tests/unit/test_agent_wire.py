@@ -398,14 +398,14 @@ def test_record_digests_decoded_at_once_as_one_by_one() -> None:
     """_parse_record's one decode of every usual digest gives each row's own decode, in the
     rows' order; rows it cannot take so (a path twice, a character outside the alphabet, a
     digest of another length or kind) leave the whole RECORD to the row-by-row loop."""
-    import hashlib as h
+    import hashlib
 
     from patcher.agent.fsops import sha256_bytes
 
     def b64(data: bytes) -> str:
         import base64
 
-        return base64.urlsafe_b64encode(h.sha256(data).digest()).rstrip(b"=").decode()
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
     rows = [f"pkg/m{i}.py,sha256={b64(bytes([i]))},{i}" for i in range(200)]
     odd = ["pkg/a.py,,", "pkg/b.py,md5=abc,1", "pkg/c.py,sha256=" + b64(b"c")[:-1] + ",1"]

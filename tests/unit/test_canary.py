@@ -11,9 +11,7 @@ import threading
 import pytest
 
 from patcher.inventory.targets import Target
-from patcher.rollout import canary
-from patcher.rollout import decide as rollout
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import canary, decide, walk
 from patcher.specs.model import PatchSpec
 from tests.conftest import REPO
 from tests.support import rolloutfake
@@ -24,7 +22,7 @@ TARGET, CONTROL = Target("h1", "h1"), Target("h9", "h9")
 
 @pytest.fixture(autouse=True)
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+    monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
 
 
 def _specs() -> list[PatchSpec]:
@@ -49,25 +47,25 @@ def _roll(
     )
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
-    result = rolloutrun.walk(h, threading.Event())
+    result = walk.walk(h, threading.Event())
     assert result.rollout is not None
     return result.rollout, ctl, fake
 
 
 def test_a_canary_slower_than_its_control_is_rolled_back_and_the_control_only_scraped() -> None:
     r, ctl, fake = _roll(800.0, 1000.0, 0.95)  # 0.8x: far below, whatever the timing
-    assert (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.GATES), r
+    assert (r["verdict"], r["reached"]) == (decide.ROLLED_BACK, decide.GATES), r
     gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")  # type: ignore[union-attr]
     assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail"
     assert gate["evidence"]["n"] >= 5 and gate["evidence"]["p"] < 0.05
     assert r["compared_with"] == "control" and r["control"]["hosts"] == ["h9"]  # type: ignore[index]
     assert set(ctl.asked) == {"fetch"} and len(ctl.asked) >= 6
-    assert fake.ran.count(rollout.ROLLBACK) == 1
+    assert fake.ran.count(decide.ROLLBACK) == 1
 
 
 def test_a_canary_as_fast_as_its_control_is_kept() -> None:
     r, ctl, _fake = _roll(1000.0, 1000.0, 0.8)  # 1x against 0.8x: far above
-    assert r["verdict"] == rollout.KEPT, r
+    assert r["verdict"] == decide.KEPT, r
     gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")  # type: ignore[union-attr]
     assert gate["ok"] and gate["evidence"]["decision"] == "pass" and "vs control" in gate["detail"]
     assert set(ctl.asked) == {"fetch"}
@@ -90,10 +88,10 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
     )
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
-    host = rolloutrun.walk(h, threading.Event())
+    host = walk.walk(h, threading.Event())
     r = host.rollout
     # Its own word, not "serves worse": rolled back all the same (it was not proven good).
-    assert r is not None and r["verdict"] == rollout.NOT_ENOUGH_EVIDENCE
+    assert r is not None and r["verdict"] == decide.NOT_ENOUGH_EVIDENCE
     assert [p["step"] for p in r["phases"]][-3:] == [
         "rollback",
         "rollback_restart",
@@ -104,7 +102,7 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
     assert "serves worse" not in gates["detail"]
     gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")
     # The final evidence is final (no look follows the last one): never `extend`.
-    assert gate["evidence"]["decision"] == rollout.SHORT, gate
+    assert gate["evidence"]["decision"] == decide.SHORT, gate
     assert "does not serve well" not in (host.hint or "")
     assert "samples a side, its test needs 5" in (host.hint or "")
     assert "--max-window, 0.02 s now" in (host.hint or "") and "--scrape-every" in (host.hint or "")
@@ -121,8 +119,8 @@ def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back()
     cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
-    r = rolloutrun.walk(h, threading.Event()).rollout
-    assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
+    r = walk.walk(h, threading.Event()).rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (decide.ROLLED_BACK, decide.WINDOW)
     window = next(p for p in r["phases"] if p["step"] == "window")
     assert "control host h9: cannot scrape" in window["detail"], window
 
@@ -139,8 +137,8 @@ def test_a_control_scrape_over_a_bound_fails_the_window_with_its_reason() -> Non
     cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
-    r = rolloutrun.walk(h, threading.Event()).rollout
-    assert r is not None and (r["verdict"], r["reached"]) == (rollout.ROLLED_BACK, rollout.WINDOW)
+    r = walk.walk(h, threading.Event()).rollout
+    assert r is not None and (r["verdict"], r["reached"]) == (decide.ROLLED_BACK, decide.WINDOW)
     window = next(p for p in r["phases"] if p["step"] == "window")
     assert (
         "control host h9: http://localhost:8000/metrics sent a scrape over vpatch's bounds"

@@ -17,8 +17,7 @@ from pydantic import BaseModel
 
 from patcher import result
 from patcher._compat import tomllib
-from patcher.commands import _docgen as docgen
-from patcher.commands import build_parser
+from patcher.commands import _docgen, build_parser
 from patcher.commands._help import help_with_default, subcommands
 from patcher.plan.verdicts import MATRIX_FAILING
 from patcher.specs.validate import PatchSpec
@@ -39,7 +38,7 @@ def _models(model: type[BaseModel], seen: set[type[BaseModel]]) -> set[type[Base
 
 
 def test_spec_reference_lists_every_field_of_every_model() -> None:
-    text = docgen.spec_fields()
+    text = _docgen.spec_fields()
     models = _models(PatchSpec, set())
     assert len(models) >= 9  # PatchSpec, Variant, six edit ops, Probe, MetricsThresholds
     for model in models:
@@ -50,7 +49,7 @@ def test_spec_reference_lists_every_field_of_every_model() -> None:
 def test_cli_reference_has_every_subcommand() -> None:
     """Each with what it does and an example; `%` printed as `%` (help texts are %-formatted,
     metavars are not: `N|P%%` once showed up doubled)."""
-    text = docgen.cli()
+    text = _docgen.cli()
     subs = subcommands(build_parser())
     assert "matrix" in subs and "apply" in subs and "completion" in subs
     for name, sub in subs.items():
@@ -68,14 +67,14 @@ def test_cli_reference_fits_the_column() -> None:
     characters wide, where `--help` is 100: the site's column holds about 80 (measured in
     headless Chromium by tests/unit/test_site.py); a long example is continued with `\\`
     between words, never inside a quoted one."""
-    text = docgen.cli()
+    text = _docgen.cli()
     blocks = re.findall(r"^```[a-z]+\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
     assert len(blocks) >= 2 * len(subcommands(build_parser()))
     widest = max(len(line) for block in blocks for line in block.splitlines())
-    assert widest <= docgen.COLUMN < 100, widest
+    assert widest <= _docgen.COLUMN < 100, widest
     assert "--batch 25% --restart 'systemctl restart vllm' \\\n" in text  # continued
-    assert docgen._wrap_command("a --x 'b c d' e", 9) == ["a \\", "    --x 'b c d' \\", "    e"]
-    assert docgen._wrap_command("short line", 72) == ["short line"]
+    assert _docgen._wrap_command("a --x 'b c d' e", 9) == ["a \\", "    --x 'b c d' \\", "    e"]
+    assert _docgen._wrap_command("short line", 72) == ["short line"]
 
 
 def test_help_says_every_default() -> None:
@@ -105,7 +104,7 @@ def _groff(page: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_man_page_has_every_command_and_option_and_renders_cleanly(tmp_path: Path) -> None:
-    page = docgen.manpage()
+    page = _docgen.manpage()
     assert page.startswith(".TH VPATCH 1 ")
     for name, sub in subcommands(build_parser()).items():
         assert f"\n.SS {name}\n" in page, name
@@ -132,26 +131,26 @@ def test_committed_man_page_is_the_parsers() -> None:
     committed because the isolated build cannot import the CLI, so it must be what the parser
     says now (tests/integration/test_python_versions.py finds it in the built wheel)."""
     committed = (REPO / "man" / "vpatch.1").read_text()
-    assert committed == docgen.manpage(), "man/vpatch.1 is stale: run `make man` and commit it"
+    assert committed == _docgen.manpage(), "man/vpatch.1 is stale: run `make man` and commit it"
     data_files = PYPROJECT["tool"]["setuptools"]["data-files"]
     assert data_files == {"share/man/man1": ["man/vpatch.1"]}
 
 
 def test_result_and_matrix_references_cover_the_models() -> None:
-    text = docgen.result_json()
+    text = _docgen.result_json()
     for cls in (result.RunResult, result.HostResult, result.PatchResult):
         for f in dataclasses.fields(cls):
             assert f"| `{f.name}` |" in text
-    outcomes = docgen.outcomes()
+    outcomes = _docgen.outcomes()
     assert all(f"`{o}`" in outcomes for o in ("applied", "drifted", "skipped"))
-    assert "`not_covered` | yes" in docgen.matrix_json()
+    assert "`not_covered` | yes" in _docgen.matrix_json()
     assert set(MATRIX_FAILING) <= {"anchor_missing", "ambiguous", "not_covered", "failed"}
 
 
 def test_unknown_marker_is_an_error() -> None:
-    assert docgen.expand("a\n<!-- vpatch:outcomes -->\nb").startswith("a\n| outcome |")
+    assert _docgen.expand("a\n<!-- vpatch:outcomes -->\nb").startswith("a\n| outcome |")
     with pytest.raises(KeyError, match="vpatch:nope"):
-        docgen.expand("<!-- vpatch:nope -->")
+        _docgen.expand("<!-- vpatch:nope -->")
 
 
 @pytest.mark.parametrize(
@@ -178,14 +177,14 @@ def test_page_opens_with_the_commands(page: str) -> None:
 def test_every_option_of_every_command_has_its_anchor() -> None:
     """The CLI reference links each option by a stable anchor (`#apply--level`), with its help
     and default next to it; every option a parser has is there, under its own command."""
-    text = docgen.cli()
+    text = _docgen.cli()
     parser = build_parser()
     pages = {"vpatch": parser, **subcommands(parser)}
     seen: set[str] = set()
     for name, sub in pages.items():
-        actions = docgen.documented_actions(sub)
+        actions = _docgen.documented_actions(sub)
         for action in actions:
-            anchor = docgen.option_anchor(name, action)
+            anchor = _docgen.option_anchor(name, action)
             assert anchor not in seen, anchor
             seen.add(anchor)
             row = next((r for r in text.splitlines() if f"{{#{anchor}}}" in r), None)

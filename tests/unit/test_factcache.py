@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from patcher.agent import protocol
-from patcher.caches import facts as factcache
+from patcher.caches import facts
 
 
 def sha(text: str) -> str:
@@ -65,20 +65,20 @@ BARE = dict(REQ, packages={})  # `rollback ID`, `status`: no package files asked
 
 def entry(target: str) -> str:
     """The bucket file that holds `target`'s answers to REQ."""
-    return f"{factcache.name(target, REQ)[:2]}.json"
+    return f"{facts.name(target, REQ)[:2]}.json"
 
 
 def host_doc(cache: Path, target: str) -> Any:
     hosts = json.loads((cache / entry(target)).read_text())["hosts"]
-    return json.loads(hosts[factcache.name(target, REQ)])
+    return json.loads(hosts[facts.name(target, REQ)])
 
 
 def remember(target: str, answers: list[dict[str, Any]], req: dict[str, Any] = REQ) -> None:
-    factcache.remember(target, req, answers)
+    facts.remember(target, req, answers)
 
 
 def load(target: str, req: dict[str, Any] = REQ) -> list[tuple[str, dict[str, Any]]]:
-    return factcache.load(target, req)
+    return facts.load(target, req)
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_round_trip_newest_first_one_per_fingerprint(cache: Path) -> None:
     assert got[0]["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "new\n"
     assert got[0]["journal"]["/env/lib/site-packages/pkg/mod.py"]["base_text"] == "base\n"
     remember("h1", [c])
-    assert len(load("h1")) == factcache.KEEP_PER_HOST
+    assert len(load("h1")) == facts.KEEP_PER_HOST
     # The envelope is not kept; texts are stored once per content, outside the answers.
     stored = host_doc(cache, "h1")
     assert (
@@ -127,12 +127,12 @@ def test_nothing_unverified_comes_back(cache: Path) -> None:
     broken_docs = ("{", "[]", '{"entries": [1, {"asked": 3}]}', '{"entries": [{"answers": [{}]}]}')
     for broken in (
         *broken_docs,
-        json.dumps({"entries": [{"asked": factcache.asked(REQ), "answers": [1, {}]}]}),
+        json.dumps({"entries": [{"asked": facts.asked(REQ), "answers": [1, {}]}]}),
     ):
         (cache / entry("h")).write_text(broken)  # a whole bucket of nothing usable
         assert load("h") == []
         for text in (broken, json.loads(broken) if broken != "{" else 7):
-            doc = {"hosts": {factcache.name("h", REQ): text}}
+            doc = {"hosts": {facts.name("h", REQ): text}}
             (cache / entry("h")).write_text(json.dumps(doc))  # the host's document broken
             assert load("h") == []
 
@@ -151,7 +151,7 @@ def test_nothing_unverified_comes_back(cache: Path) -> None:
 def test_unusable_answers_are_neither_stored_nor_used(cache: Path, edit: Any) -> None:
     a = answer("base\n")
     edit(a, a.get("packages", {}).get("pkg", {}).get("files", {}).get("pkg/mod.py", {}))
-    assert factcache.usable(a) is None
+    assert facts.usable(a) is None
     remember("h", [a])
     assert load("h") == [] and not (cache / entry("h")).exists()
 
@@ -167,11 +167,11 @@ def test_a_cache_dir_others_can_write_is_not_used(cache: Path) -> None:
 
 def test_key_is_who_asks_where_for_what() -> None:
     req = {"op": "inspect", "packages": {"pkg": ["pkg/mod.py"]}, "state_dir": None, "known": []}
-    k = factcache.key("h1", req)
-    assert factcache.key("h1", dict(req, known=["x"])) == k
-    assert factcache.key("h2", req) != k
-    assert factcache.key("h1", dict(req, state_dir="/s")) != k
-    assert factcache.key("h1", dict(req, packages={"pkg": ["pkg/other.py"]})) != k
+    k = facts.key("h1", req)
+    assert facts.key("h1", dict(req, known=["x"])) == k
+    assert facts.key("h2", req) != k
+    assert facts.key("h1", dict(req, state_dir="/s")) != k
+    assert facts.key("h1", dict(req, packages={"pkg": ["pkg/other.py"]})) != k
 
 
 @pytest.mark.parametrize(
@@ -211,7 +211,7 @@ def test_one_file_per_host_whatever_files_were_asked(cache: Path) -> None:
     [(_, got), _] = load("h", BARE)
     assert got["packages"] == {} and got["journal"][next(iter(b["journal"]))]["base_text"]
     # At most KEEP_ASKED sets of files per host, the oldest out first.
-    for i in range(factcache.KEEP_ASKED):
+    for i in range(facts.KEEP_ASKED):
         remember("h", [answer(f"v{i}\n")], dict(REQ, packages={"pkg": [f"pkg/m{i}.py"]}))
     assert load("h") == [] and load("h", other) == []
     assert [p.name for p in cache.glob("*.json")] == [entry("h")]
@@ -222,12 +222,12 @@ def test_texts_the_run_checked_are_not_read_again(cache: Path) -> None:
     remember("h", [a])
     os.unlink(cache / "texts" / sha("base\n"))
     assert load("h") == []  # its text is gone: no guess
-    memo = factcache.Memo()
-    [(fp, got)] = factcache.load("h", REQ, memo, {sha("base\n"): "base\n"})
+    memo = facts.Memo()
+    [(fp, got)] = facts.load("h", REQ, memo, {sha("base\n"): "base\n"})
     assert fp == protocol.fingerprint(a)
     assert got["packages"]["pkg"]["files"]["pkg/mod.py"]["text"] == "base\n"
     # A text is taken from `known` only under the sha256 the stored answer names.
-    assert factcache.load("h", REQ, factcache.Memo(), {sha("other\n"): "other\n"}) == []
+    assert facts.load("h", REQ, facts.Memo(), {sha("other\n"): "other\n"}) == []
 
 
 def targets_in_one_bucket(n: int, not_in: str = "") -> list[str]:
@@ -255,42 +255,42 @@ def test_a_fleet_run_writes_each_bucket_once_at_its_end(cache: Path) -> None:
     mine = targets_in_one_bucket(3)
     elsewhere = targets_in_one_bucket(1, not_in=entry(mine[0]))
     remember(mine[0], [a])  # an earlier run's, written through
-    memo = factcache.Memo(defer=True)
+    memo = facts.Memo(defer=True)
     made: list[str] = []
-    real_write = factcache._write
+    real_write = facts._write
 
     def write(d: Path, name: str, data: bytes) -> None:
         made.append(name)
         real_write(d, name, data)
 
-    factcache._write = write  # type: ignore[assignment]
+    facts._write = write  # type: ignore[assignment]
     try:
         for t in [*mine[1:], *elsewhere]:
-            factcache.remember(t, REQ, [b], memo)
+            facts.remember(t, REQ, [b], memo)
         assert made and all(len(n) == 64 for n in made)  # texts only: no bucket written yet
         assert not (cache / entry(elsewhere[0])).exists()
-        [(fp, _)] = factcache.load(mine[1], REQ, memo)  # the run's own, not yet written
+        [(fp, _)] = facts.load(mine[1], REQ, memo)  # the run's own, not yet written
         assert fp == protocol.fingerprint(b)
         assert load(mine[1]) == []  # another run does not see it yet
-        factcache.flush(memo)
+        facts.flush(memo)
         buckets = [n for n in made if n.endswith(".json")]
         assert sorted(buckets) == sorted({entry(mine[0]), entry(elsewhere[0])})
-        factcache.flush(memo)  # nothing left: nothing written
+        facts.flush(memo)  # nothing left: nothing written
         assert [n for n in made if n.endswith(".json")] == buckets
     finally:
-        factcache._write = real_write  # type: ignore[assignment]
+        facts._write = real_write  # type: ignore[assignment]
     assert [fp for fp, _ in load(mine[0])] == [protocol.fingerprint(a)]  # kept from before
     assert [fp for fp, _ in load(mine[2])] == [protocol.fingerprint(b)]
     assert [fp for fp, _ in load(elsewhere[0])] == [protocol.fingerprint(b)]
     hosts = json.loads((cache / entry(mine[0])).read_text())["hosts"]
-    assert list(hosts)[-2:] == [factcache.name(t, REQ) for t in mine[1:]]  # newest last
-    more = targets_in_one_bucket(factcache.KEEP_PER_BUCKET + 3)
-    memo = factcache.Memo(defer=True)
+    assert list(hosts)[-2:] == [facts.name(t, REQ) for t in mine[1:]]  # newest last
+    more = targets_in_one_bucket(facts.KEEP_PER_BUCKET + 3)
+    memo = facts.Memo(defer=True)
     for t in more:
-        factcache.remember(t, REQ, [a], memo)
-    factcache.flush(memo)
+        facts.remember(t, REQ, [a], memo)
+    facts.flush(memo)
     hosts = json.loads((cache / entry(mine[0])).read_text())["hosts"]
-    assert list(hosts) == [factcache.name(t, REQ) for t in more[3:]]
+    assert list(hosts) == [facts.name(t, REQ) for t in more[3:]]
     assert load(more[2]) == [] and load(more[3])  # the least recently written went first
 
 
@@ -298,10 +298,10 @@ def test_host_files_of_the_older_layout_are_removed(cache: Path) -> None:
     """One file per host (the layout before the buckets) is never read, and a flush removes
     it; a bucket's names that are not name()'s are not read either."""
     remember("h", [answer("base\n")])
-    old = cache / f"{factcache.name('h', REQ)}.json"
+    old = cache / f"{facts.name('h', REQ)}.json"
     old.write_text(json.dumps(host_doc(cache, "h")))
     doc = json.loads((cache / entry("h")).read_text())
-    doc["hosts"] = {"../../x": doc["hosts"][factcache.name("h", REQ)]}
+    doc["hosts"] = {"../../x": doc["hosts"][facts.name("h", REQ)]}
     (cache / entry("h")).write_text(json.dumps(doc))
     assert load("h") == []
     remember("h2", [answer("base\n")])  # a new run's flush: the old layout's file goes

@@ -8,8 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from patcher.commands import _docgen as docgen
-from patcher.commands import _figures as figures
+from patcher.commands import _docgen, _figures
 from patcher.rollout import decide
 
 
@@ -33,23 +32,23 @@ def test_room_imports_are_the_modules_imports(tmp_path: Path) -> None:
         "import patcher.b.x\nfrom patcher import errors\ndef f():\n    from patcher.c import y\n"
     )
     (tmp_path / "b" / "x.py").write_text("from . import y\nfrom ..c import z\nimport os\n")
-    graph = figures.room_imports(tmp_path)
+    graph = _figures.room_imports(tmp_path)
     assert graph["a"] == {"b", "c", "edge"} and graph["b"] == {"c"} and graph["c"] == set()
     assert graph["edge"] == set()
 
 
 def test_reduced_keeps_who_reaches_whom() -> None:
-    assert figures.reduced({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == {
+    assert _figures.reduced({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == {
         "a": {"b"},
         "b": {"c"},
         "c": set(),
     }
     # a loop (b <-> c) is a group: its arrows stay, and so do all of a's arrows into it
     loop = {"a": {"b", "c", "d"}, "b": {"c", "d"}, "c": {"b"}, "d": set()}
-    assert figures.groups(loop) == [{"b", "c"}]
-    assert figures.reduced(loop) == {"a": {"b", "c"}, "b": {"c", "d"}, "c": {"b"}, "d": set()}
-    real = {k: v - {"edge"} for k, v in figures.room_imports().items() if k != "edge"}
-    drawn = figures.reduced(real)
+    assert _figures.groups(loop) == [{"b", "c"}]
+    assert _figures.reduced(loop) == {"a": {"b", "c"}, "b": {"c", "d"}, "c": {"b"}, "d": set()}
+    real = {k: v - {"edge"} for k, v in _figures.room_imports().items() if k != "edge"}
+    drawn = _figures.reduced(real)
     for room in real:
         assert _reach(drawn, room) == _reach(real, room), room
     assert len(real["commands"]) >= 10 and real["agent"] == set()
@@ -57,7 +56,7 @@ def test_reduced_keeps_who_reaches_whom() -> None:
 
 
 def test_rollout_figure_is_the_step_machine() -> None:
-    edges = figures.rollout_edges()
+    edges = _figures.rollout_edges()
     ok = {(a, b) for a, b, good in edges if good}
     failed = {(a, b) for a, b, good in edges if not good}
     assert ("baseline", "apply") in ok and ("gates", "kept") in ok
@@ -75,11 +74,11 @@ def test_rollout_figure_is_the_step_machine() -> None:
 def test_every_figure_is_drawn_by_graphviz_and_linked_by_its_marker() -> None:
     dot = shutil.which("dot")
     assert dot, "Graphviz is needed (Debian: apt-get install graphviz; make test-deps)"
-    for name, (alt, make) in figures.FIGURES.items():
+    for name, (alt, make) in _figures.FIGURES.items():
         done = subprocess.run([dot, "-Tsvg"], input=make(), capture_output=True, text=True)
         assert done.returncode == 0 and done.stderr == "", (name, done.stderr)
         assert done.stdout.rstrip().endswith("</svg>"), name
-        image = docgen.expand(f"<!-- vpatch:figure-{name} -->", "../")
+        image = _docgen.expand(f"<!-- vpatch:figure-{name} -->", "../")
         assert image == f"![{alt}](../figures/{name}.svg)"
     broken = subprocess.run([dot, "-Tsvg"], input="digraph {", capture_output=True, text=True)
     assert broken.returncode != 0, "dot must fail on bad text: the check above can fail"

@@ -9,10 +9,10 @@ import pytest
 
 from patcher.commands import hooks
 from patcher.errors import InputError, SpecError
-from patcher.inventory import targets as inventory
+from patcher.inventory import targets
 from patcher.specs import catalog, names
 from patcher.specs.model import load_spec
-from patcher.transports import ssh as transport
+from patcher.transports import ssh
 from tests.support.standin_specs import SPEC_A
 
 
@@ -47,12 +47,12 @@ def test_ids_names_units_and_targets_are_whole_matches(tmp_path: Path) -> None:
     assert hooks._unit_name("vllm.service") == "vllm"
     with pytest.raises(InputError):
         hooks._unit_name("vllm\n")
-    assert transport.parse_target("gpu-01")[1] == "gpu-01"
+    assert ssh.parse_target("gpu-01")[1] == "gpu-01"
     with pytest.raises(InputError):
-        transport.parse_target("gpu-01\n")
+        ssh.parse_target("gpu-01\n")
     inv = tmp_path / "hosts.toml"
     inv.write_text("[[host]]\nname = 'h1'\naddress = '127.0.0.1'\n")
-    assert inventory.load_inventory(str(inv), {}).hosts
+    assert targets.load_inventory(str(inv), {}).hosts
     inv.write_text("[[host]]\nname = \"h1\\n\"\naddress = '127.0.0.1'\n")
     with pytest.raises(InputError):
-        inventory.load_inventory(str(inv), {})
+        targets.load_inventory(str(inv), {})

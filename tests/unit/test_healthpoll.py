@@ -15,8 +15,7 @@ from patcher.agent import fetch as agent_fetch
 from patcher.agent import handle, restart
 from patcher.inventory.targets import Target
 from patcher.plan.base import Options
-from patcher.rollout import healthpoll
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import healthpoll, walk
 from tests.support import rolloutfake
 
 URL = "http://localhost:8000/health"
@@ -61,16 +60,16 @@ class Agent:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(rolloutrun, "time", c)
+    monkeypatch.setattr(walk, "time", c)
     monkeypatch.setattr(restart, "time", c)
     monkeypatch.setattr(agent_fetch, "fetch", c.fetch)
     return c
 
 
-def health_step(timeout: float) -> rolloutrun._Host:
+def health_step(timeout: float) -> walk._Host:
     cfg = rolloutfake.settings(health=URL, health_timeout=timeout)
     opts = Options(level="static")
-    return rolloutrun._host(Target("h1", "h1"), Agent(), [], opts, None, cfg, "r1")
+    return walk._host(Target("h1", "h1"), Agent(), [], opts, None, cfg, "r1")
 
 
 def gaps(at: list[float]) -> list[float]:
@@ -85,8 +84,8 @@ def test_a_server_that_never_answers_is_tried_at_most_once_an_interval(
     closer than the interval, so at most timeout / interval + 1, and the step says how many."""
     h = health_step(timeout)
     start = clock.now
-    with pytest.raises(rolloutrun._StepFailed) as failed:
-        rolloutrun._step_health(h)
+    with pytest.raises(walk._StepFailed) as failed:
+        walk._step_health(h)
     n = len(clock.fetches)
     assert 1 <= n <= math.floor(timeout / healthpoll.INTERVAL) + 1
     assert all(g >= healthpoll.INTERVAL for g in gaps(clock.fetches))
@@ -98,7 +97,7 @@ def test_a_server_that_never_answers_is_tried_at_most_once_an_interval(
 def test_a_server_that_comes_up_reports_the_tries_it_took(clock: Clock) -> None:
     h = health_step(900.0)
     clock.healthy_at = clock.now + 75.3  # past one agent call's wait (HEALTH_CALL, 60 s)
-    detail = rolloutrun._step_health(h)
+    detail = walk._step_health(h)
     n = len(clock.fetches)
     assert f"({n} tries)" in detail and n <= math.ceil(75.3 / healthpoll.INTERVAL) + 1
     assert all(g >= healthpoll.INTERVAL for g in gaps(clock.fetches))

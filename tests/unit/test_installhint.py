@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.commands import _installhint as installhint
+from patcher.commands import _installhint
 from patcher.commands._installhint import Install, add_command, detect, uv_source
 
 PY = "/opt/tools/vpatch env/bin/python"
@@ -105,7 +105,7 @@ def test_the_hint_for_this_interpreter() -> None:
     install` makes with pip in it), and the command it names runs."""
     found = detect()
     assert found == Install("pip", sys.executable)
-    shown = installhint.add_command(found, "fabric").split()
+    shown = _installhint.add_command(found, "fabric").split()
     assert shown[1:] == ["-m", "pip", "install", "fabric"]
     checked = subprocess.run([shown[0], "-m", "pip", "--version"], capture_output=True)
     assert checked.returncode == 0

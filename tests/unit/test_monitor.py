@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from patcher.commands import _docgen as docgen
+from patcher.commands import _docgen
 from patcher.plan import monitor
 from patcher.plan.verify import status_journal
 from patcher.result import HostResult, RolloutStep, host_ok
@@ -64,7 +64,7 @@ def test_every_state_has_a_case_and_a_row_in_the_docs() -> None:
     for path in _paths():
         seen.update(json.loads(path.read_text())["expect"]["states"])
     assert seen == set(monitor.BY_NAME), set(monitor.BY_NAME) ^ seen
-    table = docgen.status_states()
+    table = _docgen.status_states()
     for st in monitor.STATES:
         assert f"| `{st.name}` | {st.exit} |" in table
     page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "json.md").read_text()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from patcher.caches import rewrites as rewrite_cache
+from patcher.caches import rewrites
 from patcher.rewrite import apply_edits
 from patcher.specs.model import PatchSpec, load_spec
 from tests.conftest import REPO, Env, vpatch
@@ -45,41 +45,41 @@ def test_round_trip_and_exact_keys(tmp_path: Path, cache_dir: Path) -> None:
     s = spec(tmp_path)
     res = apply_edits(SOURCE, s.variant[0].edit)
     assert res.status == "changed" and "kimi_k2" in res.source
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
-    assert not rewrite_cache.covers([s])
+    assert rewrites.get(sha(SOURCE), s, 0) is None
+    assert not rewrites.covers([s])
     assert not cache_dir.parent.exists()  # reading creates nothing; the first write does
-    rewrite_cache.put(sha(SOURCE), s, 0, res)
-    assert rewrite_cache.get(sha(SOURCE), s, 0) == res
-    assert rewrite_cache.covers([s])
+    rewrites.put(sha(SOURCE), s, 0, res)
+    assert rewrites.get(sha(SOURCE), s, 0) == res
+    assert rewrites.covers([s])
     assert oct(cache_dir.stat().st_mode & 0o777) == "0o700"
     # Any other input is another key: text, variant, spec content.
-    assert rewrite_cache.get(sha(SOURCE + "\n"), s, 0) is None
-    assert rewrite_cache.get(sha(SOURCE), s, 1) is None
+    assert rewrites.get(sha(SOURCE + "\n"), s, 0) is None
+    assert rewrites.get(sha(SOURCE), s, 1) is None
     other = spec(tmp_path, spec_a(values=["kimi_k25"]))
-    assert rewrite_cache.get(sha(SOURCE), other, 0) is None
-    assert not rewrite_cache.covers([s, other])
+    assert rewrites.get(sha(SOURCE), other, 0) is None
+    assert not rewrites.covers([s, other])
     # Only results a run acts on are kept.
     missing = apply_edits("x = 1\n", s.variant[0].edit)
     assert missing.status == "anchor_missing"
-    rewrite_cache.put(sha("x = 1\n"), s, 0, missing)
-    assert rewrite_cache.get(sha("x = 1\n"), s, 0) is None
+    rewrites.put(sha("x = 1\n"), s, 0, missing)
+    assert rewrites.get(sha("x = 1\n"), s, 0) is None
 
 
 def test_new_rewrite_code_is_a_new_key(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = spec(tmp_path)
-    rewrite_cache.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is not None
-    monkeypatch.setattr(rewrite_cache, "code_version", lambda: "0123456789abcdef")
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+    rewrites.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
+    assert rewrites.get(sha(SOURCE), s, 0) is not None
+    monkeypatch.setattr(rewrites, "code_version", lambda: "0123456789abcdef")
+    assert rewrites.get(sha(SOURCE), s, 0) is None
 
 
 def test_code_version_follows_the_rewrite_sources() -> None:
     """It hashes the files that compute rewrites (and libcst's version), not a release number:
     an edited rewrite module in a dev checkout cannot be served a stale entry."""
-    rewrite_cache.code_version.cache_clear()
-    before = rewrite_cache.code_version()
+    rewrites.code_version.cache_clear()
+    before = rewrites.code_version()
     real = Path.read_bytes
 
     def edited(self: Path) -> bytes:
@@ -88,11 +88,11 @@ def test_code_version_follows_the_rewrite_sources() -> None:
 
     try:
         Path.read_bytes = edited  # type: ignore[method-assign]
-        rewrite_cache.code_version.cache_clear()
-        after = rewrite_cache.code_version()
+        rewrites.code_version.cache_clear()
+        after = rewrites.code_version()
     finally:
         Path.read_bytes = real  # type: ignore[method-assign]
-        rewrite_cache.code_version.cache_clear()
+        rewrites.code_version.cache_clear()
     assert len(before) == 16 and after != before
 
 
@@ -111,10 +111,10 @@ def test_code_version_follows_the_rewrite_sources() -> None:
 )
 def test_damaged_entries_are_misses(tmp_path: Path, cache_dir: Path, damage: object) -> None:
     s = spec(tmp_path)
-    rewrite_cache.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
+    rewrites.put(sha(SOURCE), s, 0, apply_edits(SOURCE, s.variant[0].edit))
     [entry] = list(cache_dir.glob("*.json"))
     entry.write_text(damage(json.loads(entry.read_text())))  # type: ignore[operator]
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert rewrites.get(sha(SOURCE), s, 0) is None
 
 
 def test_unsafe_or_unusable_directory_is_not_used(
@@ -122,36 +122,36 @@ def test_unsafe_or_unusable_directory_is_not_used(
 ) -> None:
     s = spec(tmp_path)
     res = apply_edits(SOURCE, s.variant[0].edit)
-    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    rewrites.put(sha(SOURCE), s, 0, res)
     cache_dir.chmod(0o777)  # anyone could plant code here: ignored
-    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert rewrites.directory() is None and rewrites.get(sha(SOURCE), s, 0) is None
     cache_dir.chmod(0o700)
     os.chown(cache_dir, 4242, 4242)  # someone else's
-    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert rewrites.directory() is None and rewrites.get(sha(SOURCE), s, 0) is None
     os.chown(cache_dir, os.geteuid(), os.getegid())
-    assert rewrite_cache.get(sha(SOURCE), s, 0) == res
+    assert rewrites.get(sha(SOURCE), s, 0) == res
     monkeypatch.setenv("VPATCH_NO_CACHE", "1")
-    assert rewrite_cache.directory() is None and rewrite_cache.get(sha(SOURCE), s, 0) is None
+    assert rewrites.directory() is None and rewrites.get(sha(SOURCE), s, 0) is None
     # A path that cannot be a directory: no cache, no error, nothing written.
     monkeypatch.delenv("VPATCH_NO_CACHE")
     blocker = tmp_path / "file"
     blocker.write_text("")
     monkeypatch.setenv("VPATCH_CACHE_DIR", str(blocker))
-    rewrite_cache.put(sha(SOURCE), s, 0, res)
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is None and blocker.read_text() == ""
+    rewrites.put(sha(SOURCE), s, 0, res)
+    assert rewrites.get(sha(SOURCE), s, 0) is None and blocker.read_text() == ""
 
 
 def test_prune_keeps_the_newest(
     tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(rewrite_cache, "KEEP", 8)
+    monkeypatch.setattr(rewrites, "KEEP", 8)
     s = spec(tmp_path)
     texts = [SOURCE + f"# {i}\n" for i in range(9)]
     for i, text in enumerate(texts):
-        rewrite_cache.put(sha(text), s, 0, apply_edits(text, s.variant[0].edit))
-        entry = cache_dir / rewrite_cache._name(sha(text), s, 0)
+        rewrites.put(sha(text), s, 0, apply_edits(text, s.variant[0].edit))
+        entry = cache_dir / rewrites._name(sha(text), s, 0)
         os.utime(entry, (1_000_000 + i, 1_000_000 + i))  # the order of writes, in mtimes
-    left = [t for t in texts if rewrite_cache.get(sha(t), s, 0) is not None]
+    left = [t for t in texts if rewrites.get(sha(t), s, 0) is not None]
     assert left == texts[-len(left) :] and len(left) == 6  # 9 > 8: down to 3/4 of KEEP
     assert not list(cache_dir.glob(".tmp-*"))
 
@@ -244,20 +244,20 @@ def test_a_poisoned_entry_is_never_used(tmp_path: Path, cache_dir: Path, plant: 
     the user would not have put it: a miss, and the run computes the rewrite itself."""
     s = spec(tmp_path)
     res = apply_edits(SOURCE, s.variant[0].edit)
-    rewrite_cache.put(sha(SOURCE), s, 0, res)
+    rewrites.put(sha(SOURCE), s, 0, res)
     [entry] = list(cache_dir.glob("*.json"))
     doc = json.loads(entry.read_text())
     evil = doc["source"] + "__import__('os').system('id')\n"
     entry.write_text(json.dumps({**doc, "source": evil, "source_sha256": sha(evil)}))
-    poisoned = rewrite_cache.get(sha(SOURCE), s, 0)
+    poisoned = rewrites.get(sha(SOURCE), s, 0)
     assert poisoned is not None and poisoned.source == evil  # the user's own entry: used
     plant(entry)
-    assert rewrite_cache.get(sha(SOURCE), s, 0) is None
-    assert rewrite_cache.Caches().rewrite(SOURCE, s, 0, REL, s.variant[0].edit) == res
+    assert rewrites.get(sha(SOURCE), s, 0) is None
+    assert rewrites.Caches().rewrite(SOURCE, s, 0, REL, s.variant[0].edit) == res
 
 
 def test_the_run_keeps_texts_only_under_their_own_sha256() -> None:
-    texts = rewrite_cache.Texts()
+    texts = rewrites.Texts()
     texts[sha(SOURCE)] = SOURCE
     with pytest.raises(ValueError, match="does not hash"):
         texts[sha(SOURCE + "x")] = SOURCE  # a host naming another file's hash for its text

@@ -10,11 +10,7 @@ import pytest
 
 from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
-from patcher.rollout import decide as rollout
-from patcher.rollout import report as rolloutreport
-from patcher.rollout import resume as rolloutresume
-from patcher.rollout import settings
-from patcher.rollout import view as rolloutview
+from patcher.rollout import decide, report, resume, settings, view
 from patcher.run import fleet
 from patcher.specs.model import MetricsThresholds
 from tests.support import rolloutcases
@@ -42,15 +38,15 @@ def test_there_are_cases_of_every_verdict() -> None:
     """The step machine's verdicts, and --resume's own (a host changed since its step)."""
     seen = {rolloutcases.load(p)["expect"]["verdict"] for p in rolloutcases.step_cases()}
     resumed = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
-    if rolloutresume.RESUME_CHANGED in resumed:
-        seen.add(rollout.CHANGED_SINCE)
-    assert seen == set(rollout.VERDICTS)
+    if resume.RESUME_CHANGED in resumed:
+        seen.add(decide.CHANGED_SINCE)
+    assert seen == set(decide.VERDICTS)
 
 
 def test_gates_take_the_strictest_table_and_the_overrides() -> None:
     a = MetricsThresholds(min_acceptance_rate=0.4, max_error_rate=0.05)
     b = MetricsThresholds(min_acceptance_rate=0.5, min_tokens_per_s_ratio=0.9, max_error_rate=0.01)
-    g = rollout.Gates.of([a, None, b])
+    g = decide.Gates.of([a, None, b])
     lim = g.limit
     assert (lim("min_acceptance_rate"), lim("min_tokens_per_s_ratio"), lim("max_error_rate")) == (
         0.5,
@@ -58,10 +54,10 @@ def test_gates_take_the_strictest_table_and_the_overrides() -> None:
         0.01,
     )
     over = {"min_acceptance_rate": 0.2, "min_tokens_per_s_ratio": 1.1}
-    g = rollout.Gates.of([a, b], over, allow_no_traffic=True)
+    g = decide.Gates.of([a, b], over, allow_no_traffic=True)
     assert (g.limit("min_acceptance_rate"), g.limit("min_tokens_per_s_ratio")) == (0.2, 1.1)
     assert g.allow_no_traffic
-    assert rollout.Gates.of([]) == rollout.Gates()
+    assert decide.Gates.of([]) == decide.Gates()
 
 
 def test_parse_reads_vllm_counters_and_error_reasons() -> None:
@@ -84,19 +80,19 @@ def test_parse_reads_vllm_counters_and_error_reasons() -> None:
             "",
         ]
     )
-    assert rollout.parse(text) == rollout.Counters(15, 45, 9, 300, 10, 2, True)
-    plain = rollout.parse("# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 3\n")
-    assert plain == rollout.Counters(generation_tokens=3)
+    assert decide.parse(text) == decide.Counters(15, 45, 9, 300, 10, 2, True)
+    plain = decide.parse("# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 3\n")
+    assert plain == decide.Counters(generation_tokens=3)
     with pytest.raises(ValueError):
-        rollout.parse("<html>login</html>\n{{{")
+        decide.parse("<html>login</html>\n{{{")
 
 
 def test_window_closes_on_time_or_on_enough_drafts() -> None:
-    start, now = rollout.Counters(drafts=10), rollout.Counters(drafts=60)
-    assert not rollout.window_done(start, now, 5, 120, 100)
-    assert rollout.window_done(start, now, 5, 120, 50)
-    assert rollout.window_done(start, now, 120, 120, 100)
-    assert not rollout.window_done(start, now, 5, 120, 0)  # --min-drafts 0: the full window
+    start, now = decide.Counters(drafts=10), decide.Counters(drafts=60)
+    assert not decide.window_done(start, now, 5, 120, 100)
+    assert decide.window_done(start, now, 5, 120, 50)
+    assert decide.window_done(start, now, 120, 120, 100)
+    assert not decide.window_done(start, now, 5, 120, 0)  # --min-drafts 0: the full window
 
 
 @pytest.mark.parametrize("text", ["0", "-1", "x", "nan"])
@@ -107,7 +103,7 @@ def test_bad_ratio_is_a_usage_error(text: str) -> None:
 
 
 def _host(name: str, verdict: str, before: float | None, after: float | None) -> HostResult:
-    ok = verdict == rollout.KEPT
+    ok = verdict == decide.KEPT
     h = HostResult(target=name, ok=ok, error=None if ok else "gates failed: serves worse")
     h.rollout = {
         "verdict": verdict,
@@ -120,30 +116,30 @@ def _host(name: str, verdict: str, before: float | None, after: float | None) ->
 
 def test_table_and_batch_lines() -> None:
     hosts = [
-        _host("h1", rollout.ROLLED_BACK, 200.0, 132.0),
+        _host("h1", decide.ROLLED_BACK, 200.0, 132.0),
         fleet.skipped("h2", [("s", "vllm")], "a canary host failed"),
     ]
     result = RunResult("rollout", False, hosts)
-    assert rolloutview.table_rows(result) == [
+    assert view.table_rows(result) == [
         ("h1", "gates", "- -> 15 %", "200.0 -> 132.0", "rolled_back"),
         ("h2", "-", "-", "-", "skipped"),
     ]
     out, err = io.StringIO(), io.StringIO()
-    rolloutview.render_table(result, out)
+    view.render_table(result, out)
     assert (
         out.getvalue().splitlines()[-1] == "rollout: not ok: 0 of 2 host(s) patched; 1 not started"
     )
-    rolloutview.render_problems(result, err)
+    view.render_problems(result, err)
     assert err.getvalue().splitlines() == [
         "error: h1: gates failed: serves worse",
         "error: h2: skipped: a canary host failed",
         "hint: run `vpatch status` on it",
     ]
     lines = io.StringIO()
-    bars = rolloutview.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
-    bars.advance(_host("h1", rollout.KEPT, 200.0, 280.0))
-    bars.advance(_host("h3", rollout.KEPT, 200.0, 280.0))
-    bars.advance(_host("h2", rollout.KEPT, 200.0, 280.0))
+    bars = view.BatchLines(["h1", "h2", "h3"], fleet.Policy(canary=1, batch=1), lines)
+    bars.advance(_host("h1", decide.KEPT, 200.0, 280.0))
+    bars.advance(_host("h3", decide.KEPT, 200.0, 280.0))
+    bars.advance(_host("h2", decide.KEPT, 200.0, 280.0))
     assert lines.getvalue().splitlines() == [
         "rollout canary (1 host(s)): 1 kept",
         "rollout batch 2 (1 host(s)): 1 kept",
@@ -159,7 +155,7 @@ def test_resume(path: Path) -> None:
 
 def test_there_are_resume_cases_of_every_action() -> None:
     seen = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
-    r = rolloutresume
+    r = resume
     assert seen == {r.RESUME_CONTINUE, r.RESUME_DONE, r.RESUME_REFUSE, r.RESUME_CHANGED}
 
 
@@ -196,7 +192,7 @@ def test_a_forged_step_entry_is_refused_by_both_sides(bad: dict[str, object]) ->
     from patcher import agent
 
     entry = _entry(**bad)
-    steps, problems = rolloutresume.read_steps([entry])
+    steps, problems = resume.read_steps([entry])
     assert steps == [] and len(problems) == 1 and "ignored" in problems[0]
     answer = agent.handle({"op": "rollout_step", "entry": entry, "state_dir": "/nonexistent/x"})
     assert answer["ok"] is False and answer["kind"] == "input"
@@ -205,22 +201,22 @@ def test_a_forged_step_entry_is_refused_by_both_sides(bad: dict[str, object]) ->
 def test_status_reads_the_newest_well_formed_step() -> None:
     kept = _entry(verdict="kept", ts="2026-12-01T12:00:00Z")
     raw: list[Any] = [_entry(step="baseline"), kept, "j"]
-    step, problems = rolloutresume.last_step(raw)
+    step, problems = resume.last_step(raw)
     assert step is not None
     assert (step.step, step.verdict, step.at) == ("apply", "kept", raw[1]["ts"])
     assert problems == ["rollout step 3 from the host's journal ignored: not a rollout step entry"]
-    assert rolloutresume.last_step(None) == (None, [])
+    assert resume.last_step(None) == (None, [])
     not_a_list = ["the host's rollout steps are not a list; ignored"]
-    assert rolloutresume.last_step({"x": 1})[1] == not_a_list
+    assert resume.last_step({"x": 1})[1] == not_a_list
 
 
 def test_measures_read_back_only_when_every_number_is_one() -> None:
-    m = rollout.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
-    assert rolloutresume.measures_of(m.to_json()) == m
-    assert rolloutresume.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
-    assert rolloutresume.measures_of(dict(m.to_json(), seconds=None)) is None
-    assert rolloutresume.measures_of(dict(m.to_json(), why={"a": 1})) is None
-    assert rolloutresume.measures_of("x") is None
+    m = decide.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
+    assert resume.measures_of(m.to_json()) == m
+    assert resume.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
+    assert resume.measures_of(dict(m.to_json(), seconds=None)) is None
+    assert resume.measures_of(dict(m.to_json(), why={"a": 1})) is None
+    assert resume.measures_of("x") is None
 
 
 def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path: Path) -> None:
@@ -271,10 +267,10 @@ def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path:
 
 
 def test_a_restart_after_the_window_shows_in_the_counters() -> None:
-    end = rollout.Counters(100, 300, 200, 1000, 50, 0, True)
-    assert not rollout.restarted_since(end, end)
-    assert not rollout.restarted_since(end, rollout.Counters(120, 360, 240, 1100, 55, 0, True))
-    assert rollout.restarted_since(end, rollout.Counters(3, 9, 6, 30, 1, 0, True))
+    end = decide.Counters(100, 300, 200, 1000, 50, 0, True)
+    assert not decide.restarted_since(end, end)
+    assert not decide.restarted_since(end, decide.Counters(120, 360, 240, 1100, 55, 0, True))
+    assert decide.restarted_since(end, decide.Counters(3, 9, 6, 30, 1, 0, True))
 
 
 def test_a_second_ctrl_c_does_not_wait_for_the_hosts_in_flight() -> None:
@@ -323,7 +319,7 @@ def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: P
     phases = [{"step": "baseline", "ok": True}, {"step": "apply", "ok": True}]
     host = {"target": "h1", "rollout": {"run": "abc1", "phases": phases}}
     good = {"command": "rollout", "hosts": [host, {"target": "h2", "rollout": None}]}
-    got = rolloutreport.load_report(_report(tmp_path, good), ["h2", "h1"])
+    got = report.load_report(_report(tmp_path, good), ["h2", "h1"])
     assert got.run == "abc1"
     assert got.steps == {"h1": [("baseline", True), ("apply", True)], "h2": None}
     bad = [
@@ -343,10 +339,10 @@ def test_a_report_to_resume_from_is_checked_before_any_host_is_asked(tmp_path: P
     ]
     for doc, names, words in bad:
         with pytest.raises(UsageError) as err:
-            rolloutreport.load_report(_report(tmp_path, doc), names)
+            report.load_report(_report(tmp_path, doc), names)
         assert words in err.value.message
     with pytest.raises(UsageError):
-        rolloutreport.load_report(str(tmp_path / "missing.json"), ["h1"])
+        report.load_report(str(tmp_path / "missing.json"), ["h1"])
 
 
 def test_a_ctrl_c_in_the_last_step_says_nothing_is_left_to_resume() -> None:
@@ -360,10 +356,10 @@ def test_a_ctrl_c_in_the_last_step_says_nothing_is_left_to_resume() -> None:
         h.rollout = None if verdict is None else {"verdict": verdict}
         return h
 
-    done = RunResult("rollout", True, [host(rollout.KEPT), host(rollout.ROLLED_BACK)])
+    done = RunResult("rollout", True, [host(decide.KEPT), host(decide.ROLLED_BACK)])
     assert "nothing is left to resume" in stopped_note("r1", "/tmp/r.json", done)
-    for left in (rollout.INTERRUPTED, None):
-        mid = RunResult("rollout", False, [host(rollout.KEPT), host(left)])
+    for left in (decide.INTERRUPTED, None):
+        mid = RunResult("rollout", False, [host(decide.KEPT), host(left)])
         assert "--resume /tmp/r.json continues it" in stopped_note("r1", "/tmp/r.json", mid)
 
 
@@ -374,26 +370,24 @@ def test_status_says_a_kept_whose_patch_is_gone_since() -> None:
     from patcher.result import RolloutStep
 
     kept = RolloutStep("r1", "gates", True, "kept", "acceptance 70 % >= 40 %", "T", ["s1", "s2"])
-    assert rolloutresume.kept_now(kept, ["s1", "s2", "other"]) == kept
-    now = rolloutresume.kept_now(kept, ["s2"])
+    assert resume.kept_now(kept, ["s1", "s2", "other"]) == kept
+    now = resume.kept_now(kept, ["s2"])
     assert now is not None and now.verdict == "kept"
     assert now.detail == (
         "acceptance 70 % >= 40 %; since then s1 is not applied here (rolled back or reinstalled)"
     )
     stopped = RolloutStep("r1", "apply", True, None, "", "T", ["s1"])
-    assert (
-        rolloutresume.kept_now(stopped, []) == stopped and rolloutresume.kept_now(None, []) is None
-    )
+    assert resume.kept_now(stopped, []) == stopped and resume.kept_now(None, []) is None
 
 
 def test_a_seen_the_host_did_not_write_compares_as_nothing() -> None:
     """`seen` comes from the host (it may lie): a shape vpatch's agent never writes is no
     change and no traceback; a real one still is."""
     hostile = {"files": {"/p": "x", "/q": {"applied": ["s"]}}, "server": [[1, [2]], "y", [True]]}
-    assert rolloutresume.changes(hostile, {"files": [], "server": None}, "gates") == []
-    assert rolloutresume.changes({"files": 7}, "not an object", "gates") == []
+    assert resume.changes(hostile, {"files": [], "server": None}, "gates") == []
+    assert resume.changes({"files": 7}, "not an object", "gates") == []
     then = {"files": {"/p": {"sha256": "a", "applied": {"s": "t1"}}}, "server": [[5, "T"]]}
-    assert rolloutresume.changes(then, {"files": {"/p": 3}, "server": "x"}, "gates") == [
+    assert resume.changes(then, {"files": {"/p": 3}, "server": "x"}, "gates") == [
         "s is no longer applied to /p (rolled back)",
         "the server restarted or stopped: pid 5 (started T) no longer runs",
     ]

@@ -19,9 +19,7 @@ from patcher.errors import AgentError
 from patcher.inventory.targets import Target
 from patcher.output import progress
 from patcher.result import HostResult, take_run
-from patcher.rollout import canary, driver, recheck
-from patcher.rollout import decide as rollout
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import canary, decide, driver, recheck, walk
 from patcher.run import exchange, fleet
 from patcher.specs import catalog
 from patcher.specs.model import PatchSpec
@@ -41,7 +39,7 @@ def specs() -> list[PatchSpec]:
 
 @pytest.fixture(autouse=True)
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+    monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
 
 
 @pytest.fixture(autouse=True)
@@ -79,7 +77,7 @@ def test_every_request_of_a_host_s_rollout_is_counted_in_its_run(
     ctx = exchange.RunContext()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", ctx)
     res = driver.leased_walk(h)
-    assert res.ok and res.rollout is not None and res.rollout["verdict"] == rollout.KEPT
+    assert res.ok and res.rollout is not None and res.rollout["verdict"] == decide.KEPT
     asked = requests(fake)
     assert {"fetch", "restart", "health", protocol.STEP, protocol.LEASE} <= set(asked), asked
     assert asked.count(protocol.STEP) == len(res.rollout["phases"])
@@ -100,14 +98,14 @@ def test_a_rollout_s_json_stats_carry_the_true_count(
     """The whole command's result (its --json document and report): `stats` with every
     exchange of the rollout, where today's was empty."""
     fake = FakeHost(state_dir=str(tmp_path / "state"))
-    made = rolloutrun._host
+    made = walk._host
 
-    def linked(*args: Any, **kw: Any) -> rolloutrun._Host:
+    def linked(*args: Any, **kw: Any) -> walk._Host:
         h = made(*args, **kw)
         fake.current = lambda: h.current
         return h
 
-    monkeypatch.setattr(rolloutrun, "_host", linked)
+    monkeypatch.setattr(walk, "_host", linked)
     request = driver.Request(
         specs=[str(BACKPORT)],
         level="static",
@@ -141,7 +139,7 @@ def test_verbose_shows_each_step_s_exchange(
     progress.configure(verbose=1)
     fake = FakeHost()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
-    assert rolloutrun.walk(h, threading.Event()).ok
+    assert walk.walk(h, threading.Event()).ok
     err = capsys.readouterr().err
     for words in (
         "scraping metrics",
@@ -163,8 +161,8 @@ def test_an_error_answer_is_an_agent_error_with_its_kind_and_a_hint() -> None:
     assert err.message == "agent refused the restart: Permission denied: /run/vllm.pid"
     bad = Refusing("health", protocol.INPUT, "health: not an http(s) URL")
     with pytest.raises(AgentError) as got:
-        exchange.call(bad, {"op": "health"}, refused="", hint=rolloutrun.HEALTH_HINT)
-    assert (got.value.kind, got.value.hint) == (protocol.INPUT, rolloutrun.HEALTH_HINT)
+        exchange.call(bad, {"op": "health"}, refused="", hint=walk.HEALTH_HINT)
+    assert (got.value.kind, got.value.hint) == (protocol.INPUT, walk.HEALTH_HINT)
     assert got.value.message == "health: not an http(s) URL"
     with pytest.raises(AgentError) as got:  # the engine's form: the host named
         exchange.call(bad, {"op": "health"})
@@ -180,21 +178,21 @@ METRICS = "http://localhost:8000/metrics"  # rolloutfake.settings()
         (
             "restart",
             protocol.OS_ERROR,
-            rollout.RESTART,
+            decide.RESTART,
             "agent refused the restart: no",
             protocol.HINTS[protocol.OS_ERROR],
         ),
         (
             "health",
             protocol.INPUT,
-            rollout.HEALTH,
+            decide.HEALTH,
             "agent refused the health check: no",
-            rolloutrun.HEALTH_HINT,
+            walk.HEALTH_HINT,
         ),
         (
             "fetch",
             protocol.INPUT,
-            rollout.BASELINE,
+            decide.BASELINE,
             f"cannot scrape {METRICS}: agent refused: no",
             canary.METRICS_HINT,
         ),
@@ -207,7 +205,7 @@ def test_a_step_the_agent_refuses_fails_with_the_error_s_hint(
     (then what its verdict asks); today's walk dropped the kind and said only the latter."""
     fake = Refusing(op, kind, "no")
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
-    res = rolloutrun.walk(h, threading.Event())
+    res = walk.walk(h, threading.Event())
     assert not res.ok and res.rollout is not None
     failed = next(p for p in res.rollout["phases"] if not p["ok"])
     assert (failed["step"], failed["detail"]) == (step, detail), failed
@@ -217,7 +215,7 @@ def test_a_step_the_agent_refuses_fails_with_the_error_s_hint(
 def test_a_refused_journal_step_is_a_warning_in_the_agent_s_words(specs: list[PatchSpec]) -> None:
     fake = Refusing(protocol.STEP, protocol.STATE, "the journal is a link")
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1", exchange.RunContext())
-    res = rolloutrun.walk(h, threading.Event())
+    res = walk.walk(h, threading.Event())
     assert res.ok  # the steps ran; --resume cannot rely on the journal
     want = "the baseline step is not in the host's journal (the journal is a link): --resume"
     assert any(w.startswith(want) for w in res.warnings), res.warnings

@@ -18,10 +18,8 @@ import pytest
 from patcher.agent import handle, lease, leasing, protocol, statedir
 from patcher.errors import HostError
 from patcher.inventory.targets import Target
-from patcher.rollout import decide as rollout
-from patcher.rollout import driver, recheck
+from patcher.rollout import decide, driver, recheck, walk
 from patcher.rollout import lease as rolloutlease
-from patcher.rollout import walk as rolloutrun
 from patcher.specs import catalog
 from patcher.specs.model import PatchSpec
 from tests.conftest import REPO
@@ -300,10 +298,10 @@ def specs() -> list[PatchSpec]:
 
 @pytest.fixture(autouse=True)
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+    monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
 
 
-def controller(fake: FakeHost, specs: list[PatchSpec], run: str) -> rolloutrun._Host:
+def controller(fake: FakeHost, specs: list[PatchSpec], run: str) -> walk._Host:
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), run)
     fake.current = lambda: h.current
     return h
@@ -317,7 +315,7 @@ def test_a_second_rollout_is_refused_naming_the_first_which_goes_on(
     seen: list[Any] = []
 
     def b_starts(step: str) -> None:
-        if step == rollout.WINDOW and not seen:
+        if step == decide.WINDOW and not seen:
             b = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "b2")
             seen.append(driver.leased_walk(b))
             fake.current = lambda: a.current  # A's requests again
@@ -325,13 +323,13 @@ def test_a_second_rollout_is_refused_naming_the_first_which_goes_on(
     fake.hook = b_starts
     first = driver.leased_walk(a)
     second = seen[0]
-    assert second.rollout is not None and second.rollout["verdict"] == rollout.UNTOUCHED
+    assert second.rollout is not None and second.rollout["verdict"] == decide.UNTOUCHED
     assert second.rollout["phases"] == [] and not second.ok
     assert str(second.error).startswith("rollout run a1 (") and "holds this host's" in str(
         second.error
     )
     assert "wait for that rollout to end" in str(second.hint)
-    assert first.ok and first.rollout is not None and first.rollout["verdict"] == rollout.KEPT
+    assert first.ok and first.rollout is not None and first.rollout["verdict"] == decide.KEPT
     assert [e["run"] for e in fake.journal] == ["a1"] * 6  # B recorded nothing
     assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()  # A's last step gave it up
 
@@ -359,14 +357,14 @@ def test_a_host_that_died_in_its_restart_step_is_resumed_and_its_lease_taken_ove
     fake = DyingHost(state_dir=str(tmp_path / "state"))
 
     def die(step: str) -> None:
-        if step == rollout.RESTART:
+        if step == decide.RESTART:
             fake.dead = True
             raise HostError("h1: connection lost")
 
     fake.hook = die
     first = driver.leased_walk(controller(fake, specs, "a1"))
     r = first.rollout
-    assert r is not None and r["verdict"] == rollout.ATTENTION
+    assert r is not None and r["verdict"] == decide.ATTENTION
     said = [(p["step"], p["ok"]) for p in r["phases"]]
     assert said == [("baseline", True), ("apply", True), ("restart", False), ("rollback", False)]
     assert [e["step"] for e in fake.journal] == ["baseline", "apply"]
@@ -377,14 +375,14 @@ def test_a_host_that_died_in_its_restart_step_is_resumed_and_its_lease_taken_ove
     fake.dead, fake.hook = False, lambda step: None
     path.write_text(json.dumps(dict(held_then, beat=held_then["beat"] - 3600)))  # down an hour
     other = driver.leased_walk(controller(fake, specs, "b2"))  # a new run: refused, told how
-    assert other.rollout is not None and other.rollout["verdict"] == rollout.UNTOUCHED
+    assert other.rollout is not None and other.rollout["verdict"] == decide.UNTOUCHED
     assert "--resume REPORT" in (other.hint or "") and "remove" not in (other.hint or "")
     monkeypatch.setattr(rolloutlease, "who", lambda: "op@ctl2 pid 9")  # the resuming controller
     h = controller(fake, specs, "a1")
     decision = recheck.resume_host(h, said)
-    assert decision.action == "continue" and rollout.next_step(h.plan, h.done) == "restart"
+    assert decision.action == "continue" and decide.next_step(h.plan, h.done) == "restart"
     second = driver.leased_walk(h, resume=True)
-    assert second.rollout is not None and second.rollout["verdict"] == rollout.KEPT, second.error
+    assert second.rollout is not None and second.rollout["verdict"] == decide.KEPT, second.error
     assert [e["step"] for e in fake.journal][-4:] == ["restart", "health", "window", "gates"]
     assert not path.exists()  # taken over, then given up with the walk's last step
 
@@ -394,24 +392,24 @@ def test_ctrl_c_parks_the_lease_resume_takes_it_over_a_new_run_is_refused(
 ) -> None:
     fake = FakeHost(state_dir=str(tmp_path / "state"))
     ctrl_c = threading.Event()
-    fake.hook = rolloutfake.stop_in(rollout.RESTART, ctrl_c)
+    fake.hook = rolloutfake.stop_in(decide.RESTART, ctrl_c)
     a = controller(fake, specs, "a1")
     first = driver.leased_walk(a, ctrl_c=ctrl_c)
-    assert first.rollout is not None and first.rollout["verdict"] == rollout.INTERRUPTED
+    assert first.rollout is not None and first.rollout["verdict"] == decide.INTERRUPTED
     path = tmp_path / "state" / protocol.LEASE_FILE
     assert json.loads(path.read_text())["parked"] is True
 
     fake.hook = lambda step: None
     new = driver.leased_walk(controller(fake, specs, "b2"))
-    assert new.rollout is not None and new.rollout["verdict"] == rollout.UNTOUCHED
+    assert new.rollout is not None and new.rollout["verdict"] == decide.UNTOUCHED
     assert "its controller is gone" in str(new.error) and "--resume" in str(new.hint)
 
     again = controller(fake, specs, "a1")
-    said = [(s, True) for s in (rollout.BASELINE, rollout.APPLY, rollout.RESTART)]
+    said = [(s, True) for s in (decide.BASELINE, decide.APPLY, decide.RESTART)]
     assert recheck.resume_host(again, said).action == "continue"
     again.lease = None
     done = driver.leased_walk(again, resume=True)
-    assert done.ok and done.rollout is not None and done.rollout["verdict"] == rollout.KEPT
+    assert done.ok and done.rollout is not None and done.rollout["verdict"] == decide.KEPT
     assert not path.exists()
 
 
@@ -425,16 +423,16 @@ def test_a_controller_whose_lease_was_taken_touches_the_host_no_more(
     path = tmp_path / "state" / protocol.LEASE_FILE
 
     def remove(step: str) -> None:
-        if step == rollout.RESTART and path.exists():
+        if step == decide.RESTART and path.exists():
             path.unlink()
 
     fake.hook = remove
     res = driver.leased_walk(controller(fake, specs, "a1"))
     r = res.rollout
-    assert r is not None and r["verdict"] == rollout.ATTENTION
-    assert [p["step"] for p in r["phases"]] == [rollout.BASELINE, rollout.APPLY, rollout.RESTART]
+    assert r is not None and r["verdict"] == decide.ATTENTION
+    assert [p["step"] for p in r["phases"]] == [decide.BASELINE, decide.APPLY, decide.RESTART]
     assert str(res.error).startswith("stopped: this rollout's lease on the host is held by nobody")
-    assert rollout.HEALTH not in fake.ran and not path.exists()
+    assert decide.HEALTH not in fake.ran and not path.exists()
 
 
 class HostClock:
@@ -571,7 +569,7 @@ def test_rollout_release_gives_a_gone_controllers_lease_up_and_journals_it(
 def test_a_released_note_is_no_step_of_the_walk() -> None:
     from patcher.rollout import resume as rolloutresume
 
-    plan = rollout.Plan(metrics=True, restart=True, health=True)
+    plan = decide.Plan(metrics=True, restart=True, health=True)
     base = {"action": "rollout", "run": "a1", "ok": True, "specs": ["s1"]}
     raw = [
         dict(base, step="baseline"),

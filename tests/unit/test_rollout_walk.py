@@ -16,8 +16,7 @@ import pytest
 from patcher.agent import protocol
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
-from patcher.rollout import decide as rollout
-from patcher.rollout import driver, recheck
+from patcher.rollout import decide, driver, recheck
 from patcher.rollout import report as rolloutreport
 from patcher.rollout import resume as rolloutresume
 from patcher.rollout import walk as rolloutrun
@@ -29,9 +28,9 @@ from tests.support import rolloutfake
 from tests.support.rolloutfake import FakeHost, Lost
 
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
-FORWARD = [rollout.BASELINE, rollout.APPLY, rollout.RESTART, rollout.HEALTH, rollout.WINDOW]
-FORWARD += [rollout.GATES]
-BACK = [rollout.ROLLBACK, rollout.ROLLBACK_RESTART, rollout.ROLLBACK_HEALTH]
+FORWARD = [decide.BASELINE, decide.APPLY, decide.RESTART, decide.HEALTH, decide.WINDOW]
+FORWARD += [decide.GATES]
+BACK = [decide.ROLLBACK, decide.ROLLBACK_RESTART, decide.ROLLBACK_HEALTH]
 GOOD, BAD = 0.7, 0.15  # the backport's [metrics] min_acceptance_rate is 0.4
 # (phase, the server's acceptance): the 15 % server fails its gates and takes the way back.
 PHASES = [(p, GOOD) for p in FORWARD] + [(p, BAD) for p in BACK]
@@ -43,7 +42,7 @@ def walk_of(acceptance: float) -> list[str]:
 
 
 def verdict_of(acceptance: float) -> str:
-    return rollout.KEPT if acceptance == GOOD else rollout.ROLLED_BACK
+    return decide.KEPT if acceptance == GOOD else decide.ROLLED_BACK
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +102,7 @@ def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
         second = rolloutrun.finish(h2)
     else:
         assert decision.action == rolloutresume.RESUME_CONTINUE
-        assert rollout.next_step(h2.plan, decision.done) == walk[len(upto)]
+        assert decide.next_step(h2.plan, decision.done) == walk[len(upto)]
         second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
     assert again == walk[len(upto) :]  # the rest, each once: no step ran twice
     assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
@@ -111,8 +110,8 @@ def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
     assert second.ok == (acceptance == GOOD)
     # a resumed host gates on the baseline its journal recorded, not on a new one
     assert first.rollout is not None and second.rollout["before"] == first.rollout["before"]
-    assert fake.ran.count(rollout.APPLY) == 1
-    assert fake.ran.count(rollout.ROLLBACK) == (1 if acceptance == BAD else 0)
+    assert fake.ran.count(decide.APPLY) == 1
+    assert fake.ran.count(decide.ROLLBACK) == (1 if acceptance == BAD else 0)
 
 
 @pytest.mark.parametrize(("phase", "acceptance"), PHASES, ids=[p for p, _ in PHASES])
@@ -139,7 +138,7 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     host = doc["hosts"][0]
     r = host["rollout"]
     assert (r["run"], r["verdict"], r["stopped_in"]) == ("r1", "interrupted", phase)
-    assert steps(r) == before and r["reached"] == (before[-1] if before else rollout.NOTHING)
+    assert steps(r) == before and r["reached"] == (before[-1] if before else decide.NOTHING)
     assert host["error"].startswith(f"running: in the {phase} step when this report was written")
     assert not doc["ok"] and [e["step"] for e in fake.journal] == before
 
@@ -147,7 +146,7 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     assert reported.run == "r1"
     decision, h2, again = resume(fake, specs, reported.steps["h1"])
     assert decision.action == rolloutresume.RESUME_CONTINUE
-    assert rollout.next_step(h2.plan, decision.done) == phase
+    assert decide.next_step(h2.plan, decision.done) == phase
     second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
     assert again == walk[len(before) :]
     assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
@@ -163,14 +162,14 @@ def test_a_hand_edited_file_is_refused_before_the_baseline_window(
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
     res = rolloutrun.walk(h)
     r = res.rollout
-    assert r is not None and (r["verdict"], r["reached"]) == (rollout.UNTOUCHED, rollout.BASELINE)
-    assert steps(r) == [rollout.BASELINE] and not r["phases"][0]["ok"]
+    assert r is not None and (r["verdict"], r["reached"]) == (decide.UNTOUCHED, decide.BASELINE)
+    assert steps(r) == [decide.BASELINE] and not r["phases"][0]["ok"]
     assert fake.ops == ["plan", protocol.STEP]  # no scrape, no window, no apply, no restart
     assert r["before"] is None and [p.outcome for p in res.patches] == ["modified"]
     assert r["phases"][0]["detail"].startswith("apply would refuse it (nothing measured")
     assert "modified" in str(res.error) and "apply would refuse" in str(res.hint)
-    assert [e["step"] for e in fake.journal] == [rollout.BASELINE]
-    assert fake.journal[0]["verdict"] == rollout.UNTOUCHED
+    assert [e["step"] for e in fake.journal] == [decide.BASELINE]
+    assert fake.journal[0]["verdict"] == decide.UNTOUCHED
 
 
 def test_a_clean_host_plans_once_then_measures(specs: list[PatchSpec]) -> None:
@@ -273,7 +272,7 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
     done: list[int] = []
 
     def begin(i: int) -> None:
-        live.live[i].current = rollout.APPLY
+        live.live[i].current = decide.APPLY
         live.write()
         done.append(i)
 
@@ -292,7 +291,7 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
     for t in threads:
         t.join(10)
     assert sorted(done) == list(range(8)) and len(written) == 2
-    assert written[0][0] == rollout.APPLY and written[1] == [rollout.APPLY] * 8
+    assert written[0][0] == decide.APPLY and written[1] == [decide.APPLY] * 8
 
 
 ROLLED_BACK_BY_HAND = {"files": {}, "server": [[1, "T0"]]}
@@ -323,10 +322,10 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     fake = FakeHost(acceptance=GOOD, state_dir=str(tmp_path / "state"))
     fake.seen = {**PATCHED, "server": [[1, "T0"]]}
     ctrl_c = threading.Event()
-    fake.hook = rolloutfake.stop_in(rollout.WINDOW, ctrl_c)
+    fake.hook = rolloutfake.stop_in(decide.WINDOW, ctrl_c)
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
     first = driver.leased_walk(h, False, ctrl_c)
-    assert first.rollout is not None and first.rollout["verdict"] == rollout.INTERRUPTED
+    assert first.rollout is not None and first.rollout["verdict"] == decide.INTERRUPTED
     fake.seen = {**now, "server": now.get("server", [[1, "T0"]])}
     said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
     decision, h2, _ = resume(fake, specs, said["h1"])
@@ -336,7 +335,7 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     assert len(fake.ran) == ran  # nothing ran on the host: no gate, no scrape, no rollback
     r = second.rollout
     assert r is not None and (r["verdict"], r["patched"], second.ok) == (
-        rollout.CHANGED_SINCE,
+        decide.CHANGED_SINCE,
         False,
         False,
     )
@@ -356,9 +355,9 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     assert again.action == rolloutresume.RESUME_CHANGED and again.why == decision.why
     assert again.recorded and not decision.recorded
     entries = len(fake.journal)
-    assert recheck.changed(h3, again.recorded).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
+    assert recheck.changed(h3, again.recorded).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
     assert len(fake.journal) == entries  # said once: nothing more written
-    assert rolloutrun.finish(h3).rollout["verdict"] == rollout.CHANGED_SINCE  # type: ignore[index]
+    assert rolloutrun.finish(h3).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
 
 
 def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
@@ -366,11 +365,11 @@ def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
 ) -> None:
     fake = FakeHost(acceptance=GOOD)
     ctrl_c = threading.Event()
-    fake.hook = rolloutfake.stop_in(rollout.WINDOW, ctrl_c)
+    fake.hook = rolloutfake.stop_in(decide.WINDOW, ctrl_c)
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
     first = rolloutrun.walk(h, ctrl_c)
     fake.seen = {**fake.seen, "server": [*fake.seen["server"], [7, "T7"]]}  # a new process: fine
     said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
     decision, h2, _ = resume(fake, specs, said["h1"])
     assert decision.action == rolloutresume.RESUME_CONTINUE
-    assert rolloutrun.walk(h2, threading.Event()).rollout["verdict"] == rollout.KEPT  # type: ignore[index]
+    assert rolloutrun.walk(h2, threading.Event()).rollout["verdict"] == decide.KEPT  # type: ignore[index]

@@ -93,8 +93,7 @@ def test_another_users_plants_in_a_shared_dir_are_refused(tmp_path: Path) -> Non
 def test_cache_writes_go_through_the_same_door(tmp_path: Path) -> None:
     """The rewrite cache, the fact cache and the wheel store write through safewrite: a link
     planted at an entry's name is a miss (or the store's UnsafeStore), never written through."""
-    from patcher.caches import facts as factcache
-    from patcher.caches import rewrites as rewrite_cache
+    from patcher.caches import facts, rewrites
     from patcher.wheels import trust
 
     victim = _victim(tmp_path)
@@ -102,14 +101,14 @@ def test_cache_writes_go_through_the_same_door(tmp_path: Path) -> None:
     d.mkdir(mode=0o700)
     for name in ("entry.json", "bucket", "pointer"):
         (d / name).symlink_to(victim)
-    rewrite_cache.write_entry(d, "entry.json", {"x": 1}, 10)
+    rewrites.write_entry(d, "entry.json", {"x": 1}, 10)
     with pytest.raises(OSError, match="symbolic link"):
-        factcache._write(d, "bucket", b"{}")
+        facts._write(d, "bucket", b"{}")
     with pytest.raises(trust.UnsafeStore, match="symbolic link"):
         trust.atomic_write(d / "pointer", b"{}")
     assert victim.read_text() == SECRET
     assert sorted(os.listdir(d)) == ["bucket", "entry.json", "pointer"]
-    rewrite_cache.write_entry(d, "fresh.json", {"x": 1}, 10)
+    rewrites.write_entry(d, "fresh.json", {"x": 1}, 10)
     assert (d / "fresh.json").read_text() == '{"x": 1}'
     assert (d / "fresh.json").stat().st_mode & 0o777 == 0o600
 

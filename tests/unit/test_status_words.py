@@ -13,7 +13,7 @@ from patcher.commands import _matrixview
 from patcher.inventory.targets import Target
 from patcher.output import report
 from patcher.result import HostResult, PatchResult, RunResult
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import walk
 from patcher.specs import catalog
 from patcher.wheels.matrix import Matrix, Release
 from tests.conftest import REPO
@@ -52,8 +52,8 @@ def test_a_silent_failed_restart_has_no_dangling_colon() -> None:
     specs = catalog.load_all([str(REPO / "patches" / "vllm-eagle3-mla-backport.toml")])
     cfg = rolloutfake.settings(restart="false")
     h = rolloutfake.host(_Silent(), Target("h1", "h1"), specs, cfg, "r1")
-    with pytest.raises(rolloutrun._StepFailed) as got:
-        rolloutrun._step_restart(h)
+    with pytest.raises(walk._StepFailed) as got:
+        walk._step_restart(h)
     assert str(got.value) == "`false` exited 1 after 0.0 s"
 
 

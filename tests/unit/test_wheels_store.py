@@ -11,7 +11,7 @@ import pytest
 from packaging.version import Version
 
 from patcher.errors import UsageError
-from patcher.wheels import build as wheelbuild
+from patcher.wheels import build
 from patcher.wheels.store import StderrProgress, Store
 from patcher.wheels.trust import UnsafeStore
 from patcher.wheels.wheel import CorruptWheel
@@ -97,12 +97,12 @@ def test_a_pointer_that_is_not_a_hash_is_dropped(tmp_path: Path) -> None:
 
 
 def test_baked_versions_and_package_argument() -> None:
-    assert wheelbuild.baked_version(Version("0.16.0"), "abc") == "0.16.0+vpatch.abc"
-    assert wheelbuild.baked_version(Version("2.11.0+cu128"), "abc") == "2.11.0+cu128.vpatch.abc"
-    assert wheelbuild.parse_package("vllm==0.16.0") == ("vllm", Version("0.16.0"))
+    assert build.baked_version(Version("0.16.0"), "abc") == "0.16.0+vpatch.abc"
+    assert build.baked_version(Version("2.11.0+cu128"), "abc") == "2.11.0+cu128.vpatch.abc"
+    assert build.parse_package("vllm==0.16.0") == ("vllm", Version("0.16.0"))
     for bad in ("vllm", "==1.0", "vllm==x.y"):
         with pytest.raises(UsageError):
-            wheelbuild.parse_package(bad)
+            build.parse_package(bad)
 
 
 def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
@@ -124,8 +124,8 @@ def test_baked_wheel_is_a_valid_wheel(tmp_path: Path) -> None:
         }
     )
     wheel = Store(tmp_path / "s", sources=[_house(tmp_path)]).wheel("demo", Version("1.0"))
-    baked = wheelbuild.decide([spec], Version("1.0"), wheel)
-    path, _sha = wheelbuild.write(wheel, "demo", Version("1.0"), baked, tmp_path / "out")
+    baked = build.decide([spec], Version("1.0"), wheel)
+    path, _sha = build.write(wheel, "demo", Version("1.0"), baked, tmp_path / "out")
     assert path.name == f"demo-{baked.version}-py3-none-any.whl"
     assert wheellab.record_ok(path) == []
     with zipfile.ZipFile(path) as zf:
