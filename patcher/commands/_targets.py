@@ -295,10 +295,10 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
             "picks each node's interpreter",
         )
     from patcher.inventory.targets import Target
-    from patcher.transports import ray as ray_transport
+    from patcher.transports.ray import load_python_map, nodes
 
-    pymap = ray_transport.load_python_map(args.ray_python_map) if args.ray_python_map else {}
-    cluster = ray_transport.nodes(args.ray, args.python, pymap, args.connect_timeout)
+    pymap = load_python_map(args.ray_python_map) if args.ray_python_map else {}
+    cluster = nodes(args.ray, args.python, pymap, args.connect_timeout)
     # the run's transports reach the nodes through this listing (Settings.ray)
     args.transport_settings = settings(args)._replace(ray=cluster)
     return [

@@ -355,7 +355,7 @@ def _prepare(
     """The specs (or, for rollback/verify, spec ids) and the engine's options; every usage
     error here comes before any host is asked anything. The engine is imported here, in the
     main thread while the first hosts' sessions start, not by the fleet's workers."""
-    from patcher.caches import rewrites as rewrite_cache
+    from patcher.caches.rewrites import covers
     from patcher.run import engine  # noqa: F401
     from patcher.specs import catalog
 
@@ -364,7 +364,7 @@ def _prepare(
         specs, ids = catalog.load_or_ids(args.specs)
     else:
         specs = catalog.load_all(args.specs) if args.specs else []
-    if command.rewrites and not rewrite_cache.covers(specs):
+    if command.rewrites and not covers(specs):
         _prefetch_rewriters()
     return specs, ids, command.options(args)
 

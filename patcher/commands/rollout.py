@@ -244,7 +244,7 @@ def _release_on(target: Target, args: argparse.Namespace, run_id: str) -> HostRe
     free of the lease, else the error and hint."""
     from patcher.errors import VpatchError
     from patcher.result import HostResult
-    from patcher.rollout import lease as rolloutlease
+    from patcher.rollout.lease import HINT, Lease, released_words
     from patcher.transports.base import SessionTransport
 
     host = HostResult(target=target.name)
@@ -252,15 +252,15 @@ def _release_on(target: Target, args: argparse.Namespace, run_id: str) -> HostRe
         transport = _targets._open(target, args)
         try:
             session = isinstance(transport, SessionTransport)
-            lease = rolloutlease.Lease(transport, run_id, [], args.state_dir, session=session)
+            lease = Lease(transport, run_id, [], args.state_dir, session=session)
             res = lease.give_up()
         finally:
             transport.close()
         age = float(res.get("age") or 0)
         holder = res.get("holder")
-        done, said, hint = rolloutlease.released_words(str(res.get("result")), holder, run_id, age)
+        done, said, hint = released_words(str(res.get("result")), holder, run_id, age)
     except VpatchError as exc:
-        done, said, hint = False, exc.message, exc.hint or rolloutlease.HINT
+        done, said, hint = False, exc.message, exc.hint or HINT
     host.ok = done
     if done:
         host.notes.append(said)

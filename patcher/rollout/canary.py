@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from patcher.errors import HostError, UsageError
 from patcher.result import HostResult
 from patcher.rollout.settings import Settings, urls
-from patcher.serving import gates as serving_gates
 from patcher.serving import judging
+from patcher.serving.gates import BASELINE, CONTROL, Gates
 from patcher.serving.measures import Measures
 from patcher.serving.model import PROFILES, Counters, ScrapeRefused, parse
 
@@ -137,7 +137,7 @@ class Controls:
 def extend(
     before: Measures | None,
     after: Measures,
-    gates: serving_gates.Gates,
+    gates: Gates,
     control: Measures | None,
 ) -> bool:
     """Whether a window that reached its length goes on: only with --confidence, while a
@@ -163,9 +163,9 @@ def report_of(control: Measures | None, controls: Controls | None) -> dict[str, 
     """A host's report keys of the comparison: which one the ratio gates used, and the
     control hosts' window beside the host's."""
     if controls is None:
-        return {"compared_with": serving_gates.BASELINE, "control": None}
+        return {"compared_with": BASELINE, "control": None}
     return {
-        "compared_with": serving_gates.CONTROL,
+        "compared_with": CONTROL,
         "control": {"hosts": controls.names(), **(control.to_json() if control else {})},
     }
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
-from patcher.rollout import lease as rolloutlease
 from patcher.rollout import recheck, settings, walk
-from patcher.rollout import report as rolloutreport
-from patcher.rollout import resume as rolloutresume
+from patcher.rollout.lease import HINT, Lease, Refused, ttl_for
+from patcher.rollout.report import LiveReport, default_report, load_report
+from patcher.rollout.resume import RESUME_CHANGED, RESUME_CONTINUE, RESUME_REFUSE, Resume
 from patcher.rollout.settings import Settings
 from patcher.run import fleet
 
@@ -82,7 +82,7 @@ def drive(
     settings.check_targets(targets)
     targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
-    reported = rolloutreport.load_report(request.resume, names) if request.resume else None
+    reported = load_report(request.resume, names) if request.resume else None
     run = (reported.run if reported else None) or walk.new_run()
     specs = catalog.load_all(request.specs)
     opts = Options(level=request.level, force=request.force)
@@ -92,8 +92,8 @@ def drive(
     if controls is not None:  # their scrapes are the run's exchanges too
         controls.ctx = ctx
     ids = [(s.id, s.package) for s in specs]
-    path = request.report or rolloutreport.default_report(run)
-    report = rolloutreport.LiveReport(path, targets, specs, cfg, run)
+    path = request.report or default_report(run)
+    report = LiveReport(path, targets, specs, cfg, run)
     report.write(start=True)  # before any host is contacted; UsageError: exit 2
     started(run, path)
 
@@ -142,10 +142,10 @@ def _resumed(h: walk._Host, said: list[tuple[str, bool]] | None) -> HostResult |
     try:
         decision = recheck.resume_host(h, said)
     except (VpatchError, walk._StepFailed) as exc:
-        decision = rolloutresume.Resume(rolloutresume.RESUME_REFUSE, (), str(exc))
-    if decision.action == rolloutresume.RESUME_CHANGED:
+        decision = Resume(RESUME_REFUSE, (), str(exc))
+    if decision.action == RESUME_CHANGED:
         return recheck.changed(h, decision.recorded)
-    if decision.action != rolloutresume.RESUME_CONTINUE:
+    if decision.action != RESUME_CONTINUE:
         return walk.finish(h, decision.why)
     return None
 
@@ -181,7 +181,7 @@ def leased_walk(
     from patcher.rollout import decide
     from patcher.transports.base import SessionTransport
 
-    lease = rolloutlease.Lease(
+    lease = Lease(
         h.transport,
         h.run,
         [s.id for s in h.specs],
@@ -191,11 +191,11 @@ def leased_walk(
     )
     first = decide.next_step(h.plan, h.done) or decide.BASELINE
     try:
-        lease.take(rolloutlease.ttl_for(first, h.cfg, walk.HEALTH_CALL), resume)
-    except rolloutlease.Refused as exc:
+        lease.take(ttl_for(first, h.cfg, walk.HEALTH_CALL), resume)
+    except Refused as exc:
         return _refused(h, exc.error, exc.hint)
     except VpatchError as exc:
-        return _refused(h, exc.message, exc.hint or rolloutlease.HINT)
+        return _refused(h, exc.message, exc.hint or HINT)
     h.lease = lease
     result = walk.walk(h, ctrl_c, on_step)
     if not h.lost and decide.next_step(h.plan, h.done) is not None:

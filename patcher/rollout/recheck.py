@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import protocol
 from patcher.errors import VpatchError
 from patcher.rollout import decide, resume, walk
-from patcher.rollout import lease as rolloutlease
+from patcher.rollout.lease import Lease, Refused, ttl_for
 
 if TYPE_CHECKING:
     from patcher.result import HostResult
@@ -70,7 +70,7 @@ def changed(h: walk._Host, recorded: bool = False) -> HostResult:
 
     if recorded:
         return walk.finish(h)
-    lease = rolloutlease.Lease(
+    lease = Lease(
         h.transport,
         h.run,
         [s.id for s in h.specs],
@@ -88,9 +88,9 @@ def changed(h: walk._Host, recorded: bool = False) -> HostResult:
         verdict=decide.CHANGED_SINCE,
     )
     try:
-        lease.take(rolloutlease.ttl_for(decide.GATES, h.cfg, walk.HEALTH_CALL), resume=True)
+        lease.take(ttl_for(decide.GATES, h.cfg, walk.HEALTH_CALL), resume=True)
         walk._journal(h, protocol.step_request(entry, h.state_dir, lease.release()), "", None)
-    except rolloutlease.Refused as exc:
+    except Refused as exc:
         h.result.warnings.append(f"the verdict is not in the host's journal: {exc.error}")
     except VpatchError as exc:
         h.result.warnings.append(f"the verdict is not in the host's journal: {exc.message}")

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import UsageError
-from patcher.serving import metrics as serving
 from patcher.serving.gates import Gates
+from patcher.serving.metrics import check_url, parse_rate
 from patcher.serving.model import PROFILES
 
 if TYPE_CHECKING:
@@ -72,14 +72,14 @@ def make_settings(
     """The rollout options as given (the CLI's strings, or the Ansible module's), checked
     before any host is contacted (UsageError: exit 2). Keyword-only: several are `str | None`,
     and a swap would still type-check."""
-    rate = serving.parse_rate(min_acceptance) if min_acceptance is not None else None
+    rate = parse_rate(min_acceptance) if min_acceptance is not None else None
     ratio = parse_ratio(min_throughput_ratio) if min_throughput_ratio is not None else None
     return Settings(
         restart=restart if restart else None,
         restart_timeout=parse_seconds("--restart-timeout", restart_timeout),
         health=health_url("--health", health) if health else None,
         health_timeout=parse_seconds("--health-timeout", health_timeout),
-        metrics=" ".join(serving.check_url(u) for u in urls(metrics)) or None,
+        metrics=" ".join(check_url(u) for u in urls(metrics)) or None,
         window=parse_seconds("--window", window),
         min_drafts=parse_drafts(min_drafts),
         min_acceptance=rate,
@@ -170,7 +170,7 @@ def check_targets(targets: Sequence[Target]) -> None:
         if t.health:
             health_url("--health (inventory `health`)", t.health)
         for url in urls(t.metrics):
-            serving.check_url(url)
+            check_url(url)
 
 
 def report_options(target: Target, cfg: Settings, gates: Gates) -> dict[str, Any]:

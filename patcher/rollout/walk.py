@@ -22,7 +22,7 @@ from patcher.errors import VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
 from patcher.rollout import canary, decide, settings
-from patcher.rollout import lease as rolloutlease
+from patcher.rollout.lease import Lease, Lost, ttl_for
 from patcher.rollout.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class _Host:
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (exchange.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
-    lease: rolloutlease.Lease | None = None  # the host's rollout lease, once taken
+    lease: Lease | None = None  # the host's rollout lease, once taken
     lost: str = ""  # why the lease is not ours any more (the walk stopped there)
     hint: str = ""  # the first hint a failed step's error gave (an AgentError's kind's words)
     missed: str = ""  # the last window's note on engines that missed some of its scrapes
@@ -311,7 +311,7 @@ def _beat(h: _Host, step: str, force: bool = True) -> None:
     """The host's lease beaten for `step` (rolloutlease.ttl_for); without `force`, only when
     a beat is due (the short calls of a window or a health wait). Lost propagates."""
     if h.lease is not None:
-        h.lease.beat(rolloutlease.ttl_for(step, h.cfg, HEALTH_CALL), force)
+        h.lease.beat(ttl_for(step, h.cfg, HEALTH_CALL), force)
 
 
 _STEPS: dict[str, Callable[[_Host], str]] = {
@@ -365,7 +365,7 @@ def walk(
         try:
             _beat(h, step)
             ok, detail = True, _STEPS[step](h)
-        except rolloutlease.Lost as exc:  # another controller holds the host now: hands off
+        except Lost as exc:  # another controller holds the host now: hands off
             with h.lock:
                 h.lost = str(exc)
             break

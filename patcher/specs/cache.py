@@ -75,16 +75,16 @@ def _name(raw: bytes) -> str | None:
 
 def load(path: Path | str) -> PatchSpec:
     """spec.load_spec, from the cache when this very text validated before."""
-    from patcher.specs import model as spec
+    from patcher.specs.model import parse_spec, read_spec
 
-    raw = spec.read_spec(path)
+    raw = read_spec(path)
     d = rewrites.directory(sub="specs")
     name = _name(raw)
     if d is not None and name is not None:
         kept = _get(d, name)
         if kept is not None:
             return kept
-    got = spec.parse_spec(raw, path)
+    got = parse_spec(raw, path)
     if name is not None:
         _put(name, got)
     return got
@@ -94,20 +94,20 @@ def _get(d: Path, name: str) -> PatchSpec | None:
     data = rewrites.read_owned(d / name, MAX_ENTRY_BYTES)
     if data is None:
         return None
-    from patcher.specs import model as spec
+    from patcher.specs.model import from_json
 
     try:
         entry = json.loads(data)
         if not isinstance(entry, dict) or entry.get("name") != name:
             return None  # torn, or renamed by hand: not the entry of this text
-        return spec.from_json(entry["spec"])
+        return from_json(entry["spec"])
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def _put(name: str, got: PatchSpec) -> None:
-    from patcher.specs import model as spec
+    from patcher.specs.model import as_json
 
     d = rewrites.directory(create=True, sub="specs")
     if d is not None:
-        rewrites.write_entry(d, name, {"name": name, "spec": spec.as_json(got)}, KEEP)
+        rewrites.write_entry(d, name, {"name": name, "spec": as_json(got)}, KEEP)

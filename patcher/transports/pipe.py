@@ -19,7 +19,6 @@ import weakref
 from typing import IO, TYPE_CHECKING, Any
 
 from patcher.errors import AgentError, HostError
-from patcher.transports import session as session_words
 from patcher.transports.answers import Budget
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
 from patcher.transports.bundle import (
@@ -31,6 +30,7 @@ from patcher.transports.bundle import (
     miss_reason,
     request_line,
 )
+from patcher.transports.session import killed, timed_out
 
 if TYPE_CHECKING:
     from patcher.transports import Settings, Target
@@ -82,7 +82,7 @@ class PipeTransport(SessionTransport):
     def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:
         """The child exited without an answer line: its exit code and stderr say why."""
         if code < 0 and not out.strip():  # OOM killer, kill -9, a crash
-            raise session_words.killed(self.target, -code)
+            raise killed(self.target, -code)
         return decode_answer(self.target, out, err, code)
 
     def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -120,7 +120,7 @@ class PipeTransport(SessionTransport):
                 self.kept_miss = ""
         except TimeoutError:
             self._end(kill=True)
-            raise session_words.timed_out(self.target, timeout) from None
+            raise timed_out(self.target, timeout) from None
         if line is None:  # the agent exited without answering
             out, err = bytes(session.out), session.err_since(mark)
             return self._no_answer(out, err, self._end(kill=False))

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from patcher.agent import journal as agent_journal
+from patcher.agent.journal import fold
 from patcher.plan.base import Options, Plan, dump_edits
 from patcher.plan.hostfacts import HostFacts
 from patcher.specs.model import PatchSpec, from_data
@@ -211,7 +211,7 @@ def after_commit(case: PlanCase, plan: Plan) -> HostFacts:
         for rel, info in p["files"].items():
             current[ROOT + rel] = info["sha256"]
     entries += [dict(e, txn="t1") for e in plan.entries] + [{"action": "commit", "txn": "t1"}]
-    folded = agent_journal.fold(entries, current)
+    folded = fold(entries, current)
     journal: dict[str, Any] = {}
     for path, st in folded.items():
         if not st["applied"]:

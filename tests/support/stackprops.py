@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patcher.agent import journal as agent_journal
+from patcher.agent.journal import fold
 from patcher.plan.base import Plan
 from patcher.plan.hostfacts import HostFacts
 from patcher.specs.model import PatchSpec, from_data
@@ -125,7 +125,7 @@ class PaperHost:
             }
             for rel, text in self.files.items()
         }
-        folded = agent_journal.fold(self.entries, self.current())
+        folded = fold(self.entries, self.current())
         journal: dict[str, Any] = {}
         for path, st in folded.items():
             if not st["applied"]:

@@ -19,7 +19,7 @@ from patcher.agent import handle, lease, leasing, protocol, statedir
 from patcher.errors import HostError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide, driver, recheck, walk
-from patcher.rollout import lease as rolloutlease
+from patcher.rollout.lease import WAIT_POLL_S, Lease, Lost, Refused, live_wait, refusal
 from patcher.specs import catalog
 from patcher.specs.model import PatchSpec
 from tests.conftest import REPO
@@ -164,17 +164,17 @@ def test_records() -> None:
 
 
 def test_a_refusal_names_the_holder_and_what_to_do() -> None:
-    error, hint = rolloutlease.refusal(leasing.HELD, held(), "b2", 12.4)
+    error, hint = refusal(leasing.HELD, held(), "b2", 12.4)
     assert "rollout run a1 (op@ctl pid 1; since 2026-12-02T05:00:00Z" in error
     assert "last heartbeat 12 s ago" in error and error.startswith("rollout run a1 (")
     assert "nothing was changed" in error and "wait for that rollout to end" in hint
-    error, hint = rolloutlease.refusal(leasing.STALE, PARKED, "b2", 3)
+    error, hint = refusal(leasing.STALE, PARKED, "b2", 3)
     assert "its controller is gone" in error and "stopped" in error
     assert "--resume REPORT" in hint and "run a1" in hint and "rollouts/a1.json" in hint
     assert protocol.LEASE_FILE not in hint and "remove" not in hint  # never a hand `rm`
-    error, _ = rolloutlease.refusal(leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
+    error, _ = refusal(leasing.LIVE, MY_RUN_OTHER_CONTROLLER, "b2", 3)
     assert "another controller of run b2 is running" in error
-    error, _ = rolloutlease.refusal(leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
+    error, _ = refusal(leasing.HELD, {"run": "a1\x1b[2J"}, "b2", 3)
     assert "sent no lease vpatch wrote (its run is not an id)" in error and "\x1b" not in error
 
 
@@ -188,9 +188,9 @@ def test_the_agent_refuses_a_promise_vpatch_never_makes(tmp_path: Path) -> None:
 
 
 def test_a_live_lease_of_the_same_run_is_waited_for_as_long_as_it_promised() -> None:
-    assert rolloutlease.live_wait(held(ttl=60.0), 50.0) == 10.0 + 2 * rolloutlease.WAIT_POLL_S
-    assert rolloutlease.live_wait(held(ttl=60.0), 90.0) == 2 * rolloutlease.WAIT_POLL_S
-    assert rolloutlease.live_wait({"run": 1}, 0) == 0.0
+    assert live_wait(held(ttl=60.0), 50.0) == 10.0 + 2 * WAIT_POLL_S
+    assert live_wait(held(ttl=60.0), 90.0) == 2 * WAIT_POLL_S
+    assert live_wait({"run": 1}, 0) == 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +377,9 @@ def test_a_host_that_died_in_its_restart_step_is_resumed_and_its_lease_taken_ove
     other = driver.leased_walk(controller(fake, specs, "b2"))  # a new run: refused, told how
     assert other.rollout is not None and other.rollout["verdict"] == decide.UNTOUCHED
     assert "--resume REPORT" in (other.hint or "") and "remove" not in (other.hint or "")
-    monkeypatch.setattr(rolloutlease, "who", lambda: "op@ctl2 pid 9")  # the resuming controller
+    monkeypatch.setattr(
+        "patcher.rollout.lease.who", lambda: "op@ctl2 pid 9"
+    )  # the resuming controller
     h = controller(fake, specs, "a1")
     decision = recheck.resume_host(h, said)
     assert decision.action == "continue" and decide.next_step(h.plan, h.done) == "restart"
@@ -476,8 +478,8 @@ class InProcess:
         pass
 
 
-def controller_of(sdir: str, n: int) -> rolloutlease.Lease:
-    return rolloutlease.Lease(InProcess(), "a1", ["s1"], sdir, False, who=f"op@ctl pid {n}")
+def controller_of(sdir: str, n: int) -> Lease:
+    return Lease(InProcess(), "a1", ["s1"], sdir, False, who=f"op@ctl pid {n}")
 
 
 def test_resume_waits_for_its_runs_beating_lease_as_long_as_promised_then_takes_it_over(
@@ -488,16 +490,16 @@ def test_resume_waits_for_its_runs_beating_lease_as_long_as_promised_then_takes_
     out; a controller that keeps beating is a second one of the run, refused after the wait."""
     clock = HostClock()
     monkeypatch.setattr(lease, "time", clock)
-    monkeypatch.setattr(rolloutlease, "time", clock)
+    monkeypatch.setattr("patcher.rollout.lease.time", clock)
     sdir = str(tmp_path / "state")
     old = controller_of(sdir, 1)
     assert old.take(30.0) == leasing.TAKEN
     clock.now += 5
     new = controller_of(sdir, 2)
     assert new.take(60.0, resume=True) == leasing.TAKEN_OVER
-    assert 25 <= sum(clock.slept) <= 25 + 2 * rolloutlease.WAIT_POLL_S
-    assert set(clock.slept) == {rolloutlease.WAIT_POLL_S}
-    with pytest.raises(rolloutlease.Lost):
+    assert 25 <= sum(clock.slept) <= 25 + 2 * WAIT_POLL_S
+    assert set(clock.slept) == {WAIT_POLL_S}
+    with pytest.raises(Lost):
         old.beat(30.0)  # the old controller, back: hands off
 
     third = controller_of(sdir, 3)
@@ -508,7 +510,7 @@ def test_resume_waits_for_its_runs_beating_lease_as_long_as_promised_then_takes_
         new.beat(60.0)
 
     clock.sleep = beating  # type: ignore[method-assign]
-    with pytest.raises(rolloutlease.Refused) as refused:
+    with pytest.raises(Refused) as refused:
         third.take(60.0, resume=True)
     assert "another controller of run a1 is running" in refused.value.error
 

@@ -17,9 +17,15 @@ from patcher.agent import protocol
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
 from patcher.rollout import decide, driver, recheck
-from patcher.rollout import report as rolloutreport
-from patcher.rollout import resume as rolloutresume
 from patcher.rollout import walk as rolloutrun
+from patcher.rollout.report import LiveReport, default_report, load_report
+from patcher.rollout.resume import (
+    RESUME_CHANGED,
+    RESUME_CONTINUE,
+    RESUME_DONE,
+    Resume,
+    reported_steps,
+)
 from patcher.specs import catalog
 from patcher.specs.model import PatchSpec
 from tests import jsondoc
@@ -62,7 +68,7 @@ def steps(doc: dict[str, Any] | None) -> list[str]:
 
 def resume(
     fake: FakeHost, specs: list[PatchSpec], reported: list[tuple[str, bool]] | None
-) -> tuple[rolloutresume.Resume, rolloutrun._Host, list[str]]:
+) -> tuple[Resume, rolloutrun._Host, list[str]]:
     """A second controller: a fresh host state, told from the report and the fake's journal."""
     fake.hook = lambda step: None
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
@@ -94,14 +100,14 @@ def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
         assert first.error == f"interrupted (Ctrl-C) after the {phase} step"
         assert not first.ok and "verdict" not in fake.journal[-1]
 
-    said, runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    said, runs = reported_steps([{"target": "h1", "rollout": first.rollout}])
     assert runs == {"r1"}
     decision, h2, again = resume(fake, specs, said["h1"])
     if last:
-        assert decision.action == rolloutresume.RESUME_DONE
+        assert decision.action == RESUME_DONE
         second = rolloutrun.finish(h2)
     else:
-        assert decision.action == rolloutresume.RESUME_CONTINUE
+        assert decision.action == RESUME_CONTINUE
         assert decide.next_step(h2.plan, decision.done) == walk[len(upto)]
         second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
     assert again == walk[len(upto) :]  # the rest, each once: no step ran twice
@@ -125,7 +131,7 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     fake.hook = rolloutfake.lose_in(phase)
     cfg = rolloutfake.settings()
     path = tmp_path / "r.json"
-    report = rolloutreport.LiveReport(str(path), [TARGET], specs, cfg, "r1")
+    report = LiveReport(str(path), [TARGET], specs, cfg, "r1")
     report.write(start=True)
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
     report.live[0] = h
@@ -142,10 +148,10 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     assert host["error"].startswith(f"running: in the {phase} step when this report was written")
     assert not doc["ok"] and [e["step"] for e in fake.journal] == before
 
-    reported = rolloutreport.load_report(str(path), ["h1"])
+    reported = load_report(str(path), ["h1"])
     assert reported.run == "r1"
     decision, h2, again = resume(fake, specs, reported.steps["h1"])
-    assert decision.action == rolloutresume.RESUME_CONTINUE
+    assert decision.action == RESUME_CONTINUE
     assert decide.next_step(h2.plan, decision.done) == phase
     second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
     assert again == walk[len(before) :]
@@ -187,7 +193,7 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
     second = Target("h2", "h2", restart="supervisorctl restart vllm")
     cfg = rolloutfake.settings()
     path = tmp_path / "r.json"
-    report = rolloutreport.LiveReport(str(path), [TARGET, second], specs, cfg, "r1")
+    report = LiveReport(str(path), [TARGET, second], specs, cfg, "r1")
     report.write(start=True)
     start = jsondoc.check(json.loads(path.read_text()))
     assert [h["target"] for h in start["hosts"]] == ["h1", "h2"] and not start["ok"]
@@ -199,7 +205,7 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
         assert (r["window"], r["thresholds"]["min_acceptance_rate"]) == (cfg.window, 0.4)
         assert h["patches"][0]["outcome"] == "skipped"
         assert "not started yet (rollout r1 is running)" in h["patches"][0]["message"]
-    assert rolloutreport.load_report(str(path), ["h2", "h1"]).steps == {"h1": [], "h2": []}
+    assert load_report(str(path), ["h2", "h1"]).steps == {"h1": [], "h2": []}
 
     fake = FakeHost()
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
@@ -231,7 +237,7 @@ def test_a_report_that_cannot_be_written_at_the_start_is_bad_input(
 ) -> None:
     (tmp_path / "file").write_text("")
     where = tmp_path / "file" / "r.json"
-    report = rolloutreport.LiveReport(str(where), [TARGET], specs, rolloutfake.settings(), "r1")
+    report = LiveReport(str(where), [TARGET], specs, rolloutfake.settings(), "r1")
     with pytest.raises(UsageError) as err:
         report.write(start=True)
     assert "cannot write the rollout's report" in err.value.message
@@ -239,10 +245,10 @@ def test_a_report_that_cannot_be_written_at_the_start_is_bad_input(
 
 def test_the_default_report_is_in_the_xdg_state_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", "/srv/state")
-    assert rolloutreport.default_report("ab12") == "/srv/state/vpatch/rollouts/ab12.json"
+    assert default_report("ab12") == "/srv/state/vpatch/rollouts/ab12.json"
     monkeypatch.setenv("XDG_STATE_HOME", "relative/state")  # the XDG rule: ignored
     monkeypatch.setenv("HOME", "/home/op")
-    assert rolloutreport.default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
+    assert default_report("ab12") == "/home/op/.local/state/vpatch/rollouts/ab12.json"
 
 
 def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
@@ -250,11 +256,11 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
 ) -> None:
     """A group commit: the first write is held on its way to disk; 7 more hosts ask
     meanwhile; one more write covers them all, and each returns only once it is on disk."""
-    from patcher.output import report as reportmod
+    from patcher.output.report import write_report
 
     first_in, release = threading.Event(), threading.Event()
     written: list[list[str | None]] = []
-    real = reportmod.write_report
+    real = write_report
 
     def held(result: Any, path: str) -> None:
         if not written:
@@ -263,10 +269,10 @@ def test_hosts_asking_while_a_write_is_on_its_way_share_the_next_one(
         written.append([(h.rollout or {}).get("stopped_in") for h in result.hosts])
         real(result, path)
 
-    monkeypatch.setattr(reportmod, "write_report", held)
+    monkeypatch.setattr("patcher.output.report.write_report", held)
     targets = [Target(f"h{i}", f"h{i}") for i in range(8)]
     cfg = rolloutfake.settings()
-    live = rolloutreport.LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
+    live = LiveReport(str(tmp_path / "r.json"), targets, specs, cfg, "r1")
     for i, t in enumerate(targets):
         live.live[i] = rolloutfake.host(FakeHost(target=t.name), t, specs, cfg, "r1")
     done: list[int] = []
@@ -327,9 +333,9 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     first = driver.leased_walk(h, False, ctrl_c)
     assert first.rollout is not None and first.rollout["verdict"] == decide.INTERRUPTED
     fake.seen = {**now, "server": now.get("server", [[1, "T0"]])}
-    said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    said, _runs = reported_steps([{"target": "h1", "rollout": first.rollout}])
     decision, h2, _ = resume(fake, specs, said["h1"])
-    assert decision.action == rolloutresume.RESUME_CHANGED and what in decision.why
+    assert decision.action == RESUME_CHANGED and what in decision.why
     ran = len(fake.ran)
     second = recheck.changed(h2)
     assert len(fake.ran) == ran  # nothing ran on the host: no gate, no scrape, no rollback
@@ -352,7 +358,7 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     assert not (tmp_path / "state" / protocol.LEASE_FILE).exists()  # taken over, given up
     # A later --resume of the same report: the journal's verdict stands, nothing runs.
     again, h3, _ = resume(fake, specs, said["h1"])
-    assert again.action == rolloutresume.RESUME_CHANGED and again.why == decision.why
+    assert again.action == RESUME_CHANGED and again.why == decision.why
     assert again.recorded and not decision.recorded
     entries = len(fake.journal)
     assert recheck.changed(h3, again.recorded).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
@@ -369,7 +375,7 @@ def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
     first = rolloutrun.walk(h, ctrl_c)
     fake.seen = {**fake.seen, "server": [*fake.seen["server"], [7, "T7"]]}  # a new process: fine
-    said, _runs = rolloutresume.reported_steps([{"target": "h1", "rollout": first.rollout}])
+    said, _runs = reported_steps([{"target": "h1", "rollout": first.rollout}])
     decision, h2, _ = resume(fake, specs, said["h1"])
-    assert decision.action == rolloutresume.RESUME_CONTINUE
+    assert decision.action == RESUME_CONTINUE
     assert rolloutrun.walk(h2, threading.Event()).rollout["verdict"] == decide.KEPT  # type: ignore[index]

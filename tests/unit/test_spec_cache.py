@@ -17,10 +17,17 @@ import pytest
 
 from patcher.errors import SpecError
 from patcher.plan.base import dump_edits
-from patcher.specs import cache as speccache
-from patcher.specs import model as spec_module
 from patcher.specs import validate
-from patcher.specs.model import PatchSpec, as_json, field_names, from_json, load_spec, toml_loads
+from patcher.specs.cache import load
+from patcher.specs.model import (
+    PatchSpec,
+    as_json,
+    field_names,
+    from_json,
+    load_spec,
+    parse_spec,
+    toml_loads,
+)
 from tests.conftest import REPO
 from tests.support.standin_specs import SPEC_A
 
@@ -242,7 +249,7 @@ def test_a_second_command_builds_no_validator(tmp_path: Path) -> None:
     assert len(list((cache / "specs").glob("*.json"))) == 2
     spec.write_text(SPEC_A + "\nbogus = 1\n")
     with pytest.raises(SpecError, match="bogus"):
-        speccache.load(spec)
+        load(spec)
     assert len(list((cache / "specs").glob("*.json"))) == 2
 
 
@@ -254,18 +261,18 @@ def test_an_entry_that_is_not_its_own_is_not_used(
     spec.write_text(SPEC_A)
     monkeypatch.delenv("VPATCH_NO_CACHE", raising=False)
     monkeypatch.setenv("VPATCH_CACHE_DIR", str(tmp_path / "cache"))
-    want = speccache.load(spec)
+    want = load(spec)
     (entry,) = (tmp_path / "cache" / "specs").glob("*.json")
     good = entry.read_bytes()
     loaded: list[bytes] = []
-    real = spec_module.parse_spec
+    real = parse_spec
 
     def counted(raw: bytes, path: Path | str) -> PatchSpec:
         loaded.append(raw)
         return real(raw, path)
 
-    monkeypatch.setattr(spec_module, "parse_spec", counted)
-    assert speccache.load(spec) == want and loaded == []  # the entry, as stored
+    monkeypatch.setattr("patcher.specs.model.parse_spec", counted)
+    assert load(spec) == want and loaded == []  # the entry, as stored
     spoiled = {
         "torn": good[: len(good) // 2],
         "another text's": good.replace(entry.stem.encode(), b"0" * 40),
@@ -274,9 +281,9 @@ def test_an_entry_that_is_not_its_own_is_not_used(
     for why, data in spoiled.items():
         entry.write_bytes(data)
         entry.chmod(0o600)
-        assert speccache.load(spec) == want, why
+        assert load(spec) == want, why
         assert len(loaded) == 1, why
         loaded.clear()
     entry.write_bytes(good)
     entry.chmod(0o666)
-    assert speccache.load(spec) == want and len(loaded) == 1
+    assert load(spec) == want and len(loaded) == 1

@@ -16,8 +16,7 @@ import pytest
 from packaging.version import Version
 
 from patcher.wheels import pipconf, remote
-from patcher.wheels import wheel as wheelmod
-from patcher.wheels.wheel import CorruptWheel, Wheel
+from patcher.wheels.wheel import MAX_RECORD, CorruptWheel, Wheel
 from tests.support import rangeindex, wheellab
 
 BOMB = 24 * 1024 * 1024  # inflates to this; deflated it is ~24 KB
@@ -34,7 +33,7 @@ def _bomb_wheel(dest: Path, record_size: int | None = 300_000, record_bomb: bool
     rows.append(f"{info}/RECORD,,")
     record = "\n".join(rows) + "\n"
     if record_bomb:
-        record += "#" * (wheelmod.MAX_RECORD + 1)
+        record += "#" * (MAX_RECORD + 1)
     path = dest / "bomb-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("bomb/__init__.py", b"")
@@ -92,7 +91,7 @@ def test_a_member_without_a_record_size_is_bounded_by_the_cap(
 ) -> None:
     """No size in RECORD: the cap bounds it (lowered here to 1 MiB so the test stays cheap);
     a member that inflates past what its zip entry declares is refused as well."""
-    monkeypatch.setattr(wheelmod, "MAX_READ", 1024 * 1024)
+    monkeypatch.setattr("patcher.wheels.wheel.MAX_READ", 1024 * 1024)
     path = _bomb_wheel(tmp_path, record_size=None)
     with path.open("rb") as fh:
         wheel = Wheel(path, fh, "wheelhouse")
