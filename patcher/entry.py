@@ -19,7 +19,7 @@ def main() -> int:
 
         put(f"vpatch {__version__}")
         return 0
-    from patcher.cli import main as cli_main
+    from patcher import cli
     from patcher.exitcodes import finish
 
-    finish(cli_main())
+    finish(cli.main())

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from patcher.authoring.capture import EditDict, Validated
 from patcher.caches import rewrites
 from patcher.specs import model
+from patcher.transports.ownedfile import read_owned
 
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult
@@ -117,7 +118,7 @@ def _read(name: str, given: str) -> RewriteResult | None:
     d = rewrites.directory(sub="replays")
     if d is None:
         return None
-    raw = rewrites.read_owned(d / name, rewrites.MAX_ENTRY_BYTES)
+    raw = read_owned(d / name, rewrites.MAX_ENTRY_BYTES)
     try:
         entry = json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):

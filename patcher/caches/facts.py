@@ -37,6 +37,7 @@ from typing import Any
 
 from patcher.agent import protocol
 from patcher.caches import rewrites
+from patcher.transports.ownedfile import read_owned
 
 KEEP_PER_HOST = 2  # answers per files asked
 KEEP_ASKED = 4  # sets of files asked, per host file
@@ -391,7 +392,7 @@ def _with_texts(
             holder[k] = text
             continue
         path = os.path.join(texts, sha)
-        data = rewrites.read_owned(Path(path), MAX_BYTES)  # owner, mode, type: on the fd
+        data = read_owned(Path(path), MAX_BYTES)  # owner, mode, type: on the fd
         if data is None or hashlib.sha256(data).hexdigest() != sha:
             memo.written.discard((texts, sha))
             try:
@@ -405,7 +406,7 @@ def _with_texts(
 
 
 def _read_json(path: Path) -> Any:
-    raw = rewrites.read_owned(path, MAX_BYTES)  # owner, mode, type: on the descriptor
+    raw = read_owned(path, MAX_BYTES)  # owner, mode, type: on the descriptor
     try:
         return json.loads(raw) if raw is not None else None
     except (ValueError, RecursionError):

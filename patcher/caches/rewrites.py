@@ -36,7 +36,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patcher.transports.ownedfile import read_owned as read_owned
+from patcher.transports.ownedfile import read_owned
 
 if TYPE_CHECKING:
     from patcher.rewrite import RewriteResult

@@ -571,13 +571,12 @@ def status(
         baked = monitor.baked_results(got.answer.get("baked", []))
         host.patches = status_journal(got.facts) + baked
         host.restart_required = got.facts.restart_required
-        from patcher.rollout import (
-            resume as rolloutresume,  # where the last `vpatch rollout` got to on this host
-        )
+        # where the last `vpatch rollout` got to on this host
+        from patcher.rollout.resume import kept_now, last_step
 
-        host.rollout_step, bad = rolloutresume.last_step(got.answer.get("rollout"))
+        host.rollout_step, bad = last_step(got.answer.get("rollout"))
         applied = [p.id for p in host.patches if p.outcome == "applied"]
-        host.rollout_step = rolloutresume.kept_now(host.rollout_step, applied)
+        host.rollout_step = kept_now(host.rollout_step, applied)
         host.warnings += bad
         # what needs a person: exit 1 (monitor.py)
         host.attention = monitor.attention(host, got.facts.unverified)

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from patcher.agent import protocol
-from patcher.caches import facts as factcache
 from patcher.caches import rewrites
+from patcher.caches.facts import Memo, flush, key, load, store, usable
 from patcher.errors import AgentError
 from patcher.output import progress
 from patcher.plan.base import Level, Plan, wanted_files
@@ -49,13 +49,13 @@ class RunContext:
     to every host's command. Thread-safe: a fleet's hosts run in parallel."""
 
     caches: rewrites.Caches = field(default_factory=rewrites.Caches)
-    # factcache.key("", request) -> (fingerprint, answer, its facts), newest first: what the
+    # caches.facts.key("", request) -> (fingerprint, answer, its facts), newest first: what the
     # hosts before this one answered to the same request (a fleet's hosts tend to be alike)
     peers: dict[str, list[tuple[str, Answer, HostFacts]]] = field(default_factory=dict)
     agent_exchanges: int = 0  # round trips
     planned_ahead: int = 0  # hosts whose commit rode in their inspect's exchange
     unsupported: set[str] = field(default_factory=set)  # errors.Unsupported: the CLI exits 2
-    hosts: factcache.Memo = field(default_factory=factcache.Memo)
+    hosts: Memo = field(default_factory=Memo)
     # (recipe, id of a peer's facts) -> (those facts, the plan made ahead on them or None, the
     # rewrites making it asked for): a fleet's hosts guess on the same few peer answers, each
     # planned on once (planned())
@@ -73,9 +73,9 @@ class RunContext:
     ends_sessions: bool = False
 
     def flush(self) -> None:
-        """Write the hosts' answers the run kept for its end (factcache.Memo.defer): a fleet
+        """Write the hosts' answers the run kept for its end (caches.facts.Memo.defer): a fleet
         command calls it once its hosts are done, whatever ended them."""
-        factcache.flush(self.hosts)
+        flush(self.hosts)
 
     @property
     def content(self) -> rewrites.Texts:
@@ -106,15 +106,15 @@ class RunContext:
         """(fingerprint, answer, its facts) the hosts before this one gave to `request`,
         newest first."""
         with self.lock:
-            return list(self.peers.get(factcache.key("", request), []))
+            return list(self.peers.get(key("", request), []))
 
     def offer(self, request: Answer, answer: Answer) -> str | None:
         """Offer a host's answer to the hosts after it in this run (the newest per request);
-        its fingerprint (factcache.usable), None when it is no use as a guess."""
-        fp = factcache.usable(answer)
+        its fingerprint (caches.facts.usable), None when it is no use as a guess."""
+        fp = usable(answer)
         if fp is None:
             return None
-        peers = factcache.key("", request)
+        peers = key("", request)
         with self.lock:
             if any(f == fp for f, _, _ in self.peers.get(peers, [])):
                 return fp
@@ -137,10 +137,10 @@ class RunContext:
         run and `recipe` (what else the plan is made of: the command, its specs, options), and
         each caller given a copy of its own (Plan.copy); on any other facts (a host's own
         stored answer) made per call."""
-        key = (recipe, id(facts))  # the entry holds the facts: their id stays theirs
+        made_for = (recipe, id(facts))  # the entry holds the facts: their id stays theirs
         with self.lock:
             peer = any(f is facts for have in self.peers.values() for _, _, f in have)
-            hit = self.ahead_plans.get(key) if peer else None
+            hit = self.ahead_plans.get(made_for) if peer else None
         if hit is not None:
             # A copy's rewrites are the cache's answers, counted as if it were planned again.
             self.caches.hit(hit[2])
@@ -152,7 +152,7 @@ class RunContext:
         asked = self.caches.asked() - before
         with self.lock:
             if any(f is facts for have in self.peers.values() for _, _, f in have):
-                self.ahead_plans.setdefault(key, (facts, made, asked))
+                self.ahead_plans.setdefault(made_for, (facts, made, asked))
         return made.copy() if made is not None else None  # the entry's stays untouched
 
 
@@ -280,7 +280,7 @@ class Exchange:
     answer: Answer
     guess: Guess | None = None
     answers: list[Answer] | None = None
-    fingerprint: str | None = None  # the answer's, as a guess (factcache.usable)
+    fingerprint: str | None = None  # the answer's, as a guess (caches.facts.usable)
 
 
 def look(
@@ -365,12 +365,12 @@ def remember(
         if isinstance(a, Exchange):
             fp, answer = a.fingerprint, a.answer
         elif a is not None:
-            fp, answer = factcache.usable(a), a
+            fp, answer = usable(a), a
         else:
             continue
         if fp is not None:
             got.append((fp, answer))
-    factcache.store(transport.target, request, got, ctx.hosts, ctx.content)
+    store(transport.target, request, got, ctx.hosts, ctx.content)
 
 
 def _guessed_answers(
@@ -380,7 +380,7 @@ def _guessed_answers(
     the hosts before it answered in this run; distinct, at most _MAX_GUESSES. Their texts
     (each checked against its sha256) join the run's content cache."""
     out: list[tuple[str, HostFacts]] = []
-    stored = factcache.load(transport.target, request, ctx.hosts, ctx.content)
+    stored = load(transport.target, request, ctx.hosts, ctx.content)
     mine = [(fp, answer, None) for fp, answer in stored]
     for fp, answer, facts in [*mine, *ctx.peers_for(request)]:
         if len(out) == _MAX_GUESSES or any(fp == f for f, _ in out):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patcher.caches import rewrites
+from patcher.transports.ownedfile import read_owned
 
 if TYPE_CHECKING:
     from patcher.specs.model import PatchSpec
@@ -91,7 +92,7 @@ def load(path: Path | str) -> PatchSpec:
 
 
 def _get(d: Path, name: str) -> PatchSpec | None:
-    data = rewrites.read_owned(d / name, MAX_ENTRY_BYTES)
+    data = read_owned(d / name, MAX_ENTRY_BYTES)
     if data is None:
         return None
     from patcher.specs.model import from_json

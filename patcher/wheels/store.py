@@ -51,8 +51,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher.errors import VpatchError
-from patcher.output import progress as feedback
 from patcher.output.lines import put
+from patcher.output.progress import busy, quiet
 from patcher.wheels import index, indexclient, pipconf, remote, trust, wheelhouse
 from patcher.wheels.trust import UnsafeStore, atomic_write, open_checked, safe_dir
 from patcher.wheels.wheel import CorruptWheel, Wheel
@@ -97,10 +97,10 @@ class StderrProgress(Progress):
 
     def advance(self, what: str, done: int, total: int) -> None:
         with self.lock:
-            if time.monotonic() - self.started.get(what, 0.0) < 1.0 or feedback.quiet():
+            if time.monotonic() - self.started.get(what, 0.0) < 1.0 or quiet():
                 return
             size = f" {done / 1e6:.0f}/{total / 1e6:.0f} MB" if total else ""
-            if self.live is None and feedback.busy(f"downloading {what}{size}"):
+            if self.live is None and busy(f"downloading {what}{size}"):
                 return  # a command's live line is drawn: the download says itself there
             if not sys.stderr.isatty():
                 if what not in self.said:
@@ -134,9 +134,9 @@ class StderrProgress(Progress):
                 self.live = None
 
 
-def progress_for(quiet: bool) -> Progress:
+def progress_for(silent: bool) -> Progress:
     """A silent progress under --json, else StderrProgress."""
-    return Progress() if quiet else StderrProgress()
+    return Progress() if silent else StderrProgress()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -434,7 +434,7 @@ def test_the_agent_process_collects_garbage_less_often_its_caller_as_it_was() ->
     the local transport's caller), the collector stays the caller's."""
     import gc
 
-    import patcher.agent as agent
+    from patcher import agent
 
     before = gc.get_threshold()
     agent._collect_less()

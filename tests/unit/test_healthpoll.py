@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from patcher.agent import fetch as agent_fetch
 from patcher.agent import handle, restart
 from patcher.inventory.targets import Target
 from patcher.plan.base import Options
@@ -62,7 +61,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
     monkeypatch.setattr(walk, "time", c)
     monkeypatch.setattr(restart, "time", c)
-    monkeypatch.setattr(agent_fetch, "fetch", c.fetch)
+    monkeypatch.setattr("patcher.agent.fetch.fetch", c.fetch)
     return c
 
 

@@ -26,7 +26,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "agent": set(),  # stdlib only (checked apart)
     "transports": {"agent"},
     "rewrite": {"specs"},
-    "specs": {"output", "caches"},
+    "specs": {"output", "caches", "transports"},
     "plan": {"specs", "rewrite", "agent"},
     "caches": {"specs", "rewrite", "transports", "agent"},
     "output": {"specs", "agent"},
@@ -450,3 +450,37 @@ def test_record_builders_take_keywords_only() -> None:
         kinds = [p.kind for p in inspect.signature(fn).parameters.values()]
         assert kinds[:positional] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * positional
         assert set(kinds[positional:]) == {inspect.Parameter.KEYWORD_ONLY}, fn
+
+
+def aliases(sources: dict[str, str]) -> list[str]:
+    """`file:line` of every import of vpatch's own code under another name (`import X as Y`,
+    `from X import Y as Z`): a name kept alive past a move, or one concept under two names,
+    is found by grepping for neither. `sources`: relative path -> text."""
+    found = []
+    for rel, text in sources.items():
+        for node in ast.walk(ast.parse(text, rel)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("patcher"):
+                bad = [a for a in node.names if a.asname and a.asname != a.name]
+            elif isinstance(node, ast.Import):
+                bad = [a for a in node.names if a.name.startswith("patcher") and a.asname]
+            else:
+                continue
+            found += [f"{rel}:{node.lineno} ({a.name} as {a.asname})" for a in bad]
+    return found
+
+
+def test_no_import_renames_vpatch_code() -> None:
+    tops = ("patcher", "tests", "bench", "ansible_collections", "docs")
+    files = [p for top in tops for p in (REPO / top).rglob("*.py") if "cases" not in p.parts]
+    assert aliases({str(p.relative_to(REPO)): p.read_text() for p in files}) == []
+
+
+def test_the_alias_rule_can_fail() -> None:
+    planted = {
+        "a.py": "from patcher.rollout import decide as rollout\nimport patcher.agent as agent\n",
+        "b.py": "from patcher.rollout import decide\nimport numpy as np\n",
+    }
+    assert aliases(planted) == [
+        "a.py:1 (decide as rollout)",
+        "a.py:2 (patcher.agent as agent)",
+    ]

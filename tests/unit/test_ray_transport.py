@@ -25,7 +25,7 @@ from patcher.errors import HostError, SpecError, UsageError
 from patcher.plan.base import Options
 from patcher.run import engine
 from patcher.specs.model import load_spec
-from patcher.transports import ray as ray_transport
+from patcher.transports import ray
 from tests import standin
 from tests.support.standin_specs import SPEC_A
 
@@ -134,14 +134,14 @@ def pythons(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRay]:
-    ray = FakeRay([node(ID_B, "n2"), node(ID_A, "n1"), node("c" * 56, "gone", alive=False)])
+    fake = FakeRay([node(ID_B, "n2"), node(ID_A, "n1"), node("c" * 56, "gone", alive=False)])
     util = types.ModuleType("ray.util")
     strategies = types.ModuleType("ray.util.scheduling_strategies")
     strategies.NodeAffinitySchedulingStrategy = NodeAffinitySchedulingStrategy  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "ray", ray)
+    monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.setitem(sys.modules, "ray.util", util)
     monkeypatch.setitem(sys.modules, "ray.util.scheduling_strategies", strategies)
-    yield ray
+    yield fake
 
 
 def test_nodes_alive_sorted_with_map_then_python_then_own() -> None:
@@ -152,22 +152,20 @@ def test_nodes_alive_sorted_with_map_then_python_then_own() -> None:
         node("d" * 56, "dead", alive=False),
     ]
     pymap = {ID_A: "/by/id", "n1": "/by/name", "10.0.0.7": "/by/address"}
-    got = ray_transport.select_nodes(raw, "/flag", pymap)
+    got = ray.select_nodes(raw, "/flag", pymap)
     assert [(n.name, n.python) for n in got] == [
         ("n1", "/by/id"),  # id beats name
         ("n2", "/by/address"),
         ("n3", "/by/address"),
     ]
     assert got[0].target == f"10.0.0.8/{ID_A}"
-    assert [n.python for n in ray_transport.select_nodes(raw, "/flag", {})] == ["/flag"] * 3
-    assert [n.python for n in ray_transport.select_nodes(raw, None, {})] == [None] * 3
+    assert [n.python for n in ray.select_nodes(raw, "/flag", {})] == ["/flag"] * 3
+    assert [n.python for n in ray.select_nodes(raw, None, {})] == [None] * 3
 
 
 def test_map_key_matching_no_alive_node_is_refused() -> None:
     with pytest.raises(UsageError) as err:
-        ray_transport.select_nodes(
-            [node(ID_A, "n1"), node(ID_B, "dead", False)], None, {"dead": "/p"}
-        )
+        ray.select_nodes([node(ID_A, "n1"), node(ID_B, "dead", False)], None, {"dead": "/p"})
     assert "'dead' match no alive node" in err.value.message
     assert "n1 (aaaaaaaaaaaa)" in err.value.hint
 
@@ -176,14 +174,14 @@ def test_python_map_file_errors(tmp_path: Path) -> None:
     bad = tmp_path / "m.toml"
     bad.write_text("n1 = 3\n")
     with pytest.raises(SpecError, match="must map to an interpreter path"):
-        ray_transport.load_python_map(str(bad))
+        ray.load_python_map(str(bad))
     bad.write_text("n1 = \n")
     with pytest.raises(SpecError, match="invalid TOML"):
-        ray_transport.load_python_map(str(bad))
+        ray.load_python_map(str(bad))
     with pytest.raises(UsageError, match="cannot read"):
-        ray_transport.load_python_map(str(tmp_path / "missing.toml"))
+        ray.load_python_map(str(tmp_path / "missing.toml"))
     bad.write_text('n1 = "/srv/a/bin/python"\n"10.0.0.7" = "/srv/b/bin/python"\n')
-    assert ray_transport.load_python_map(str(bad)) == {
+    assert ray.load_python_map(str(bad)) == {
         "n1": "/srv/a/bin/python",
         "10.0.0.7": "/srv/b/bin/python",
     }
@@ -197,9 +195,9 @@ def test_map_tables_give_each_node_its_rollout_settings(tmp_path: Path) -> None:
         '"10.0.0.7" = {metrics = "http://localhost:8000/metrics"}\n'
         'n3 = "/srv/c/bin/python"\n'
     )
-    pymap = ray_transport.load_python_map(str(m))
+    pymap = ray.load_python_map(str(m))
     raw = [node(ID_A, "n1"), node(ID_B, "n2"), node("c" * 56, "n3")]
-    got = {n.name: n for n in ray_transport.select_nodes(raw, "/flag", pymap)}
+    got = {n.name: n for n in ray.select_nodes(raw, "/flag", pymap)}
     n1, n2, n3 = got["n1"], got["n2"], got["n3"]
     # the first matching entry is the node's, whole (n1's name beats n1's address)
     assert (n1.python, n1.restart, n1.health, n1.metrics) == (
@@ -214,13 +212,13 @@ def test_map_tables_give_each_node_its_rollout_settings(tmp_path: Path) -> None:
 
     m.write_text('n1 = {python = "/p", restrat = "x"}\n')
     with pytest.raises(SpecError, match=r"unknown key.*'restrat'"):
-        ray_transport.load_python_map(str(m))
+        ray.load_python_map(str(m))
     m.write_text('n1 = {restart = ""}\n')
     with pytest.raises(SpecError, match="'restart' must be a non-empty string"):
-        ray_transport.load_python_map(str(m))
+        ray.load_python_map(str(m))
     m.write_text("n1 = {restart = 3}\n")
     with pytest.raises(SpecError, match="'restart' must be a non-empty string"):
-        ray_transport.load_python_map(str(m))
+        ray.load_python_map(str(m))
 
 
 def test_engine_over_ray_tasks_pinned_per_node(
@@ -229,7 +227,7 @@ def test_engine_over_ray_tasks_pinned_per_node(
     spec_file = tmp_path / "a.toml"
     spec_file.write_text(SPEC_A)
     spec = load_spec(spec_file)
-    cluster = ray_transport.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
+    cluster = ray.nodes("auto", None, {"n1": pythons["n1"], "n2": pythons["n2"]})
     assert fake.address == "auto" and [n.name for n in cluster.nodes] == ["n1", "n2"]
     hosts = [engine.apply([spec], cluster.transport(n.target), Options()) for n in cluster.nodes]
     assert [h.patches[0].outcome for h in hosts] == ["applied", "applied"], hosts
@@ -248,7 +246,7 @@ def test_engine_over_ray_tasks_pinned_per_node(
 def test_dead_node_slow_node_and_missing_python_are_host_errors(
     tmp_path: Path, fake: FakeRay, pythons: dict[str, str]
 ) -> None:
-    cluster = ray_transport.nodes("auto", pythons["n1"], {})
+    cluster = ray.nodes("auto", pythons["n1"], {})
     t1, t2 = (cluster.transport(n.target, 5) for n in cluster.nodes)
     request = {"op": "inspect", "packages": {}}
     assert t1.call(request)["ok"] is True
@@ -265,9 +263,7 @@ def test_dead_node_slow_node_and_missing_python_are_host_errors(
     assert [force for _, force in fake.cancelled] == [True]
 
     fake.slow.clear()
-    missing = ray_transport.RayTransport(
-        ray_transport.RayNode(ID_B, "10.0.0.7", "n2", str(tmp_path / "no-python")), 5
-    )
+    missing = ray.RayTransport(ray.RayNode(ID_B, "10.0.0.7", "n2", str(tmp_path / "no-python")), 5)
     with pytest.raises(HostError) as err:
         missing.call(request)
     assert "not found on this node" in err.value.message and "--ray-python-map" in err.value.hint
@@ -279,9 +275,9 @@ def test_each_run_reaches_the_nodes_it_listed(fake: FakeRay, pythons: dict[str, 
     from patcher.inventory.targets import Target
     from patcher.transports import Settings, open_transport
 
-    first = ray_transport.nodes("auto", pythons["n1"], {})
+    first = ray.nodes("auto", pythons["n1"], {})
     fake._nodes = [node(ID_A, "n1")]  # n2 left the cluster
-    second = ray_transport.nodes("auto", pythons["n2"], {})
+    second = ray.nodes("auto", pythons["n2"], {})
     targets = [Target(n.target, f"ray:{n.node_id}") for n in first.nodes]
     got = [open_transport(t, Settings(kind="ray", ray=first)) for t in targets]
     assert [t.node.python for t in got] == [pythons["n1"]] * 2  # type: ignore[attr-defined]
@@ -296,7 +292,7 @@ def test_each_run_reaches_the_nodes_it_listed(fake: FakeRay, pythons: dict[str, 
 
 def test_run_agent_is_self_contained() -> None:
     """The task body needs nothing from vpatch: it is what cloudpickle ships by value."""
-    code = ray_transport.run_agent.__code__
+    code = ray.run_agent.__code__
     assert set(code.co_names) <= {
         "subprocess",
         "sys",
@@ -312,11 +308,11 @@ def test_run_agent_is_self_contained() -> None:
         "os",
         "geteuid",
     }
-    status, out, _ = ray_transport.run_agent(
+    status, out, _ = ray.run_agent(
         None, "import sys; sys.stdout.write(sys.stdin.read())", b"hello", 10
     )
     assert (status, out) == (0, b"hello")
-    assert ray_transport.run_agent("/nonexistent/python", "", b"", 10)[0] == 127
+    assert ray.run_agent("/nonexistent/python", "", b"", 10)[0] == 127
 
 
 def test_cluster_events_never_reach_stdout(fake: FakeRay, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -324,7 +320,7 @@ def test_cluster_events_never_reach_stdout(fake: FakeRay, monkeypatch: pytest.Mo
     worker = types.ModuleType("ray._private.worker")
     worker.print_to_stdstream = lambda data, ignore_prefix: seen.append(data)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "ray._private.worker", worker)
-    ray_transport.connect("auto")
+    ray.connect("auto")
     worker.print_to_stdstream({"lines": ["node marked dead"], "is_err": False}, False)  # type: ignore[attr-defined]
     assert seen == [{"lines": ["node marked dead"], "is_err": True}]
 

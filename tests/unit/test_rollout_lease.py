@@ -569,7 +569,7 @@ def test_rollout_release_gives_a_gone_controllers_lease_up_and_journals_it(
 
 
 def test_a_released_note_is_no_step_of_the_walk() -> None:
-    from patcher.rollout import resume as rolloutresume
+    from patcher.rollout import resume
 
     plan = decide.Plan(metrics=True, restart=True, health=True)
     base = {"action": "rollout", "run": "a1", "ok": True, "specs": ["s1"]}
@@ -578,8 +578,8 @@ def test_a_released_note_is_no_step_of_the_walk() -> None:
         dict(base, step="apply"),
         dict(base, step="apply", released=True),
     ]
-    steps, problems = rolloutresume.read_steps(raw)
+    steps, problems = resume.read_steps(raw)
     assert not problems and steps[-1].released
     said = [("baseline", True), ("apply", True)]
-    got = rolloutresume.resume(plan, "a1", said, steps, ["s1"])
-    assert (got.action, got.done) == (rolloutresume.RESUME_CONTINUE, tuple(said))
+    got = resume.resume(plan, "a1", said, steps, ["s1"])
+    assert (got.action, got.done) == (resume.RESUME_CONTINUE, tuple(said))

@@ -16,8 +16,7 @@ import pytest
 from patcher.agent import protocol
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
-from patcher.rollout import decide, driver, recheck
-from patcher.rollout import walk as rolloutrun
+from patcher.rollout import decide, driver, recheck, walk
 from patcher.rollout.report import LiveReport, default_report, load_report
 from patcher.rollout.resume import (
     RESUME_CHANGED,
@@ -58,7 +57,7 @@ def specs() -> list[PatchSpec]:
 
 @pytest.fixture(autouse=True)
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rolloutrun, "_engine_step", rolloutfake.engine_step)
+    monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
 
 
 def steps(doc: dict[str, Any] | None) -> list[str]:
@@ -68,7 +67,7 @@ def steps(doc: dict[str, Any] | None) -> list[str]:
 
 def resume(
     fake: FakeHost, specs: list[PatchSpec], reported: list[tuple[str, bool]] | None
-) -> tuple[Resume, rolloutrun._Host, list[str]]:
+) -> tuple[Resume, walk._Host, list[str]]:
     """A second controller: a fresh host state, told from the report and the fake's journal."""
     fake.hook = lambda step: None
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
@@ -84,13 +83,13 @@ def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
     fake.hook = rolloutfake.stop_in(phase, ctrl_c)
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
     begun: list[str] = []
-    first = rolloutrun.walk(h, ctrl_c, lambda h: begun.append(str(h.current)))
-    walk = walk_of(acceptance)
-    upto = walk[: walk.index(phase) + 1]
+    first = walk.walk(h, ctrl_c, lambda h: begun.append(str(h.current)))
+    order = walk_of(acceptance)
+    upto = order[: order.index(phase) + 1]
     assert ctrl_c.is_set() and begun == upto  # the step in flight ended; none began after it
     assert steps(first.rollout) == upto
     assert [e["step"] for e in fake.journal] == upto  # each recorded right after it ran
-    last = phase == walk[-1]
+    last = phase == order[-1]
     r = first.rollout
     assert r is not None
     if last:  # nothing follows the last step: the host's own verdict
@@ -105,13 +104,13 @@ def test_ctrl_c_in_each_phase_stops_after_it_then_resume_runs_the_rest_once(
     decision, h2, again = resume(fake, specs, said["h1"])
     if last:
         assert decision.action == RESUME_DONE
-        second = rolloutrun.finish(h2)
+        second = walk.finish(h2)
     else:
         assert decision.action == RESUME_CONTINUE
-        assert decide.next_step(h2.plan, decision.done) == walk[len(upto)]
-        second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
-    assert again == walk[len(upto) :]  # the rest, each once: no step ran twice
-    assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
+        assert decide.next_step(h2.plan, decision.done) == order[len(upto)]
+        second = walk.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
+    assert again == order[len(upto) :]  # the rest, each once: no step ran twice
+    assert steps(second.rollout) == order and [e["step"] for e in fake.journal] == order
     assert second.rollout is not None and second.rollout["verdict"] == verdict_of(acceptance)
     assert second.ok == (acceptance == GOOD)
     # a resumed host gates on the baseline its journal recorded, not on a new one
@@ -136,10 +135,10 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
     report.live[0] = h
     with pytest.raises(Lost):
-        rolloutrun.walk(h, threading.Event(), report.step)
+        walk.walk(h, threading.Event(), report.step)
 
-    walk = walk_of(acceptance)
-    before = walk[: walk.index(phase)]
+    order = walk_of(acceptance)
+    before = order[: order.index(phase)]
     doc = jsondoc.check(json.loads(path.read_text()))
     host = doc["hosts"][0]
     r = host["rollout"]
@@ -153,9 +152,9 @@ def test_a_controller_lost_in_each_phase_leaves_a_report_resume_goes_on_from(
     decision, h2, again = resume(fake, specs, reported.steps["h1"])
     assert decision.action == RESUME_CONTINUE
     assert decide.next_step(h2.plan, decision.done) == phase
-    second = rolloutrun.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
-    assert again == walk[len(before) :]
-    assert steps(second.rollout) == walk and [e["step"] for e in fake.journal] == walk
+    second = walk.walk(h2, threading.Event(), lambda h: again.append(str(h.current)))
+    assert again == order[len(before) :]
+    assert steps(second.rollout) == order and [e["step"] for e in fake.journal] == order
     assert second.rollout is not None and second.rollout["verdict"] == verdict_of(acceptance)
 
 
@@ -166,7 +165,7 @@ def test_a_hand_edited_file_is_refused_before_the_baseline_window(
     `modified` file ends the host there (untouched), before any scrape or window."""
     fake = FakeHost(hand_edited=True)
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
-    res = rolloutrun.walk(h)
+    res = walk.walk(h)
     r = res.rollout
     assert r is not None and (r["verdict"], r["reached"]) == (decide.UNTOUCHED, decide.BASELINE)
     assert steps(r) == [decide.BASELINE] and not r["phases"][0]["ok"]
@@ -181,7 +180,7 @@ def test_a_hand_edited_file_is_refused_before_the_baseline_window(
 def test_a_clean_host_plans_once_then_measures(specs: list[PatchSpec]) -> None:
     fake = FakeHost()
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
-    assert rolloutrun.walk(h).ok
+    assert walk.walk(h).ok
     assert fake.ops[:2] == ["plan", "fetch"] and fake.ops.count("plan") == 1
 
 
@@ -212,12 +211,12 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
     report.live[0] = h
     seen: list[tuple[str | None, list[str], list[str]]] = []
 
-    def on_step(h: rolloutrun._Host) -> None:
+    def on_step(h: walk._Host) -> None:
         report.step(h)
         r = json.loads(path.read_text())["hosts"][0]["rollout"]
         seen.append((r["stopped_in"], steps(r), [e["step"] for e in fake.journal]))
 
-    report.ended(0, rolloutrun.walk(h, None, on_step))
+    report.ended(0, walk.walk(h, None, on_step))
     assert seen == [(s, FORWARD[:i], FORWARD[:i]) for i, s in enumerate(FORWARD)]
     end = jsondoc.check(json.loads(path.read_text()))
     assert end["hosts"][0]["rollout"]["verdict"] == "kept" and end["hosts"][0]["ok"]
@@ -363,7 +362,7 @@ def test_resume_after_the_window_judges_nothing_on_a_host_changed_since(
     entries = len(fake.journal)
     assert recheck.changed(h3, again.recorded).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
     assert len(fake.journal) == entries  # said once: nothing more written
-    assert rolloutrun.finish(h3).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
+    assert walk.finish(h3).rollout["verdict"] == decide.CHANGED_SINCE  # type: ignore[index]
 
 
 def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
@@ -373,9 +372,9 @@ def test_resume_after_the_window_on_an_unchanged_host_judges_the_window(
     ctrl_c = threading.Event()
     fake.hook = rolloutfake.stop_in(decide.WINDOW, ctrl_c)
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
-    first = rolloutrun.walk(h, ctrl_c)
+    first = walk.walk(h, ctrl_c)
     fake.seen = {**fake.seen, "server": [*fake.seen["server"], [7, "T7"]]}  # a new process: fine
     said, _runs = reported_steps([{"target": "h1", "rollout": first.rollout}])
     decision, h2, _ = resume(fake, specs, said["h1"])
     assert decision.action == RESUME_CONTINUE
-    assert rolloutrun.walk(h2, threading.Event()).rollout["verdict"] == decide.KEPT  # type: ignore[index]
+    assert walk.walk(h2, threading.Event()).rollout["verdict"] == decide.KEPT  # type: ignore[index]

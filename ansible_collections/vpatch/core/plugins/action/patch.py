@@ -44,13 +44,13 @@ def _import_vpatch() -> Any:
         from patcher import errors, result
         from patcher.run import engine
         from patcher.specs import catalog
-        from patcher.transports import bundle as transport
+        from patcher.transports import bundle
     except ImportError as exc:
         raise AnsibleActionFail(
             f"vpatch.core.patch needs vpatch on the controller ({exc}): "
             "pip install vpatch into the Python environment that runs ansible-playbook"
         ) from None
-    return catalog, engine, errors, result, transport
+    return catalog, engine, errors, result, bundle
 
 
 class _ModuleTransport:
