@@ -1,6 +1,6 @@
 """Bounds on what a metrics endpoint sends (patcher.serving.model's MAX_*): each hostile
 scrape (tests/support/hostilescrape.py) is read in a process of its own and must be refused,
-with its reason, under a fixed peak memory (resource.getrusage), never by exhausting the
+with its reason, under a fixed peak memory (the process's VmHWM), never by exhausting the
 controller (one hostile `position` label took 5.9 GB before the bounds)."""
 
 from __future__ import annotations
