@@ -1,24 +1,22 @@
 #!/usr/bin/env bash
-# Device side (the lent GPU machine; never in CI): the measurements of a real data-parallel
-# host, three calls back to back after the shared recipe's staging (tests/gpu/README.md), each
-# with `.gpu/run` and `.gpu/vp` carried (the first also `.gpu/cN`, copied to /root/stage first):
-#   A: the envs, three real vLLM 0.24.0 EAGLE-3 servers under one supervisord: the canary
-#      host's two engines e0 (:8000) and e1 (:8002) in /tmp/venv, the control (:8001) in
-#      /tmp/venv2 (hard links); a load client per server, each on its own pace.
-#   B: rollout `engines`: gpu-accept-all-drafts on the two-engine host alone, after/before;
-#      in the window after the patch the script restarts engine e1 (supervisorctl, ~40 s down
-#      and tens of seconds to health): the verdict and the numbers must read as if it had not.
-#   C: pip's bytes back on the canary, then rollout `per-token`: gpu-accept-all-slow against
-#      the control, judged per output token (`max_tpot_p99_ratio`), the per-step numbers in
-#      the report beside; then everything shut down.
-# Everything goes to $OUT: log.txt, each rollout's table and JSON report, the servers' logs,
-# the load clients' summaries, /metrics at the end.
+# Device side (the lent GPU machine; never in CI): a real data-parallel host and a latency gate
+# under speculative decoding, two calls back to back after the shared recipe's staging
+# (tests/gpu/README.md), each with `.gpu/run` and `.gpu/vp` carried (the first also `.gpu/cN`,
+# copied to /root/stage first):
+#   A: the env, two real vLLM 0.24.0 EAGLE-3 servers under one supervisord, the host's two
+#      engines e0 (:8000) and e1 (:8002); a load client per engine, each on its own pace.
+#   B: rollout `engines`: gpu-accept-all-slow (every draft accepted, each step 20 ms slower)
+#      on the two-engine host, judged after/before per output token (`max_tpot_p99_ratio`)
+#      with the per-step numbers beside; in the window after the patch the script restarts
+#      engine e1 (supervisorctl: tens of seconds down, then its counters from zero): the
+#      verdict and the numbers must read as if it had not. Then pip's bytes back, shutdown.
+# Everything goes to $OUT: log.txt, the rollout's table and JSON report, the servers' logs'
+# ends, the load clients' summaries, /metrics at the end.
 set -u
 PHASE=${1:-A}
 G=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/gpu/lib.sh
 . "$G/lib.sh"
-PY2=/tmp/venv2/bin/python
 RESTART=/tmp/restart-canary.sh
 save() {  # two files (the device tool brings back 8 a call): the servers' logs' ends, the load summaries
   tail -n 150 $SV/*.log > "$OUT/servers.log" 2>/dev/null
@@ -26,22 +24,21 @@ save() {  # two files (the device tool brings back 8 a call): the servers' logs'
 }
 roll() {  # roll NAME SPEC INVENTORY ARGS...: one rollout, its table and report into $OUT
   local name=$1 spec=$2 inv=$3; shift 3
-  log "rollout $name: e0 pid $($CTL pid e0), e1 pid $($CTL pid e1), control pid $($CTL pid control)"
+  log "rollout $name: e0 pid $($CTL pid e0), e1 pid $($CTL pid e1)"
   vp rollout "$spec" --inventory "$inv" --level import --restart-timeout 600 --health-timeout 600 \
     --min-drafts 0 --report "$OUT/rollout-$name.json" "$@" > "$OUT/rollout-$name.txt" 2>&1
   local rc=$?
   tee -a "$M" < "$OUT/rollout-$name.txt"
-  log "rollout $name: exit $rc; e0 pid $($CTL pid e0), e1 pid $($CTL pid e1), control pid $($CTL pid control)"
+  log "rollout $name: exit $rc; e0 pid $($CTL pid e0), e1 pid $($CTL pid e1)"
 }
 case "$PHASE" in
 A)
   install_env || exit 1
-  [ -x "$PY2" ] || cp -al /tmp/venv /tmp/venv2
   log "vpatch $(vp --version 2>&1); $("$PY" -I -c 'import torch; print(torch.cuda.get_device_name(0))' 2>&1 | tail -1)"
-  # vLLM 0.24's memory share counts what the GPU's other processes hold: the control first
-  # (0.2), then e0 (up to 0.5 of the GPU with the control's), then e1 (0.8 with both); the
-  # same order whenever one restarts, so every start finds the same room.
-  supervisor_conf "control:$PY2:8001:0.2" "e0:$PY:8000:0.5" "e1:$PY:8002:0.8"
+  # vLLM 0.24's memory share counts what the GPU's other processes hold: e0 first (0.35),
+  # then e1 (0.7 with e0's); the same order whenever they restart, so every start finds the
+  # same room (e1 alone restarted finds e0's share taken, as at its first start).
+  supervisor_conf "e0:$PY:8000:0.35" "e1:$PY:8002:0.7"
   cat > $RESTART <<SH
 #!/bin/sh
 # the canary host's restart: both engines, one after the other (each start measures the room)
@@ -61,13 +58,11 @@ restart = \"$RESTART\"
 health = \"http://127.0.0.1:8000/health\"
 metrics = [\"http://127.0.0.1:8000/metrics\", \"http://127.0.0.1:8002/metrics\"]"
   echo "$canary_host" > /tmp/hosts-engines.toml
-  printf '%s\n\n[[host]]\nname = "control"\naddress = "local"\npython = "%s"\nmetrics = "http://127.0.0.1:8001/metrics"\n' \
-    "$canary_host" "$PY2" > /tmp/hosts-control.toml
   "$PY" -m supervisor.supervisord -c $SV/supervisord.conf || { log "supervisord did not start"; exit 1; }
-  for s in control:8001 e0:8000 e1:8002; do
+  for s in e0:8000 e1:8002; do
     $CTL start "${s%%:*}" >/dev/null; healthy "http://127.0.0.1:${s##*:}" 300 || { save; exit 1; }
   done
-  load control 8001 4; load e0 8000 4; load e1 8002 4
+  load e0 8000 4; load e1 8002 4
   sleep 10
   save
   log "phase A done"
@@ -86,24 +81,14 @@ B)
     log "engine e1 back (pid $($CTL pid e1))"
   ) &
   killer=$!
-  roll engines "$G/specs/gpu-accept-all-drafts.toml" /tmp/hosts-engines.toml \
-    --window 100 --min-acceptance 0.4 --min-throughput-ratio 0.5
+  roll engines "$G/specs/gpu-accept-all-slow.toml" /tmp/hosts-engines.toml \
+    --window 120 --min-acceptance 0.4 --min-throughput-ratio 0.5
   wait $killer
-  save
-  log "phase B done"
-  ;;
-C)
-  [ -S $SV/supervisor.sock ] || { log "phase A's servers are gone"; exit 1; }
-  vp rollback --python "$PY" >> "$M" 2>&1
-  $RESTART && log "canary back on pip's bytes, both engines healthy"
-  sleep 10
-  roll per-token "$G/specs/gpu-accept-all-slow.toml" /tmp/hosts-control.toml \
-    --control 1 --window 20 --max-window 60 --scrape-every 2 --min-acceptance 0.4
-  for p in 8000 8001 8002; do echo "# :$p"; curl -s "http://127.0.0.1:$p/metrics"; done > "$OUT/metrics.txt"
-  unload control; unload e0; unload e1
+  for p in 8000 8002; do echo "# :$p"; curl -s "http://127.0.0.1:$p/metrics"; done > "$OUT/metrics.txt"
+  unload e0; unload e1
   vp rollback --python "$PY" >> "$M" 2>&1
   $CTL shutdown >> "$M" 2>&1
   save
-  log "phase C done"
+  log "phase B done"
   ;;
 esac
