@@ -416,3 +416,17 @@ def _close_early(early: dict[int, Transport | HostError]) -> None:
     for t in early.values():
         if not isinstance(t, HostError):
             t.close()
+
+
+def metrics_profile_option(p: argparse._ActionsContainer) -> None:
+    """`--metrics-profile ENGINE` (verify --metrics, rollout): its choices are the counter
+    model's profiles (serving.model.PROFILES), so a new engine's profile is one row there."""
+    from patcher.serving.model import PROFILES
+
+    names = sorted(PROFILES)
+    p.add_argument(
+        "--metrics-profile",
+        metavar="ENGINE",
+        choices=names,
+        help=f"whose counter names the endpoints serve: {', '.join(names)} (default: vllm)",
+    )

@@ -388,6 +388,7 @@ def _metrics_options(p: argparse.ArgumentParser) -> None:
         help="scrape twice, SECONDS apart, and judge only the traffic in between "
         "(default: one scrape, the server's lifetime)",
     )
+    _targets.metrics_profile_option(p)
 
 
 def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -398,11 +399,15 @@ def _metrics_values(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--min-acceptance needs --metrics URL", "add --metrics URL")
     if window is not None and url is None:
         raise UsageError("--metrics-window needs --metrics URL", "add --metrics URL")
+    profile = getattr(args, "metrics_profile", None)
+    if profile is not None and url is None:
+        raise UsageError("--metrics-profile needs --metrics URL", "add --metrics URL")
     if url is None:
         return {"metrics_url": None, "min_acceptance": None, "metrics_window": None}
     from patcher.serving import metrics
 
     return {
+        "metrics_profile": profile or "vllm",
         "metrics_url": metrics.check_url(url),
         "min_acceptance": metrics.parse_rate(rate) if rate is not None else None,
         "metrics_window": metrics.parse_window(window) if window is not None else None,

@@ -108,12 +108,7 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         help="seconds between the window's scrapes: each interval one sample "
         "(with --confidence: --window / 20)",
     )
-    g.add_argument(
-        "--metrics-profile",
-        metavar="ENGINE",
-        choices=("vllm", "sglang"),
-        help="whose counter names the endpoints serve: vllm (default) or sglang",
-    )
+    _targets.metrics_profile_option(g)
     g.add_argument(
         "--resume",
         metavar="REPORT",

@@ -58,6 +58,7 @@ class Options:
     metrics_url: str | None = None  # verify: scrape this on each host (the `metrics` probe)
     min_acceptance: float | None = None  # verify: overrides [metrics] min_acceptance_rate
     metrics_window: float | None = None  # verify: judge the counters' increase over N seconds
+    metrics_profile: str = "vllm"  # verify: whose counter names (serving.model.PROFILES)
     adopt: bool = False  # apply: record a hand edit that already has the spec's code as applied
 
 

@@ -418,7 +418,9 @@ def verify(
         if opts.metrics_url:
             from patcher.serving import metrics  # `verify --metrics` only
 
-            scraped = metrics.scrape(transport, opts.metrics_url, window=opts.metrics_window)
+            scraped = metrics.scrape_as(
+                opts.metrics_profile, transport, opts.metrics_url, opts.metrics_window
+            )
         for spec in specs:
             res, variant = verify_spec(spec, facts, rewrite)
             if res.outcome == "modified" and pristine is not None:

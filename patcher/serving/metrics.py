@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from patcher.errors import UsageError
@@ -97,11 +97,15 @@ def pct(rate: float) -> str:
 def _measures(stats: SpecDecodeStats, th: Thresholds) -> tuple[list[str], list[str], str]:
     """(every measure as text, the ones below their threshold, the raw counts)."""
     rate, length = stats.acceptance_rate, stats.mean_acceptance_length
-    assert rate is not None and length is not None
+    assert length is not None
     parts: list[str] = []
     failing: list[str] = []
+    if rate is None:  # drafts without a draft-token counter (SGLang): no rate to judge
+        parts.append(NO_RATE)
+        if th.min_acceptance_rate is not None:
+            failing.append(parts[-1])
     for text, value, minimum, shown in (
-        (f"acceptance {pct(rate)}", rate, th.min_acceptance_rate, pct),
+        *([(f"acceptance {pct(rate)}", rate, th.min_acceptance_rate, pct)] if rate else []),
         (f"mean acceptance length {length:.2f}", length, th.min_mean_acceptance_length, _num),
     ):
         if minimum is None:
@@ -119,6 +123,12 @@ def _measures(stats: SpecDecodeStats, th: Thresholds) -> tuple[list[str], list[s
     return parts, failing, counts
 
 
+NO_RATE = (
+    "acceptance rate cannot be computed: the engine exports no draft-token counter "
+    "(SGLang: only a gauge shows draft tokens)"
+)
+
+
 def _num(x: float) -> str:
     return f"{x:g}"
 
@@ -130,10 +140,10 @@ def evaluate(
     `window`: the stats are the increase over that many seconds (said in the detail)."""
     if stats is None:
         return False, (
-            "inconclusive: the endpoint serves no vllm:spec_decode_* counters "
-            "(is speculative decoding enabled on that server?)"
+            "inconclusive: the endpoint serves no speculative-decoding counters (is "
+            "speculative decoding enabled on that server? is --metrics-profile its engine's?)"
         )
-    if stats.drafts <= 0 or stats.draft_tokens <= 0:
+    if stats.drafts <= 0:
         if window is not None:
             return False, (
                 f"inconclusive: no drafts in the {window:g} s window (the server did not "
@@ -167,6 +177,7 @@ class Scrape:
     seconds: float
     before: Scrape | None = None
     window: float | None = None
+    profile: str = "vllm"  # whose counter names the endpoint serves (model.PROFILES)
 
 
 def scrape(
@@ -190,6 +201,11 @@ def scrape(
     return Scrape(url, second.text, second.error, first.seconds + second.seconds, first, elapsed)
 
 
+def scrape_as(profile: str, transport: Transport, url: str, window: float | None) -> Scrape:
+    """`scrape`, the text to be read by `profile`'s counter names (--metrics-profile)."""
+    return replace(scrape(transport, url, window=window), profile=profile)
+
+
 def _fetch(transport: Transport, url: str, timeout: float) -> Scrape:
     res: dict[str, Any] = transport.call({"op": "fetch", "url": url, "timeout": timeout})
     seconds = float(res.get("seconds", 0.0))
@@ -207,13 +223,14 @@ def probe(
     loaded: bool,
     stale_processes: int = 0,
 ) -> ProbeResult:
-    """The `metrics` probe of one spec on one host."""
+    """The `metrics` probe of one spec on one host, read by the scrape's profile."""
     if got.text is None:
         return ProbeResult(PROBE_NAME, False, f"cannot scrape {got.url}: {got.error}", got.seconds)
     try:
-        now = model.parse(got.text, model.VLLM)
+        names = model.PROFILES[got.profile]
+        now = model.parse(got.text, names)
         if got.before is not None and got.before.text is not None:
-            now = now.since(model.parse(got.before.text, model.VLLM))
+            now = now.since(model.parse(got.before.text, names))
         stats = _stats(now)
     except model.ScrapeRefused as exc:
         return ProbeResult(

@@ -121,7 +121,7 @@ def test_no_drafts_or_no_counters_is_inconclusive_not_passed() -> None:
     ok, detail = metrics.evaluate(SpecDecodeStats(0, 0, 0), Thresholds(), loaded=True)
     assert not ok and detail.startswith("inconclusive: no drafts counted yet")
     ok, detail = metrics.evaluate(None, Thresholds(0.4), loaded=True)
-    assert not ok and "serves no vllm:spec_decode_* counters" in detail
+    assert not ok and "serves no speculative-decoding counters" in detail
 
 
 def test_probe_wraps_fetch_and_parse_errors() -> None:
@@ -290,3 +290,40 @@ def test_a_scrape_over_a_bound_fails_with_its_reason() -> None:
     assert not pr.ok
     assert pr.detail.startswith("http://h/m sent a scrape over vpatch's bounds: "), pr.detail
     assert "position '9999999', above the highest read, 63" in pr.detail
+
+
+SGLANG_TEXT = "\n".join(
+    [
+        "# TYPE sglang:generation_tokens counter",
+        'sglang:generation_tokens_total{model_name="m"} 300',
+        "# TYPE sglang:spec_verify_calls counter",
+        'sglang:spec_verify_calls_total{model_name="m"} 100',
+        "",
+    ]
+)
+
+
+def test_verify_reads_the_profile_it_is_told() -> None:
+    """`verify --metrics --metrics-profile sglang` reads SGLang's names, as the rollout does
+    from the same text: 100 verify rounds (drafts), 200 accepted (300 tokens - 1 per round).
+    Read by vLLM's names the same text has no spec-decode counters at all."""
+    as_sglang = Scrape("http://h/metrics", SGLANG_TEXT, None, 0.1, profile="sglang")
+    pr = metrics.probe(as_sglang, None, None, loaded=True)
+    assert pr.ok and "100 drafts" in pr.detail and "mean acceptance length 3.00" in pr.detail
+    assert metrics.NO_RATE in pr.detail  # no draft-token counter: said, not guessed
+    gated = metrics.probe(as_sglang, None, 0.4, loaded=True)  # a rate it cannot compute fails
+    assert not gated.ok and metrics.NO_RATE in gated.detail, gated.detail
+    as_vllm = Scrape("http://h/metrics", SGLANG_TEXT, None, 0.1)
+    assert "100 drafts" not in metrics.probe(as_vllm, None, None, loaded=True).detail
+
+
+def test_metrics_profile_choices_are_the_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    from patcher.serving.model import PROFILES
+
+    for command in ("verify", "rollout"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        assert all(name in out for name in PROFILES), (command, out)
+    assert cli.main(["verify", "x", "--metrics-profile", "sglang"]) == 2
+    assert "--metrics-profile needs --metrics URL" in capsys.readouterr().err
