@@ -35,10 +35,10 @@ case "$PHASE" in
 A)
   install_env || exit 1
   log "vpatch $(vp --version 2>&1); $("$PY" -I -c 'import torch; print(torch.cuda.get_device_name(0))' 2>&1 | tail -1)"
-  # vLLM 0.24's memory share counts what the GPU's other processes hold: e0 first (0.35),
-  # then e1 (0.7 with e0's); the same order whenever they restart, so every start finds the
-  # same room (e1 alone restarted finds e0's share taken, as at its first start).
-  supervisor_conf "e0:$PY:8000:0.35" "e1:$PY:8002:0.7"
+  # vLLM 0.24 asks for its share of the whole GPU and refuses to start when less than that is
+  # free ("Free memory on device ... is less than desired GPU memory utilization"): two
+  # engines of 0.35 each fit beside each other, whichever starts or restarts first.
+  supervisor_conf "e0:$PY:8000:0.35" "e1:$PY:8002:0.35"
   cat > $RESTART <<SH
 #!/bin/sh
 # the canary host's restart: both engines, one after the other (each start measures the room)
@@ -60,7 +60,7 @@ metrics = [\"http://127.0.0.1:8000/metrics\", \"http://127.0.0.1:8002/metrics\"]
   echo "$canary_host" > /tmp/hosts-engines.toml
   "$PY" -m supervisor.supervisord -c $SV/supervisord.conf || { log "supervisord did not start"; exit 1; }
   for s in e0:8000 e1:8002; do
-    $CTL start "${s%%:*}" >/dev/null; healthy "http://127.0.0.1:${s##*:}" 300 || { save; exit 1; }
+    $CTL start "${s%%:*}" >/dev/null; healthy "http://127.0.0.1:${s##*:}" 300 "${s%%:*}" || { save; exit 1; }
   done
   load e0 8000 4; load e1 8002 4
   sleep 10
@@ -77,7 +77,7 @@ B)
     sleep 5
     log "restarting engine e1 inside the window (pid $($CTL pid e1))"
     $CTL restart e1 >/dev/null
-    healthy http://127.0.0.1:8002 300
+    healthy http://127.0.0.1:8002 300 e1
     log "engine e1 back (pid $($CTL pid e1))"
   ) &
   killer=$!

@@ -14,10 +14,13 @@ SPEC_CFG='{"method":"eagle3","model":"'$R'/drafter","num_speculative_tokens":3}'
 SERVE="-m vllm.entrypoints.openai.api_server --model $R/target --served-model-name tiny-dsv3 --speculative-config '$SPEC_CFG' --load-format dummy --enforce-eager --max-model-len 2048 --skip-tokenizer-init --host 127.0.0.1"
 log() { echo "[$(date +%T) t=${SECONDS}s] $*" | tee -a "$M"; }
 vp() { "$PY" -c 'import sys; from patcher.entry import main; sys.exit(main())' "$@"; }
-healthy() {  # healthy URL TIMEOUT
+healthy() {  # healthy URL TIMEOUT [PROGRAM]: gives up at once when PROGRAM (supervisord's) exited
   local t0=$SECONDS
   while [ $((SECONDS - t0)) -lt "$2" ]; do
     [ "$(curl -s -o /dev/null -w '%{http_code}' -m 2 "$1/health")" = 200 ] && { log "$1 healthy after $((SECONDS - t0)) s"; return 0; }
+    if [ -n "${3:-}" ] && ! $CTL status "$3" | grep -qE 'RUNNING|STARTING'; then
+      log "$3 exited before $1 was healthy"; tail -n 30 $SV/*.log; return 1
+    fi
     sleep 0.5
   done
   log "$1 not healthy in $2 s"; tail -n 30 $SV/*.log; return 1
