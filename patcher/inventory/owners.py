@@ -39,7 +39,8 @@ def refused(path: str, why: str) -> SpecError:
 def read(path: str, trust: bool) -> str:
     """The inventory's text, read from one descriptor that was checked (unless `trust`): a
     regular file that is this user's or root's and closed to others, in a directory of the
-    same kind. OSError and UnicodeDecodeError are the caller's to word."""
+    same kind or a root-owned sticky one (/tmp). OSError and UnicodeDecodeError are the
+    caller's to word."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO must not hang us
     with os.fdopen(fd, "rb") as fh:
         st = os.fstat(fd)
@@ -50,10 +51,17 @@ def read(path: str, trust: bool) -> str:
             if why:
                 raise refused(path, why)
             parent = os.path.dirname(_real(fd, path))
-            why = writer_problem(os.stat(parent))
+            where = os.stat(parent)
+            why = None if _sticky_roots(where) else writer_problem(where)
             if why:
                 raise refused(path, f"its directory {parent} is {why}")
         return fh.read(_READ_MAX).decode("utf-8")
+
+
+def _sticky_roots(st: os.stat_result) -> bool:
+    """A directory like /tmp: root's, with the sticky bit, so that others may add files there
+    but never rename or remove this user's own (the file itself was checked)."""
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and bool(st.st_mode & stat.S_ISVTX)
 
 
 def _real(fd: int, path: str) -> str:

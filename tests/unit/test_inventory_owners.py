@@ -34,6 +34,23 @@ def test_a_world_writable_inventory_is_refused_and_trusted_only_on_request(tmp_p
     assert load_inventory(str(inv), {}, trust=True).names() == ["h1"]
 
 
+def test_a_sticky_roots_directory_like_tmp_holds_an_inventory_an_open_one_does_not(
+    tmp_path: Path,
+) -> None:
+    """In /tmp (root's, mode 1777) others may add files but never rename or remove this
+    user's: an inventory written there is read. The same directory without the sticky bit
+    lets anyone swap the file: refused, naming the directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    inv = _hosts(shared)
+    assert load_inventory(str(inv), {}).names() == ["h1"]
+    shared.chmod(0o777)
+    with pytest.raises(SpecError) as got:
+        load_inventory(str(inv), {})
+    assert f"its directory {shared} is writable by group or others" in got.value.message
+
+
 def test_an_identity_the_inventory_names_is_checked_too(tmp_path: Path) -> None:
     key = tmp_path / "id_ed25519"
     key.write_text("not a key\n")
