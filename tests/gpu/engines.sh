@@ -83,7 +83,8 @@ B)
   killer=$!
   roll engines "$G/specs/gpu-accept-all-slow.toml" /tmp/hosts-engines.toml \
     --window 120 --min-acceptance 0.4 --min-throughput-ratio 0.5
-  wait $killer
+  kill $killer 2>/dev/null  # a rollout that ended before its window leaves it waiting
+  wait $killer 2>/dev/null
   for p in 8000 8002; do echo "# :$p"; curl -s "http://127.0.0.1:$p/metrics"; done > "$OUT/metrics.txt"
   unload e0; unload e1
   vp rollback --python "$PY" >> "$M" 2>&1
