@@ -243,20 +243,21 @@ def test_a_p95_gate_is_one_row_judged_on_p95(monkeypatch: pytest.MonkeyPatch) ->
     `[metrics]` key: the thresholds, the table's keys and the judgement follow, and it is
     judged on the window's p95, not its p99 (94 of 100 requests under 1 s, 6 in 1..2.5 s:
     p95 1.25 s, p99 2.25 s; a 2 s ceiling holds for the one and not the other)."""
-    ratio, ceiling = gates.latency_rows("e2e", E2E, "seconds", "requests", quantile=0.95)
+    # a name no real gate has: the table may gain a real p95 row without this test noticing
+    ratio, ceiling = gates.latency_rows("trial_e2e", E2E, "seconds", "requests", quantile=0.95)
     assert (ceiling.name, ceiling.key, ratio.key) == (
-        "e2e_p95",
-        "max_e2e_p95_s",
-        "max_e2e_p95_ratio",
+        "trial_e2e_p95",
+        "max_trial_e2e_p95_s",
+        "max_trial_e2e_p95_ratio",
     )
     monkeypatch.setattr(gates, "GATES", (*gates.GATES, ceiling))
-    assert "max_e2e_p95_s" in gates.keys()
-    spec = types.SimpleNamespace(max_e2e_p95_s=2.0)  # the spec's new key, as a table reads
+    assert "max_trial_e2e_p95_s" in gates.keys()
+    spec = types.SimpleNamespace(max_trial_e2e_p95_s=2.0)  # the spec's new key, as a table reads
     g = gates.Gates.of([spec])
-    assert g.to_json()["max_e2e_p95_s"] == 2.0
+    assert g.to_json()["max_trial_e2e_p95_s"] == 2.0
     w = _e2e_window(94, 6)
     [got] = judging.judge(None, w, g)
-    assert got.ok and got.value == pytest.approx(1.25) and got.name == "e2e_p95", got
+    assert got.ok and got.value == pytest.approx(1.25) and got.name == "trial_e2e_p95", got
     assert got.detail == "1.25 s <= 2.00 s" and got.unit == "seconds"
     [p99] = judging.judge(None, w, gates.Gates.make(max_e2e_p99_s=2.0))
     assert not p99.ok and p99.value == pytest.approx(2.25)
