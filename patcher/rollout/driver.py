@@ -17,7 +17,7 @@ from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import recheck, settings, walk
-from patcher.rollout.lease import HINT, Lease, Refused, ttl_for
+from patcher.rollout.lease import HINT, Refused, ttl_for
 from patcher.rollout.report import LiveReport, default_report, load_report
 from patcher.rollout.resume import RESUME_CHANGED, RESUME_CONTINUE, RESUME_REFUSE, Resume
 from patcher.rollout.settings import Settings
@@ -179,16 +179,8 @@ def leased_walk(
     holder named: nothing ran there."""
     from patcher.errors import VpatchError
     from patcher.rollout import decide
-    from patcher.transports.base import SessionTransport
 
-    lease = Lease(
-        h.transport,
-        h.run,
-        [s.id for s in h.specs],
-        h.state_dir,
-        session=isinstance(h.transport, SessionTransport),
-        ctx=h.ctx,
-    )
+    lease = walk.lease_of(h)
     first = decide.next_step(h.plan, h.done) or decide.BASELINE
     try:
         lease.take(ttl_for(first, h.cfg, walk.HEALTH_CALL), resume)

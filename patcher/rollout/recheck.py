@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.agent import protocol
 from patcher.errors import VpatchError
 from patcher.rollout import decide, resume, walk
-from patcher.rollout.lease import Lease, Refused, ttl_for
+from patcher.rollout.lease import Refused, ttl_for
 
 if TYPE_CHECKING:
     from patcher.result import HostResult
@@ -66,18 +66,9 @@ def changed(h: walk._Host, recorded: bool = False) -> HostResult:
     of this run holds the host any more. A lease the host refuses (another controller of
     this run still beats) leaves the journal as it is, said in a warning. `recorded`: the
     journal says so already (an earlier --resume found it): nothing is asked of the host."""
-    from patcher.transports.base import SessionTransport
-
     if recorded:
         return walk.finish(h)
-    lease = Lease(
-        h.transport,
-        h.run,
-        [s.id for s in h.specs],
-        h.state_dir,
-        session=isinstance(h.transport, SessionTransport),
-        ctx=h.ctx,
-    )
+    lease = walk.lease_of(h)
     last, ok = h.done[-1] if h.done else (decide.BASELINE, True)
     entry = protocol.step_entry(
         run=h.run,

@@ -485,6 +485,21 @@ def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
     return error
 
 
+def lease_of(h: _Host) -> Lease:
+    """The host's rollout lease for this run and its specs (not taken yet): a session
+    transport beats it inside the agent's session, any other by one call a beat."""
+    from patcher.transports.base import SessionTransport
+
+    return Lease(
+        h.transport,
+        h.run,
+        [s.id for s in h.specs],
+        h.state_dir,
+        session=isinstance(h.transport, SessionTransport),
+        ctx=h.ctx,
+    )
+
+
 def new_run() -> str:
     import os
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from patcher.errors import SpecError
 from patcher.specs.names import ID
+from patcher.transports.ownedfile import group_named, user_named
 
 if TYPE_CHECKING:
     from patcher.specs.model import PatchSpec
@@ -77,29 +78,11 @@ def writer_problem(st: os.stat_result) -> str | None:
     every input that decides what runs where: a catalog, a wheel source and its directory
     (patcher.wheels.trust), an inventory and its vars files (patcher.inventory.targets)."""
     if st.st_uid not in (os.geteuid(), 0):
-        return f"owned by {_who(st.st_uid)}, not by you (uid {os.geteuid()}) or root"
+        return f"owned by {user_named(st.st_uid)}, not by you (uid {os.geteuid()}) or root"
     if st.st_mode & 0o022:
-        who = "every user" if st.st_mode & 0o002 else f"group {_group(st.st_gid)}"
+        who = "every user" if st.st_mode & 0o002 else f"group {group_named(st.st_gid)}"
         return f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o}: {who})"
     return None
-
-
-def _who(uid: int) -> str:
-    import pwd
-
-    try:
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _group(gid: int) -> str:
-    import grp
-
-    try:
-        return f"{gid} ({grp.getgrgid(gid).gr_name})"
-    except KeyError:
-        return str(gid)
 
 
 def local_problem(d: Path) -> str | None:

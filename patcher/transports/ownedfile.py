@@ -44,3 +44,24 @@ def read_owned(path: Path, limit: int, owner: int | None = None) -> bytes | None
         return None
     finally:
         os.close(fd)
+
+
+def user_named(uid: int) -> str:
+    """`uid N (name)`, as a refusal names who could have written a file (`uid N` alone for a
+    uid no user has)."""
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def group_named(gid: int) -> str:
+    """`N (name)` of a group, or `N` for one without a name."""
+    import grp
+
+    try:
+        return f"{gid} ({grp.getgrgid(gid).gr_name})"
+    except KeyError:
+        return str(gid)

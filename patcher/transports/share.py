@@ -46,6 +46,8 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
+from patcher.transports.ownedfile import group_named, user_named
+
 if TYPE_CHECKING:
     from patcher.transports.ssh import SshOptions
 
@@ -126,33 +128,15 @@ def component_problem(
     if stat.S_ISLNK(mode):
         return f"{path} is a symbolic link"
     if owner not in (0, uid):
-        return f"{path} is owned by {_user(owner)}"
+        return f"{path} is owned by {user_named(owner)}"
     if (not last or want_dir) and not stat.S_ISDIR(mode):
         return f"{path} is not a directory"
     if last and not want_dir and not stat.S_ISREG(mode):
         return f"{path} is not a regular file"
     if not mode & 0o022 or (not last and mode & stat.S_ISVTX and owner == 0):
         return None
-    writer = "every user" if mode & 0o002 else f"group {_group(group)}"
+    writer = "every user" if mode & 0o002 else f"group {group_named(group)}"
     return f"{path} is writable by {writer} (mode {stat.S_IMODE(mode):o})"
-
-
-def _user(uid: int) -> str:
-    import pwd
-
-    try:
-        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
-    except KeyError:
-        return f"uid {uid}"
-
-
-def _group(gid: int) -> str:
-    import grp
-
-    try:
-        return f"{gid} ({grp.getgrgid(gid).gr_name})"
-    except KeyError:
-        return str(gid)
 
 
 def chain_problem(path: str, want_dir: bool = True) -> str | None:
@@ -304,7 +288,7 @@ def owned_dir(path: str, parent_owners: tuple[int, ...]) -> str | None:
     except OSError as exc:
         return f"cannot stat {os.path.dirname(path)} ({exc.strerror})"
     if up.st_uid not in parent_owners:
-        return f"{os.path.dirname(path)} is owned by {_user(up.st_uid)}"
+        return f"{os.path.dirname(path)} is owned by {user_named(up.st_uid)}"
     return chain_problem(path)
 
 

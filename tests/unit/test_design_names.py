@@ -15,7 +15,7 @@ ROOMS = {p.name for p in PATCHER.iterdir() if p.is_dir() and (p / "__init__.py")
 
 # Names the page uses that are not this repo's files, each for its reason.
 NOT_OURS = {
-    "patcher/transports/docker.py": "the new file of the 'Adding a transport' walk-through",
+    "docker.py": "the new file of the 'Adding a transport' walk-through",
     "version.py": "pydantic's file, read by the spec cache's key",
     "apport_python_hook.py": "Debian's stdlib hook a root `.pth` attack plants",
     "sitecustomize.py": "the interpreter's start-up hook an attack plants",
