@@ -25,23 +25,8 @@ from dataclasses import dataclass, replace
 
 from patcher.agent import protocol
 from patcher.serving import stats
-from patcher.serving.gates import Gates, pct
-from patcher.serving.judging import Gate, gates_detail, judge
-from patcher.serving.measures import Measures, measure, measure_series
-from patcher.serving.model import Counters, parse
-
-__all__ = [
-    "Counters",
-    "Gate",
-    "Gates",
-    "Measures",
-    "gates_detail",
-    "judge",
-    "measure",
-    "measure_series",
-    "parse",
-    "pct",
-]
+from patcher.serving.judging import Gate, gates_detail
+from patcher.serving.model import Counters
 
 # Steps, in the order a host takes them; the last three only after a failure. The names are
 # the journal's (protocol.ROLLOUT_STEPS): the agent checks a step entry by them.

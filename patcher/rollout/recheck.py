@@ -20,6 +20,7 @@ from patcher.agent import protocol
 from patcher.errors import VpatchError
 from patcher.rollout import decide, resume, walk
 from patcher.rollout.lease import Refused, ttl_for
+from patcher.serving.judging import judge
 
 if TYPE_CHECKING:
     from patcher.result import HostResult
@@ -56,7 +57,7 @@ def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> resum
         h.changed = decision.why
         return decision
     if decision.action == resume.RESUME_DONE and h.after is not None:
-        h.judged = decide.settle(decide.judge(h.before, h.after, h.gates))
+        h.judged = decide.settle(judge(h.before, h.after, h.gates))
     return decision
 
 

@@ -15,6 +15,7 @@ from patcher.result import HostResult, RunResult
 from patcher.rollout import decide, resume, settings, walk
 from patcher.rollout.settings import Settings
 from patcher.run import fleet
+from patcher.serving.gates import Gates
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
@@ -154,7 +155,7 @@ class LiveReport:
                 warning(f"cannot write the report {self.path}: {why}")
 
 
-def pending(target: Target, cfg: Settings, gates: decide.Gates, run: str) -> dict[str, Any]:
+def pending(target: Target, cfg: Settings, gates: Gates, run: str) -> dict[str, Any]:
     """A live report's `rollout` of a host not started yet: its run and options, no step."""
     return {
         "run": run,

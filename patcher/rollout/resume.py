@@ -24,13 +24,13 @@ from patcher.rollout.decide import (
     ROLLBACK,
     ROLLBACK_RESTART,
     STEPS,
-    Measures,
     Phase,
     Plan,
     is_walk,
     next_step,
     outcome,
 )
+from patcher.serving.measures import Measures
 
 if TYPE_CHECKING:
     from patcher.result import RolloutStep

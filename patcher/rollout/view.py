@@ -12,6 +12,8 @@ from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide
 from patcher.run import fleet
+from patcher.serving.gates import pct
+from patcher.serving.judging import Gate
 
 if TYPE_CHECKING:
     from patcher.rollout.settings import Settings
@@ -32,7 +34,7 @@ HINTS = {
 }
 
 
-def hint_of(verdict: str, judged: Sequence[decide.Gate], cfg: Settings) -> str:
+def hint_of(verdict: str, judged: Sequence[Gate], cfg: Settings) -> str:
     """The hint of a host that did not keep the patch. Not enough evidence is not "serves
     worse": it says what the gates had and how to give the next window more (longer, or
     more samples in the same time)."""
@@ -111,7 +113,7 @@ def table_rows(result: RunResult) -> list[tuple[str, str, str, str, str]]:
             (
                 h.target,
                 r["reached"],
-                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), decide.pct),
+                _pair(before.get("acceptance_rate"), after.get("acceptance_rate"), pct),
                 _pair(before.get("tokens_per_s"), after.get("tokens_per_s"), lambda x: f"{x:.1f}"),
                 r["verdict"],
             )

@@ -24,6 +24,10 @@ from patcher.result import HostResult, take_run
 from patcher.rollout import canary, decide, settings
 from patcher.rollout.lease import Lease, Lost, ttl_for
 from patcher.rollout.settings import Settings
+from patcher.serving.gates import Gates, pct
+from patcher.serving.judging import Gate, judge
+from patcher.serving.measures import Measures, measure_series
+from patcher.serving.model import Counters
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
@@ -64,18 +68,18 @@ class _Host:
     specs: list[PatchSpec]
     opts: Options
     state_dir: str | None
-    gates: decide.Gates
+    gates: Gates
     result: HostResult
     run: str = ""
-    before: decide.Measures | None = None
-    after: decide.Measures | None = None
-    judged: list[decide.Gate] = field(default_factory=list)
+    before: Measures | None = None
+    after: Measures | None = None
+    judged: list[Gate] = field(default_factory=list)
     phases: list[decide.Phase] = field(default_factory=list)
     done: list[tuple[str, bool]] = field(default_factory=list)
     current: str | None = None  # the step running now
-    window_end: decide.Counters | None = None  # the window's last scrape (gates: since)
+    window_end: Counters | None = None  # the window's last scrape (gates: since)
     controls: canary.Controls | None = None  # --control: scraped in the same windows
-    control_after: decide.Measures | None = None  # the control hosts' after-window
+    control_after: Measures | None = None  # the control hosts' after-window
     started: float = field(default_factory=time.monotonic)
     ctx: RunContext | None = None  # the rollout's run (exchange.RunContext)
     lock: threading.Lock = field(default_factory=threading.Lock)  # LiveReport reads it too
@@ -105,7 +109,7 @@ class _Host:
         return self.target.metrics or self.cfg.metrics
 
 
-def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[decide.Counters, float]:
+def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
     controller's monotonic time of it. `missed`: inside a window, an engine that does not
     answer is noted there instead of failing the step (canary.scrape)."""
@@ -122,7 +126,7 @@ class _StepFailed(Exception):
 
 def _measure(
     h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
-) -> decide.Measures:
+) -> Measures:
     """Scrape every --scrape-every until the window closes (its length, or --min-drafts
     drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
     on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
@@ -170,15 +174,15 @@ def _missed_note(missed: list[str], scrapes: int) -> str:
     )
 
 
-def _window(series: list[tuple[decide.Counters, float]]) -> decide.Measures:
+def _window(series: list[tuple[Counters, float]]) -> Measures:
     """A window's measures from its scrapes, (counters, time) in order."""
-    return decide.measure_series([(t, c) for c, t in series])
+    return measure_series([(t, c) for c, t in series])
 
 
-def _describe(m: decide.Measures) -> str:
+def _describe(m: Measures) -> str:
     parts = [f"{m.seconds:.1f} s"]
     if m.acceptance_rate is not None:
-        parts.append(f"acceptance {decide.pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
+        parts.append(f"acceptance {pct(m.acceptance_rate)} ({m.drafts:g} drafts)")
     if m.tokens_per_s is not None:
         parts.append(f"{m.tokens_per_s:.1f} tokens/s")
     parts += canary.describe_latency(m)
@@ -218,7 +222,7 @@ def _step_gates(h: _Host) -> str:
         now, _at = _scrape(h)
         if decide.restarted_since(h.window_end, now):
             raise _StepFailed("the server restarted after the window (its counters went down)")
-    h.judged = decide.settle(decide.judge(h.before, h.after, h.gates, h.control_after))
+    h.judged = decide.settle(judge(h.before, h.after, h.gates, h.control_after))
     ok, detail = decide.gates_outcome(h.judged)
     if not ok:
         h.undecided = decide.undecided(h.judged)

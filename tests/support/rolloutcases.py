@@ -7,6 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from patcher.rollout import decide, resume
+from patcher.serving.gates import Gates
+from patcher.serving.judging import gates_detail, judge
+from patcher.serving.measures import Measures, measure
+from patcher.serving.model import Counters
 
 CASES = Path(__file__).resolve().parent.parent / "cases" / "rollout"
 
@@ -44,18 +48,18 @@ def run_steps(case: dict[str, Any]) -> dict[str, Any]:
     return {"steps": [s for s, _ in done], "reached": reached, "verdict": verdict}
 
 
-def _window(data: dict[str, Any]) -> decide.Measures:
-    start = decide.Counters.of(data["start"])
-    end = decide.Counters.of(data["end"])
-    return decide.measure(start, end, float(data["seconds"]))
+def _window(data: dict[str, Any]) -> Measures:
+    start = Counters.of(data["start"])
+    end = Counters.of(data["end"])
+    return measure(start, end, float(data["seconds"]))
 
 
 def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     g = case["gates"]
-    gates = decide.Gates.make(**g)
+    gates = Gates.make(**g)
     before = _window(case["baseline"]) if case["baseline"] is not None else None
     after = _window(case["after"])
-    ok, detail = decide.gates_detail(decide.judge(before, after, gates))
+    ok, detail = gates_detail(judge(before, after, gates))
     measures = after.to_json()
     keep = ("acceptance_rate", "mean_acceptance_length", "tokens_per_s", "error_rate")
     return {"ok": ok, "detail": detail, "after": {k: measures[k] for k in keep}}

@@ -28,7 +28,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patcher.rollout import decide
+from patcher.serving.model import Counters, parse
 from tests import envs, sshd
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -170,9 +170,9 @@ class RolloutLab:
                 raise AssertionError(f"h{i + 1}: server not healthy after {timeout} s:\n{log}")
             time.sleep(0.5)
 
-    def counters(self, i: int) -> decide.Counters:
+    def counters(self, i: int) -> Counters:
         with urllib.request.urlopen(self.hosts[i].base + "/metrics", timeout=10) as r:
-            return decide.parse(r.read().decode())
+            return parse(r.read().decode())
 
     def files(self, i: int) -> dict[str, bytes]:
         return {rel: self.hosts[i].file(rel).read_bytes() for rel in (SERVER_FILE, MODEL_FILE)}

@@ -12,6 +12,9 @@ from patcher.errors import UsageError
 from patcher.result import HostResult, RunResult
 from patcher.rollout import decide, report, resume, settings, view
 from patcher.run import fleet
+from patcher.serving.gates import Gates
+from patcher.serving.measures import Measures
+from patcher.serving.model import Counters, parse
 from patcher.specs.model import MetricsThresholds
 from tests.support import rolloutcases
 
@@ -46,7 +49,7 @@ def test_there_are_cases_of_every_verdict() -> None:
 def test_gates_take_the_strictest_table_and_the_overrides() -> None:
     a = MetricsThresholds(min_acceptance_rate=0.4, max_error_rate=0.05)
     b = MetricsThresholds(min_acceptance_rate=0.5, min_tokens_per_s_ratio=0.9, max_error_rate=0.01)
-    g = decide.Gates.of([a, None, b])
+    g = Gates.of([a, None, b])
     lim = g.limit
     assert (lim("min_acceptance_rate"), lim("min_tokens_per_s_ratio"), lim("max_error_rate")) == (
         0.5,
@@ -54,10 +57,10 @@ def test_gates_take_the_strictest_table_and_the_overrides() -> None:
         0.01,
     )
     over = {"min_acceptance_rate": 0.2, "min_tokens_per_s_ratio": 1.1}
-    g = decide.Gates.of([a, b], over, allow_no_traffic=True)
+    g = Gates.of([a, b], over, allow_no_traffic=True)
     assert (g.limit("min_acceptance_rate"), g.limit("min_tokens_per_s_ratio")) == (0.2, 1.1)
     assert g.allow_no_traffic
-    assert decide.Gates.of([]) == decide.Gates()
+    assert Gates.of([]) == Gates()
 
 
 def test_parse_reads_vllm_counters_and_error_reasons() -> None:
@@ -80,15 +83,15 @@ def test_parse_reads_vllm_counters_and_error_reasons() -> None:
             "",
         ]
     )
-    assert decide.parse(text) == decide.Counters(15, 45, 9, 300, 10, 2, True)
-    plain = decide.parse("# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 3\n")
-    assert plain == decide.Counters(generation_tokens=3)
+    assert parse(text) == Counters(15, 45, 9, 300, 10, 2, True)
+    plain = parse("# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total 3\n")
+    assert plain == Counters(generation_tokens=3)
     with pytest.raises(ValueError):
-        decide.parse("<html>login</html>\n{{{")
+        parse("<html>login</html>\n{{{")
 
 
 def test_window_closes_on_time_or_on_enough_drafts() -> None:
-    start, now = decide.Counters(drafts=10), decide.Counters(drafts=60)
+    start, now = Counters(drafts=10), Counters(drafts=60)
     assert not decide.window_done(start, now, 5, 120, 100)
     assert decide.window_done(start, now, 5, 120, 50)
     assert decide.window_done(start, now, 120, 120, 100)
@@ -211,7 +214,7 @@ def test_status_reads_the_newest_well_formed_step() -> None:
 
 
 def test_measures_read_back_only_when_every_number_is_one() -> None:
-    m = decide.Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
+    m = Measures(4.0, 200, 0.7, 3.1, 120.5, 0.0, {})
     assert resume.measures_of(m.to_json()) == m
     assert resume.measures_of(dict(m.to_json(), tokens_per_s="fast")) is None
     assert resume.measures_of(dict(m.to_json(), seconds=None)) is None
@@ -267,10 +270,10 @@ def test_step_entries_are_journal_lines_no_fold_or_compaction_trips_on(tmp_path:
 
 
 def test_a_restart_after_the_window_shows_in_the_counters() -> None:
-    end = decide.Counters(100, 300, 200, 1000, 50, 0, True)
+    end = Counters(100, 300, 200, 1000, 50, 0, True)
     assert not decide.restarted_since(end, end)
-    assert not decide.restarted_since(end, decide.Counters(120, 360, 240, 1100, 55, 0, True))
-    assert decide.restarted_since(end, decide.Counters(3, 9, 6, 30, 1, 0, True))
+    assert not decide.restarted_since(end, Counters(120, 360, 240, 1100, 55, 0, True))
+    assert decide.restarted_since(end, Counters(3, 9, 6, 30, 1, 0, True))
 
 
 def test_a_second_ctrl_c_does_not_wait_for_the_hosts_in_flight() -> None:
