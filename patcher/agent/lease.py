@@ -49,7 +49,12 @@ def read(state: statedir.State) -> Optional[Dict[str, Any]]:
         lease = wire.loads(data.decode("utf-8"))
     except ValueError:
         lease = None
-    why = leasing.lease_error(lease) if lease is not None else "not JSON"
+        why = "not JSON"
+    except RecursionError:  # 64 KiB of `[`: nested past the parser's stack, never a lease
+        lease = None
+        why = "JSON nested too deep"
+    else:
+        why = leasing.lease_error(lease)
     if why:
         raise statedir.StateError(
             "unsafe vpatch state: %s is not a rollout lease vpatch wrote (%s); check who "

@@ -280,6 +280,10 @@ def test_a_lease_file_vpatch_did_not_write_is_refused_untouched(tmp_path: Path) 
     assert (res["ok"], res["kind"]) == (False, protocol.STATE)
     assert "is not a rollout lease vpatch wrote" in res["error"]
     assert (state / protocol.LEASE_FILE).read_text() == '{"run": "a1"}'
+    for planted, why in (("[" * 32768, "nested too deep"), ("\xff", "not JSON")):
+        (state / protocol.LEASE_FILE).write_text(planted)  # the agent answers, never crashes
+        res = handle(protocol.lease_request("take", "b2", "x", ["s1"], 60.0, str(state)))
+        assert (res["ok"], res["kind"]) == (False, protocol.STATE) and why in res["error"], res
     os.symlink("/etc/passwd", state / "x")
     (state / protocol.LEASE_FILE).unlink()
     os.symlink(state / "x", state / protocol.LEASE_FILE)
