@@ -403,3 +403,22 @@ def test_a_restart_is_one_series_going_down() -> None:
     # #1's drafts read 10 then 10: a series that did not go down shows no restart (its
     # increase 0), Prometheus' blind spot, as docs/rollout.md says.
     assert inc.drafts == 0
+
+
+def test_a_counter_exported_without_total_is_read_by_its_family() -> None:
+    """An engine whose counter samples lack the `_total` suffix (`# TYPE x counter` then
+    `x 300`, which the exposition format allows) is read as one that has it: a counter is
+    matched by its family, so it never reads 0."""
+    bare = "\n".join(
+        [
+            "# TYPE vllm:generation_tokens counter",
+            'vllm:generation_tokens{engine="0"} 300',
+            "# TYPE vllm:spec_decode_num_drafts counter",
+            'vllm:spec_decode_num_drafts{engine="0"} 10',
+            "",
+        ]
+    )
+    suffixed = bare.replace("tokens{", "tokens_total{").replace("drafts{", "drafts_total{")
+    for text in (bare, suffixed):
+        c = parse(text, VLLM)
+        assert (c.generation_tokens, c.drafts) == (300, 10), text
