@@ -18,7 +18,7 @@ from rich.text import Text
 from patcher.output import colour
 from patcher.output.inert import clean, line
 from patcher.plan.verdicts import MATRIX_FAILING
-from patcher.wheels.matrix import Matrix, Progress, Release
+from patcher.wheels.matrix import Matrix, MatrixProgress, Release
 
 _STYLE = {
     "would_apply": "yellow",
@@ -83,7 +83,7 @@ def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
         out.write("".join(line.rstrip() + "\n" for line in buf.getvalue().splitlines()))
 
 
-class Bar(Progress):
+class Bar(MatrixProgress):
     """Releases decided / total on stderr, with what is downloading now."""
 
     def __init__(self) -> None:
@@ -124,6 +124,6 @@ class Bar(Progress):
         self.bar.stop()
 
 
-def progress_for(quiet: bool) -> Progress:
+def progress_for(quiet: bool) -> MatrixProgress:
     """A live bar on a terminal; silence under --json or when stderr is a pipe or file."""
-    return Progress() if quiet or not sys.stderr.isatty() else Bar()
+    return MatrixProgress() if quiet or not sys.stderr.isatty() else Bar()

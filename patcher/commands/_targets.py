@@ -314,7 +314,7 @@ def ray_targets(args: argparse.Namespace) -> list[Target]:
     ]
 
 
-def _open(target: Target, args: argparse.Namespace) -> Transport:
+def open_target(target: Target, args: argparse.Namespace) -> Transport:
     """The target's transport, chosen by `transports.open_transport` from these options; -v
     names its kind (the host's own, an inventory's `transport`, or the run's)."""
     from patcher.output import progress
@@ -405,7 +405,7 @@ def _start_early(
     out: dict[int, Transport | HostError] = {}
     for i in fleet.first_wave(policy, len(targets)):
         try:
-            transport = out[i] = _open(targets[i], args)
+            transport = out[i] = open_target(targets[i], args)
             transports.start(transport)
         except HostError as exc:
             out[i] = exc

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             args.package,
             args.files,
             targets,
-            lambda t: _targets._open(t, args),
+            lambda t: _targets.open_target(t, args),
             args.state_dir,
             args.parallel,
             pristine,
@@ -205,7 +205,7 @@ def _from_host_wheels(
             continue
         request = {"op": "wheel_members", "path": args.host_wheel, "files": [f.rel for f in want]}
         try:
-            transport = _targets._open(target, args)
+            transport = _targets.open_target(target, args)
             try:
                 got = exchange.call(transport, request).get("members") or {}
             finally:

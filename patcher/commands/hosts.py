@@ -274,7 +274,7 @@ def _one_host(
     try:
         if isinstance(early, HostError):
             raise early
-        transport = early if early is not None else _targets._open(target, args)
+        transport = early if early is not None else _targets.open_target(target, args)
     except HostError as exc:
         return engine.connect_error(target.name, exc)
     try:

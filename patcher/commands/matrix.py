@@ -34,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     [spec] = catalog.load_all([args.spec])
     if args.jobs < 1:
         raise UsageError("--jobs must be at least 1", "e.g. --jobs 4")
-    from patcher.wheels.store import Progress, Store
+    from patcher.wheels.store import DownloadProgress, Store
 
     progress = _matrixview.progress_for(args.json)
     store = Store.for_run(  # the matrix's bar says
-        args.wheelhouse, args.platform, Progress(), refresh=args.refresh
+        args.wheelhouse, args.platform, DownloadProgress(), refresh=args.refresh
     )
     table, _stats = matrix.build(
         spec,

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         request,
         targets,
         policy,
-        lambda t: _targets._open(t, args),
+        lambda t: _targets.open_target(t, args),
         lines,
         started,
         kind_of=lambda t: _targets.kind_of(t, args),
@@ -244,7 +244,7 @@ def _release_on(target: Target, args: argparse.Namespace, run_id: str) -> HostRe
 
     host = HostResult(target=target.name)
     try:
-        transport = _targets._open(target, args)
+        transport = _targets.open_target(target, args)
         try:
             session = isinstance(transport, SessionTransport)
             lease = Lease(transport, run_id, [], args.state_dir, session=session)

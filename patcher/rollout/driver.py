@@ -136,7 +136,7 @@ def drive(
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
 
 
-def _resumed(h: walk._Host, said: list[tuple[str, bool]] | None) -> HostResult | None:
+def _resumed(h: walk.Host, said: list[tuple[str, bool]] | None) -> HostResult | None:
     """--resume on one host (recheck.resume_host): None when its walk goes on, else its
     result: done, changed since (journaled), or not resumed (a person looks)."""
     try:
@@ -167,10 +167,10 @@ def one_host(
 
 
 def leased_walk(
-    h: walk._Host,
+    h: walk.Host,
     resume: bool = False,
     ctrl_c: threading.Event | None = None,
-    on_step: Callable[[walk._Host], None] | None = None,
+    on_step: Callable[[walk.Host], None] | None = None,
 ) -> HostResult:
     """walk.walk under the host's rollout lease: taken before the first step
     (`resume`: this run's, taken over once its old controller is gone), beaten as the host
@@ -195,7 +195,7 @@ def leased_walk(
     return result
 
 
-def _refused(h: walk._Host, error: str, hint: str) -> HostResult:
+def _refused(h: walk.Host, error: str, hint: str) -> HostResult:
     from patcher.rollout import decide
 
     host = walk.finish(h)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from patcher.result import HostResult
 
 
-def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> resume.Resume:
+def resume_host(h: walk.Host, reported: list[tuple[str, bool]] | None) -> resume.Resume:
     """Read the host's journal steps, look at the host again, and decide
     (rolloutresume.resume, rolloutresume.changes); `h` then holds the steps and measures its
     journal recorded (to walk on from, on `continue`), and on `changed` what changed."""
@@ -61,7 +61,7 @@ def resume_host(h: walk._Host, reported: list[tuple[str, bool]] | None) -> resum
     return decision
 
 
-def changed(h: walk._Host, recorded: bool = False) -> HostResult:
+def changed(h: walk.Host, recorded: bool = False) -> HostResult:
     """The result of a host found changed (h.changed), its verdict journaled: the run's
     lease taken (over, when its controller is gone) and given up with the entry, so nothing
     of this run holds the host any more. A lease the host refuses (another controller of

@@ -60,7 +60,7 @@ class LiveReport:
         self.gates = settings.gates_of(tables, cfg)
         self.cfg = cfg
         self.run = run
-        self.live: dict[int, walk._Host] = {}  # hosts that started (by target index)
+        self.live: dict[int, walk.Host] = {}  # hosts that started (by target index)
         self.finished: dict[int, HostResult] = {}
         self._cond = threading.Condition()
         self._asked = 0  # writes asked for
@@ -129,7 +129,7 @@ class LiveReport:
                 self._written = covers
                 self._cond.notify_all()
 
-    def step(self, h: walk._Host) -> None:
+    def step(self, h: walk.Host) -> None:
         self.write()
 
     def ended(self, i: int, result: HostResult) -> HostResult:

@@ -59,7 +59,7 @@ def _now() -> str:
 
 
 @dataclass
-class _Host:
+class Host:
     """What one host's rollout has learnt so far (read by a second Ctrl-C's report too)."""
 
     target: Target
@@ -109,7 +109,7 @@ class _Host:
         return self.target.metrics or self.cfg.metrics
 
 
-def _scrape(h: _Host, missed: list[str] | None = None) -> tuple[Counters, float]:
+def _scrape(h: Host, missed: list[str] | None = None) -> tuple[Counters, float]:
     """One scrape on the host (every endpoint it has, summed): its counters and the
     controller's monotonic time of it. `missed`: inside a window, an engine that does not
     answer is noted there instead of failing the step (canary.scrape)."""
@@ -124,9 +124,7 @@ class _StepFailed(Exception):
     pass
 
 
-def _measure(
-    h: _Host, sleep: Callable[[float], None] = time.sleep, after: bool = False
-) -> Measures:
+def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool = False) -> Measures:
     """Scrape every --scrape-every until the window closes (its length, or --min-drafts
     drafts); the after-window (`after`) scrapes the control hosts at each tick too, and goes
     on while a gate's evidence is short, up to --max-window (canary.extend decides)."""
@@ -190,7 +188,7 @@ def _describe(m: Measures) -> str:
     return ", ".join(parts)
 
 
-def _step_baseline(h: _Host) -> str:
+def _step_baseline(h: Host) -> str:
     """Plan first, measure after: apply's plan (a dry run: inspect and plan, nothing
     written) must say the patch can go on before a window is spent measuring the server
     (a hand-edited file, `modified`, was refused only after it)."""
@@ -202,14 +200,14 @@ def _step_baseline(h: _Host) -> str:
     return _describe(h.before) + h.missed
 
 
-def _step_window(h: _Host) -> str:
+def _step_window(h: Host) -> str:
     h.after = _measure(h, after=True)
     if h.control_after is not None:
         return f"{_describe(h.after)}{h.missed}; control: {_describe(h.control_after)}"
     return _describe(h.after) + h.missed
 
 
-def _step_gates(h: _Host) -> str:
+def _step_gates(h: Host) -> str:
     """The gates, once the server measured is known to be still there: healthy (one try) and
     not restarted since the window closed (a crash right after its last scrape)."""
     assert h.after is not None
@@ -230,7 +228,7 @@ def _step_gates(h: _Host) -> str:
     return detail
 
 
-def _engine_step(h: _Host, which: str) -> str:
+def _engine_step(h: Host, which: str) -> str:
     """apply, rollback, or `plan`: apply's dry run (the baseline's first look)."""
     from patcher.run import engine, exchange
 
@@ -253,7 +251,7 @@ def _engine_step(h: _Host, which: str) -> str:
     return outcomes
 
 
-def _step_restart(h: _Host) -> str:
+def _step_restart(h: Host) -> str:
     cmd = h.restart
     assert cmd is not None
     t = h.cfg.restart_timeout
@@ -268,7 +266,7 @@ def _step_restart(h: _Host) -> str:
     return f"`{cmd}` exited 0 after {took}"
 
 
-def _step_health(h: _Host) -> str:
+def _step_health(h: Host) -> str:
     """GET the URL on the host until it answers 200 or --health-timeout passed, the calls
     paced by patcher.rollout.healthpoll (never faster than its INTERVAL, at the deadline too); the
     tries reported are the agent's own count of its requests."""
@@ -300,7 +298,7 @@ def _step_health(h: _Host) -> str:
         last = str(res.get("error") or f"HTTP {res.get('status')}")
 
 
-def _ask(h: _Host, request: dict[str, Any], timeout: float, what: str, hint: str) -> dict[str, Any]:
+def _ask(h: Host, request: dict[str, Any], timeout: float, what: str, hint: str) -> dict[str, Any]:
     """One agent request of a step, through the run's exchange (patcher.run.exchange.call:
     counted in the rollout's stats, shown by -v); an error answer is an AgentError saying
     "agent refused `what`", with its kind's hint or `hint`."""
@@ -311,14 +309,14 @@ def _ask(h: _Host, request: dict[str, Any], timeout: float, what: str, hint: str
     )
 
 
-def _beat(h: _Host, step: str, force: bool = True) -> None:
+def _beat(h: Host, step: str, force: bool = True) -> None:
     """The host's lease beaten for `step` (rolloutlease.ttl_for); without `force`, only when
     a beat is due (the short calls of a window or a health wait). Lost propagates."""
     if h.lease is not None:
         h.lease.beat(ttl_for(step, h.cfg, HEALTH_CALL), force)
 
 
-_STEPS: dict[str, Callable[[_Host], str]] = {
+_STEPS: dict[str, Callable[[Host], str]] = {
     decide.BASELINE: _step_baseline,
     decide.APPLY: lambda h: _engine_step(h, "apply"),
     decide.RESTART: _step_restart,
@@ -340,17 +338,17 @@ def _host(
     cfg: Settings,
     run: str,
     ctx: RunContext | None = None,
-) -> _Host:
+) -> Host:
     tables = [s.metrics for s in specs]
     gates = settings.gates_of(tables, cfg)
     host = HostResult(target=target.name)
-    return _Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
+    return Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
 
 def walk(
-    h: _Host,
+    h: Host,
     ctrl_c: threading.Event | None = None,
-    on_step: Callable[[_Host], None] | None = None,
+    on_step: Callable[[Host], None] | None = None,
 ) -> HostResult:
     """Walk the step machine on one host from where `h` is; every phase recorded with its
     times, here and (right after it ran) in the host's journal. After a Ctrl-C (`ctrl_c`)
@@ -388,7 +386,7 @@ def walk(
     return finish(h)
 
 
-def _record(h: _Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[str, bool]]) -> None:
+def _record(h: Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[str, bool]]) -> None:
     """The step into the host's journal (protocol.step_entry); `done`: the walk with it. A
     host whose journal cannot take it goes on (the step itself ran); the warning says
     --resume cannot rely on it."""
@@ -421,7 +419,7 @@ def _record(h: _Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[s
 
 
 def _journal(
-    h: _Host, request: dict[str, Any], refused: str, timeout: float | None
+    h: Host, request: dict[str, Any], refused: str, timeout: float | None
 ) -> dict[str, Any]:
     """A request to the host's journal (a step recorded, its steps read back), through the
     run's exchange as a step's are (`_ask`); `refused` "": the agent's error alone."""
@@ -432,7 +430,7 @@ def _journal(
     )
 
 
-def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
+def finish(h: Host, note: str = "", running: bool = False) -> HostResult:
     """The host's result from its walk so far (whole, stopped by Ctrl-C, or refused); with
     `running`, as a report written while it runs shows it (rolloutreport). `h` is left as it
     is: a live report takes this many times."""
@@ -469,7 +467,7 @@ def finish(h: _Host, note: str = "", running: bool = False) -> HostResult:
     return host
 
 
-def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
+def _error_of(h: Host, verdict: str, note: str, running: bool) -> str | None:
     """The host's `error` line for its verdict (None: it kept the patch, no line)."""
     if h.lost:
         return f"stopped: {h.lost}; this controller touches the host no more"
@@ -489,7 +487,7 @@ def _error_of(h: _Host, verdict: str, note: str, running: bool) -> str | None:
     return error
 
 
-def lease_of(h: _Host) -> Lease:
+def lease_of(h: Host) -> Lease:
     """The host's rollout lease for this run and its specs (not taken yet): a session
     transport beats it inside the agent's session, any other by one call a beat."""
     from patcher.transports.base import SessionTransport

@@ -181,7 +181,7 @@ class Decisions:
 # Running the matrix
 
 
-class Progress:
+class MatrixProgress:
     """Silent by default; the CLI swaps in a rich bar on a terminal."""
 
     def start(self, total: int) -> None: ...
@@ -198,7 +198,7 @@ class Runner:
     cache: Cache
     jobs: int = DEFAULT_JOBS
     platforms: Sequence[str] = ()
-    progress: Progress = field(default_factory=Progress)
+    progress: MatrixProgress = field(default_factory=MatrixProgress)
     stats: Stats = field(default_factory=Stats)
     store: Store | None = None
 
@@ -277,7 +277,7 @@ def build(
     jobs: int = DEFAULT_JOBS,
     platforms: Sequence[str] = (),
     cache_root: Path | None = None,
-    progress: Progress | None = None,
+    progress: MatrixProgress | None = None,
     list_versions: Callable[..., list[Version]] | None = None,
     store: Store | None = None,
 ) -> tuple[Matrix, Stats]:
@@ -331,7 +331,7 @@ def build(
         Cache(cache_root or default_cache(), spec.package),
         jobs=jobs,
         platforms=platforms,
-        progress=progress or Progress(),
+        progress=progress or MatrixProgress(),
         store=store,
     )
     try:

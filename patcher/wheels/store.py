@@ -73,7 +73,7 @@ def default_root() -> Path:
 # Progress
 
 
-class Progress:
+class DownloadProgress:
     """Silent by default; StderrProgress is the CLI's (rich on a terminal, else one line)."""
 
     def fetching(self, what: str) -> None: ...
@@ -81,7 +81,7 @@ class Progress:
     def fetched(self, what: str) -> None: ...
 
 
-class StderrProgress(Progress):
+class StderrProgress(DownloadProgress):
     """A rich bar on a terminal; on a pipe, one line when a download outlasts a second."""
 
     def __init__(self) -> None:
@@ -134,9 +134,9 @@ class StderrProgress(Progress):
                 self.live = None
 
 
-def progress_for(silent: bool) -> Progress:
+def progress_for(silent: bool) -> DownloadProgress:
     """A silent progress under --json, else StderrProgress."""
-    return Progress() if silent else StderrProgress()
+    return DownloadProgress() if silent else StderrProgress()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +171,7 @@ class Stats(Counters):
 class Store:
     root: Path = field(default_factory=default_root)
     platforms: Sequence[str] = ()
-    progress: Progress = field(default_factory=Progress)
+    progress: DownloadProgress = field(default_factory=DownloadProgress)
     stats: Stats = field(default_factory=Stats)
     sources: Sequence[Path] | None = None  # default: everywhere(wheelhouses)
     wheelhouses: Sequence[Path] = ()  # this run's --wheelhouse paths (wheelhouse.checked)
@@ -246,7 +246,7 @@ class Store:
         cls,
         wheelhouses: Sequence[str | Path] = (),
         platforms: Sequence[str] = (),
-        progress: Progress | None = None,
+        progress: DownloadProgress | None = None,
         partial: bool = True,
         refresh: bool = False,
     ) -> Store:

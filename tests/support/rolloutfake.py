@@ -113,7 +113,7 @@ class FakeHost:
             return drafts * 4
         return self.tokens_per_s * (time.monotonic() - self._born)
 
-    def engine_step(self, h: walk._Host, which: str) -> str:
+    def engine_step(self, h: walk.Host, which: str) -> str:
         """patcher.run.engine's apply, rollback or plan (apply's dry run), as
         rolloutrun._engine_step runs it: counted. A hand-edited host's apply and plan refuse
         (`modified`), as the planner does."""
@@ -148,7 +148,7 @@ class ControlHost(FakeHost):
         return {"ok": True, "text": self._metrics(), "seconds": 0.001}
 
 
-def engine_step(h: walk._Host, which: str) -> str:
+def engine_step(h: walk.Host, which: str) -> str:
     """In place of rolloutrun._engine_step (monkeypatched): the host's FakeHost does it."""
     fake = h.transport
     assert isinstance(fake, FakeHost)
@@ -180,7 +180,7 @@ def host(
     cfg: Settings,
     run: str,
     ctx: RunContext | None = None,
-) -> walk._Host:
+) -> walk.Host:
     """The executor's state for one host on `fake`, and `fake` told which step is running;
     `ctx`: the rollout's run, whose stats count its exchanges (None: uncounted)."""
     from patcher.plan.base import Options

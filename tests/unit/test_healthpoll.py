@@ -65,7 +65,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return c
 
 
-def health_step(timeout: float) -> walk._Host:
+def health_step(timeout: float) -> walk.Host:
     cfg = rolloutfake.settings(health=URL, health_timeout=timeout)
     opts = Options(level="static")
     return walk._host(Target("h1", "h1"), Agent(), [], opts, None, cfg, "r1")

@@ -100,7 +100,7 @@ def test_a_rollout_s_json_stats_carry_the_true_count(
     fake = FakeHost(state_dir=str(tmp_path / "state"))
     made = walk._host
 
-    def linked(*args: Any, **kw: Any) -> walk._Host:
+    def linked(*args: Any, **kw: Any) -> walk.Host:
         h = made(*args, **kw)
         fake.current = lambda: h.current
         return h

@@ -305,7 +305,7 @@ def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
 
 
-def controller(fake: FakeHost, specs: list[PatchSpec], run: str) -> walk._Host:
+def controller(fake: FakeHost, specs: list[PatchSpec], run: str) -> walk.Host:
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), run)
     fake.current = lambda: h.current
     return h

@@ -67,7 +67,7 @@ def steps(doc: dict[str, Any] | None) -> list[str]:
 
 def resume(
     fake: FakeHost, specs: list[PatchSpec], reported: list[tuple[str, bool]] | None
-) -> tuple[Resume, walk._Host, list[str]]:
+) -> tuple[Resume, walk.Host, list[str]]:
     """A second controller: a fresh host state, told from the report and the fake's journal."""
     fake.hook = lambda step: None
     h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
@@ -211,7 +211,7 @@ def test_the_report_on_disk_says_as_each_step_begins_where_the_host_is(
     report.live[0] = h
     seen: list[tuple[str | None, list[str], list[str]]] = []
 
-    def on_step(h: walk._Host) -> None:
+    def on_step(h: walk.Host) -> None:
         report.step(h)
         r = json.loads(path.read_text())["hosts"][0]["rollout"]
         seen.append((r["stopped_in"], steps(r), [e["step"] for e in fake.journal]))
