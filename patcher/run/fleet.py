@@ -108,7 +108,7 @@ def run(
                     running.add(i)
                 if not running:
                     break
-                i, res, exc = finished.get()  # a Ctrl-C's handler runs while this waits
+                i, res, exc = _next(finished)  # a Ctrl-C's handler runs while this waits
                 running.discard(i)
                 if exc is not None:
                     raise exc
@@ -138,6 +138,23 @@ def run(
 
 
 MAX_FAIL = "max-fail"  # `why` until the run ends, when the hosts in flight are counted too
+
+# How long the scheduler's wait for a host may hold off a pending Ctrl-C (below).
+WAKE_S = 0.25
+
+
+def _next(finished: queue.SimpleQueue[_Done]) -> _Done:
+    """The next host done, waited for in slices: a blocked wait runs a signal's handler when
+    the signal interrupts it, but a second Ctrl-C that arrives while the first's handler is
+    still running only trips a flag, and CPython then blocks again until a host finishes
+    (minutes, for a rollout's restart). Each slice's end runs what is pending."""
+    import queue
+
+    while True:
+        try:
+            return finished.get(timeout=WAKE_S)
+        except queue.Empty:
+            continue
 
 
 def max_fail_reached(failed: int, limit: int) -> str:
