@@ -153,7 +153,7 @@ def _run_cli(argv: Sequence[str], opener: Any) -> dict[str, Any]:
         saved = os.dup(1)
         os.dup2(out.fileno(), 1)
         try:
-            with mock.patch.object(_targets, "_open", opener):
+            with mock.patch.object(_targets, "open_target", opener):
                 code = cli.run(list(argv))
             sys.stdout.flush()
         finally:
