@@ -7,7 +7,7 @@ What runs is the real `vpatch apply SPEC --level static --parallel P --json` pat
 process: `patcher.cli.run` parses the arguments, loads an inventory of N hosts, schedules them
 with `patcher.run.fleet`, runs `engine.apply` per host (inspect, plan, rewrite through the cache,
 commit) and renders the JSON document. Only the transport is replaced, by
-`patcher.commands._targets._open` patched for the measured run (`patch.object`: nothing in
+`patcher.commands._targets.open_target` patched for the measured run (`patch.object`: nothing in
 patcher/ changes), with `ReplayTransport`.
 
 Where the answers come from, so they are an agent's and not made up here: first (outside the
