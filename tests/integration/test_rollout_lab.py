@@ -550,11 +550,18 @@ def test_max_fail_25_percent_of_8_stops_after_the_second_bad_host(
     inv = lab8.inventory(tmp_path / "hosts.toml", h1=wrong[0], h3=wrong[2])
     pids = [lab8.pid(i) for i in range(8)]
     files = [lab8.files(i) for i in range(8)]
-    res = rollout(lab8, inv, BACKPORT, "--max-fail", "25%", "--parallel", "1", "--json")
+    # What is judged here is the fleet policy, not the server: h2's tokens/s over a ~1 s window
+    # on a loaded 2-core machine is noise, so its throughput gate is set where noise cannot
+    # fail it (the last flag wins); its acceptance gate (counts, from the spec) still decides.
+    res = rollout(
+        lab8, inv, BACKPORT, "--max-fail", "25%", "--parallel", "1", "--json",
+        "--min-throughput-ratio", "0.01",
+    )  # fmt: skip
     assert res.code == 1, res.out + res.err
     hosts = by_host(res)
     verdicts = [(hosts[f"h{i}"]["rollout"] or {}).get("verdict") for i in range(1, 9)]
-    assert verdicts == ["untouched", "kept", "untouched", None, None, None, None, None]
+    h2 = hosts["h2"]["rollout"] or {}
+    assert verdicts == ["untouched", "kept", "untouched", None, None, None, None, None], h2
     assert lab8.pid(1) != pids[1] and lab8.files(1) != lab8.pristine
     for i in (0, 2, *range(3, 8)):
         assert lab8.pid(i) == pids[i] and lab8.files(i) == files[i]
