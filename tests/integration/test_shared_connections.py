@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,12 +25,8 @@ from tests.support.standin_specs import REL, SPEC_A
 @pytest.fixture
 def cache_dir() -> Iterator[Path]:
     """A short VPATCH_CACHE_DIR (its cm/ holds the sockets: 108 bytes at most), masters ended."""
-    d = Path(tempfile.mkdtemp(prefix="vp-share-", dir="/tmp"))
-    try:
+    with sharing.cache_dir("vp-share-") as d:
         yield d
-    finally:
-        sharing.end_masters(d / "cm")
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _status(cfg: Path, cache: Path, *extra: str) -> str:

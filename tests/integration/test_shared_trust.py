@@ -32,12 +32,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="root is the operator 
 @pytest.fixture
 def cache_dir() -> Iterator[Path]:
     """A short VPATCH_CACHE_DIR (its cm/ holds the sockets), masters ended afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="vp-trust-", dir="/tmp"))
-    try:
+    with sharing.cache_dir("vp-trust-") as d:
         yield d
-    finally:
-        sharing.end_masters(d / "cm")
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _status(cfg: Path, cache: Path, *extra: str | Path) -> Run:

@@ -3,7 +3,11 @@ counted, and the masters a test made ended by the test (never left to the next t
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests import sshd as harness
@@ -46,3 +50,15 @@ def end_masters(control: Path) -> None:
         subprocess.run(
             ["ssh", "-S", str(sock), "-O", "exit", "unused"], capture_output=True, timeout=30
         )
+
+
+@contextmanager
+def cache_dir(prefix: str) -> Iterator[Path]:
+    """A short VPATCH_CACHE_DIR under /tmp (its cm/ holds the sockets: 108 bytes at most),
+    its masters ended and the directory removed afterwards."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    try:
+        yield d
+    finally:
+        end_masters(d / "cm")
+        shutil.rmtree(d, ignore_errors=True)
