@@ -1,0 +1,178 @@
+"""`vpatch status --format nagios|prometheus` (patcher/plan/feeds.py), pinned by data and
+judged by the monitoring systems' own readers.
+
+tests/cases/feeds/NAME.json is a fleet (hosts from the monitor's status cases, unreachable
+hosts, hosts reached that gave no state) with the Nagios check's exit and output; NAME.prom
+beside it is the textfile, byte for byte. Each textfile is read back with prometheus_client's
+text parser (what a Python scraper reads) and linted with Prometheus' own `promtool check
+metrics`; the Nagios code of every state of monitor.STATES, unreachable, a host error and bad
+input is a table here, written apart from the code's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from patcher import cli
+from patcher.plan import feeds, monitor
+from tests.support import feedcases, promtool
+
+CASES = sorted(feedcases.FEEDS.glob("*.json"))
+
+# What a Nagios/Icinga check says for a host in each state (docs/monitoring.md argues them).
+OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
+NAGIOS = {
+    "applied": OK,
+    "satisfied_upstream": OK,
+    "superseded": OK,
+    "baked": OK,
+    "rollout_done": OK,
+    "drifted": CRITICAL,
+    "upgraded": WARNING,
+    "baked_differs": CRITICAL,
+    "unverified": WARNING,
+    "rollout_attention": CRITICAL,
+    "rollout_stopped": WARNING,
+    "unreachable": UNKNOWN,
+    "error": UNKNOWN,
+}
+WORST_FIRST = (CRITICAL, WARNING, UNKNOWN, OK)
+
+
+def _worst(codes: set[int]) -> int:
+    return next(c for c in WORST_FIRST if c in codes | {OK})
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_feed_case(path: Path) -> None:
+    case = feedcases.feed_case(path)
+    assert feeds.nagios(case.hosts) == (case.nagios_exit, case.nagios)
+    assert feeds.prometheus(case.hosts, case.exit) == case.prom.read_text()
+    states = {feeds.state(h) for h in case.hosts}
+    assert case.nagios_exit == _worst({NAGIOS.get(s, OK) for s in states})
+
+
+def test_every_state_has_its_nagios_code() -> None:
+    """The table: every row of STATES, then unreachable and a host error, one host each."""
+    assert set(NAGIOS) == {*monitor.BY_NAME, monitor.UNREACHABLE, monitor.ERROR}
+    seen: set[str] = set()
+    for path in sorted(feedcases.STATUS.glob("*.json")):
+        host = feedcases.answered(path.stem)
+        named = feedcases.status_raw(path.stem)["expect"]["states"]
+        seen.update(named)
+        code, line = feeds.nagios([host])
+        assert code == _worst({NAGIOS[s] for s in named}), (path.stem, line)
+        assert line.startswith(f"VPATCH {feeds.WORDS[code]} - 1 host: 1 {host.state}")
+    assert seen == set(monitor.BY_NAME)
+    for reached, word in ((False, "unreachable"), (True, "error")):
+        host = feedcases.silent("h9", "h9: no answer", None, reached)
+        assert host.state == word
+        assert feeds.nagios([host])[0] == UNKNOWN
+
+
+BAD = [
+    ["status", "--format", "nagios", "--bogus"],  # argparse's own error
+    ["status", "--format=nagios", "--inventory", "/nonexistent/hosts.toml"],  # a typo
+    ["status", "--form", "nagios", "--host", "a", "--ssh-config", "/nonexistent/cfg"],
+    ["status", "no-such-spec-file.toml", "--format", "nagios", "--host", "a"],
+    ["status", "--format", "nagios", "--json"],  # contradicting options
+    ["status", "--format", "nagios", "-o", "out.prom"],  # -o is the textfile's
+]
+
+
+@pytest.mark.parametrize("argv", BAD)
+def test_bad_input_is_unknown_for_a_check(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input is UNKNOWN (3), never the 2 Nagios reads as CRITICAL: one plugin line on
+    stdout, the `error:`/`hint:` pair on stderr. The same bad input without nagios: 2."""
+    assert cli.main(argv) == UNKNOWN
+    out, err = capsys.readouterr()
+    assert re.fullmatch(r"VPATCH UNKNOWN - error: [^|\n]+\n", out), out
+    assert err.startswith("error: ") and "\nhint: " in err, err
+    if argv in BAD[:4]:  # the control: the same line as text
+        plain = [a for a in argv if a not in ("nagios", "--format", "--form")]
+        assert cli.main([a for a in plain if not a.startswith("--format=")]) == 2
+        assert "VPATCH" not in capsys.readouterr().out
+
+
+def _series(text: str) -> list[tuple[str, tuple[tuple[str, str], ...], float]]:
+    """Every sample prometheus_client's parser reads, with its family's type and help."""
+    out = []
+    for family in text_string_to_metric_families(text):
+        assert family.type == "gauge" and family.documentation, family
+        for s in family.samples:
+            assert s.name == family.name
+            out.append((s.name, tuple(sorted(s.labels.items())), s.value))
+    return out
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_textfile_reads_back(path: Path) -> None:
+    """prometheus_client reads every line (labels unescaped to the hosts' own names and the
+    spec ids made visible), no series twice, one host state per host, and the spec states
+    are the monitor's."""
+    case = feedcases.feed_case(path)
+    text = case.prom.read_text()
+    series = _series(text)
+    keys = Counter((name, labels) for name, labels, _ in series)
+    assert [k for k, n in keys.items() if n > 1] == []
+    assert len(series) == sum(1 for line in text.splitlines() if not line.startswith("#"))
+    values = {(n, labels): v for n, labels, v in series}
+    for h in case.hosts:
+        ones = [
+            dict(labels)["state"]
+            for (n, labels), v in values.items()
+            if n == "vpatch_host_state" and dict(labels)["host"] == h.target and v == 1
+        ]
+        assert ones == [h.state], (h.target, ones)
+        for spec, states in feeds.spec_states(h).items():
+            shown = spec if spec.isprintable() else None
+            got = {
+                dict(labels)["state"]
+                for (n, labels), v in values.items()
+                if n == "vpatch_spec_state"
+                and dict(labels)["host"] == h.target
+                and (shown is None or dict(labels)["spec"] == shown)
+                and v == 1
+            }
+            assert got == states, (h.target, spec)
+    assert values[("vpatch_status_exit_code", ())] == case.exit
+    for name, labels, _ in series:
+        assert all(v.isprintable() or k == "host" for k, v in labels), (name, labels)
+
+
+def test_rollout_verdict_and_time() -> None:
+    """The last rollout's verdict (`unfinished` when it recorded none) and its time, read as
+    Unix time from the host's UTC stamp; a stamp that is not one is left out, not guessed."""
+    kept = feedcases.answered("rollout_kept", "h1")
+    killed = feedcases.answered("rollout_killed", "h2")
+    assert kept.rollout_step is not None and killed.rollout_step is not None
+    killed.rollout_step.at = "yesterday"
+    values = {(n, labels): v for n, labels, v in _series(feeds.prometheus([kept, killed], 1))}
+    verdict = "vpatch_rollout_verdict"
+    assert values[(verdict, (("host", "h1"), ("run", "r1a2b3"), ("verdict", "kept")))] == 1
+    assert values[(verdict, (("host", "h2"), ("run", "r1a2b3"), ("verdict", "unfinished")))] == 1
+    stamps = {k[1]: v for k, v in values.items() if k[0] == "vpatch_rollout_timestamp_seconds"}
+    assert stamps == {(("host", "h1"),): 1796126400.0}  # 2026-12-01T12:00:00.000Z
+    assert feeds.timestamp("2026-12-01T13:00:00+01:00") == 1796126400.0
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_promtool_lints_the_textfile(path: Path) -> None:
+    """Prometheus' own linter of the exposition format finds nothing to say."""
+    code, said = promtool.check("metrics", text=path.with_suffix(".prom").read_text())
+    assert (code, said.strip()) == (0, ""), said
+
+
+def test_a_host_named_twice_is_one_series() -> None:
+    one, again = feedcases.answered("applied", "h1"), feedcases.answered("drifted", "h1")
+    series = _series(feeds.prometheus([one, again], 1))
+    host_states = [s for s in series if s[0] == "vpatch_host_state"]
+    assert len(host_states) == len(monitor.HOST_STATES)
+    assert ("vpatch_host_state", (("host", "h1"), ("state", "ok")), 1.0) in host_states
