@@ -15,7 +15,7 @@ from tests import sshd as harness
 from tests import standin
 from tests.conftest import vpatch
 from tests.envs import site_packages
-from tests.support import promtool
+from tests.support import debtools
 from tests.support.standin_specs import REL, SPEC_A, write
 
 PY = "/root/ml-env/bin/python"
@@ -74,7 +74,7 @@ def test_a_fleet_in_four_states(tmp_path: Path, ssh_lab_factory: harness.LabFact
     assert _one(gauges, host=h3.name, spec="servekit-kimi") == ["upgraded"]
     assert not [k for (n, k) in gauges if n == "vpatch_spec_state" and ("host", h4.name) in k]
     assert gauges[("vpatch_status_exit_code", frozenset())] == 1
-    assert promtool.check("metrics", text=text) == (0, "")
+    assert debtools.promtool("check", "metrics", text=text) == (0, "")
     assert f"error: {h4.name}: " in st.err  # the problems, on stderr as ever
 
     # stdout: the same series (the file's time aside, nothing differs)

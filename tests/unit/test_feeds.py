@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from patcher import cli
 from patcher.plan import feeds, monitor
-from tests.support import feedcases, promtool
+from tests.support import debtools, feedcases
 
 CASES = sorted(feedcases.FEEDS.glob("*.json"))
 
@@ -166,7 +166,7 @@ def test_rollout_verdict_and_time() -> None:
 @pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
 def test_promtool_lints_the_textfile(path: Path) -> None:
     """Prometheus' own linter of the exposition format finds nothing to say."""
-    code, said = promtool.check("metrics", text=path.with_suffix(".prom").read_text())
+    code, said = debtools.promtool("check", "metrics", text=path.with_suffix(".prom").read_text())
     assert (code, said.strip()) == (0, ""), said
 
 
