@@ -52,18 +52,17 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return False
 
 
-def _wants_nagios(argv: Sequence[str]) -> bool:
-    """`--format nagios` (or `--format=nagios`, an abbreviation argparse accepts) before any
-    `--`: known even when parsing fails, so that a check's bad input is UNKNOWN (exit 3), not
-    the exit 2 Nagios reads as CRITICAL."""
+def _format_word(argv: Sequence[str]) -> str | None:
+    """The value of `--format` (or `--format=`, an abbreviation argparse accepts) before any
+    `--`: known even when parsing fails, so that a check's bad input is UNKNOWN (exit 3, not
+    the exit 2 Nagios reads as CRITICAL) and `--format json`'s is a JSON document."""
     for i, arg in enumerate(argv):
         if arg == "--":
-            return False
+            return None
         name, eq, value = arg.partition("=")
         if len(name) >= 3 and "--format".startswith(name):
-            if (value if eq else argv[i + 1] if i + 1 < len(argv) else "") == "nagios":
-                return True
-    return False
+            return value if eq else argv[i + 1] if i + 1 < len(argv) else None
+    return None
 
 
 def _command_word(argv: Sequence[str]) -> str | None:
@@ -126,8 +125,9 @@ def _quiet_exit() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """`vpatch ARGV`: the exit status, every expected failure said as `error:` + `hint:`."""
     args = list(sys.argv[1:] if argv is None else argv)
-    nagios = _wants_nagios(args)
-    as_json = _wants_json(args) and not nagios
+    fmt = _format_word(args)
+    nagios = fmt == "nagios"
+    as_json = (_wants_json(args) or fmt == "json") and not nagios
     try:
         try:
             code = run(args)

@@ -239,7 +239,6 @@ class Status(HostCommand):
     def options(self, args: argparse.Namespace) -> Options:
         """--format and -o agree with each other and with --json, and -o names a file vpatch
         may replace: checked before any host is asked anything (exit 2; 3 with nagios)."""
-        from patcher.output import progress
         from patcher.plan.base import Options
 
         fmt = args.format or ("json" if args.json else "text")
@@ -251,9 +250,7 @@ class Status(HostCommand):
             from patcher import safewrite
 
             safewrite.check(args.output, "-o")
-        args.format, args.json = fmt, fmt == "json"
-        if fmt in ("nagios", "prometheus") and args.output is None:  # stdout is the feed's
-            progress.configure(fmt == "nagios" or args.quiet, args.verbose, machine=True)
+        args.format = fmt
         return Options()
 
     def on_host(self, run: HostRun, transport: Transport) -> HostResult:

@@ -30,7 +30,10 @@ WORDS = {
     monitor.NAGIOS_CRITICAL: "CRITICAL",
     monitor.NAGIOS_UNKNOWN: "UNKNOWN",
 }
-_NAMED = 5  # hosts named per state in the first line; the long output names every one
+_NAMED = 5  # hosts named per state in the first line; the long output names more
+# The long output's bytes at most: Nagios Core keeps 8 KiB of a plugin's output, and a
+# thousand drifted hosts must not push the first hosts' reasons out of it half-written.
+_LONG = 6000
 
 
 def state(host: HostResult) -> str:
@@ -67,8 +70,15 @@ def nagios(hosts: Sequence[HostResult]) -> tuple[int, str]:
         f"{name}={len(by_state.get(name, []))};;;0;{total}" for name in monitor.HOST_STATES
     ]
     lines = [f"VPATCH {WORDS[code]} - {_plain(summary)} | {' '.join(perf)}"]
-    lines += [_plain(line) for h in hosts for line in _long(h)]
-    return code, "\n".join(lines)
+    more = [_plain(line) for h in hosts for line in _long(h)]
+    size = 0
+    for i, line in enumerate(more):
+        size += len(line.encode()) + 1
+        if size > _LONG:
+            told = f"... {len(more) - i} more: `vpatch status` on those hosts names them"
+            more = [*more[:i], told]
+            break
+    return code, "\n".join(lines + more)
 
 
 def _long(host: HostResult) -> list[str]:

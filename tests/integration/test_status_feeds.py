@@ -85,6 +85,9 @@ def test_a_fleet_in_four_states(tmp_path: Path, ssh_lab_factory: harness.LabFact
     doc = vpatch("status", *hosts, *ssh, "--json")
     assert doc.code == 1
     assert [h["state"] for h in doc.doc["hosts"]] == ["ok", "drifted", "upgraded", "unreachable"]
+    for client in ("openssh", "paramiko"):  # either client's refused connection is one
+        one = vpatch("status", "--host", h4.name, *ssh, "--ssh-client", client, "--json")
+        assert one.code == 1 and one.doc["hosts"][0]["state"] == "unreachable", one.out
 
     # Nagios: the worst host decides; nothing on stderr (Icinga shows it)
     for names, code, word in (

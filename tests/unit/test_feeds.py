@@ -176,3 +176,26 @@ def test_a_host_named_twice_is_one_series() -> None:
     host_states = [s for s in series if s[0] == "vpatch_host_state"]
     assert len(host_states) == len(monitor.HOST_STATES)
     assert ("vpatch_host_state", (("host", "h1"), ("state", "ok")), 1.0) in host_states
+
+
+def test_a_large_fleet_stays_inside_nagios_output_limit() -> None:
+    """A thousand drifted hosts: the first line names five and counts the rest, the long
+    output is capped (Nagios Core keeps 8 KiB of a plugin's output) and says so."""
+    hosts = [feedcases.answered("drifted", f"gpu-{i:04d}") for i in range(1000)]
+    code, out = feeds.nagios(hosts)
+    lines = out.splitlines()
+    assert code == CRITICAL and len(out.encode()) < 8192, len(out.encode())
+    assert "1000 drifted (gpu-0000, gpu-0001, gpu-0002, gpu-0003, gpu-0004, +995)" in lines[0]
+    assert " | hosts=1000;;;0 drifted=1000;;;0;1000 " in lines[0]
+    told = len(lines) - 2  # the first line, then the long output's lines, then the count
+    assert told > 10 and all(ln.startswith("gpu-") for ln in lines[1:-1])
+    assert lines[-1].startswith(f"... {1000 - told} more: `vpatch status` on those hosts")
+
+
+def test_format_json_is_json_even_for_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--format json` is `--json`: bad input is the error document on stdout, exit 2."""
+    import json
+
+    assert cli.main(["status", "--format", "json", "--bogus"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["command"], doc["ok"]) == ("status", False) and "--bogus" in doc["error"]
