@@ -144,6 +144,10 @@ METRICS: dict[str, tuple[str, tuple[str, ...]]] = {
         "1 for each state a spec vpatch journaled or baked on the host is in, 0 for the others",
         ("host", "spec", "state"),
     ),
+    "vpatch_rollout_state": (
+        "1 for the state the host's last vpatch rollout left it in, 0 for the others",
+        ("host", "state"),
+    ),
     "vpatch_rollout_verdict": (
         "1 for the verdict of the host's last vpatch rollout (unfinished: it stopped mid-way)",
         ("host", "run", "verdict"),
@@ -203,6 +207,9 @@ def _samples(
             for name in SPEC_STATES:
                 out["vpatch_spec_state"][(h.target, spec, name)] = float(name in states)
         st = h.rollout_step
+        rollout = monitor.rollout_state(h)
+        for name in ROLLOUT_STATES if rollout else ():
+            out["vpatch_rollout_state"][(h.target, name)] = float(name == rollout)
         if st is not None:
             verdict = st.verdict or UNFINISHED
             out["vpatch_rollout_verdict"][(h.target, st.run, verdict)] = 1.0

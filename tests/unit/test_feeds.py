@@ -199,3 +199,17 @@ def test_format_json_is_json_even_for_bad_input(capsys: pytest.CaptureFixture[st
     assert cli.main(["status", "--format", "json", "--bogus"]) == 2
     doc = json.loads(capsys.readouterr().out)
     assert (doc["command"], doc["ok"]) == ("status", False) and "--bogus" in doc["error"]
+
+
+def test_every_state_is_a_series_of_some_golden_textfile() -> None:
+    """Every row of monitor.STATES is 1 in some case's textfile (a spec's as vpatch_spec_state,
+    the last rollout's as vpatch_rollout_state), and so is every host state."""
+    ones: dict[str, set[str]] = {}
+    for path in CASES:
+        for name, labels, value in _series(path.with_suffix(".prom").read_text()):
+            if value == 1 and "state" in dict(labels):
+                ones.setdefault(name, set()).add(dict(labels)["state"])
+    assert ones["vpatch_spec_state"] == set(feeds.SPEC_STATES)
+    assert ones["vpatch_rollout_state"] == set(feeds.ROLLOUT_STATES)
+    assert set(feeds.SPEC_STATES) | set(feeds.ROLLOUT_STATES) == set(monitor.BY_NAME)
+    assert ones["vpatch_host_state"] == set(monitor.HOST_STATES)
