@@ -94,10 +94,9 @@ def _long(host: HostResult) -> list[str]:
         f"{host.target}: {a.state}: {a.subject}: {a.message} -> {a.todo}" for a in host.attention
     ]
     told = {a.subject for a in host.attention}
-    good = monitor.NAGIOS_OK
-    for p in host.patches:
-        if p.id not in told and monitor.NAGIOS[monitor.state_of(p)] != good:
-            out.append(f"{host.target}: {monitor.state_of(p)}: {p.id}: {p.message}")
+    for p, why in monitor.failing(host):
+        if p.id not in told:
+            out.append(f"{host.target}: {why}: {p.id}: {p.message}")
     return out or [f"{host.target}: {name}"]
 
 
@@ -128,8 +127,8 @@ def _help(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n")
 
 
-# The rows of STATES that are a spec's, not the host's last rollout's.
-ROLLOUT_STATES = ("rollout_done", "rollout_attention", "rollout_stopped")
+# The rows of STATES that are the host's last rollout's, and those that are a spec's.
+ROLLOUT_STATES = monitor.ROLLOUT_STATES
 SPEC_STATES = tuple(s.name for s in monitor.STATES if s.name not in ROLLOUT_STATES)
 UNFINISHED = "unfinished"  # the verdict label of a rollout that recorded none (stopped mid-way)
 
@@ -177,11 +176,15 @@ def timestamp(at: str) -> float | None:
 
 
 def spec_states(host: HostResult) -> dict[str, set[str]]:
-    """Spec id -> the SPEC_STATES it is in on the host (an empty set: not applied)."""
+    """Spec id -> the SPEC_STATES it is in on the host (an empty set: not applied), read as
+    the host's `state` reads them (monitor.failing)."""
     out: dict[str, set[str]] = {}
+    bad = {id(p): name for p, name in monitor.failing(host)}
     for p in host.patches:
         found = out.setdefault(p.id, set())
-        if p.outcome != "not_applied":
+        if id(p) in bad:
+            found.add(bad[id(p)])
+        elif p.outcome != "not_applied":
             found.add(monitor.state_of(p))
     for a in host.attention:
         if a.state in SPEC_STATES:

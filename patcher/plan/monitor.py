@@ -209,17 +209,23 @@ def host_state(host: HostResult) -> str:
     answered nothing (the engine marks an errors.Unreachable one `unreachable`), else the
     worst of what needs a person on it (`attention`, and with SPEC named the specs whose
     outcome is not good for `status`, read as bare status reads them), else `ok`."""
-    from patcher.result import GOOD
-
     if host.error is not None:
         return UNREACHABLE if host.state == UNREACHABLE else ERROR
-    found = {a.state for a in host.attention}
-    good = GOOD["status"]
-    for p in host.patches:
-        if p.outcome not in good or not all(pr.ok for pr in p.probes):
-            name = state_of(p)
-            found.add(name if BY_NAME[name].exit else "drifted")  # a probe that failed
+    found = {a.state for a in host.attention} | {name for _, name in failing(host)}
     return next((name for name in HOST_STATES if name in found), OK)
+
+
+def failing(host: HostResult) -> list[tuple[PatchResult, str]]:
+    """The specs whose outcome is not good for `status` (or whose probe failed), each with its
+    state as bare status reads it (`status SPEC` has no `attention`: these are its problems)."""
+    from patcher.result import GOOD
+
+    out = []
+    for p in host.patches:
+        if p.outcome not in GOOD["status"] or not all(pr.ok for pr in p.probes):
+            name = state_of(p)
+            out.append((p, name if BY_NAME[name].exit else "drifted"))  # a probe that failed
+    return out
 
 
 def worst(names: Sequence[str]) -> int:
@@ -240,6 +246,11 @@ def unverified_attention(
         for sid, txn in unverified
         if ids is None or sid in ids
     ]
+
+
+# The rows of STATES that are the host's last rollout's (the others are a spec's).
+ROLLOUT_STATES = ("rollout_done", "rollout_attention", "rollout_stopped")
+assert set(ROLLOUT_STATES) <= set(BY_NAME)
 
 
 def rollout_state(host: HostResult) -> str | None:

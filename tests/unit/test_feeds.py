@@ -213,3 +213,27 @@ def test_every_state_is_a_series_of_some_golden_textfile() -> None:
     assert ones["vpatch_rollout_state"] == set(feeds.ROLLOUT_STATES)
     assert set(feeds.SPEC_STATES) | set(feeds.ROLLOUT_STATES) == set(monitor.BY_NAME)
     assert ones["vpatch_host_state"] == set(monitor.HOST_STATES)
+
+
+def test_status_with_specs_named_has_a_state_too() -> None:
+    """`vpatch status SPEC` (no `attention`): a spec not applied is fine there, as its exit 0
+    says; any outcome status does not call good, or a failed probe, is `drifted`."""
+    from patcher.result import HostResult, PatchResult, ProbeResult
+
+    def host(*patches: PatchResult) -> HostResult:
+        return HostResult("h1", patches=list(patches))
+
+    fine = PatchResult("a", "pkg", "1.0", "not_applied")
+    edited = PatchResult("b", "pkg", "1.0", "modified", "differs from pip's RECORD")
+    probed = PatchResult("c", "pkg", "1.0", "applied")
+    probed.probes.append(ProbeResult("import pkg", False, "ImportError"))
+    assert monitor.host_state(host(fine)) == "ok"
+    assert monitor.host_state(host(fine, edited)) == "drifted"
+    assert monitor.host_state(host(probed)) == "drifted"
+    code, out = feeds.nagios([host(fine, edited)])
+    assert code == CRITICAL and out.splitlines()[1:] == [
+        "h1: drifted: b: differs from pip's RECORD"
+    ], out
+    spec = {(n, dict(k)["spec"], dict(k)["state"]) for n, k, v in _series(feeds.prometheus(
+        [host(fine, edited, probed)], 1)) if v == 1 and n == "vpatch_spec_state"}  # fmt: skip
+    assert spec == {("vpatch_spec_state", "b", "drifted"), ("vpatch_spec_state", "c", "drifted")}
