@@ -283,14 +283,28 @@ class Status(HostCommand):
         if args.output is None:
             put(text.rstrip("\n"))
         else:
-            from patcher import safewrite
-
-            safewrite.write(args.output, text, "-o")
+            _write_textfile(args.output, text)
         if not result.ok:
             from patcher.output.report import render_problems
 
             render_problems(result)
         return code
+
+
+def _write_textfile(path: str, text: str) -> None:
+    """-o FILE: the textfile, atomically (patcher.safewrite); a disk that fails the write is
+    one `error:` (exit 1: the hosts were asked, nothing of FILE changed), never a traceback in
+    a timer's journal."""
+    from patcher import safewrite
+    from patcher.errors import VpatchError
+
+    try:
+        safewrite.write(path, text, "-o")
+    except OSError as exc:
+        raise VpatchError(
+            f"-o {path}: cannot write it: {exc.strerror or exc}; the file is as it was",
+            "check the space and the permissions of its directory",
+        ) from None
 
 
 class Ensure(HostCommand):

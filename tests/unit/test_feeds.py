@@ -237,3 +237,27 @@ def test_status_with_specs_named_has_a_state_too() -> None:
     spec = {(n, dict(k)["spec"], dict(k)["state"]) for n, k, v in _series(feeds.prometheus(
         [host(fine, edited, probed)], 1)) if v == 1 and n == "vpatch_spec_state"}  # fmt: skip
     assert spec == {("vpatch_spec_state", "b", "drifted"), ("vpatch_spec_state", "c", "drifted")}
+
+
+def test_a_failing_disk_is_one_error_and_the_file_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o FILE on a disk that fails the write (here: this machine's interpreter as the one
+    host, the write made to fail): exit 1 with one `error:` and a `hint:`, FILE as it was."""
+    import errno
+    import sys
+
+    from patcher import safewrite
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "vpatch.prom"
+    out.write_text("# the last good file\n")
+    monkeypatch.setattr(safewrite, "write", full)
+    argv = ["status", "--python", sys.executable, "--format", "prometheus", "-o", str(out)]
+    assert cli.main(argv) == 1
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith(f"error: -o {out}: cannot write it: No space")
+    assert "\nhint: check the space" in said.err and "Traceback" not in said.err
+    assert out.read_text() == "# the last good file\n"
