@@ -254,7 +254,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     args = sub.parse_intermixed_args(argv[1:])
     args.command = first
     args.color = args.color or lead.color
-    args.json = getattr(args, "json", False) or lead.json
+    args.json = getattr(args, "json", False) or lead.json or getattr(args, "format", "") == "json"
     args.quiet = args.quiet or lead.quiet
     args.verbose += lead.verbose
     if args.quiet and args.verbose:
@@ -265,7 +265,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     """Parse `argv`, then run the command; `command` is exec's CMD (what followed `--`)."""
     args = parse(argv)
-    progress.configure(args.quiet, args.verbose, args.json)
+    # a monitoring format's stdout is a document, and a Nagios check's stderr is shown too
+    fmt = getattr(args, "format", None)
+    quiet = args.quiet or fmt == "nagios"
+    progress.configure(quiet, args.verbose, args.json or fmt in ("prometheus", "nagios"))
     colour.configure(args.color)
     args.exec_argv = None if command is None else list(command)
     if getattr(args, "wheelhouse", None):
