@@ -7,13 +7,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from patcher.commands import _targets
+from patcher.commands import _htmlreport, _targets
 from patcher.commands._help import SPEC_HELP
 from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.result import HostResult, RunResult
+    from patcher.rollout.driver import Outcome
     from patcher.rollout.settings import Settings
 
 
@@ -128,6 +129,7 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         help="a gate that cannot be computed (no drafts, no tokens in the window) passes "
         "instead of failing",
     )
+    _htmlreport.options(g)
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -156,11 +158,15 @@ def settings(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when every host kept the patch, 1 otherwise (as apply); 130 after a second
     Ctrl-C, whose report has every host as far as it got. `vpatch rollout release HOST...
-    --run ID`: `release` (the first word where a SPEC goes)."""
+    --run ID`: `release` (the first word where a SPEC goes); `vpatch rollout report REPORT
+    --html FILE`: `report` (patcher/commands/_htmlreport.py)."""
     if args.specs[0] == RELEASE:
         return release(args)
+    if args.specs[0] == _htmlreport.WORD:
+        return _htmlreport.report(args)
+    _htmlreport.check(args)
     from patcher.rollout.driver import Request, drive
-    from patcher.rollout.view import BatchLines, render_problems, render_table
+    from patcher.rollout.view import BatchLines
 
     targets, control = _targets.chosen(args)
     if args.control is None and control is not None:  # `[defaults] control = K`; --control wins
@@ -192,7 +198,16 @@ def run(args: argparse.Namespace) -> int:
         started,
         kind_of=lambda t: _targets.kind_of(t, args),
     )
+    return _ended(args, done)
+
+
+def _ended(args: argparse.Namespace, done: Outcome) -> int:
+    """What the rollout says at its end: the --report-html page, the JSON document or the
+    table, the problems, how to go on after a Ctrl-C; the exit status."""
+    from patcher.rollout.view import render_problems, render_table, stopped_note
+
     result = done.result
+    _htmlreport.at_end(result, args.report_html)
     if args.json:
         from patcher.output.report import emit
 
@@ -202,8 +217,6 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         render_problems(result, sys.stderr)
     if done.interrupted:
-        from patcher.rollout.view import stopped_note
-
         print(stopped_note(done.run, done.report, result), file=sys.stderr)
     if done.cut_short:
         return 130

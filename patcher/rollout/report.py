@@ -179,22 +179,29 @@ class Reported:
     steps: dict[str, list[tuple[str, bool]] | None]
 
 
-def load_report(path: str, names: Sequence[str]) -> Reported:
-    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
-    contacted. What it says of each host is only the controller's word: every host's journal
-    is asked too (rolloutresume.resume)."""
+def read_document(path: str, what: str, hint: str) -> dict[str, Any]:
+    """A rollout's report (its JSON document, with a `hosts` list), or exit 2 saying why not
+    (`what`: the option or command that named it, for the `error:` line)."""
     import json
 
-    hint = "give the --report file of this rollout (else the one it named on stderr)"
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not JSON"
-        raise UsageError(f"--resume {path}: {why}", hint) from None
+        raise UsageError(f"{what} {path}: {why}", hint) from None
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
-        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
+        raise UsageError(f"{what} {path}: not the report of a `vpatch rollout`", hint)
+    return doc
+
+
+def load_report(path: str, names: Sequence[str]) -> Reported:
+    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
+    contacted. What it says of each host is only the controller's word: every host's journal
+    is asked too (rolloutresume.resume)."""
+    hint = "give the --report file of this rollout (else the one it named on stderr)"
+    hosts = read_document(path, "--resume", hint)["hosts"]
     try:
         parsed = resume.reported_steps(hosts)
     except ValueError as exc:

@@ -402,7 +402,7 @@ def _record(h: Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[st
         started=phase.started,
         seconds=phase.seconds,
         verdict=decide.verdict(done, h.undecided)[1] if ended else None,
-        measures=measures.to_json() if measures is not None and phase.ok else None,
+        measures=measures.to_json(series=False) if measures is not None and phase.ok else None,
     )
     if h.undecided and phase.step == decide.GATES:
         entry["undecided"] = True  # the verdict's word: not_enough_evidence (protocol.step_entry)
