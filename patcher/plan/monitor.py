@@ -104,7 +104,16 @@ STATES: tuple[State, ...] = (
 BY_NAME = {s.name: s for s in STATES}
 
 _DONE = frozenset(
-    {"kept", "rolled_back", "not_applied", "untouched", "not_enough_evidence", "changed_since"}
+    {
+        "kept",
+        "rolled_back",
+        "not_applied",
+        "untouched",
+        "not_enough_evidence",
+        "changed_since",
+        "promoted",
+        "aborted",
+    }
 )
 assert _DONE | {"attention", "interrupted"} == set(protocol.ROLLOUT_VERDICTS)
 
