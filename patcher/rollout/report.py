@@ -131,10 +131,26 @@ class LiveReport:
                 self._cond.notify_all()
 
     def start(self, resume: bool) -> steering.Steering:
-        """The report's first write and the run's steering channel made next to it
-        (steering.start), both before any host is contacted: UsageError (exit 2) else."""
-        self.write(start=True)
-        return steering.start(self.path, self.run, resume)
+        """The run's steering channel made beside the report (steering.start), then the
+        report's first write, both before any host is contacted: UsageError (exit 2) else.
+        The report's name is checked first and the channel made before the report is
+        written, so that a refusal of either leaves nothing behind but the directory."""
+        import os
+
+        from patcher import safewrite
+
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+        except OSError:
+            self.write(start=True)  # says why (exit 2)
+        safewrite.check(self.path)  # a link or another's file at the name: refused now
+        steer = steering.start(self.path, self.run, resume)
+        try:
+            self.write(start=True)
+        except BaseException:
+            steer.channel.close()
+            raise
+        return steer
 
     def step(self, h: walk.Host) -> None:
         self.write()

@@ -188,6 +188,20 @@ def test_a_stranger_can_neither_plant_a_channel_nor_steer_the_run() -> None:
         chan.close()
 
 
+def test_a_channel_planted_at_the_name_refuses_the_rollout_before_anything() -> None:
+    """Another user's file at REPORT.steer: the rollout stops at its start, exit 2, one
+    `error:` and `hint:`, no host contacted and nothing written (no report either)."""
+    with shared_dir() as shared, stranger() as other:
+        report = shared / "r.json"
+        other.write(Path(f"{report}.steer"), "")
+        before = sorted(os.listdir(shared))
+        got = vpatch("rollout", BACKPORT, "--python", "/nonexistent/python", "--report", report)
+        assert got.code == 2, got.out + got.err
+        assert [ln.split(":")[0] for ln in got.err.splitlines()] == ["error", "hint"], got.err
+        assert f"the steering channel {report}.steer is owned by uid {other.uid}" in got.err
+        assert sorted(os.listdir(shared)) == before and got.out == ""
+
+
 def _cli(*args: str) -> list[str]:
     """The CLI for another user: the system's python on this checkout (the test's venv is
     under root's home, which no other user can reach)."""
