@@ -133,7 +133,7 @@ def render_table(result: RunResult, out: TextIO) -> None:
     controls = [h.target for h in result.hosts if h.rollout and h.rollout.get("control") is True]
     hosts = [h for h in result.hosts if h.target not in controls]
     kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] in decide.PATCHED]
-    started = [h for h in hosts if h.rollout is not None]
+    started = [h for h in hosts if h.rollout is not None and h.rollout["reached"] != decide.NOTHING]
     moved = [h.target for h in started if (h.rollout or {}).get("verdict") == decide.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
         put(

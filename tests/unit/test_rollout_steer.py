@@ -368,3 +368,32 @@ def test_an_abort_takes_the_host_back_from_where_it_is(
     assert fake.journal[-1]["verdict"] == decide.ABORTED
     if in_step == decide.BASELINE:  # nothing was written
         assert "apply" not in fake.ops and "rollback" not in fake.ops
+
+
+def test_the_table_counts_a_promoted_host_patched_and_an_aborted_one_not_started(
+    specs: list[PatchSpec],
+) -> None:
+    import io
+
+    from patcher.result import RunResult
+    from patcher.rollout import view
+    from patcher.rollout.report import LiveReport
+
+    targets = [TARGET, Target("h2", "h2")]
+    live = LiveReport("/nonexistent/r.json", targets, specs, rolloutfake.settings(), "r1")
+    promoted = live.not_started(0, None)  # a host's shape; its verdict set below
+    promoted.ok, promoted.rollout = True, {"reached": "gates", "verdict": decide.PROMOTED}
+    promoted.rollout.update(before=None, after=None)
+    abort = steer.Steer("r1", "abort", 4, 1000, "alice", "2026-12-06T18:00:00.000Z")
+    aborted = live.not_started(1, abort)
+    assert aborted.rollout is not None and aborted.rollout["verdict"] == decide.ABORTED
+    assert aborted.patches[0].message == (
+        "aborted (abort 4 by alice (uid 1000) at 2026-12-06T18:00:00.000Z): not started"
+    )
+    out = io.StringIO()
+    view.render_table(RunResult("rollout", False, [promoted, aborted]), out)
+    lines = out.getvalue().splitlines()
+    assert lines[-1] == (
+        "rollout: not ok: 1 of 2 host(s) patched and staying patched (h1); 1 not started"
+    )
+    assert lines[2].split() == ["h2", "-", "-", "->", "-", "-", "->", "-", "aborted"]
