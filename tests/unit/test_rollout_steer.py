@@ -397,3 +397,48 @@ def test_the_table_counts_a_promoted_host_patched_and_an_aborted_one_not_started
         "rollout: not ok: 1 of 2 host(s) patched and staying patched (h1); 1 not started"
     )
     assert lines[2].split() == ["h2", "-", "-", "->", "-", "-", "->", "-", "aborted"]
+
+
+def _held_until(
+    driven: steering.Steering, report: str, end: str
+) -> tuple[list[steer.Steer], steering.Held]:
+    """A host held by a pause (written now) in a thread until `end` (a steer, or "ctrl-c"):
+    the pauses it was told of, and how its wait ended."""
+    import threading
+
+    channel.write(report, "r1", "pause")
+    said: list[steer.Steer] = []
+    waiting, stop = threading.Event(), threading.Event()
+    got: list[steering.Held] = []
+
+    def told(s: steer.Steer) -> None:
+        said.append(s)
+        waiting.set()
+
+    t = threading.Thread(target=lambda: got.append(driven.hold(stop, told)))
+    t.start()
+    assert waiting.wait(30) and not got  # held: it has not returned
+    if end == "ctrl-c":
+        stop.set()
+    else:
+        channel.write(report, "r1", end)
+    t.join(30)
+    return said, got[0]
+
+
+def test_a_paused_run_holds_a_host_until_resume_abort_or_ctrl_c(tmp_path: Path) -> None:
+    """Steering.hold as the driver calls it before a host starts: it says once which pause
+    holds the host, then returns on the resume (the pause and the resume for the host's
+    notes), on a Ctrl-C, or on an abort (the host never starts)."""
+    report = str(tmp_path / "r.json")
+    chan = channel.open_run(report, "r1", resume=False)
+    driven = steering.Steering(chan)
+    said, held = _held_until(driven, report, "resume")
+    assert [s.verb for s in said] == ["pause"] and held.stop is None and not held.interrupted
+    assert [s.verb for s in held.steers] == ["pause", "resume"]
+    said, held = _held_until(driven, report, "ctrl-c")
+    assert [s.verb for s in said] == ["pause"] and held.interrupted and held.stop is None
+    channel.write(report, "r1", "resume")
+    said, held = _held_until(driven, report, "abort")
+    assert held.stop is not None and held.stop.verb == "abort" and not held.interrupted
+    chan.close()
