@@ -172,10 +172,7 @@ class HostSteer:
             then = "it goes back" if after else "nothing was written: it stops"
             self.note(s, step, f"the {step} window was ended; {then}")
             self._flush()
-            raise Aborted(
-                f"aborted ({s.by()} at {s.at}) in the window",
-                "the run was aborted by its owner: every host in flight goes back, none starts",
-            )
+            raise Aborted(f"aborted ({s.by()} at {s.at}) in the window")  # its hint: the verdict's
         self.promoted = s
         self.note(s, step, "the window was ended and the patch kept, whatever the gates say")
         self._flush()
