@@ -147,7 +147,16 @@ HOST_STATES: tuple[str, ...] = tuple(
 )
 
 _DONE = frozenset(
-    {"kept", "rolled_back", "not_applied", "untouched", "not_enough_evidence", "changed_since"}
+    {
+        "kept",
+        "rolled_back",
+        "not_applied",
+        "untouched",
+        "not_enough_evidence",
+        "changed_since",
+        "promoted",
+        "aborted",
+    }
 )
 assert _DONE | {"attention", "interrupted"} == set(protocol.ROLLOUT_VERDICTS)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
@@ -91,14 +91,17 @@ def drive(
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     if controls is not None:  # their scrapes are the run's exchanges too
         controls.ctx = ctx
-    ids = [(s.id, s.package) for s in specs]
     path = request.report or default_report(run)
     report = LiveReport(path, targets, specs, cfg, run)
-    report.write(start=True)  # before any host is contacted; UsageError: exit 2
+    ids = report.ids  # (spec id, package) of each spec
+    steer = report.start(resume=reported is not None)  # before any host; UsageError: exit 2
     started(run, path)
 
     def work(i: int) -> HostResult:
         t = targets[i]
+        held = steer.hold(ctrl_c, lambda pause: report.hold(i, pause))
+        if held.stop is not None or held.interrupted:  # aborted (or Ctrl-C) while it waited
+            return report.ended(i, report.not_started(i, held.stop))
         try:
             transport = open_transport(t)
         except HostError as exc:
@@ -114,8 +117,8 @@ def drive(
                 ended = _resumed(h, reported.steps.get(t.name))
                 if ended is not None:
                     return report.ended(i, ended)
-            resume = reported is not None
-            return report.ended(i, leased_walk(h, resume, ctrl_c, report.step))
+            h.steer = steer.host(held, walk.first_step(h), run, [s.id for s in specs], _note(h))
+            return report.ended(i, leased_walk(h, reported is not None, ctrl_c, report.step))
         finally:
             transport.close()
 
@@ -125,6 +128,7 @@ def drive(
     except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
         cut_short = True
         hosts = report.hosts("interrupted (Ctrl-C twice): not started")
+    steer.channel.close()  # `end`: a steer of the run is refused from here on
     if threading.current_thread() is threading.main_thread():
         import signal  # a Ctrl-C from here on must not cost the report
 
@@ -134,6 +138,21 @@ def drive(
     result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
+
+
+def _note(h: walk.Host) -> Callable[[dict[str, Any]], None]:
+    """How a steer's note reaches the host's journal: one rollout_step request, as a step's
+    record does; one that cannot be sent is a warning (the report still names the steer)."""
+    from patcher.agent import protocol
+
+    def send(entry: dict[str, Any]) -> None:
+        try:
+            request = protocol.step_request(entry, h.state_dir)
+            walk._journal(h, request, "", walk.JOURNAL_CALL)
+        except VpatchError as exc:
+            h.result.warnings.append(f"a steer is not in the host's journal ({exc.message})")
+
+    return send
 
 
 def _resumed(h: walk.Host, said: list[tuple[str, bool]] | None) -> HostResult | None:
