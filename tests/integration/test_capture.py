@@ -322,6 +322,9 @@ def test_backport_an_upstream_diff(tmp_path: Path) -> None:
         "click/utils.py": ["ensure_base", "set_value"],
     }
     assert all(f["bytes_identical"] for f in res.doc["files"])
+    # the spec says where it came from: an upstream diff, not a hand edit
+    summary = 'summary = "Backport of fix.diff (an upstream diff against click 8.1.7), captured"'
+    assert summary in res.doc["spec"].splitlines()
     fresh = realpkgs.venv(tmp_path / "fresh", "click", CLICK_VERSION)
     applied = vpatch("apply", out, "--python", fresh, "--json")
     assert applied.code == 0, applied.out + applied.err
@@ -343,3 +346,31 @@ def test_backport_names_the_hunk_that_does_not_fit(tmp_path: Path) -> None:
         "click/types.py: hunk 1 (@@ -" in res.doc["error"] and "does not apply" in res.doc["error"]
     )
     assert not (tmp_path / "x.toml").exists()
+
+
+def test_backport_names_every_refused_hunk_in_one_run(tmp_path: Path) -> None:
+    """Two hunks of two files that do not apply, and the good ones around them: both named,
+    each with its file, number, header and lines; no spec written."""
+    diff = tmp_path / "bad.diff"
+    text = git_diff(CLICK_EDITS).replace(" class BoolParamType(ParamType):", " class Gone:")
+    text = text.replace("     def __init__(self, file: t.IO[t.Any]) -> None:", "     def gone():")
+    diff.write_text(text)
+    out = tmp_path / "x.toml"
+    args = ("--id", "x", "-o", out, "--no-matrix")
+    res = vpatch("backport", diff, "--package", "click", "--from-version", CLICK_VERSION, *args)
+    assert res.code == 2, res.err
+    errors = [ln for ln in res.err.splitlines() if ln.startswith("error: ")]
+    assert [e.split(" (@@")[0] for e in errors] == [
+        "error: click/types.py: hunk 1",
+        "error: click/utils.py: hunk 1",
+    ]
+    assert all(" does not apply to click 8.1.7: " in e for e in errors)
+    doc = vpatch(
+        "backport", diff, "--package", "click", "--from-version", CLICK_VERSION, *args, "--json"
+    ).doc
+    assert [(r["file"], r["hunk"]) for r in doc["refused"]] == [
+        ("click/types.py", 1),
+        ("click/utils.py", 1),
+    ]
+    assert all(r["header"].startswith("@@ -") and len(r["lines"]) == 2 for r in doc["refused"])
+    assert not out.exists()
