@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from patcher.authoring import refusals, udiff
 from patcher.authoring.capture import Captured, CaptureError, Replay, capture
@@ -51,6 +52,13 @@ def which(
     """The hunks (numbered) the capture of `rel` failed on (`exc`), each tried alone by
     `each` (`attempt`)."""
     return refusals.uncaptured(rel, pristine, hunks, each, refusals.why(str(exc), rel))
+
+
+def summary(diff: str, package: str, version: str) -> str:
+    """A back-ported spec's one line: where it came from (an upstream diff, not a host's
+    hand edit), unless --summary names another."""
+    name = "the diff on stdin" if diff == "-" else PurePath(diff).name
+    return f"Backport of {name} (an upstream diff against {package} {version}), captured"
 
 
 def refused(done: Backported) -> refusals.Refused:

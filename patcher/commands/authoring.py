@@ -539,7 +539,7 @@ def backport(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion, Version
 
     from patcher.authoring import udiff
-    from patcher.authoring.backport import capture_diff, refused
+    from patcher.authoring.backport import capture_diff, refused, summary
     from patcher.authoring.replays import Replays
     from patcher.wheels.store import Store
 
@@ -576,11 +576,8 @@ def backport(args: argparse.Namespace) -> int:
     results = [FileResult(*f) for f in done.files]
     if not results:
         raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(done.notes)})", "")
-    name = "the diff on stdin" if args.diff == "-" else Path(args.diff).name
-    origin = f"vpatch backport of {name}"
-    if not args.summary:  # the spec says where it came from: an upstream diff
-        args.summary = f"Backport of {name} (an upstream diff against {args.package} {version})"
-        args.summary += ", captured"
+    origin = f"vpatch backport of {Path(args.diff).name}"
+    args.summary = args.summary or summary(args.diff, args.package, str(version))
     extra = {"diff": args.diff}
     return finish(args, str(version), results, done.notes, origin, extra, store, replays)
 
