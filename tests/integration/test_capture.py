@@ -120,6 +120,34 @@ def test_nothing_to_capture_and_unknown_package(tmp_path: Path) -> None:
     assert missing.code == 1 and "not installed" in missing.doc["errors"][0]["error"]
 
 
+def test_capture_names_every_hunk_it_cannot_carry(tmp_path: Path) -> None:
+    """Two broken edits in two files (each leaves its file unparsable) among good ones: both
+    named in one run, each with its hunk; the good hunk of the same file is not."""
+    broken = [
+        CLICK_EDITS[0],  # click/types.py, hunk 1: fine
+        ("click/types.py", '        return "BOOL"\n', '        return "BOOL" +\n', "-"),
+        ("click/utils.py", "    nl: bool = True,\n", "    nl: bool = = False,\n", "-"),
+    ]
+    py = click_env(tmp_path / "edited", broken)
+    out = tmp_path / "x.toml"
+    res = vpatch(
+        "capture", "click", "--id", "x", "-o", out, "--python", py, "--no-matrix", "--json"
+    )
+    assert res.code == 1, res.out + res.err
+    got = [(r["file"], r["hunk"], r["reason"].split(" (")[0]) for r in res.doc["refused"]]
+    assert got == [
+        ("click/types.py", 2, "cannot be captured: does not parse"),
+        ("click/utils.py", 1, "cannot be captured: does not parse"),
+    ]
+    lines = res.err.splitlines()
+    assert [ln.split(" (@@")[0] for ln in lines[:2]] == [
+        "error: click/types.py: hunk 2",
+        "error: click/utils.py: hunk 1",
+    ]
+    assert len(lines) == 3 and lines[2].startswith("hint: ")
+    assert not out.exists()
+
+
 def test_added_and_missing_files_are_listed(tmp_path: Path) -> None:
     py = realpkgs.venv(tmp_path / "env", "click", CLICK_VERSION)
     (site(py) / "click" / "local_hack.py").write_text("X = 1\n")
