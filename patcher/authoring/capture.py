@@ -519,7 +519,9 @@ class _Capture:
         here: Steps = (*b.steps, (b.name, i))
         whole = b.mutate(i, i + 1, [e])
         if not self.coarse:
-            finer = self.finer(here, p, e, scope)
+            # a def or class renamed: the statement itself changes, not only what is inside
+            renamed = getattr(p, "name", None) != getattr(e, "name", None)
+            finer = None if renamed else self.finer(here, p, e, scope)
             if finer is not None:
                 return finer
             alts = self.fine_alternatives(p, e, scope)
