@@ -188,7 +188,7 @@ def _src(node: ast.stmt, lines: Sequence[str], text: str) -> str:
     head = lines[first - 1]
     if head[: node.col_offset].strip() and first == node.lineno:  # after a `;`
         return _segment(text, node) or ""
-    out = textwrap.dedent("".join(lines[first - 1 : end]))
+    out = _dedent(lines, first, end, [node])
     if isinstance(node, ast.If) and out.startswith("elif"):
         out = out[2:]  # an `elif`: the `if` statement it is in the tree, written alone
     return out
@@ -202,7 +202,29 @@ def _run_src(nodes: Sequence[ast.stmt], lines: Sequence[str], text: str) -> str:
         return first
     start = min([d.lineno for d in getattr(nodes[0], "decorator_list", [])] + [nodes[0].lineno])
     end = nodes[-1].end_lineno or nodes[-1].lineno
-    return textwrap.dedent("".join(lines[start - 1 : end]))
+    return _dedent(lines, start, end, nodes)
+
+
+def _dedent(lines: Sequence[str], start: int, end: int, nodes: Sequence[ast.stmt]) -> str:
+    """Lines start..end (1-based) moved to column 0: `textwrap.dedent`, unless a string
+    literal spans lines (a field's docstring in a class): a line that begins inside one is
+    the string's value and keeps every character, the others lose the first line's indent."""
+    chunk = lines[start - 1 : end]
+    inside = {
+        n
+        for node in (nodes if end > start else ())
+        for s in ast.walk(node)
+        if isinstance(s, ast.Constant | ast.JoinedStr) and (s.end_lineno or 0) > s.lineno
+        for n in range(s.lineno + 1, (s.end_lineno or 0) + 1)
+    }
+    if not inside:
+        return textwrap.dedent("".join(chunk))
+    width = len(chunk[0]) - len(chunk[0].lstrip(" \t"))
+    out = []
+    for n, line in enumerate(chunk, start):
+        indent = len(line) - len(line.lstrip(" \t"))
+        out.append(line if n in inside else line[min(indent, width) :])
+    return "".join(out)
 
 
 def _json_value(node: ast.expr) -> tuple[bool, Any]:
