@@ -116,6 +116,12 @@ def restart_request(command: str, timeout: float) -> Dict[str, Any]:
     return {"op": RESTART, "command": command, "timeout": timeout}
 
 
+def procs_request(paths: List[str]) -> Dict[str, Any]:
+    """Answer: {"restart_required": [{"pid", "started", "cmdline", "why"}, ...]}: the
+    processes that hold one of `paths` as it was before its last write (agent/holders.py)."""
+    return {"op": "procs", "paths": paths}
+
+
 def health_request(
     url: str, wait: float, interval: float = 1.0, request_timeout: float = 5.0
 ) -> Dict[str, Any]:

@@ -263,7 +263,19 @@ def _step_restart(h: Host) -> str:
         last = (str(res.get("stderr") or res.get("stdout") or "").strip().splitlines() or [""])[-1]
         said = f": {last[:300]}" if last else ""  # a silent command: no dangling colon
         raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}{said}")
+    _still_stale(h)
     return f"`{cmd}` exited 0 after {took}"
+
+
+def _still_stale(h: Host) -> None:
+    """restart_required as the restart left it: apply's list named the servers that ran the
+    old code when it wrote, and the restart replaced them; asked again (the patched files,
+    agent/holders.py), it names only processes that hold the old code now."""
+    paths = sorted({f.path for p in h.result.patches for f in p.files})
+    if paths:
+        request = protocol.procs_request(paths)
+        res = _ask(h, request, JOURNAL_CALL, "the restart-required scan", JOURNAL_HINT)
+        h.result.restart_required = list(res.get("restart_required") or [])
 
 
 def _step_health(h: Host) -> str:
