@@ -221,8 +221,9 @@ def _opened(pid: int, sites: list[str]) -> list[str]:
 
 def _script(pid: int, argv: list[str], view: str) -> tuple[str, str]:
     """(path, text) of the program file argv runs (its first holders.SCRIPT_BYTES), ("", "")
-    when it runs none. Opened without blocking and read only when it is a regular file: the
-    path is the process's word, and the reader may be root (privsep's stage 0)."""
+    when it runs none. Read only when it is a regular file (asked of the file itself, then
+    opened through the descriptor, without blocking): the path is the process's word, and
+    the reader may be root (privsep's stage 0)."""
     from . import holders
 
     kind, path = holders.program(argv)
@@ -233,18 +234,23 @@ def _script(pid: int, argv: list[str], view: str) -> tuple[str, str]:
             path = os.path.join(os.readlink("/proc/%d/cwd" % pid), path)
         except OSError:
             return "", ""
-    try:
-        fd = os.open(view + path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:  # the file named first, without opening it: a device's open may act (a watchdog)
+        where = os.open(view + path, getattr(os, "O_PATH", 0) | os.O_CLOEXEC)
     except OSError:
         return path, ""
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(os.fstat(where).st_mode):
             return path, ""
-        return path, os.read(fd, holders.SCRIPT_BYTES).decode("utf-8", "replace")
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        fd = os.open("/proc/self/fd/%d" % where, flags)  # that very file, not its name again
+        try:
+            return path, os.read(fd, holders.SCRIPT_BYTES).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
     except OSError:
         return path, ""
     finally:
-        os.close(fd)
+        os.close(where)
 
 
 def site_dirs() -> list[str]:

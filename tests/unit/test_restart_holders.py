@@ -152,3 +152,30 @@ def test_changes_name_the_package_each_file_belongs_to(tmp_path: Path) -> None:
         site + "loose/": {"module": "loose", "path": site + "loose/", "at": 5.0, "every": False},
         "/elsewhere/z.py": {"module": "", "path": "/elsewhere/z.py", "at": 5.0, "every": True},
     }
+
+
+def test_a_program_file_is_read_only_when_it_is_a_regular_file(tmp_path: Path) -> None:
+    """procs._script: the path is the process's word, and the reader may be root: a FIFO
+    (whose open would block) or a device is never opened for reading; a relative path is
+    the process's cwd's."""
+    import os
+
+    from patcher.agent import procs
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert procs._script(os.getpid(), ["py", str(fifo)], "") == (str(fifo), "")
+    assert procs._script(os.getpid(), ["py", "/dev/null"], "") == ("/dev/null", "")
+    script = tmp_path / "serve.py"
+    script.write_text("import servekit.config\n")
+    assert procs._script(os.getpid(), ["py", "-u", str(script)], "") == (
+        str(script),
+        "import servekit.config\n",
+    )
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert procs._script(os.getpid(), ["py", "serve.py"], "")[0] == str(script)
+    finally:
+        os.chdir(here)
+    assert procs._script(os.getpid(), ["py", "-c", "x"], "") == ("", "")
