@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
-from patcher.errors import VpatchError
+from patcher.errors import AgentError, VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
 from patcher.rollout import canary, decide, settings
@@ -270,12 +270,16 @@ def _step_restart(h: Host) -> str:
 def _still_stale(h: Host) -> None:
     """restart_required as the restart left it: apply's list named the servers that ran the
     old code when it wrote, and the restart replaced them; asked again (the patched files,
-    agent/holders.py), it names only processes that hold the old code now."""
+    agent/holders.py), it names only processes that hold the old code now. A warning, never
+    a step's failure: where the agent refuses the question, the list stays as it was."""
     paths = sorted({f.path for p in h.result.patches for f in p.files})
-    if paths:
-        request = protocol.procs_request(paths)
-        res = _ask(h, request, JOURNAL_CALL, "the restart-required scan", JOURNAL_HINT)
-        h.result.restart_required = list(res.get("restart_required") or [])
+    if not paths:
+        return
+    try:
+        res = _ask(h, protocol.procs_request(paths), JOURNAL_CALL, "the scan", JOURNAL_HINT)
+    except AgentError:
+        return
+    h.result.restart_required = list(res.get("restart_required") or [])
 
 
 def _step_health(h: Host) -> str:
