@@ -15,7 +15,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
              --force's new base of a drifted file)
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
-    procs    {"paths": [...]}
+    procs    procs_request(paths): the processes that hold one of `paths` as it was before
+             its last write (agent/holders.py), in "restart_required"
     fetch    {"url", "timeout", "max_bytes"}
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
     wheel_members  {"path", "files"}: base64 bytes of files from a wheel on the host
@@ -114,6 +115,12 @@ HEALTH = "health"
 def restart_request(command: str, timeout: float) -> Dict[str, Any]:
     """Answer: {"exit": int or None (killed), "timed_out", "stdout", "stderr", "seconds"}."""
     return {"op": RESTART, "command": command, "timeout": timeout}
+
+
+def procs_request(paths: List[str]) -> Dict[str, Any]:
+    """Answer: {"restart_required": [{"pid", "started", "cmdline", "why"}, ...]}: the
+    processes that hold one of `paths` as it was before its last write (agent/holders.py)."""
+    return {"op": "procs", "paths": paths}
 
 
 def health_request(

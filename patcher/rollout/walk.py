@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
-from patcher.errors import VpatchError
+from patcher.errors import AgentError, VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
 from patcher.rollout import canary, decide, settings, steer
@@ -269,7 +269,23 @@ def _step_restart(h: Host) -> str:
         last = (str(res.get("stderr") or res.get("stdout") or "").strip().splitlines() or [""])[-1]
         said = f": {last[:300]}" if last else ""  # a silent command: no dangling colon
         raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}{said}")
+    _still_stale(h)
     return f"`{cmd}` exited 0 after {took}"
+
+
+def _still_stale(h: Host) -> None:
+    """restart_required as the restart left it: apply's list named the servers that ran the
+    old code when it wrote, and the restart replaced them; asked again (the patched files,
+    agent/holders.py), it names only processes that hold the old code now. A warning, never
+    a step's failure: where the agent refuses the question, the list stays as it was."""
+    paths = sorted({f.path for p in h.result.patches for f in p.files})
+    if not paths:
+        return
+    try:
+        res = _ask(h, protocol.procs_request(paths), JOURNAL_CALL, "the scan", JOURNAL_HINT)
+    except AgentError:
+        return
+    h.result.restart_required = list(res.get("restart_required") or [])
 
 
 def _step_health(h: Host) -> str:
