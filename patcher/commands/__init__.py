@@ -41,7 +41,8 @@ COMMANDS: dict[str, Command] = {
         "rollout",
         "apply, restart, wait for health, gate on live metrics; roll back if worse",
         "vpatch rollout SPEC... [options]\n"
-        "       vpatch rollout release HOST... --run ID [target options]",
+        "       vpatch rollout release HOST... --run ID [target options]\n"
+        "       vpatch rollout watch REPORT",
     ),
     "status": Command("hosts", "what vpatch applied on the targets and whether it holds"),
     "ensure": Command("hosts", "apply what is missing, verify; exit 0 only when in place"),
