@@ -88,12 +88,16 @@ class Stream:
         self.began: dict[str, float] = {}  # host -> monotonic start of its current phase
         self.told: dict[str, int] = {}  # host -> how many of its phases were said ended
         self.files = [s for s in sinks if isinstance(s, LineFile)]  # closed at the end
+        self.ended = False  # the run's last event was said: nothing more is
 
     def emit(self, kind: str, **what: Any) -> None:
         from patcher.rollout.walk import _now
 
         ev = Event(at=_now(), run=self.run, kind=kind, **what)
         with self.lock:
+            if self.ended:  # a host still in flight after a second Ctrl-C: the run is over
+                return
+            self.ended = kind == events.END
             for sink in list(self.sinks):
                 try:
                     sink(ev)
@@ -166,8 +170,9 @@ class Stream:
     def end(self, result: RunResult) -> None:
         """The run is over: the last event, then the files closed."""
         self.emit(events.END, ok=result.ok, verdict="ok" if result.ok else "not ok")
-        for f in self.files:
-            f.close()
+        with self.lock:
+            for f in self.files:
+                f.close()
 
 
 def open_stream(

@@ -20,11 +20,13 @@ import pytest
 from patcher.errors import UsageError
 from patcher.inventory.targets import Target
 from patcher.output import progress
-from patcher.rollout import driver, events, liveview, walk, watching
+from patcher.result import RunResult
+from patcher.rollout import driver, events, liveview, stream, walk, watching
 from patcher.run import fleet
-from tests.conftest import REPO, vpatch
+from tests.conftest import REPO, Env, vpatch
 from tests.support import rolloutfake, viewcases
 from tests.support.rolloutfake import FakeHost
+from tests.support.standin_specs import SPEC_A
 
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
 
@@ -302,3 +304,39 @@ def test_watch_replays_a_finished_run_as_plain_lines_and_exits_with_its_outcome(
     expect = [s for e in got if (s := plain.line(events.from_json(e.to_json()))) is not None]
     assert res.out.splitlines() == expect
     assert "h1: done: rolled_back" in res.out and "\x1b" not in res.out
+
+
+def test_nothing_is_said_after_the_run_s_end(tmp_path: Path) -> None:
+    """A host still in flight after a second Ctrl-C says nothing once the run ended: its
+    event would go to a closed file (whose descriptor number another file may have by then)."""
+    got: list[events.Event] = []
+    file = stream.LineFile(str(tmp_path / "e"), "--events")
+    s = stream.Stream("r1", rolloutfake.settings(), [file, got.append])
+    s.start(["h1"])
+    s.end(RunResult("rollout", True, []))
+    s.emit(events.PHASE, host="h1", phase="health")
+    assert [e.kind for e in got] == [events.START, events.END] and file.fd is None
+    assert len((tmp_path / "e").read_text().splitlines()) == 2
+
+
+def test_events_to_a_file_and_a_planted_link_there(tmp_path: Path, standin_env: Env) -> None:
+    """`--events FILE` holds what REPORT.events holds; a link planted at FILE stops the
+    rollout before anything is written or asked (the report neither)."""
+    spec = tmp_path / "a.toml"
+    spec.write_text(SPEC_A)
+    where = ["--python", str(standin_env.python), "--level", "static", "--restart", "true"]
+    report, mine = tmp_path / "r.json", tmp_path / "mine.events"
+    res = vpatch("rollout", spec, *where, "--report", report, "--events", mine, "--json")
+    assert res.code == 0, res.out + res.err
+    assert mine.read_text() == (tmp_path / "r.json.events").read_text()
+    kinds = [json.loads(ln)["kind"] for ln in mine.read_text().splitlines()]
+    assert kinds == ["start", "phase", "ended", "phase", "ended", "done", "end"]  # apply, restart
+    assert res.err == ""  # --json: no view on stderr
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    planted, again = tmp_path / "planted.events", tmp_path / "again.json"
+    planted.symlink_to(victim)
+    refused = vpatch("rollout", spec, *where, "--report", again, "--events", planted)
+    assert refused.code == 2 and "symbolic link" in refused.err, refused.err
+    assert refused.err.splitlines()[1].startswith("hint: ")
+    assert victim.read_text() == "keep\n" and not again.exists()
