@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 
 from patcher.output import inert
 from patcher.rollout.events import (
@@ -28,6 +28,7 @@ from patcher.rollout.events import (
 from patcher.serving.gates import pct
 
 PLAIN_EVERY = 10.0  # seconds between two plain scrape lines of a host (unless news)
+STILL_EVERY = 30.0  # seconds a host's phase may say nothing in a log before a line says so
 WAITING = "waiting"  # a host not started yet
 NOT_STARTED = "not started"  # ... when the run ended
 
@@ -164,15 +165,35 @@ def _cut(text: str, width: int) -> str:
 class Plain:
     """Plain lines for a log (stderr not a terminal, or `watch` piped): one per event, the
     time first (UTC, from the event); a window's scrapes at most one a host per PLAIN_EVERY
-    seconds, unless its decision changed."""
+    seconds, unless its decision changed; and (`still`) a line for a host whose phase said
+    nothing for STILL_EVERY seconds, so that a log tells a slow server (the line comes) from
+    a hung controller (it does not)."""
 
     shown: dict[str, tuple[float, str | None]] = field(default_factory=dict)
+    said: dict[str, float] = field(default_factory=dict)  # host -> its last line's time
 
     def line(self, ev: Event) -> str | None:
         said = self._words(ev)
         if said is None:
             return None
+        if ev.host is not None:
+            self.said[ev.host] = epoch(ev.at)
         return inert.line(f"{ev.at[11:19]} {said}")
+
+    def still(self, board: Board, now: float) -> list[str]:
+        """At `now`, a line for each host in a phase that said nothing for STILL_EVERY
+        seconds: in it since when, against its limit."""
+        out: list[str] = []
+        for r in board.rows.values() if not board.ended else ():
+            last = max(self.said.get(r.host, r.since), r.since)
+            if r.phase is None or now - last < STILL_EVERY:
+                continue
+            self.said[r.host] = now
+            limit = f" of {clock(r.timeout)}" if r.timeout is not None else ""
+            when = datetime.fromtimestamp(now, timezone.utc).strftime("%H:%M:%S")
+            said = f"{when} {r.host}: {r.phase}: still in it, {clock(now - r.since)}{limit}"
+            out.append(inert.line(said))
+        return out
 
     def _words(self, ev: Event) -> str | None:
         who = ev.host or f"rollout {ev.run}"

@@ -29,12 +29,14 @@ HINT = (
     "give the --report FILE of a `vpatch rollout` (else the path it named on stderr at its start)"
 )
 POLL = 0.2  # seconds between two reads of a stream with nothing new
+TICK = 1.0  # seconds between two looks for a host that said nothing for a while (plain lines)
 
 
 class View:
     """A sink: every event folded into the board; on a terminal (`live`) the board is drawn
     on `file` (patcher.output.screen), else each event that says something new is one plain
-    line there."""
+    line there, and a host whose phase says nothing for a while gets a line that says so
+    (a thread looks every TICK seconds: liveview.Plain.still)."""
 
     def __init__(self, file: TextIO, live: bool, transient: bool = True) -> None:
         self.file = file
@@ -42,6 +44,8 @@ class View:
         self.plain = liveview.Plain()
         self.lock = threading.Lock()
         self.screen = None
+        self.stopped = threading.Event()
+        self.ticker: threading.Thread | None = None
         if live:
             from patcher.output.screen import Screen
 
@@ -54,20 +58,32 @@ class View:
     def __call__(self, ev: Event) -> None:
         with self.lock:
             liveview.fold(self.board, ev)
+            said = self.plain.line(ev) if self.screen is None else None
+            if said is not None:
+                put(said, self.file, flush=True)
         if self.screen is not None:
             self.screen.refresh()
-            return
-        said = self.plain.line(ev)
-        if said is not None:
-            put(said, self.file, flush=True)
+
+    def _tick(self) -> None:
+        while not self.stopped.wait(TICK):
+            with self.lock:
+                for said in self.plain.still(self.board, time.time()):
+                    put(said, self.file, flush=True)
 
     def start(self) -> None:
         if self.screen is not None:
             self.screen.start()
+        else:
+            self.ticker = threading.Thread(target=self._tick, name="vpatch-view", daemon=True)
+            self.ticker.start()
 
     def stop(self) -> None:
+        self.stopped.set()
         if self.screen is not None:
             self.screen.stop()
+        if self.ticker is not None:
+            self.ticker.join()
+            self.ticker = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ tests/cases/rollout/view/), run through patcher.rollout.events and patcher.rollo
   carries.
 - `view/*.json`: `events` in (as the stream's lines: JSON objects), the clock `now` (ISO)
   and the terminal's `width`; `expect.screen` the live view's lines then, `expect.plain`
-  the plain lines of a log for the same events.
+  the plain lines of a log for the same events, `expect.still` the lines a log then adds
+  for hosts whose phase said nothing for a while.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ def run_view(case: dict[str, Any]) -> dict[str, Any]:
         said = plain.line(ev)
         if said is not None:
             lines.append(said)
-    screen = liveview.screen(board, liveview.epoch(case["now"]), case["width"])
-    return {"screen": screen, "plain": lines}
+    now = liveview.epoch(case["now"])
+    screen = liveview.screen(board, now, case["width"])
+    return {"screen": screen, "plain": lines, "still": plain.still(board, now)}
 
 
 def load(path: Path) -> dict[str, Any]:
