@@ -29,6 +29,8 @@ HINT = (
     "give the --report FILE of a `vpatch rollout` (else the path it named on stderr at its start)"
 )
 POLL = 0.2  # seconds between two reads of a stream with nothing new
+# Never through a link; never blocking on a FIFO planted at the name (refused once open).
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TICK = 1.0  # seconds between two looks for a host that said nothing for a while (plain lines)
 
 
@@ -95,11 +97,13 @@ def open_events(report: str) -> int:
     a rollout's, no stream beside it, or a stream that is a link, not a regular file, or
     not the report's owner's."""
     try:
-        fd = os.open(report, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(report, _READ)
     except OSError as exc:
         raise UsageError(f"{report}: {exc.strerror or exc}", HINT) from None
     try:
-        owner = os.fstat(fd).st_uid
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{report}: not a regular file, not a rollout's report", HINT)
         with os.fdopen(os.dup(fd), "rb") as fh:
             doc = json.loads(fh.read())
     except ValueError:
@@ -110,12 +114,12 @@ def open_events(report: str) -> int:
         os.close(fd)
     if not isinstance(doc, dict) or doc.get("command") != "rollout":
         raise UsageError(f"{report}: not the report of a `vpatch rollout`", HINT)
-    return _stream(events_path(report), owner)
+    return _stream(events_path(report), st.st_uid)
 
 
 def _stream(path: str, owner: int) -> int:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, _READ)
     except FileNotFoundError:
         raise UsageError(
             f"{path}: no event stream beside the report",

@@ -275,8 +275,12 @@ def test_watch_bad_input_is_one_error_and_a_hint(tmp_path: Path) -> None:
     bad_line = tmp_path / "bad.json"
     bad_line.write_text(json.dumps({"command": "rollout", "hosts": []}))
     (tmp_path / "bad.json.events").write_text('{"v": 1, "kind": "start"}\n')
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
     cases = {
         tmp_path / "nope.json": "No such file",
+        tmp_path: "not a regular file",
+        fifo: "not a regular file",
         other: "not the report of a `vpatch rollout`",
         garbage: "not JSON",
         alone: "no event stream beside the report",
