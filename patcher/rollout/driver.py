@@ -99,8 +99,8 @@ def drive(
     path = request.report or default_report(run)
     live = LiveReport(path, targets, specs, cfg, run)
     live.write(start=True)  # before any host is contacted; UsageError: exit 2
+    started(run, path)  # the report's path said first: the stream's start follows
     report = stream.Told(live, stream.open_stream(path, run, cfg, names, request.sinks))
-    started(run, path)
 
     def work(i: int) -> HostResult:
         t = targets[i]
