@@ -106,13 +106,8 @@ def write(
     tmp = ""  # set once the temp file is ours: only then is it removed on a failure
     try:
         _check_at(dfd, name, shown, what)
-        temp = f".tmp-{os.urandom(8).hex()}"  # secrets.token_hex, without its imports
-        fd = os.open(temp, _FLAGS, mode, dir_fd=dfd)
-        tmp = temp
+        tmp, fd = _temp(dfd, shown, what, mode)
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
-                raise Refused(f"{what} {shown}: the temp file is not ours", _HINT)
             view = memoryview(raw)
             while view:
                 view = view[os.write(fd, view) :]
@@ -129,4 +124,41 @@ def write(
                 os.unlink(tmp, dir_fd=dfd)
             except OSError:
                 pass
+        os.close(dfd)
+
+
+def _temp(dfd: int, shown: str, what: str, mode: int) -> tuple[str, int]:
+    """A new file of a random name in the directory `dfd` (O_EXCL, never through a link),
+    checked on its descriptor: (its name, the descriptor)."""
+    temp = f".tmp-{os.urandom(8).hex()}"  # secrets.token_hex, without its imports
+    fd = os.open(temp, _FLAGS, mode, dir_fd=dfd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+        os.close(fd)
+        os.unlink(temp, dir_fd=dfd)
+        raise Refused(f"{what} {shown}: the temp file is not ours", _HINT)
+    return temp, fd
+
+
+def create(path: str | Path, what: str, mode: int = 0o666) -> int:
+    """A new, empty file at `path` under `write`'s rules (the entry it replaces must be a
+    regular file of ours with one link), for the caller to append to through the returned
+    descriptor (opened write-only; the caller closes it). Why a descriptor and not a name:
+    a stream written line by line (the rollout's events) is reopened by no one, so a link
+    swapped in at the name later is never written through."""
+    shown = str(path)
+    head, name = _split(path)
+    dfd = _open_dir(head, shown, what)
+    try:
+        _check_at(dfd, name, shown, what)
+        tmp, fd = _temp(dfd, shown, what, mode)
+        try:
+            _check_at(dfd, name, shown, what)
+            os.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp, dir_fd=dfd)
+            raise
+        return fd
+    finally:
         os.close(dfd)

@@ -8,7 +8,10 @@ real supervisord, load on every host.
 2. `vpatch rollout vllm-eagle3-mla-backport --canary 1 --batch 2 --control 1`: kept on all 4,
    each judged against the control host's window.
 The control host (h5, the last target) is only scraped: its files and server pid stay as they
-were through both rollouts.
+were through both rollouts. On a terminal each rollout draws its live view on stderr (every
+host's phase, its time against its limit, the window's evidence so far), redrawn in place;
+piped, the same events are plain timestamped lines. After each, the demo counts the events
+its report's stream (REPORT.events) holds: what `vpatch rollout watch REPORT` replays.
 
 Run as `python -m tests.demo_rollout` (root: the lab's sshd hosts need mount namespaces).
 """
@@ -77,7 +80,19 @@ def _rollout(
     )
     took = time.monotonic() - started
     print(f"(exit {code}; {_overhead(report, batches, took)})", flush=True)
+    print(_stream(report), flush=True)
     return code
+
+
+def _stream(report: Path) -> str:
+    """What the run's event stream beside its report holds, by kind."""
+    kinds: dict[str, int] = {}
+    path = Path(f"{report}.events")
+    for line in path.read_text().splitlines():
+        kind = json.loads(line)["kind"]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    said = ", ".join(f"{n} {k}" for k, n in kinds.items())
+    return f"(events in {path.name}: {said}; `vpatch rollout watch {report.name}` replays them)"
 
 
 def main() -> int:

@@ -43,7 +43,8 @@ COMMANDS: dict[str, Command] = {
         "vpatch rollout SPEC... [options]\n"
         "       vpatch rollout release HOST... --run ID [target options]\n"
         "       vpatch rollout report REPORT --html FILE\n"
-        "       vpatch rollout pause|resume|promote|abort REPORT [--json]",
+        "       vpatch rollout pause|resume|promote|abort REPORT [--json]\n"
+        "       vpatch rollout watch REPORT",
     ),
     "status": Command("hosts", "what vpatch applied on the targets and whether it holds"),
     "ensure": Command("hosts", "apply what is missing, verify; exit 0 only when in place"),

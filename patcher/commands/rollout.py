@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from patcher.commands import _htmlreport, _targets
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 RELEASE = "release"  # `vpatch rollout release HOST... --run ID` (the word where a SPEC goes)
 # `vpatch rollout pause|resume|promote|abort REPORT` (protocol.STEER_VERBS; where a SPEC goes)
 STEERS = ("pause", "resume", "promote", "abort")
+WATCH = "watch"  # `vpatch rollout watch REPORT`
 
 
 def add_options(op: argparse.ArgumentParser, name: str) -> None:
@@ -126,6 +128,14 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         "on those hosts once its controller is gone (refused while it lives; journaled)",
     )
     g.add_argument(
+        "--events",
+        metavar="FILE|-",
+        help="also write the rollout's events to FILE (- : stdout, ahead of the result), one "
+        "JSON object a line, flushed: each phase a host begins and ends, each scrape of a "
+        "window with its evidence so far, each host's verdict, the run's end (REPORT.events "
+        "beside the report always has them: `vpatch rollout watch REPORT` follows it)",
+    )
+    g.add_argument(
         "--allow-no-traffic",
         action="store_true",
         help="a gate that cannot be computed (no drafts, no tokens in the window) passes "
@@ -162,15 +172,12 @@ def run(args: argparse.Namespace) -> int:
     Ctrl-C, whose report has every host as far as it got. `vpatch rollout release HOST...
     --run ID`: `release` (the first word where a SPEC goes); `vpatch rollout report REPORT
     --html FILE`: `report` (patcher/commands/_htmlreport.py); `vpatch rollout pause REPORT`
-    and the other steers: `steer`."""
-    other = {
-        RELEASE: release,
-        _htmlreport.WORD: _htmlreport.report,
-        **dict.fromkeys(STEERS, steer),
-    }.get(args.specs[0])
-    if other is not None:  # `vpatch rollout release ...`, `vpatch rollout pause REPORT`, ...
-        return other(args)
+    and the other steers: `steer`; `vpatch rollout watch REPORT`: `_watch`."""
+    word = WORDS.get(args.specs[0])
+    if word is not None:  # `release`, `report`, a steer, `watch`: the word where a SPEC goes
+        return word(args)
     _htmlreport.check(args)
+    from patcher.commands._rolloutwatch import sinks_of
     from patcher.rollout.driver import Request, drive
     from patcher.rollout.view import BatchLines
 
@@ -178,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
     if args.control is None and control is not None:  # `[defaults] control = K`; --control wins
         args.control = str(control)
     policy = _targets.policy(args, len(targets))
+    sinks, view = sinks_of(args.events, args.json)
     request = Request(
         specs=args.specs,
         level=args.level,
@@ -186,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         report=args.report,
         resume=args.resume,
         settings=settings(args),
+        sinks=sinks,
     )
 
     def started(run: str, path: str) -> None:
@@ -195,15 +204,19 @@ def run(args: argparse.Namespace) -> int:
     def lines(names: list[str]) -> HostsProgress:  # the canaries' names (control hosts apart)
         return BatchLines(names, policy, sys.stderr) if not args.json else HostsProgress()
 
-    done = drive(
-        request,
-        targets,
-        policy,
-        lambda t: _targets.open_target(t, args),
-        lines,
-        started,
-        kind_of=lambda t: _targets.kind_of(t, args),
-    )
+    view.start()  # the live view on stderr (a terminal), else plain lines (none: --json, -q)
+    try:
+        done = drive(
+            request,
+            targets,
+            policy,
+            lambda t: _targets.open_target(t, args),
+            lines,
+            started,
+            kind_of=lambda t: _targets.kind_of(t, args),
+        )
+    finally:
+        view.stop()
     return _ended(args, done)
 
 
@@ -351,3 +364,17 @@ def steer(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from patcher.commands._rolloutwatch import watch
+
+    return watch(args.specs[1:])
+
+
+WORDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    RELEASE: release,
+    _htmlreport.WORD: _htmlreport.report,
+    **dict.fromkeys(STEERS, steer),
+    WATCH: _watch,
+}

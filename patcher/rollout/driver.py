@@ -9,18 +9,19 @@ The module sits above walk and report, which never import it, so the rollout has
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
 from patcher.result import HostResult, RunResult
-from patcher.rollout import recheck, settings, walk
+from patcher.rollout import recheck, settings, stream, walk
 from patcher.rollout.lease import HINT, Refused, ttl_for
 from patcher.rollout.report import LiveReport, default_report, load_report
 from patcher.rollout.resume import RESUME_CHANGED, RESUME_CONTINUE, RESUME_REFUSE, Resume
 from patcher.rollout.settings import Settings
+from patcher.rollout.stream import Sink
 from patcher.run import fleet
 
 if TYPE_CHECKING:
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, kw_only=True)
 class Request:
     """One rollout as asked: the specs (paths or catalog ids), apply's level and --force, the
-    state dir, the report path (None: the default one), the report to resume, the options."""
+    state dir, the report path (None: the default one), the report to resume, the options,
+    and who gets the run's events besides the stream beside the report (patcher.rollout.
+    stream: `--events`, the live view)."""
 
     specs: list[str]
     level: Level
@@ -43,6 +46,7 @@ class Request:
     report: str | None
     resume: str | None
     settings: Settings
+    sinks: Sequence[Sink] = ()  # who else gets the run's events (REPORT.events always does)
 
 
 @dataclass(frozen=True)
@@ -92,16 +96,17 @@ def drive(
     if controls is not None:  # their scrapes are the run's exchanges too
         controls.ctx = ctx
     path = request.report or default_report(run)
-    report = LiveReport(path, targets, specs, cfg, run)
-    ids = report.ids  # (spec id, package) of each spec
-    steer = report.start(resume=reported is not None)  # before any host; UsageError: exit 2
-    started(run, path)
+    live = LiveReport(path, targets, specs, cfg, run)
+    ids = live.ids  # (spec id, package) of each spec
+    steer = live.start(resume=reported is not None)  # before any host; UsageError: exit 2
+    started(run, path)  # the report's path said first: the stream's start follows
+    report = stream.Told(live, stream.open_stream(path, run, cfg, names, request.sinks))
 
     def work(i: int) -> HostResult:
         t = targets[i]
-        held = steer.hold(ctrl_c, lambda pause: report.hold(i, pause))
+        held = steer.hold(ctrl_c, lambda pause: live.hold(i, pause))
         if held.stop is not None or held.interrupted:  # aborted (or Ctrl-C) while it waited
-            return report.ended(i, report.not_started(i, held.stop))
+            return report.ended(i, live.not_started(i, held.stop))
         try:
             transport = open_transport(t)
         except HostError as exc:
@@ -112,7 +117,7 @@ def drive(
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
             h.result.transport = kind_of(t)
             h.controls = controls
-            report.live[i] = h
+            report.begin(i, h)
             if reported is not None:
                 ended = _resumed(h, reported.steps.get(t.name))
                 if ended is not None:
@@ -129,10 +134,7 @@ def drive(
         cut_short = True
         hosts = report.hosts("interrupted (Ctrl-C twice): not started")
     steer.channel.close()  # `end`: a steer of the run is refused from here on
-    if threading.current_thread() is threading.main_thread():
-        import signal  # a Ctrl-C from here on must not cost the report
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _ignore_ctrl_c()  # from here on, a Ctrl-C must not cost the report
     ctx.flush()
     hosts = canary.closed(controls, hosts, ids)  # the control hosts' lines at the end
     result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
@@ -153,6 +155,13 @@ def _note(h: walk.Host) -> Callable[[dict[str, Any]], None]:
             h.result.warnings.append(f"a steer is not in the host's journal ({exc.message})")
 
     return send
+
+
+def _ignore_ctrl_c() -> None:
+    if threading.current_thread() is threading.main_thread():
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _resumed(h: walk.Host, said: list[tuple[str, bool]] | None) -> HostResult | None:

@@ -91,6 +91,9 @@ class Host:
     undecided: bool = False  # the gates failed for want of evidence only (NOT_ENOUGH_EVIDENCE)
     changed: str = ""  # what --resume found changed on the host since its last step
     steer: HostSteer | None = None  # the run's steering, as this host took it (steering.py)
+    # each scrape of a window after its first: (host, the window so far, the control's so
+    # far): the live view's evidence (patcher.rollout.stream.Stream.seen)
+    seen: Callable[[Host, Measures, Measures | None], None] | None = None
 
     @property
     def plan(self) -> decide.Plan:
@@ -155,6 +158,8 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
         series.append(_scrape(h, missed))
         if ctrl is not None:
             cseries.append(ctrl.scrape(cfg))
+        if h.seen is not None:
+            h.seen(h, _window(series), _window(cseries) if ctrl is not None else None)
     h.window_end = series[-1][0]
     h.missed = _missed_note(missed, len(series) - 1)
     if ctrl is not None:

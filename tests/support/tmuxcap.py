@@ -44,6 +44,11 @@ class Pane:
         self.screens.append((time.monotonic() - self.started, text))
         return text
 
+    def history(self) -> str:
+        """Everything the pane holds, the lines scrolled off its top included: a dead pane's
+        "Pane is dead" line scrolls the screen by one, taking the first line off it."""
+        return self._tmux("capture-pane", "-p", "-S", "-", "-t", "run")
+
     def watch(self, seen: Callable[[str], bool], limit: float) -> float | None:
         """Poll the pane until `seen(screen)`: seconds since start, or None if the command
         ended (or `limit` seconds passed) first without it."""

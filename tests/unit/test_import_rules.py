@@ -94,6 +94,8 @@ PURE = {
     "patcher.output.inert",
     "patcher.rollout.decide",
     "patcher.rollout.resume",
+    "patcher.rollout.events",
+    "patcher.rollout.liveview",
     "patcher.serving.promtext",
     "patcher.serving.model",
     "patcher.serving.histogram",
