@@ -254,7 +254,7 @@ def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
     asked: set[str] = set()
     for t in found:
         client = t.transport or args.ssh_client
-        if t.local or client in asked or client == "ray":
+        if t.local or t.container is not None or client in asked or client == "ray":
             continue
         asked.add(client)
         problem = sshnames.client_problem(client, _add_fabric)

@@ -1,0 +1,127 @@
+"""Running containers as targets, on real engines (tests/support/containerlab.py): podman, and
+docker where its daemon starts here.
+
+Each container runs a Python server (PID 1) from the stand-in image: user `app` owns the venv
+/srv/venv holding the stand-in package, as a serving image's user owns its environment. vpatch
+reaches it with `ENGINE exec -i` (patcher.transports.container), as the container's root by
+default, so the trust rules are the privsep ones: stage 0 under the image's /usr/bin/python3,
+the work done as `app`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Run, vpatch
+from tests.support import containerlab
+from tests.support.containerlab import APP_UID, Lab
+from tests.support.standin_specs import REL, SPEC_A
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the engines run rootful here")
+
+SITE = f"{containerlab.VENV}/lib/python3.11/site-packages"
+TARGET = f"{SITE}/{REL}"
+
+
+def _docker_usable() -> bool:
+    return shutil.which("dockerd") is not None and shutil.which("docker") is not None
+
+
+@pytest.fixture(scope="module", params=["podman", "docker"])
+def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+    gone = containerlab.missing()
+    assert not gone, f"the container lab needs {gone} (make test-deps installs them)"
+    if request.param == "docker":
+        if not _docker_usable():
+            pytest.skip("no dockerd here (Debian: docker.io; make test-deps installs it)")
+        with containerlab.docker_lab() as engine:
+            yield engine
+        return
+    with containerlab.podman_lab() as engine:
+        yield engine
+
+
+def ok(res: Run) -> Run:
+    assert res.code == 0, res.out + res.err
+    return res
+
+
+def _run(lab: Lab, *args: str | Path) -> Run:
+    return vpatch(*args, env=lab.env)
+
+
+def _spec(tmp_path: Path) -> Path:
+    p = tmp_path / "a.toml"
+    p.write_text(SPEC_A)
+    return p
+
+
+def test_apply_verify_restart_verify_rollback_to_exact_bytes(lab: Lab, tmp_path: Path) -> None:
+    """The patch lives in the container's writable layer: it survives a restart (a new PID
+    1, which imports the patched module), and rollback brings back the exact bytes."""
+    c = lab.run(f"vp-round-{lab.engine}")
+    inv = lab.inventory(tmp_path / "hosts.toml", [c])
+    before = lab.read(c, TARGET)
+    applied = ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv, "--json"))
+    assert applied.patch()["outcome"] == "applied", applied.out
+    assert b"kimi_k2" in lab.read(c, TARGET)
+    ok(_run(lab, "verify", _spec(tmp_path), "--inventory", inv))
+    started = lab.started_at(c)
+    lab.restart(c)
+    assert lab.started_at(c) != started
+    ok(_run(lab, "verify", _spec(tmp_path), "--inventory", inv))
+    ok(_run(lab, "rollback", "--inventory", inv))
+    after = lab.read(c, TARGET)
+    assert hashlib.sha256(after).hexdigest() == hashlib.sha256(before).hexdigest()
+    # the agent worked as the venv's owner, not as the container's root
+    owners = lab.sh(c, f"stat -c %u {TARGET} {containerlab.VENV}/.vpatch 2>/dev/null || true")
+    assert set(owners.split()) <= {str(APP_UID)}, owners
+
+
+def test_status_after_a_recreate_says_the_patch_is_gone(lab: Lab, tmp_path: Path) -> None:
+    """`rm` + `run` of the same image: a new writable layer, so the patch and its journal
+    are gone, and status says so (the image's own bytes)."""
+    c = lab.run(f"vp-recreate-{lab.engine}")
+    inv = lab.inventory(tmp_path / "hosts.toml", [c])
+    ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv))
+    st = ok(_run(lab, "status", "--inventory", inv, "--json"))
+    assert [p["id"] for p in st.doc["hosts"][0]["patches"]] == ["servekit-kimi"], st.out
+    lab.rm(c)
+    lab.run(c)
+    st = ok(_run(lab, "status", "--inventory", inv, "--json"))
+    assert st.doc["hosts"][0]["patches"] == [], st.out
+    assert b"kimi_k2" not in lab.read(c, TARGET)
+
+
+def test_a_missing_container_is_one_error_with_a_hint(lab: Lab, tmp_path: Path) -> None:
+    inv = lab.inventory(tmp_path / "hosts.toml", [f"vp-none-{lab.engine}"])
+    res = _run(lab, "status", "--inventory", inv)
+    assert res.code != 0 and "Traceback" not in res.err, res.err
+    assert f"no container 'vp-none-{lab.engine}'" in res.err, res.err
+    assert "hint:" in res.err
+
+
+def test_code_the_containers_user_plants_never_runs_as_root(lab: Lab, tmp_path: Path) -> None:
+    """`app` owns the venv and plants a .pth in its site-packages (which any interpreter of
+    the venv runs at start); vpatch execs in as the container's root. The .pth runs (it is
+    the env's own code, run as its owner by the worker and the probes), never as root."""
+    c = lab.run(f"vp-plant-{lab.engine}")
+    lab.sh(
+        c,
+        f"mkdir -p /tmp/ran && chmod 1777 /tmp/ran && printf '%s\\n' "
+        f'\'import os; open("/tmp/ran/%d" % os.getuid(), "a").close()\' '
+        f"> {SITE}/zz_plant.pth",
+        user="app",
+    )
+    inv = lab.inventory(tmp_path / "hosts.toml", [c])
+    ok(_run(lab, "status", "--inventory", inv))
+    applied = ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv, "--json"))
+    assert applied.patch()["outcome"] == "applied", applied.out
+    ok(_run(lab, "rollback", "--inventory", inv))
+    assert lab.sh(c, "ls /tmp/ran").split() == [str(APP_UID)]
