@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Run, vpatch
+from tests.sshd import LabFactory, SshHost
 from tests.support import containerlab
 from tests.support.containerlab import APP_UID, Lab
 from tests.support.standin_specs import REL, SPEC_A
@@ -125,3 +127,32 @@ def test_code_the_containers_user_plants_never_runs_as_root(lab: Lab, tmp_path: 
     assert applied.patch()["outcome"] == "applied", applied.out
     ok(_run(lab, "rollback", "--inventory", inv))
     assert lab.sh(c, "ls /tmp/ran").split() == [str(APP_UID)]
+
+
+def test_through_ssh_on_the_containers_host(
+    lab: Lab, tmp_path: Path, ssh_lab_factory: LabFactory
+) -> None:
+    """`ssh HOST -- ENGINE exec -i C ...`: the container on a real sshd host (its root's
+    login reaches this lab's engine through the store's variables in its .bashrc, which
+    Debian's bash reads for a command over ssh)."""
+    env = {k: v for k, v in lab.env.items() if k.startswith(("CONTAINERS_", "DOCKER_HOST"))}
+
+    def engine_env(host: SshHost) -> None:
+        lines = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
+        (host.home / ".bashrc").write_text(lines)
+
+    ssh = ssh_lab_factory(1, env_factory=engine_env)
+    c = lab.run(f"vp-ssh-{lab.engine}")
+    before = lab.read(c, TARGET)
+    inv = tmp_path / "hosts.toml"
+    inv.write_text(
+        f'[[host]]\nname = "h1-{c}"\naddress = "h1"\ntransport = "{lab.engine}"\n'
+        f'container = "{c}"\npython = "{containerlab.PYTHON}"\n'
+    )
+    where = ["--inventory", inv, "--ssh-config", ssh.ssh_config]
+    applied = ok(vpatch("apply", _spec(tmp_path), *where, "--json"))
+    assert applied.patch()["outcome"] == "applied", applied.out
+    assert b"kimi_k2" in lab.read(c, TARGET)
+    ok(vpatch("verify", _spec(tmp_path), *where))
+    ok(vpatch("rollback", *where))
+    assert lab.read(c, TARGET) == before
