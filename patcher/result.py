@@ -132,6 +132,10 @@ class HostResult:
     # How the controller reached the host: a name of patcher.transports.KINDS (the host's own
     # `transport = ...` of an inventory, else the run's), tried even where it failed to connect.
     transport: str | None = None
+    # The target throws its files away where a host keeps them: a container (transports
+    # podman, docker), whose writable layer is kept over a restart and lost when the
+    # container is re-created from its image. Its patches are `ephemeral` (status says so).
+    ephemeral: bool = False
 
 
 @dataclass

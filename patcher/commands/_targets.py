@@ -336,10 +336,14 @@ def name_transports(
     hosts: Sequence[HostResult], targets: Sequence[Target], args: argparse.Namespace
 ) -> None:
     """Say in every host's result which transport reached it (or was tried): the JSON's
-    `transport`, so a mixed fleet's results show which hosts went by which client."""
+    `transport`, so a mixed fleet's results show which hosts went by which client; and
+    whether its patches are `ephemeral` (a container's)."""
+    from patcher.transports import CONTAINER_KINDS
+
     kinds = {t.name: kind_of(t, args) for t in targets}
     for host in hosts:
         host.transport = kinds.get(host.target, host.transport)
+        host.ephemeral = host.transport in CONTAINER_KINDS
 
 
 def settings(args: argparse.Namespace) -> Settings:

@@ -73,13 +73,14 @@ def drive(
     before any host is contacted; `lines(names)` shows the canaries' batches as they go;
     `kind_of(target)`: the transport kind that reaches it, which its result names."""
     from patcher.plan.base import Options
-    from patcher.rollout import canary
+    from patcher.rollout import canary, persist
     from patcher.run import engine
     from patcher.run.exchange import RunContext
     from patcher.specs import catalog
 
     cfg = request.settings
     settings.check_targets(targets)
+    persist.check_restarts(targets, cfg.restart)  # a re-create would throw the patch away
     targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     reported = load_report(request.resume, names) if request.resume else None

@@ -94,6 +94,9 @@ def test_status_after_a_recreate_says_the_patch_is_gone(lab: Lab, tmp_path: Path
     ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv))
     st = ok(_run(lab, "status", "--inventory", inv, "--json"))
     assert [p["id"] for p in st.doc["hosts"][0]["patches"]] == ["servekit-kimi"], st.out
+    assert st.doc["hosts"][0]["ephemeral"] is True
+    human = ok(_run(lab, "status", "--inventory", inv)).out
+    assert "servekit-kimi" in human and "ephemeral" in human, human
     lab.rm(c)
     lab.run(c)
     st = ok(_run(lab, "status", "--inventory", inv, "--json"))
@@ -156,3 +159,21 @@ def test_through_ssh_on_the_containers_host(
     ok(vpatch("verify", _spec(tmp_path), *where))
     ok(vpatch("rollback", *where))
     assert lab.read(c, TARGET) == before
+
+
+def test_a_rollout_whose_restart_recreates_is_refused_before_anything_is_written(
+    lab: Lab, tmp_path: Path
+) -> None:
+    c = lab.run(f"vp-refuse-{lab.engine}")
+    inv = lab.inventory(tmp_path / "hosts.toml", [c])
+    before = lab.read(c, TARGET)
+    report = tmp_path / "report.json"
+    recreate = f"{lab.engine} rm -f {c} && {lab.engine} run -d --name {c} {containerlab.STANDIN}"
+    res = _run(lab, "rollout", _spec(tmp_path), "--inventory", inv, "--restart", recreate,
+               "--report", report)  # fmt: skip
+    assert res.code == 2, res.out + res.err
+    assert f"re-creates container '{c}'" in res.err and "vpatch wheel" in res.err, res.err
+    assert "Traceback" not in res.err
+    assert lab.read(c, TARGET) == before
+    assert not report.exists()
+    assert lab.sh(c, f"ls -a {containerlab.VENV}").split().count(".vpatch") == 0
