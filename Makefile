@@ -8,7 +8,7 @@ CACHE ?= /var/cache/vpatch-test
 TEST_JOBS ?= 2
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test test-deps lint unit sanity demo demo-rollout bench docs man clean
+.PHONY: install test test-deps lint unit sanity demo demo-rollout demo-containers bench docs man clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -82,6 +82,11 @@ demo-rollout: install
 $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
 	$(BIN)/pip install -q -e '.[bench]'
 	touch $@
+
+# Running containers as targets on a real podman (tests/demo_containers.py): a rollout over three
+# containers rolls the bad patch back and keeps the good one; a re-create drops it.
+demo-containers: install test-deps
+	$(BIN)/python -m tests.demo_containers
 
 # vpatch vs ssh+sed vs ansible-core vs pyinfra on 1, 8, 32, 128 real sshd hosts, and vpatch's
 # controller alone for 10,000 simulated targets; writes bench/results.json and bench/results.md.

@@ -110,6 +110,8 @@ def drive(
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
             h.result.transport = kind_of(t)
             h.controls = controls
+            if t.container is not None:  # its engine, on its host, restarts it
+                h.restart_on = lambda: open_transport(engine_host(t))
             report.live[i] = h
             if reported is not None:
                 ended = _resumed(h, reported.steps.get(t.name))
@@ -135,6 +137,12 @@ def drive(
     result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
+
+
+def engine_host(t: Target) -> Target:
+    """The host a container runs on, as a target of its own: the same address, login and
+    sudo, its system `python3` (what runs the container's restart: `podman restart C`)."""
+    return t._replace(container=None, container_user=None, transport=None, python="python3")
 
 
 def _resumed(h: walk.Host, said: list[tuple[str, bool]] | None) -> HostResult | None:

@@ -23,7 +23,7 @@ from tests.conftest import Run, vpatch
 from tests.sshd import LabFactory, SshHost
 from tests.support import containerlab
 from tests.support.containerlab import APP_UID, Lab
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the engines run rootful here")
 
@@ -177,3 +177,49 @@ def test_a_rollout_whose_restart_recreates_is_refused_before_anything_is_written
     assert lab.read(c, TARGET) == before
     assert not report.exists()
     assert lab.sh(c, f"ls -a {containerlab.VENV}").split().count(".vpatch") == 0
+
+
+ROLL = ["--canary", "1", "--control", "1", "--level", "static", "--json", "--window", "2",
+        "--scrape-every", "0.4", "--min-drafts", "0", "--max-window", "20",
+        "--min-throughput-ratio", "0.9"]  # fmt: skip
+
+
+def test_a_rollout_over_containers_keeps_the_good_patch_and_rolls_back_the_bad(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Three containers serving (no port published: health and metrics are fetched by the
+    agent inside each), the last one the control; each restarted by its engine on this
+    machine (`ENGINE restart C`). SPEC_B halves the tokens/s: rolled back on the canary, the
+    rest never touched. SPEC_A leaves them: kept, on every host but the control."""
+    names = [
+        lab.run(f"vp-roll{i}-{lab.engine}", containerlab.PYTHON, "-c", containerlab.LAB_SERVER)
+        for i in (1, 2, 3)
+    ]
+    inv, url = tmp_path / "hosts.toml", containerlab.LAB_URL
+    inv.write_text(
+        "\n".join(
+            f'[[host]]\nname = "{n}"\naddress = "local"\ntransport = "{lab.engine}"\n'
+            f'container = "{n}"\npython = "{containerlab.PYTHON}"\n'
+            f'restart = "{lab.engine} restart -t 5 {n}"\n'
+            f'health = "{url}/health"\nmetrics = "{url}/metrics"\n'
+            for n in names
+        )
+    )
+    pristine = {n: lab.read(n, TARGET) for n in names}
+    bad = tmp_path / "b.toml"
+    bad.write_text(SPEC_B)
+    res = _run(lab, "rollout", bad, "--inventory", inv, *ROLL)
+    assert res.code == 1, res.out + res.err
+    hosts = {h["target"]: h for h in res.doc["hosts"]}
+    assert hosts[names[0]]["rollout"]["verdict"] == "rolled_back", hosts[names[0]]["rollout"]
+    assert {n: lab.read(n, TARGET) for n in names} == pristine
+    started = lab.started_at(names[0])
+    res = _run(lab, "rollout", _spec(tmp_path), "--inventory", inv, *ROLL)
+    assert res.code == 0, res.out + res.err
+    hosts = {h["target"]: h for h in res.doc["hosts"]}
+    rollout = hosts[names[0]]["rollout"]
+    assert rollout["verdict"] == "kept", rollout
+    [restart] = [p for p in rollout["phases"] if p["step"] == "restart"]
+    assert f"`{lab.engine} restart -t 5 {names[0]}` exited 0" in restart["detail"], restart
+    assert lab.started_at(names[0]) != started  # the container itself was restarted
+    assert [b"kimi_k2" in lab.read(n, TARGET) for n in names] == [True, True, False]

@@ -54,6 +54,40 @@ SERVER = (
 )
 
 
+# PID 1 of a rollout container: a stand-in vLLM endpoint on the container's own loopback
+# (tests/support/gateserver.py's counters, copied into the image) that serves as the
+# stand-in's files it imported say: SPEC_A (kimi_k2 accepted) drafts well, SPEC_B (the batch
+# limit raised) halves the tokens/s. No port is published: the agent in the container fetches.
+LAB_SERVER = """
+import http.server, signal, sys, time
+from types import SimpleNamespace
+sys.path.insert(0, "/srv/lab")
+from gateserver import metrics_text
+import servekit.config as cfg
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+try:
+    rate = 0.7 if cfg.SpecConfig.verify(SimpleNamespace(model_type="kimi_k2")) else 0.3
+except ValueError:
+    rate = 0.3
+pace = 0.5 if cfg.LIMITS["max_batch"] != 8 else 1.0
+started = time.monotonic()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/health":
+            body = b"ok"
+        else:
+            body = metrics_text((time.monotonic() - started) * pace, rate).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", 8000), H).serve_forever()
+"""
+LAB_URL = "http://127.0.0.1:8000"
+
+
 def missing() -> list[str]:
     """The programs the podman lab needs that are not on PATH (make test-deps installs them)."""
     return [p for p in PACKAGES if shutil.which(p) is None]
@@ -165,6 +199,8 @@ class Lab:
         self.cli("run", "-d", "--pull=never", "--network", "none", "--name", name, BASE,
                  "sleep", "600")  # fmt: skip
         self.cli("cp", str(whl), f"{name}:/tmp/{whl.name}")
+        self.sh(name, "mkdir -p /srv/lab")
+        self.cli("cp", str(Path(__file__).with_name("gateserver.py")), f"{name}:/srv/lab/")
         self.sh(
             name,
             f"useradd -u {APP_UID} -m app && python3 -m venv {VENV} && "
