@@ -15,6 +15,7 @@ Run as `python -m tests.demo_containers` (root: rootful podman).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,8 @@ def _say(lab: containerlab.Lab, *args: str) -> None:
     shown = " ".join(a if " " not in a else repr(a) for a in args)
     print(f"\n$ vpatch {shown}", flush=True)
     began = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "patcher.cli", *args], cwd=REPO, env=lab.env,
+    env = {**lab.env, "XDG_STATE_HOME": str(lab.home / "state")}  # the reports: removed with it
+    res = subprocess.run([sys.executable, "-m", "patcher.cli", *args], cwd=REPO, env=env,
                          capture_output=True, text=True)  # fmt: skip
     print((res.stdout + res.stderr).rstrip())
     print(f"(exit {res.returncode}, {time.monotonic() - began:.1f} s)", flush=True)
@@ -80,6 +82,7 @@ def main() -> None:
         lab.rm(names[0])
         lab.run(names[0], containerlab.PYTHON, "-c", containerlab.LAB_SERVER)
         _say(lab, "status", "--inventory", str(inv), "--host", names[0])
+    shutil.rmtree(work, ignore_errors=True)
     print(f"\ndemo: {time.monotonic() - began:.1f} s; every container, image and store removed")
 
 
