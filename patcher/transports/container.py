@@ -57,17 +57,22 @@ def user_problem(user: str) -> str | None:
 
 
 class Box(NamedTuple):
-    """One container: its engine, its name, the user its exec runs as (None: the image's)."""
+    """One container: its engine (the CLI's name), its name, the user its exec runs as
+    (None: the image's); `words`: an exec command of another shape than `ENGINE exec -i [--user
+    U] NAME`, whose last word is followed by the shell (a `kubectl exec -i -n NS POD -c C --`
+    kind is one more module that makes such a Box)."""
 
     engine: str
     name: str
     user: str | None = None
+    words: tuple[str, ...] = ()
 
 
 def exec_argv(box: Box, line: str) -> list[str]:
     """The engine's command: one exec whose stdin and stdout are the agent's."""
     user = ["--user", box.user] if box.user else []
-    return [box.engine, "exec", "-i", *user, box.name, "sh", "-c", line]
+    words = box.words or (box.engine, "exec", "-i", *user, box.name)
+    return [*words, "sh", "-c", line]
 
 
 def agent_line(opts: SshOptions) -> str:

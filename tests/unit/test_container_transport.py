@@ -14,7 +14,7 @@ from patcher.errors import HostError, SpecError, UsageError
 from patcher.inventory.targets import Target, load_inventory
 from patcher.transports import KINDS, Settings, kind_for, open_transport
 from patcher.transports.bundle import TRUSTED_PYTHON
-from patcher.transports.container import Box, ContainerTransport, engine_error
+from patcher.transports.container import Box, ContainerTransport, engine_error, exec_argv
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.ssh import SshOptions
 
@@ -28,7 +28,7 @@ def engines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     U] C sh -c LINE` -> `sh -c LINE`): the session's shape without an engine."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("podman", "docker"):
+    for name in ("podman", "docker", "kubectl"):
         exe = bin_dir / name
         exe.write_text('#!/bin/sh\nwhile [ "$1" != sh ]; do shift; done\nexec "$@"\n')
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
@@ -82,6 +82,22 @@ def test_a_session_runs_through_the_engines_exec(engines: Path) -> None:
         t.close()
     assert answer.get("ok") is True, answer
     assert answer["python"]["executable"] == sys.executable, answer["python"]
+
+
+def test_an_exec_of_another_shape_is_one_box(engines: Path) -> None:
+    """What a kubectl kind would hand the transport: its own exec words, the same line and
+    session (here through the stand-in `kubectl`)."""
+    import sys
+
+    words = ("kubectl", "exec", "-i", "-n", "serve", "vllm-0", "-c", "server", "--")
+    box = Box("kubectl", "vllm-0", words=words)
+    assert exec_argv(box, "LINE") == [*words, "sh", "-c", "LINE"]
+    t = ContainerTransport("pod", box, SshOptions(python=sys.executable))
+    try:
+        answer = t.call({"op": "inspect", "packages": {}}, timeout=60)
+    finally:
+        t.close()
+    assert answer.get("ok") is True, answer
 
 
 @pytest.mark.parametrize(
