@@ -104,6 +104,12 @@ def engine_error(target: str, box: Box, opts: SshOptions, err: bytes, code: int)
             "the agent starts through the container's `sh`: an image without a shell cannot "
             "be patched in place; bake a patched wheel into the image (`vpatch wheel`)",
         )
+    if code == 127:
+        return HostError(
+            f"{target}: python {opts.python!r} not found in container {container!r}",
+            "set the host's `python` to the serving environment's interpreter in the container "
+            f"(`{engine} exec {container} sh -c 'command -v python3'` finds one)",
+        )
     return exec_error(target, opts, err, code)
 
 

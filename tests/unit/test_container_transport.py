@@ -112,7 +112,7 @@ def test_an_exec_of_another_shape_is_one_box(engines: Path) -> None:
         (b'OCI runtime exec failed: exec: "sh": executable file not found in $PATH', 126,
          "could not start the agent"),
         (b"sh: 1: exec: /srv/venv/bin/python: not found", 127,
-         "python '/srv/venv/bin/python' not found"),
+         "python '/srv/venv/bin/python' not found in container 'vllm-0'"),
     ],
 )  # fmt: skip
 def test_the_engines_errors_in_vpatchs_words(err: bytes, code: int, words: str) -> None:
