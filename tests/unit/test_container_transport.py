@@ -159,3 +159,43 @@ def test_the_inventory_refuses_half_a_container(tmp_path: Path, table: str, word
     with pytest.raises(SpecError, match=words) as exc:
         load_inventory(str(inv), {})
     assert exc.value.hint
+
+
+def test_host_flag_names_a_container(engines: Path) -> None:
+    """`--host podman://NAME` through the real CLI (the stand-in engine runs the line here),
+    and the names it refuses: exit 2, one error and a hint, nothing run."""
+    import os
+    import sys
+
+    from tests.conftest import vpatch
+
+    env = {"PATH": os.environ["PATH"]}
+    ran = vpatch("status", "--host", "podman://vllm-0", "--python", sys.executable, "--json",
+                 env=env)  # fmt: skip
+    assert ran.code == 0, ran.err
+    [host] = ran.doc["hosts"]
+    assert (host["target"], host["transport"], host["ephemeral"]) == (
+        "podman://vllm-0",
+        "podman",
+        True,
+    )
+    for bad in ("docker://-x", "podman://a b", "docker://ops@gpu-01/", "docker://x;y/vllm"):
+        ran = vpatch("status", "--host", bad, env=env)
+        assert ran.code == 2, (bad, ran.err)
+        assert [ln.split(":")[0] for ln in ran.err.strip().splitlines()] == ["error", "hint"], (
+            ran.err
+        )
+    ran = vpatch("status", "--host", "docker://vllm", "--sudo", env=env)
+    assert ran.code == 2 and "--sudo does not apply" in ran.err, ran.err
+
+
+def test_host_flag_on_an_ssh_host() -> None:
+    import argparse
+
+    from patcher.commands._targets import flag_target
+
+    args = argparse.Namespace(python=None, identity=None, sudo=True, no_share=False)
+    t = flag_target(args)("docker://ops@gpu-01:2222/vllm")
+    assert (t.address, t.user, t.port, t.local, t.transport, t.container, t.sudo) == (
+        "gpu-01", "ops", 2222, False, "docker", "vllm", True
+    )  # fmt: skip
