@@ -371,7 +371,7 @@ def name_transports(
     kinds = {t.name: kind_of(t, args) for t in targets}
     for host in hosts:
         host.transport = kinds.get(host.target, host.transport)
-        host.ephemeral = host.transport in CONTAINER_KINDS
+        host.ephemeral = host.transport in CONTAINER_KINDS and host.env_mounted is not True
 
 
 def settings(args: argparse.Namespace) -> Settings:

@@ -94,7 +94,7 @@ def test_status_after_a_recreate_says_the_patch_is_gone(lab: Lab, tmp_path: Path
     ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv))
     st = ok(_run(lab, "status", "--inventory", inv, "--json"))
     assert [p["id"] for p in st.doc["hosts"][0]["patches"]] == ["servekit-kimi"], st.out
-    assert st.doc["hosts"][0]["ephemeral"] is True
+    assert (st.doc["hosts"][0]["ephemeral"], st.doc["hosts"][0]["env_mounted"]) == (True, False)
     human = ok(_run(lab, "status", "--inventory", inv)).out
     assert "servekit-kimi" in human and "ephemeral" in human, human
     lab.rm(c)
@@ -102,6 +102,27 @@ def test_status_after_a_recreate_says_the_patch_is_gone(lab: Lab, tmp_path: Path
     st = ok(_run(lab, "status", "--inventory", inv, "--json"))
     assert st.doc["hosts"][0]["patches"] == [], st.out
     assert b"kimi_k2" not in lab.read(c, TARGET)
+
+
+def test_a_venv_on_a_volume_outlives_a_recreate(lab: Lab, tmp_path: Path) -> None:
+    """The venv on a named volume (filled from the image's /srv/venv when first mounted): the
+    patch is on the volume, not in the writable layer, so status does not call it ephemeral,
+    and a container re-created on the same volume still has it."""
+    vol = f"vp-venv-{lab.engine}"
+    mount = ("-v", f"{vol}:{containerlab.VENV}")
+    c = lab.run(f"vp-volume-{lab.engine}", opts=mount)
+    inv = lab.inventory(tmp_path / "hosts.toml", [c])
+    try:
+        ok(_run(lab, "apply", _spec(tmp_path), "--inventory", inv))
+        lab.rm(c)
+        lab.run(c, opts=mount)
+        st = ok(_run(lab, "status", "--inventory", inv, "--json"))
+        [host] = st.doc["hosts"]
+        assert [p["id"] for p in host["patches"]] == ["servekit-kimi"], st.out
+        assert (host["ephemeral"], host["env_mounted"]) == (False, True)
+    finally:
+        lab.rm(c)
+        lab.cli("volume", "rm", "-f", vol, check=False)
 
 
 def test_a_missing_container_is_one_error_with_a_hint(lab: Lab, tmp_path: Path) -> None:

@@ -141,9 +141,17 @@ class Lab:
             raise AssertionError(f"{self.engine} {' '.join(args)}: {res.stderr.strip()}")
         return res.stdout.strip()
 
-    def run(self, name: str, *cmd: str, image: str = STANDIN, user: str | None = None) -> str:
-        """Start a container (removed with the lab); PID 1 runs `cmd` (default: the server)."""
-        who = ["--user", user] if user else []
+    def run(
+        self,
+        name: str,
+        *cmd: str,
+        image: str = STANDIN,
+        user: str | None = None,
+        opts: tuple[str, ...] = (),
+    ) -> str:
+        """Start a container (removed with the lab); PID 1 runs `cmd` (default: the server);
+        `opts`: more `run` options (a volume)."""
+        who = [*opts, *(["--user", user] if user else [])]
         argv = cmd or (PYTHON, "-c", SERVER)
         self.made.append(name)
         self.cli("run", "-d", "--pull=never", "--network", "none", "--name", name, *who, image,
