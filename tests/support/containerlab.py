@@ -2,7 +2,7 @@
 daemon starts), each with a private store in a temp dir, on images built from Debian packages.
 
 - The root file system (Debian minbase + python3 + python3-venv, made by `mmdebstrap` from
-  the Debian mirror, no registry) is cached outside the repo, under
+  this machine's own apt sources, no image registry) is cached outside the repo, under
   $VPATCH_TEST_CACHE/containers, and built only when missing (minutes once; `make test-deps`
   installs the packages). Each lab imports it into its own store (`ENGINE import`).
 - The stand-in image: a container of that image gets a user `app` (uid 1000) and a venv
@@ -95,7 +95,7 @@ def missing() -> list[str]:
 
 def rootfs() -> Path:
     """The cached root file system tarball, built once (under the cache's lock: two test
-    workers never build it twice) from the Debian mirror by mmdebstrap."""
+    workers never build it twice) by mmdebstrap, from this machine's apt sources."""
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -110,13 +110,24 @@ def rootfs() -> Path:
                 "--dpkgopt=path-exclude=/usr/share/doc/*",
                 "--dpkgopt=path-exclude=/usr/share/man/*",
                 "--dpkgopt=path-exclude=/usr/share/locale/*",
-                "--format=tar", SUITE, str(part), "http://deb.debian.org/debian",
+                "--format=tar", SUITE, str(part), *_apt_sources(),
             ],
             check=True,
             capture_output=True,
         )  # fmt: skip
         part.rename(ROOTFS)
     return ROOTFS
+
+
+def _apt_sources() -> list[str]:
+    """This machine's own apt sources (the files apt-get reads, as `make test-deps` uses
+    them), which mmdebstrap takes as its mirrors."""
+    etc = Path("/etc/apt")
+    files = [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list"))]
+    files += sorted((etc / "sources.list.d").glob("*.sources"))
+    found = [str(f) for f in files if f.is_file() and f.stat().st_size]
+    assert found, "no apt sources in /etc/apt: the lab's image is built from Debian's packages"
+    return found
 
 
 @dataclass
