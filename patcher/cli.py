@@ -52,6 +52,19 @@ def _wants_json(argv: Sequence[str]) -> bool:
     return False
 
 
+def _format_word(argv: Sequence[str]) -> str | None:
+    """The value of `--format` (or `--format=`, an abbreviation argparse accepts) before any
+    `--`: known even when parsing fails, so that a check's bad input is UNKNOWN (exit 3, not
+    the exit 2 Nagios reads as CRITICAL) and `--format json`'s is a JSON document."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            return None
+        name, eq, value = arg.partition("=")
+        if len(name) >= 3 and "--format".startswith(name):
+            return value if eq else argv[i + 1] if i + 1 < len(argv) else None
+    return None
+
+
 def _command_word(argv: Sequence[str]) -> str | None:
     """The subcommand the command line names (after any global options), if vpatch has it:
     the error document's `command`, known even when parsing failed."""
@@ -72,6 +85,17 @@ def _fail(message: str, hint: str, code: int, as_json: bool, command: str | None
 
         emit(error_document(message, hint, command))
     return code
+
+
+def _unknown(message: str, hint: str) -> int:
+    """A Nagios check that stopped before any state was known (bad input, Ctrl-C): its plugin
+    line, `VPATCH UNKNOWN - error: ...`, on stdout, and UNKNOWN's exit status, 3 (the usual 2
+    is CRITICAL to Nagios: a typo in an inventory would page as a broken fleet)."""
+    from patcher.output.lines import put
+    from patcher.plan import feeds, monitor
+
+    put(feeds.usage_line(message, hint))
+    return monitor.NAGIOS_UNKNOWN
 
 
 def _reader_gone() -> bool:
@@ -101,15 +125,19 @@ def _quiet_exit() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """`vpatch ARGV`: the exit status, every expected failure said as `error:` + `hint:`."""
     args = list(sys.argv[1:] if argv is None else argv)
-    as_json = _wants_json(args)
+    fmt = _format_word(args)
+    nagios = fmt == "nagios"
+    as_json = (_wants_json(args) or fmt == "json") and not nagios
     try:
         try:
             code = run(args)
         except VpatchError as exc:
             code = _fail(exc.message, exc.hint, exc.exit_code, as_json, _command_word(args))
+            code = _unknown(exc.message, exc.hint) if nagios else code
         except KeyboardInterrupt:
             hint = "run `vpatch status` to see what state the targets are in"
             code = _fail("interrupted", hint, ExitCode.INTERRUPTED, as_json, _command_word(args))
+            code = _unknown("interrupted", hint) if nagios else code
         sys.stdout.flush()
         sys.stderr.flush()
     except BrokenPipeError:

@@ -5,6 +5,7 @@
     │   ├── SpecError           a spec file is unreadable or invalid (names file and field)
     │   └── UsageError          command-line arguments that make no sense together
     └── HostError               exit 1: a target could not be inspected or changed
+        ├── Unreachable         no connection: refused, timed out, no route, no such name
         ├── Unsupported         exit 2: what the target holds is not patchable (editable)
         └── AgentError          the on-host agent answered with an error (or garbage)
 
@@ -39,6 +40,13 @@ class UsageError(InputError):
 
 class HostError(VpatchError):
     pass
+
+
+class Unreachable(HostError):
+    """No connection to the target at all (refused, timed out, no route, a name that does not
+    resolve): nothing there was asked, so nothing is known of its state. A monitor tells it
+    apart from a host that answered and is not as vpatch left it (`vpatch status`'s per-host
+    `state`, patcher/plan/monitor.py), as a host check is told apart from a service check."""
 
 
 class Unsupported(HostError):

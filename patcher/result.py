@@ -129,6 +129,10 @@ class HostResult:
     # Bare `vpatch status`: what on the host needs a person (patcher/plan/monitor.py; empty when
     # nothing does, and for other commands). Any entry makes the host not ok (exit 1).
     attention: list[Attention] = field(default_factory=list)
+    # `vpatch status`: the host's state in one word (patcher/plan/monitor.py HOST_STATES: `ok`,
+    # the worst state that needs a person, `unreachable`, `error`). Other commands: only
+    # `unreachable`, for a host vpatch could not connect to (errors.Unreachable), else None.
+    state: str | None = None
     # How the controller reached the host: a name of patcher.transports.KINDS (the host's own
     # `transport = ...` of an inventory, else the run's), tried even where it failed to connect.
     transport: str | None = None

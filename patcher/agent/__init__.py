@@ -11,7 +11,8 @@ Ansible) sends the bundle line, one request (no newline needed) and EOF. Ops, ea
              (commit.py)
     repair   under the lock: settle a transaction a crash cut short (commit.py)
     verify   import checks and probes in fresh interpreters (probe.py)
-    procs    processes of this environment started before the given files last changed
+    procs    processes of this environment that hold the given files as they were before they
+             last changed (procs.py reads /proc, holders.py decides)
     fetch    GET an http(s) URL from the host (the live serving metrics probe; fetch.py)
     scan     files of a distribution that are not as its RECORD says (`vpatch diff`; scan.py)
     restart  run the restart command; health: poll a URL until 200 (`vpatch rollout`; restart.py)

@@ -148,7 +148,8 @@ def op_commit(req: dict[str, Any]) -> CommitAnswer:
     if written_at >= 0:
         from . import rootscan
 
-        restart = rootscan.processes(written_at)
+        changed = [(w[0], written_at) for w in planned if _loaded(w[0], w[1] is not None)]
+        restart = rootscan.processes(written_at, changed)
     return {
         "txn": txn,
         "written": [w[0] for w in planned],
@@ -169,7 +170,12 @@ def scan_wanted(changes: list[tuple[str, bool]]) -> bool:
     in (path, existed)) and is code a process loads (LOADED_SUFFIXES). A module the commit
     creates cannot have been imported by any process running now, so a commit that only
     creates modules, or only rewrites data, leaves every process as current as it was."""
-    return any(existed and path.endswith(LOADED_SUFFIXES) for path, existed in changes)
+    return any(_loaded(path, existed) for path, existed in changes)
+
+
+def _loaded(path: str, existed: bool) -> bool:
+    """Could a process running now have loaded `path` (scan_wanted)?"""
+    return existed and path.endswith(LOADED_SUFFIXES)
 
 
 def _swept(stale: list[str]) -> list[str]:

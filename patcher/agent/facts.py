@@ -364,17 +364,18 @@ def hostname() -> str:
 
 
 def op_procs(req: dict[str, Any]) -> dict[str, Any]:
-    """Processes of this environment that started before the newest of `paths` was written."""
+    """Processes of this environment that hold one of `paths` as it was before it was last
+    written (its mtime): holders.decide's rule, per package."""
     from . import procs
 
-    mtimes = []
+    written = []
     for path in req.get("paths") or []:
         try:
-            mtimes.append(os.stat(path).st_mtime)
+            written.append((os.path.realpath(path), procs.from_wall(os.stat(path).st_mtime)))
         except OSError:
             continue
-    if not mtimes:
+    if not written:
         return {"restart_required": []}
     from . import rootscan
 
-    return {"restart_required": rootscan.processes(procs.from_wall(max(mtimes)))}
+    return {"restart_required": rootscan.processes(max(w[1] for w in written), written)}

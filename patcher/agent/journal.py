@@ -123,6 +123,23 @@ def _step_extras_error(e: Any) -> str:
     for key in ("undecided", "released"):
         if not isinstance(e.get(key, False), bool):
             return "%s is not a boolean" % key
+    return _steer_error(e.get("steer"))
+
+
+def _steer_error(s: Any) -> str:
+    """Why a step entry's `steer` note (protocol.steer_entry) is ill-formed ("" when it is
+    well-formed or absent)."""
+    if s is None:
+        return ""
+    if not isinstance(s, dict) or s.get("verb") not in protocol.STEER_VERBS:
+        return "steer is not a steer note"
+    for key in ("seq", "uid"):
+        n = s.get(key)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            return "steer %s is not a count" % key
+    for key in ("user", "at"):
+        if not isinstance(s.get(key), str) or len(s[key]) > protocol.STEER_USER_MAX:
+            return "steer %s is not a short string" % key
     return ""
 
 

@@ -431,7 +431,8 @@ def _serve(worker_in: int, ask: int, answer: int, python: str, prefix: str) -> N
     """Be the root side of a dropped worker until it ends (relay.serve): the controller's
     requests pass through here to `worker_in`, the operator's own are answered here, and
     so are the worker's restart scans. A scan question is data from the owner's process: a
-    number and at most _SITES_MAX paths, each under `prefix`."""
+    number, at most _SITES_MAX paths, each under `prefix`, and the changed packages
+    (holders.valid_changes keeps those under these paths)."""
     exe = os.path.realpath(python)
     bin_dir = os.path.realpath(os.path.dirname(python))
 
@@ -464,7 +465,10 @@ def _scan_for(
         if isinstance(sites, list)
         else []
     )
-    return procs.scan(before, (exe, bin_dir, ok))  # type: ignore[no-any-return]
+    from . import holders
+
+    changes = holders.valid_changes(q.get("changes"), ok, rootscan.CHANGES_MAX)
+    return procs.scan(before, (exe, bin_dir, ok), changes)  # type: ignore[no-any-return]
 
 
 def _refuse_forever(why: str) -> None:

@@ -15,7 +15,8 @@ Requests (one JSON object per line; `op` picks the handler in `patcher.agent.OPS
              --force's new base of a drifted file)
     repair   {"state_dir"}: finish or undo a half-written transaction (under the lock)
     verify   {"checks": [{"name", "module", "code", "timeout"?}]}
-    procs    {"paths": [...]}
+    procs    procs_request(paths): the processes that hold one of `paths` as it was before
+             its last write (agent/holders.py), in "restart_required"
     fetch    {"url", "timeout", "max_bytes"}
     scan     {"package", "files", "state_dir", "known"}: files not as RECORD says (agent/scan.py)
     wheel_members  {"path", "files"}: base64 bytes of files from a wheel on the host
@@ -116,6 +117,12 @@ def restart_request(command: str, timeout: float) -> Dict[str, Any]:
     return {"op": RESTART, "command": command, "timeout": timeout}
 
 
+def procs_request(paths: List[str]) -> Dict[str, Any]:
+    """Answer: {"restart_required": [{"pid", "started", "cmdline", "why"}, ...]}: the
+    processes that hold one of `paths` as it was before its last write (agent/holders.py)."""
+    return {"op": "procs", "paths": paths}
+
+
 def health_request(
     url: str, wait: float, interval: float = 1.0, request_timeout: float = 5.0
 ) -> Dict[str, Any]:
@@ -154,6 +161,8 @@ ROLLOUT_VERDICTS = (
     "interrupted",
     "not_enough_evidence",  # rolled back: the window ended before its evidence decided
     "changed_since",  # --resume found the host changed since its last step: nothing judged
+    "promoted",  # kept because its owner said so (`vpatch rollout promote`): window cut short
+    "aborted",  # its owner stopped the run (`vpatch rollout abort`): rolled back, or untouched
 )
 STEP_DETAIL_MAX = 400  # characters of a step's detail the journal keeps
 
@@ -190,6 +199,32 @@ def step_entry(
         out["verdict"] = verdict
     if measures is not None:
         out["measures"] = measures
+    return out
+
+
+# `vpatch rollout pause|resume|promote|abort`: a steer that touched a host is journaled there
+# as a note on its walk (no step ran: `steer` set, like a release's `released`), made only here
+# and checked by journal._step_extras_error on both sides.
+STEER_VERBS = ("pause", "resume", "promote", "abort")
+STEER_USER_MAX = 64  # characters of the steering user's name a note keeps
+
+
+def steer_entry(
+    *, run: str, step: str, specs: List[str], steer: Dict[str, Any], detail: str
+) -> Entry:
+    """A steer's note on one host's walk: `step` the step it touched (the one the host was in,
+    or was about to begin), `steer` {"verb", "seq", "uid", "user", "at"} as the run's channel
+    holds it (patcher/rollout/steer.py), `detail` what it did there. Never a step of the walk:
+    --resume and the verdict skip it (rollout.resume.Step.walked)."""
+    at = steer["at"]
+    out = step_entry(run=run, step=step, ok=True, specs=specs, detail=detail, started=at)
+    out["steer"] = {
+        "verb": steer["verb"],
+        "seq": steer["seq"],
+        "uid": steer["uid"],
+        "user": str(steer["user"])[:STEER_USER_MAX],
+        "at": at,
+    }
     return out
 
 

@@ -24,22 +24,34 @@ FD_ASK, FD_ANSWER = 4, 5
 # What the worker was told and found (privsep.worker): {"uid": euid, "dropped_from": 0 or
 # None, "run_as", "facts", "sites", "refused"}.
 STATE: dict[str, Any] = {}
+CHANGES_MAX = 128  # changed packages per scan question (a question is one line of < 64 KiB)
 
 
-def processes(before: float) -> list[dict[str, Any]]:
+def processes(
+    before: float, written: list[tuple[str, float]] | None = None
+) -> list[dict[str, Any]]:
     """The restart scan for this worker (procs.scan): asked of stage 0 when the worker
     dropped root (it cannot read other users' processes), else scanned here. Here, not in
-    procs, so that procs (which stage 0 runs) never asks anyone."""
+    procs, so that procs (which stage 0 runs) never asks anyone.
+
+    `written`: (real path, boot-clock time) of each file changed: the processes that hold
+    one of them now (holders.decide); None: every process of the environment started
+    before `before` (the server `vpatch rollout --resume` compares)."""
     from . import procs
 
-    if before >= 0 and os.path.isdir("/proc"):
-        asked = scan(before, procs.site_dirs())
-        if asked is not None:
-            return asked
-    return procs.scan(before)
+    if before < 0 or not os.path.isdir("/proc"):
+        return []
+    sites = procs.site_dirs()
+    changes = None if written is None else procs.changes(written, sites)
+    asked = scan(before, sites, changes)
+    if asked is not None:
+        return asked
+    return procs.scan(before, None, changes)
 
 
-def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
+def scan(
+    before: float, sites: list[str], changes: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]] | None:
     """Ask stage 0 for the restart scan; None when this worker may scan itself (it is root,
     or there is no stage 0)."""
     if os.geteuid() == 0 or STATE.get("dropped_from") is None:
@@ -47,7 +59,10 @@ def scan(before: float, sites: list[str]) -> list[dict[str, Any]] | None:
     from . import wire
 
     try:
-        os.write(FD_ASK, (wire.dumps({"before": before, "sites": sites}) + "\n").encode())
+        q = {"before": before, "sites": sites, "changes": changes}
+        if changes is not None:
+            q["changes"] = changes[:CHANGES_MAX]
+        os.write(FD_ASK, (wire.dumps(q) + "\n").encode())
         buf = b""
         while not buf.endswith(b"\n"):
             chunk = os.read(FD_ANSWER, 1 << 20)

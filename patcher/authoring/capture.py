@@ -41,6 +41,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from patcher import pyast
+from patcher.authoring import sameast
 from patcher.rewrite import RewriteResult, apply_edits
 from patcher.rewrite.depth import TOO_DEEP, nesting_problem
 from patcher.specs.model import Edit, edits_from_json
@@ -68,9 +69,19 @@ class Captured:
     notes: list[str] = field(default_factory=list)
 
 
-def capture(pristine: str, edited: str, rel: str, replay: Replay | None = None) -> Captured:
+def capture(
+    pristine: str,
+    edited: str,
+    rel: str,
+    replay: Replay | None = None,
+    *,
+    portable: bool = False,
+) -> Captured:
     """The edits that turn `pristine` into `edited` (same AST always; see module docstring),
-    every candidate replayed on `pristine` by `replay` (default: `Validated()`)."""
+    every candidate replayed on `pristine` by `replay` (default: `Validated()`). `portable`
+    (`vpatch backport`, whose spec is carried to other releases): a literal assigned to a name
+    is found by its first elements before its name, which an older release may spell
+    otherwise."""
     replay = replay if replay is not None else Validated()
     if pristine == edited:
         return Captured([], [f"{rel}: no change"])
@@ -85,13 +96,15 @@ def capture(pristine: str, edited: str, rel: str, replay: Replay | None = None) 
     except SyntaxError as exc:
         raise CaptureError(f"{rel}: does not parse ({exc.msg}, line {exc.lineno})") from None
     try:
-        want, have = ast.dump(etree), ast.dump(ptree)
+        same = ast.dump(etree) == ast.dump(ptree)
+        want = sameast.dump(etree)
     except RecursionError:
         raise CaptureError(f"{rel}: {TOO_DEEP}") from None
-    if have == want:
+    if same:
         return Captured([], [f"{rel}: only comments or layout changed; nothing to capture"])
     for coarse in (False, True):
         cap = _Capture(pristine, edited, ptree, etree, coarse, replay)
+        cap.portable = portable
         sites = cap.block((), "body", ptree.body, etree.body, "", module=True)
         if sites is None:
             continue
@@ -134,7 +147,7 @@ def _result_dump(
         return None
     if rw.source not in dumps:
         try:
-            dumps[rw.source] = ast.dump(pyast.parse(rw.source))
+            dumps[rw.source] = sameast.dump(pyast.parse(rw.source))
         except SyntaxError:
             dumps[rw.source] = None
     return dumps[rw.source]
@@ -175,7 +188,10 @@ def _src(node: ast.stmt, lines: Sequence[str], text: str) -> str:
     head = lines[first - 1]
     if head[: node.col_offset].strip() and first == node.lineno:  # after a `;`
         return _segment(text, node) or ""
-    return textwrap.dedent("".join(lines[first - 1 : end]))
+    out = _dedent(lines, first, end, [node])
+    if isinstance(node, ast.If) and out.startswith("elif"):
+        out = out[2:]  # an `elif`: the `if` statement it is in the tree, written alone
+    return out
 
 
 def _run_src(nodes: Sequence[ast.stmt], lines: Sequence[str], text: str) -> str:
@@ -186,7 +202,29 @@ def _run_src(nodes: Sequence[ast.stmt], lines: Sequence[str], text: str) -> str:
         return first
     start = min([d.lineno for d in getattr(nodes[0], "decorator_list", [])] + [nodes[0].lineno])
     end = nodes[-1].end_lineno or nodes[-1].lineno
-    return textwrap.dedent("".join(lines[start - 1 : end]))
+    return _dedent(lines, start, end, nodes)
+
+
+def _dedent(lines: Sequence[str], start: int, end: int, nodes: Sequence[ast.stmt]) -> str:
+    """Lines start..end (1-based) moved to column 0: `textwrap.dedent`, unless a string
+    literal spans lines (a field's docstring in a class): a line that begins inside one is
+    the string's value and keeps every character, the others lose the first line's indent."""
+    chunk = lines[start - 1 : end]
+    inside = {
+        n
+        for node in (nodes if end > start else ())
+        for s in ast.walk(node)
+        if isinstance(s, ast.Constant | ast.JoinedStr) and (s.end_lineno or 0) > s.lineno
+        for n in range(s.lineno + 1, (s.end_lineno or 0) + 1)
+    }
+    if not inside:
+        return textwrap.dedent("".join(chunk))
+    width = len(chunk[0]) - len(chunk[0].lstrip(" \t"))
+    out = []
+    for n, line in enumerate(chunk, start):
+        indent = len(line) - len(line.lstrip(" \t"))
+        out.append(line if n in inside else line[min(indent, width) :])
+    return "".join(out)
 
 
 def _json_value(node: ast.expr) -> tuple[bool, Any]:
@@ -336,6 +374,10 @@ class _Capture:
         self.elines = edited.splitlines(keepends=True)
         self.ptree, self.etree = ptree, etree
         self.coarse = coarse
+        self.portable = False
+        # (id of a pristine block, index) -> (its counterpart's index, the edits that change
+        # it): what an insertion right after a changed statement is anchored on and runs after
+        self.changed: dict[tuple[int, int], tuple[int, list[EditDict]]] = {}
 
     def result_dump(self, edits: Sequence[EditDict]) -> str | None:
         return _result_dump(self.p, edits, self.replay, self.dumps)
@@ -352,7 +394,7 @@ class _Capture:
         """The first alternative whose result is the pristine tree with `mutate` applied."""
         undo = mutate(self.ptree)
         try:
-            want = ast.dump(self.ptree)
+            want = sameast.dump(self.ptree)
         finally:
             undo()
         for edits in alternatives:
@@ -413,6 +455,7 @@ class _Capture:
                 if got is None:
                     return None
                 found.extend(got)
+                self.changed[(id(b.p), i)] = (j, [e for edits in got for e in edits])
         return found
 
     def statement_alternatives(
@@ -437,10 +480,26 @@ class _Capture:
 
     def insert(self, b: _Block, i1: int, j1: int, j2: int) -> list[EditDict] | None:
         new = b.e[j1:j2]
-        alts: list[list[EditDict]] = []
-        code = self.esrc(new)
+        changed = self.changed.get((id(b.p), i1 - 1)) if i1 else None
+        if changed is not None and changed[0] == j1 - 1:
+            # The statement before was changed by the edits just kept, which run first: the
+            # new statements go after it as it is then (its pristine text is gone by then).
+            prior = changed[1]
+            alts = self.insert_alternatives(b, new, self.esrc([b.e[j1 - 1]]), None)
+            both = b.mutate(i1 - 1, i1, [b.e[j1 - 1], *new])
+            got = self.choose([[*prior, *alt] for alt in alts], both)
+            if got is not None:
+                return got[len(prior) :]
         before = self.psrc([b.p[i1 - 1]]) if i1 else None
         after = self.psrc([b.p[i1]]) if i1 < len(b.p) else None
+        return self.choose(self.insert_alternatives(b, new, before, after), b.mutate(i1, i1, new))
+
+    def insert_alternatives(
+        self, b: _Block, new: list[ast.stmt], before: str | None, after: str | None
+    ) -> list[list[EditDict]]:
+        """Ways to insert `new` between the statements whose source is `before` and `after`."""
+        alts: list[list[EditDict]] = []
+        code = self.esrc(new)
         if not self.coarse:
             fine: list[EditDict] = []
             for k, stmt in enumerate(new):
@@ -463,7 +522,7 @@ class _Capture:
             alts += self.statement_alternatives(after, code + after, b.scope)
         if before is not None:
             alts += self.statement_alternatives(before, before + code, b.scope)
-        return self.choose(alts, b.mutate(i1, i1, new))
+        return alts
 
     def delete(self, b: _Block, i1: int, i2: int) -> list[EditDict] | None:
         alts = [[_scoped("remove_statement", b.scope, match=self.psrc(b.p[i1:i2]))]]
@@ -482,7 +541,9 @@ class _Capture:
         here: Steps = (*b.steps, (b.name, i))
         whole = b.mutate(i, i + 1, [e])
         if not self.coarse:
-            finer = self.finer(here, p, e, scope)
+            # a def or class renamed: the statement itself changes, not only what is inside
+            renamed = getattr(p, "name", None) != getattr(e, "name", None)
+            finer = None if renamed else self.finer(here, p, e, scope)
             if finer is not None:
                 return finer
             alts = self.fine_alternatives(p, e, scope)
@@ -634,6 +695,8 @@ class _Capture:
         if target is not None and target == _assigned(e) and _same_but_value(p, e):
             pv, ev = p.value, e.value  # type: ignore[attr-defined]
             assert pv is not None and ev is not None
+            if self.portable:
+                alts += [_element_edits(pv, ev, scope, a) for a in _first_elements(pv, ev)]
             elements = _element_edits(pv, ev, scope, {"target": target})
             if elements:
                 alts.append(elements)
@@ -761,6 +824,19 @@ def _element_edits(
             return []
         out.append(_scoped("remove_elements", scope, **where, values=_unique(removed)))
     return out
+
+
+def _first_elements(pv: ast.expr, ev: ast.expr) -> list[dict[str, Any]]:
+    """`containing` anchors for a literal: its first two elements kept by the edit, three,
+    then all it keeps (the first that finds only it in its scope is taken)."""
+    pc, ec = _collection(pv), _collection(ev)
+    pvals = _scalars(pc.elts) if pc is not None else None
+    evals = _scalars(ec.elts) if ec is not None else None
+    if pvals is None or evals is None:
+        return []
+    kept = [v for v in pvals if _key_of(v) in {_key_of(x) for x in evals}]
+    sizes = sorted({min(n, len(kept)) for n in (2, 3, len(kept))} - {0})
+    return [{"containing": kept[:n]} for n in sizes]
 
 
 def _entry_edits(pv: ast.expr, ev: ast.expr, scope: str, target: str, etext: str) -> list[EditDict]:

@@ -109,10 +109,25 @@ def parse(text: str) -> list[FilePatch]:
 
 
 def apply(text: str, patch: FilePatch) -> str:
-    """`text` with every hunk of `patch` applied, in order."""
+    """`text` with every hunk of `patch` applied, in order; the first that cannot be placed is
+    a PatchError naming it."""
+    out, missed = place(text, patch)
+    if missed:
+        n, hunk = missed[0]
+        raise PatchError(f"{patch.rel}: hunk {n} ({hunk.header}) does not apply: {NOT_THERE}")
+    return out
+
+
+NOT_THERE = "its old lines are not in the file"
+
+
+def place(text: str, patch: FilePatch) -> tuple[str, list[tuple[int, Hunk]]]:
+    """`text` with every hunk of `patch` that can be placed applied, in order, and the hunks
+    (numbered from 1) that cannot: a run names them all, not the first alone."""
     lines = split_lines(text)
     offset = 0  # how far earlier hunks moved the file's lines
     searched_from = 0
+    missed: list[tuple[int, Hunk]] = []
     for n, hunk in enumerate(patch.hunks, 1):
         old = hunk.old
         want = max(hunk.old_start - 1 + offset, 0)
@@ -124,12 +139,10 @@ def apply(text: str, patch: FilePatch) -> str:
         if not old:  # pure addition (a new file's only hunk)
             places = [min(want, len(lines))]
         if not places:
-            raise PatchError(
-                f"{patch.rel}: hunk {n} ({hunk.header}) does not apply: its old lines are "
-                "not in the file"
-            )
+            missed.append((n, hunk))
+            continue
         at = min(places, key=lambda i: abs(i - want))
         lines[at : at + len(old)] = hunk.new
         offset += len(hunk.new) - len(old) + (at - want)
         searched_from = at + len(hunk.new)
-    return "".join(lines)
+    return "".join(lines), missed

@@ -41,7 +41,9 @@ COMMANDS: dict[str, Command] = {
         "rollout",
         "apply, restart, wait for health, gate on live metrics; roll back if worse",
         "vpatch rollout SPEC... [options]\n"
-        "       vpatch rollout release HOST... --run ID [target options]",
+        "       vpatch rollout release HOST... --run ID [target options]\n"
+        "       vpatch rollout report REPORT --html FILE\n"
+        "       vpatch rollout pause|resume|promote|abort REPORT [--json]",
     ),
     "status": Command("hosts", "what vpatch applied on the targets and whether it holds"),
     "ensure": Command("hosts", "apply what is missing, verify; exit 0 only when in place"),
@@ -254,7 +256,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     args = sub.parse_intermixed_args(argv[1:])
     args.command = first
     args.color = args.color or lead.color
-    args.json = getattr(args, "json", False) or lead.json
+    args.json = getattr(args, "json", False) or lead.json or getattr(args, "format", "") == "json"
     args.quiet = args.quiet or lead.quiet
     args.verbose += lead.verbose
     if args.quiet and args.verbose:
@@ -265,7 +267,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def run(argv: Sequence[str], command: Sequence[str] | None = None) -> int:
     """Parse `argv`, then run the command; `command` is exec's CMD (what followed `--`)."""
     args = parse(argv)
-    progress.configure(args.quiet, args.verbose, args.json)
+    # a monitoring format's stdout is a document, and a Nagios check's stderr is shown too
+    fmt = getattr(args, "format", None)
+    quiet = args.quiet or fmt == "nagios"
+    progress.configure(quiet, args.verbose, args.json or fmt in ("prometheus", "nagios"))
     colour.configure(args.color)
     args.exec_argv = None if command is None else list(command)
     if getattr(args, "wheelhouse", None):

@@ -424,9 +424,43 @@ def status_states() -> str:
     return "\n".join(rows) + "\n"
 
 
+def host_states() -> str:
+    """A host's `state` in one word, worst first, with what a Nagios check makes of it
+    (patcher.plan.monitor.HOST_STATES and NAGIOS; the feeds' golden cases in
+    tests/cases/feeds/)."""
+    from patcher.plan import feeds, monitor
+
+    means = {s.name: s.means for s in monitor.STATES}
+    means[monitor.OK] = "answered, and nothing on it needs a person"
+    means[monitor.UNREACHABLE] = (
+        "no connection: refused, timed out, no route, a name that does not resolve"
+    )
+    means[monitor.ERROR] = (
+        "reached, but no state read: authentication, the host key, the interpreter, the agent"
+    )
+    rows = ["| state | Nagios | means |", "|---|---|---|"]
+    for name in monitor.HOST_STATES:
+        code = monitor.NAGIOS[name]
+        rows.append(f"| `{name}` | {code} {feeds.WORDS[code]} | {_cell(means[name])} |")
+    return "\n".join(rows) + "\n"
+
+
+def prometheus_metrics() -> str:
+    """Every metric of `vpatch status --format prometheus` (patcher.plan.feeds.METRICS)."""
+    from patcher.plan import feeds
+
+    rows = ["| metric | labels | value |", "|---|---|---|"]
+    for name, (text, labels) in feeds.METRICS.items():
+        shown = ", ".join(f"`{label}`" for label in labels) or "none"
+        rows.append(f"| `{name}` | {shown} | {_cell(text)} |")
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "spec-fields": spec_fields,
     "status-states": status_states,
+    "host-states": host_states,
+    "prometheus-metrics": prometheus_metrics,
     "cli": cli,
     "result-json": result_json,
     "outcomes": outcomes,

@@ -54,11 +54,15 @@ COMMANDS: dict[str, tuple[str, list[str]]] = {
         "Apply specs host by host under the fleet policy, then on each target run the restart "
         "command, wait for its health URL, measure the live serving metrics against the "
         "baseline scraped before the patch, and keep the patch only when the gates pass; "
-        "otherwise roll it back, restart and wait for health again (docs/rollout.md).",
+        "otherwise roll it back, restart and wait for health again (docs/rollout.md). While it "
+        "runs, its owner steers it through its report: pause (no host starts), resume, "
+        "promote (the windows in flight end, the patch is kept), abort (hosts in flight go "
+        "back, none starts).",
         [
             "vpatch rollout vllm-eagle3-mla-backport --inventory hosts.toml --canary 1 "
             "--batch 25% --restart 'systemctl restart vllm' --health "
             "http://localhost:8000/health --metrics http://localhost:8000/metrics",
+            "vpatch rollout pause ~/.local/state/vpatch/rollouts/3f9c0a1b2c3d.json",
         ],
     ),
     "status": (

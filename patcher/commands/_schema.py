@@ -301,7 +301,8 @@ def result_schema(strict: bool = False) -> dict[str, Any]:
         "type": "object",
         "description": "Printed instead of a result when vpatch stops on an error (exit 2 for "
         "bad input or usage, 1 when e.g. a cluster cannot be listed); the same text is on "
-        "stderr as `error:` and `hint:` lines. Commands may add keys (check: `problems`).",
+        "stderr as `error:` and `hint:` lines. Commands may add keys (check: `problems`; capture "
+        "and backport: `refused`).",
         "properties": {
             "schema_version": version,
             "command": {
@@ -312,6 +313,20 @@ def result_schema(strict: bool = False) -> dict[str, Any]:
             "ok": {"const": False, "description": "always false: nothing succeeded"},
             "error": {"type": "string", "description": "what is wrong (the `error:` line)"},
             "hint": {"type": "string", "description": "what to try next (the `hint:` line)"},
+            "refused": {
+                "type": "array",
+                "description": "capture/backport: every hunk the spec cannot carry (`error` "
+                "names them all too)",
+                "items": _obj(
+                    {
+                        "file": _STR,
+                        "hunk": {"type": "integer", "description": "its place in the file's diff"},
+                        "header": _STR,
+                        "lines": {"type": "array", "items": {"type": "integer"}},
+                        "reason": _STR,
+                    }
+                ),
+            },
         },
         "required": ["schema_version", "command", "ok", "error", "hint"],
     }

@@ -1,16 +1,13 @@
 """Writing specs from what exists: `vpatch diff` (every file of a package that differs from
-pip's RECORD), `vpatch capture` (a host's hand edits, from `patcher.authoring.handedit`'s scan -> a
-spec
-file, `patcher.authoring.capture`, pure) and `vpatch backport` (an upstream diff applied to release
-V's
-files -> captured the same way). A captured spec is checked by loading it back and replaying
-it on the pristine files, then (unless --no-matrix) by the release matrix over the
-neighbouring releases: where it fits."""
+pip's RECORD), `vpatch capture` (a host's hand edits, from `patcher.authoring.handedit`'s scan
+-> a spec file, `patcher.authoring.capture`, pure) and `vpatch backport` (an upstream diff
+applied to release V's files -> captured the same way, `patcher.authoring.backport`). A
+captured spec is checked by loading it back and replaying it on the pristine files, then
+(unless --no-matrix) by the release matrix over the neighbouring releases: where it fits."""
 
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import sys
@@ -34,6 +31,7 @@ if TYPE_CHECKING:
 
     from patcher.authoring import handedit
     from patcher.authoring.capture import Captured
+    from patcher.authoring.refusals import Refused
     from patcher.authoring.replays import Replays
     from patcher.specs.model import PatchSpec
     from patcher.wheels import matrix
@@ -283,11 +281,13 @@ class FileResult:
 def capture_files(scan: handedit.HostScan, replays: Replays) -> tuple[list[FileResult], list[str]]:
     """Capture every hand-edited .py file of one host; notes say what was left out and why
     (every candidate replayed through the run's `replays`)."""
-    from patcher.authoring import handedit
+    from patcher.authoring import handedit, refusals
+    from patcher.authoring.backport import attempt, which
     from patcher.authoring.capture import CaptureError, capture
 
     out: list[FileResult] = []
     notes: list[str] = []
+    refused: list[refusals.Refusal] = []
     for f in scan.files:
         if f.pristine_from == handedit.VPATCH:
             notes.append(f"{f.rel}: vpatch's own change (journaled); not captured")
@@ -307,16 +307,21 @@ def capture_files(scan: handedit.HostScan, replays: Replays) -> tuple[list[FileR
         try:
             cap = capture(f.before, f.after, f.rel, replays)
         except CaptureError as exc:
-            raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
+            hunks = list(enumerate(refusals.hunks_of(f.rel, f.before, f.after), 1))
+            refused += which(f.rel, f.before, hunks, exc, attempt(f.before, f.rel, replays))
+            continue
         notes.extend(cap.notes)
         if cap.edits:
             out.append(FileResult(f.rel, cap, f.before, f.after))
+    if refused:
+        raise refusals.Refused(refused, "undo these edits on the host, or write the spec by hand")
     return out, notes
 
 
 def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> PatchSpec:
     """Load the written spec back and replay it on the pristine files: the AST must be the
     edited file's (always), the bytes too where the ops kept the layout (reported)."""
+    from patcher.authoring import sameast
     from patcher.specs.model import parse_spec
 
     spec = parse_spec(text.encode(), "captured spec")
@@ -325,7 +330,7 @@ def check_spec(text: str, results: Sequence[FileResult], replays: Replays) -> Pa
         res = next(r for r in results if r.rel == rel)
         rw = replays.spec_edits(res.pristine if not adds(edits) else "", edits)
         res.identical = rw.source == res.edited  # the same bytes: the same AST, unparsed
-        if not res.identical and ast.dump(pyast.parse(rw.source)) != ast.dump(
+        if not res.identical and sameast.dump(pyast.parse(rw.source)) != sameast.dump(
             pyast.parse(res.edited)
         ):
             raise VpatchError(
@@ -419,7 +424,12 @@ def _capture(args: argparse.Namespace, scans: Sequence[handedit.HostScan], store
 
     scan = groups[0].scan
     replays = Replays()  # the run's: the candidate kept is replayed again by check_spec
-    results, notes = capture_files(scan, replays)
+    from patcher.authoring.refusals import Refused
+
+    try:
+        results, notes = capture_files(scan, replays)
+    except Refused as exc:
+        return refuse(args, exc)
     if not results:
         raise VpatchError(
             f"no hand edit of {args.package} {scan.version} to capture"
@@ -529,7 +539,7 @@ def backport(args: argparse.Namespace) -> int:
     from packaging.version import InvalidVersion, Version
 
     from patcher.authoring import udiff
-    from patcher.authoring.capture import CaptureError, capture
+    from patcher.authoring.backport import capture_diff, refused, summary
     from patcher.authoring.replays import Replays
     from patcher.wheels.store import Store
 
@@ -550,36 +560,37 @@ def backport(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.diff}: {exc}", "pass a unified diff (git diff, diff -u)") from None
     store = Store.for_run(args.wheelhouse, refresh=args.refresh)  # one wheel open, every file
     replays = Replays()
-    results: list[FileResult] = []
-    notes: list[str] = []
-    for fp in patches:
-        if fp.new_path is None:
-            raise UsageError(f"{fp.rel}: the diff deletes it", "a spec cannot remove a file")
-        if not fp.rel.endswith(".py"):
-            notes.append(f"{fp.rel}: not a .py file; not captured")
-            continue
-        data = store.wheel(args.package, version).read(fp.rel) if fp.old_path else b""
+
+    def read(rel: str) -> str:
+        data = store.wheel(args.package, version).read(rel)
         if data is None:
             raise UsageError(
-                f"{fp.rel} is not in the {args.package} {version} wheel",
+                f"{rel} is not in the {args.package} {version} wheel",
                 "paths are relative to site-packages (pkg/module.py); is --from-version right?",
             )
-        pristine = data.decode("utf-8")
-        try:
-            patched = udiff.apply(pristine, fp)
-        except udiff.PatchError as exc:
-            raise UsageError(
-                f"{exc} of {args.package} {version}",
-                "make the diff against that release (--from-version), or fix the hunk",
-            ) from None
-        try:
-            cap = capture(pristine, patched, fp.rel, replays)
-        except CaptureError as exc:
-            raise VpatchError(str(exc), "write this spec by hand (docs/spec.md)") from None
-        notes.extend(cap.notes)
-        if cap.edits:
-            results.append(FileResult(fp.rel, cap, pristine, patched))
+        return data.decode("utf-8")
+
+    done = capture_diff(patches, read, replays, f"{args.package} {version}")
+    if done.refused:
+        return refuse(args, refused(done))
+    results = [FileResult(*f) for f in done.files]
     if not results:
-        raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(notes)})", "")
+        raise UsageError(f"{args.diff}: nothing to capture ({'; '.join(done.notes)})", "")
     origin = f"vpatch backport of {Path(args.diff).name}"
-    return finish(args, str(version), results, notes, origin, {"diff": args.diff}, store, replays)
+    args.summary = args.summary or summary(args.diff, args.package, str(version))
+    extra = {"diff": args.diff}
+    return finish(args, str(version), results, done.notes, origin, extra, store, replays)
+
+
+def refuse(args: argparse.Namespace, exc: Refused) -> int:
+    """Every hunk the spec cannot carry, one `error:` line each, then the hint; with --json
+    the error document, with them all in `refused`. Nothing is written."""
+    from patcher.output.report import emit, error_document
+
+    for r in exc.refused:
+        print(line(f"error: {r.text()}"), file=sys.stderr)
+    print(line(f"hint: {exc.hint}"), file=sys.stderr)
+    if args.json:
+        more = {"refused": [r.to_json() for r in exc.refused]}
+        emit(error_document(exc.message, exc.hint, args.command, **more))
+    return exc.exit_code

@@ -94,6 +94,11 @@ class HostCommand:
             return ExitCode.UNSUPPORTED
         return ExitCode.OK if result.ok else ExitCode.FAILED
 
+    def finish(self, result: RunResult, args: argparse.Namespace, code: int) -> int:
+        """Report the result; the exit status (`code`, the exit rule's, here)."""
+        self.report(result, args)
+        return code
+
     def report(self, result: RunResult, args: argparse.Namespace) -> None:
         """The result for a person (stdout), or the JSON document; then the problems."""
         from patcher.output.report import render_human, render_json, render_problems
@@ -206,15 +211,100 @@ class Rollback(HostCommand):
             h.ok = self.ok(h)
 
 
+FORMATS = ("text", "json", "prometheus", "nagios")
+
+
 class Status(HostCommand):
     name = "status"
     spec_nargs = "*"
     rewrites = False
 
+    def own_options(self, p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--format",
+            choices=FORMATS,
+            metavar="FORMAT",
+            help="text (default), json (as --json), prometheus (node_exporter's textfile "
+            "format: a gauge per host, spec and state) or nagios (one plugin line; exit 0 OK, "
+            "1 WARNING, 2 CRITICAL, 3 UNKNOWN, bad input included)",
+        )
+        p.add_argument(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help="with --format prometheus: write the textfile to FILE atomically (a temp file "
+            "in its directory, then renamed: node_exporter never reads half a file)",
+        )
+
+    def options(self, args: argparse.Namespace) -> Options:
+        """--format and -o agree with each other and with --json, and -o names a file vpatch
+        may replace: checked before any host is asked anything (exit 2; 3 with nagios)."""
+        from patcher.plan.base import Options
+
+        fmt = args.format or ("json" if args.json else "text")
+        if args.json and fmt != "json":
+            raise UsageError(f"--json and --format {fmt} contradict each other", "give one")
+        if args.output is not None:
+            if fmt != "prometheus":
+                raise UsageError("-o/--output FILE needs --format prometheus", "add it")
+            from patcher import safewrite
+
+            safewrite.check(args.output, "-o")
+        args.format = fmt
+        return Options()
+
     def on_host(self, run: HostRun, transport: Transport) -> HostResult:
         from patcher.run import engine
 
         return engine.status(run.specs, transport, run.opts, run.state_dir, ctx=run.ctx)
+
+    def settle(self, hosts: list[HostResult], ids: Sequence[str]) -> None:
+        """Every host's `state` in one word (patcher.plan.monitor.host_state)."""
+        from patcher.plan import monitor
+
+        for h in hosts:
+            h.state = monitor.host_state(h)
+
+    def finish(self, result: RunResult, args: argparse.Namespace, code: int) -> int:
+        """text and json as every command; nagios: the plugin's lines on stdout, nothing on
+        stderr (Icinga shows a check's stderr too), its code (patcher.plan.monitor.NAGIOS);
+        prometheus: the textfile (with `code` in it) on stdout or in -o FILE, the problems on
+        stderr, `code`."""
+        from patcher.output.lines import put
+        from patcher.plan import feeds
+
+        if args.format in ("text", "json"):
+            return super().finish(result, args, code)
+        if args.format == "nagios":
+            nagios, lines = feeds.nagios(result.hosts)
+            put(lines)
+            return nagios
+        text = feeds.prometheus(result.hosts, code)
+        if args.output is None:
+            put(text.rstrip("\n"))
+        else:
+            _write_textfile(args.output, text)
+        if not result.ok:
+            from patcher.output.report import render_problems
+
+            render_problems(result)
+        return code
+
+
+def _write_textfile(path: str, text: str) -> None:
+    """-o FILE: the textfile, atomically (patcher.safewrite); a disk that fails the write is
+    one `error:` (exit 1: the hosts were asked, nothing of FILE changed), never a traceback in
+    a timer's journal."""
+    from patcher import safewrite
+    from patcher.errors import VpatchError
+
+    try:
+        safewrite.write(path, text, "-o")
+    except OSError as exc:
+        raise VpatchError(
+            f"-o {path}: cannot write it: {exc.strerror or exc}; the file is as it was",
+            "check the space and the permissions of its directory",
+        ) from None
 
 
 class Ensure(HostCommand):
@@ -345,8 +435,7 @@ def _run(command: HostCommand, args: argparse.Namespace) -> int:
     result = RunResult(command.name, all(h.ok for h in hosts), hosts, stats)
     if args.report:
         write_report(result, args.report)
-    command.report(result, args)
-    return command.exit_code(result, bool(ctx.unsupported))
+    return command.finish(result, args, command.exit_code(result, bool(ctx.unsupported)))
 
 
 def _prepare(

@@ -7,17 +7,20 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from patcher.commands import _targets
+from patcher.commands import _htmlreport, _targets
 from patcher.commands._help import SPEC_HELP
 from patcher.output.progress import HostsProgress
 
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.result import HostResult, RunResult
+    from patcher.rollout.driver import Outcome
     from patcher.rollout.settings import Settings
 
 
 RELEASE = "release"  # `vpatch rollout release HOST... --run ID` (the word where a SPEC goes)
+# `vpatch rollout pause|resume|promote|abort REPORT` (protocol.STEER_VERBS; where a SPEC goes)
+STEERS = ("pause", "resume", "promote", "abort")
 
 
 def add_options(op: argparse.ArgumentParser, name: str) -> None:
@@ -128,6 +131,7 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
         help="a gate that cannot be computed (no drafts, no tokens in the window) passes "
         "instead of failing",
     )
+    _htmlreport.options(g)
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -156,11 +160,19 @@ def settings(args: argparse.Namespace) -> Settings:
 def run(args: argparse.Namespace) -> int:
     """Exit 0 when every host kept the patch, 1 otherwise (as apply); 130 after a second
     Ctrl-C, whose report has every host as far as it got. `vpatch rollout release HOST...
-    --run ID`: `release` (the first word where a SPEC goes)."""
-    if args.specs[0] == RELEASE:
-        return release(args)
+    --run ID`: `release` (the first word where a SPEC goes); `vpatch rollout report REPORT
+    --html FILE`: `report` (patcher/commands/_htmlreport.py); `vpatch rollout pause REPORT`
+    and the other steers: `steer`."""
+    other = {
+        RELEASE: release,
+        _htmlreport.WORD: _htmlreport.report,
+        **dict.fromkeys(STEERS, steer),
+    }.get(args.specs[0])
+    if other is not None:  # `vpatch rollout release ...`, `vpatch rollout pause REPORT`, ...
+        return other(args)
+    _htmlreport.check(args)
     from patcher.rollout.driver import Request, drive
-    from patcher.rollout.view import BatchLines, render_problems, render_table
+    from patcher.rollout.view import BatchLines
 
     targets, control = _targets.chosen(args)
     if args.control is None and control is not None:  # `[defaults] control = K`; --control wins
@@ -192,7 +204,16 @@ def run(args: argparse.Namespace) -> int:
         started,
         kind_of=lambda t: _targets.kind_of(t, args),
     )
+    return _ended(args, done)
+
+
+def _ended(args: argparse.Namespace, done: Outcome) -> int:
+    """What the rollout says at its end: the --report-html page, the JSON document or the
+    table, the problems, how to go on after a Ctrl-C; the exit status."""
+    from patcher.rollout.view import render_problems, render_table, stopped_note
+
     result = done.result
+    _htmlreport.at_end(result, args.report_html)
     if args.json:
         from patcher.output.report import emit
 
@@ -202,8 +223,6 @@ def run(args: argparse.Namespace) -> int:
     if not result.ok:
         render_problems(result, sys.stderr)
     if done.interrupted:
-        from patcher.rollout.view import stopped_note
-
         print(stopped_note(done.run, done.report, result), file=sys.stderr)
     if done.cut_short:
         return 130
@@ -281,3 +300,54 @@ def _say_released(result: RunResult, as_json: bool) -> None:
         print(f"error: {clean(f'{h.target}: {h.error}')}", file=sys.stderr)
     if bad:
         print(f"hint: {clean(bad[0].hint or '')}", file=sys.stderr)
+
+
+# What each steer does, in the line that says it was written.
+_STEERED = {
+    "pause": "no host starts until `vpatch rollout resume REPORT`; hosts in flight go on",
+    "resume": "the hosts held start",
+    "promote": "each host in flight ends its window at its next scrape and keeps the patch",
+    "abort": "each host in flight goes back, and no host starts",
+}
+
+
+def steer(args: argparse.Namespace) -> int:
+    """`vpatch rollout pause|resume|promote|abort REPORT`: write the steer to the steering
+    channel of the running rollout whose report is REPORT (patcher/rollout/channel.py); the
+    rollout reads it before its next host or step and at every scrape. Exit 0 once written;
+    2 (one `error:` and `hint:`, nothing written) for bad input: no such report, a run that
+    has ended or takes no such steer now, a channel that is not the run owner's own file."""
+    from patcher.errors import UsageError
+    from patcher.rollout import channel
+    from patcher.rollout.report import run_of
+
+    verb, rest = args.specs[0], args.specs[1:]
+    example = f"e.g. vpatch rollout {verb} ~/.local/state/vpatch/rollouts/3f9c0a1b2c3d.json"
+    if len(rest) != 1:
+        raise UsageError(f"`vpatch rollout {verb}` needs one REPORT (the rollout's)", example)
+    report = rest[0]
+    done = channel.write(report, run_of(report), verb)
+    rec = done.record
+    doc = {
+        **rec.to_json(),
+        "report": report,
+        "channel": done.path,
+        "controller": {"pid": done.pid, "running": done.alive},
+    }
+    if args.json:
+        from patcher.output.report import emit
+
+        emit(doc)
+        return 0
+    from patcher.output.inert import clean
+
+    print(clean(f"rollout {rec.run}: {verb} written ({rec.by()}): {_STEERED[verb]}"))
+    if not done.alive:
+        print(
+            clean(
+                f"note: its controller (pid {done.pid}) is not running on this machine: the "
+                "steer is read when `vpatch rollout ... --resume REPORT` goes on with the run"
+            ),
+            file=sys.stderr,
+        )
+    return 0

@@ -171,9 +171,10 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         console.print(Text(line(f"  needs attention: {a.state}: {a.subject}: {a.message}"), "red"))
         console.print(Text(line(f"      run: {a.todo}"), "red"))
     for proc in host.restart_required:
-        # Started before the write: it still runs the code it imported then.
+        # Started before the write, the changed package loaded: it still runs the old code.
         since = f" (started {proc['started']})" if proc.get("started") else ""
-        say = f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}"
+        why = f" ({proc['why']})" if proc.get("why") else ""
+        say = f"  restart required: pid {proc.get('pid')}{since} {proc.get('cmdline', '')}{why}"
         console.print(Text(line(say), "yellow"))
 
 

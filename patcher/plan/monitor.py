@@ -103,8 +103,60 @@ STATES: tuple[State, ...] = (
 )
 BY_NAME = {s.name: s for s in STATES}
 
+# A host's `state` in one word (`vpatch status`'s JSON, its Nagios line and its Prometheus
+# textfile: patcher/plan/feeds.py): `ok` when none of its states needs a person, else the
+# worst of those that do, else one of two words for a host that gave no state at all.
+OK = "ok"
+UNREACHABLE = "unreachable"  # no connection (errors.Unreachable): nothing there was asked
+ERROR = "error"  # reached, no state read (authentication, host key, interpreter, agent)
+
+# What a Nagios/Icinga check makes of each state: a plugin's 0 OK, 1 WARNING, 2 CRITICAL,
+# 3 UNKNOWN. CRITICAL where the code that runs is neither pip's nor vpatch's bytes, or the
+# service may be down; WARNING where it is pip's own bytes of a release (the patch is gone,
+# nothing unknown runs) or a step was left to finish; UNKNOWN where vpatch learnt nothing of
+# the host (its reachability is the host check's to page on, not every service's).
+NAGIOS_OK, NAGIOS_WARNING, NAGIOS_CRITICAL, NAGIOS_UNKNOWN = 0, 1, 2, 3
+NAGIOS: dict[str, int] = {
+    "applied": NAGIOS_OK,
+    "satisfied_upstream": NAGIOS_OK,
+    "superseded": NAGIOS_OK,
+    "baked": NAGIOS_OK,
+    "rollout_done": NAGIOS_OK,
+    "drifted": NAGIOS_CRITICAL,
+    "upgraded": NAGIOS_WARNING,
+    "baked_differs": NAGIOS_CRITICAL,
+    "unverified": NAGIOS_WARNING,
+    "rollout_attention": NAGIOS_CRITICAL,
+    "rollout_stopped": NAGIOS_WARNING,
+    OK: NAGIOS_OK,
+    UNREACHABLE: NAGIOS_UNKNOWN,
+    ERROR: NAGIOS_UNKNOWN,
+}
+assert set(NAGIOS) == {*BY_NAME, OK, UNREACHABLE, ERROR}, set(NAGIOS) ^ {*BY_NAME}
+assert all((NAGIOS[s.name] == NAGIOS_OK) == (s.exit == 0) for s in STATES)
+# Worst first, as the monitoring plugins' max_state_alt ranks them: CRITICAL, WARNING,
+# UNKNOWN, OK. One drifted host among unreachable ones is CRITICAL; one unreachable host among
+# fine ones is UNKNOWN.
+RANK = (NAGIOS_CRITICAL, NAGIOS_WARNING, NAGIOS_UNKNOWN, NAGIOS_OK)
+# Every word a host's `state` can be, worst first (STATES' order within one Nagios code).
+HOST_STATES: tuple[str, ...] = tuple(
+    name
+    for code in RANK
+    for name in (OK, *(s.name for s in STATES if s.exit), UNREACHABLE, ERROR)
+    if NAGIOS[name] == code
+)
+
 _DONE = frozenset(
-    {"kept", "rolled_back", "not_applied", "untouched", "not_enough_evidence", "changed_since"}
+    {
+        "kept",
+        "rolled_back",
+        "not_applied",
+        "untouched",
+        "not_enough_evidence",
+        "changed_since",
+        "promoted",
+        "aborted",
+    }
 )
 assert _DONE | {"attention", "interrupted"} == set(protocol.ROLLOUT_VERDICTS)
 
@@ -161,6 +213,37 @@ def attention(host: HostResult, unverified: Sequence[tuple[str, str]] = ()) -> l
     return out
 
 
+def host_state(host: HostResult) -> str:
+    """The host's state in one word (HOST_STATES): `unreachable` or `error` for a host that
+    answered nothing (the engine marks an errors.Unreachable one `unreachable`), else the
+    worst of what needs a person on it (`attention`, and with SPEC named the specs whose
+    outcome is not good for `status`, read as bare status reads them), else `ok`."""
+    if host.error is not None:
+        return UNREACHABLE if host.state == UNREACHABLE else ERROR
+    found = {a.state for a in host.attention} | {name for _, name in failing(host)}
+    return next((name for name in HOST_STATES if name in found), OK)
+
+
+def failing(host: HostResult) -> list[tuple[PatchResult, str]]:
+    """The specs whose outcome is not good for `status` (or whose probe failed), each with its
+    state as bare status reads it (`status SPEC` has no `attention`: these are its problems)."""
+    from patcher.result import GOOD
+
+    out = []
+    for p in host.patches:
+        if p.outcome not in GOOD["status"] or not all(pr.ok for pr in p.probes):
+            name = state_of(p)
+            out.append((p, name if BY_NAME[name].exit else "drifted"))  # a probe that failed
+    return out
+
+
+def worst(names: Sequence[str]) -> int:
+    """The Nagios code of a run whose hosts are in these states (RANK: worst first); OK for
+    none."""
+    codes = {NAGIOS[n] for n in names}
+    return next((code for code in RANK if code in codes), NAGIOS_OK)
+
+
 def unverified_attention(
     unverified: Sequence[tuple[str, str]], ids: set[str] | None = None
 ) -> list[Attention]:
@@ -172,6 +255,11 @@ def unverified_attention(
         for sid, txn in unverified
         if ids is None or sid in ids
     ]
+
+
+# The rows of STATES that are the host's last rollout's (the others are a spec's).
+ROLLOUT_STATES = ("rollout_done", "rollout_attention", "rollout_stopped")
+assert set(ROLLOUT_STATES) <= set(BY_NAME)
 
 
 def rollout_state(host: HostResult) -> str | None:

@@ -54,7 +54,10 @@ VERDICTS = protocol.ROLLOUT_VERDICTS
     INTERRUPTED,  # stopped between two steps (Ctrl-C): `vpatch rollout --resume` continues
     NOT_ENOUGH_EVIDENCE,  # rolled back as ROLLED_BACK, because the window ended undecided
     CHANGED_SINCE,  # --resume found the host changed since its last step: nothing judged, run
+    PROMOTED,  # kept on its owner's word (`vpatch rollout promote`): patched, as KEPT
+    ABORTED,  # its owner aborted the run: rolled back (or nothing written), as ROLLED_BACK
 ) = VERDICTS
+PATCHED = (KEPT, PROMOTED)  # the verdicts of a host that stays patched
 
 # ---------------------------------------------------------------------------------------------
 # The step machine

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError, VpatchError
 from patcher.output.progress import HostsProgress
@@ -26,6 +26,7 @@ from patcher.run import fleet
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.plan.base import Level, Options
+    from patcher.rollout.canary import Controls
     from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
@@ -73,14 +74,13 @@ def drive(
     before any host is contacted; `lines(names)` shows the canaries' batches as they go;
     `kind_of(target)`: the transport kind that reaches it, which its result names."""
     from patcher.plan.base import Options
-    from patcher.rollout import canary, persist
+    from patcher.rollout import canary
     from patcher.run import engine
     from patcher.run.exchange import RunContext
     from patcher.specs import catalog
 
     cfg = request.settings
-    settings.check_targets(targets)
-    persist.check_restarts(targets, cfg.restart)  # a re-create would throw the patch away
+    settings.check_targets(targets, cfg.restart)
     targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     reported = load_report(request.resume, names) if request.resume else None
@@ -92,14 +92,17 @@ def drive(
     ctx.hosts.defer = True  # the hosts' answers are written once, at the end (factcache)
     if controls is not None:  # their scrapes are the run's exchanges too
         controls.ctx = ctx
-    ids = [(s.id, s.package) for s in specs]
     path = request.report or default_report(run)
     report = LiveReport(path, targets, specs, cfg, run)
-    report.write(start=True)  # before any host is contacted; UsageError: exit 2
+    ids = report.ids  # (spec id, package) of each spec
+    steer = report.start(resume=reported is not None)  # before any host; UsageError: exit 2
     started(run, path)
 
     def work(i: int) -> HostResult:
         t = targets[i]
+        held = steer.hold(ctrl_c, lambda pause: report.hold(i, pause))
+        if held.stop is not None or held.interrupted:  # aborted (or Ctrl-C) while it waited
+            return report.ended(i, report.not_started(i, held.stop))
         try:
             transport = open_transport(t)
         except HostError as exc:
@@ -108,17 +111,14 @@ def drive(
             return report.ended(i, failed)
         try:
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
-            h.result.transport = kind_of(t)
-            h.controls = controls
-            if t.container is not None:  # its engine, on its host, restarts it
-                h.restart_on = lambda: open_transport(engine_host(t))
+            _wire(h, kind_of(t), controls, open_transport)
             report.live[i] = h
             if reported is not None:
                 ended = _resumed(h, reported.steps.get(t.name))
                 if ended is not None:
                     return report.ended(i, ended)
-            resume = reported is not None
-            return report.ended(i, leased_walk(h, resume, ctrl_c, report.step))
+            h.steer = steer.host(held, walk.first_step(h), run, [s.id for s in specs], _note(h))
+            return report.ended(i, leased_walk(h, reported is not None, ctrl_c, report.step))
         finally:
             transport.close()
 
@@ -128,6 +128,7 @@ def drive(
     except KeyboardInterrupt:  # the second Ctrl-C: report every host as far as it got
         cut_short = True
         hosts = report.hosts("interrupted (Ctrl-C twice): not started")
+    steer.channel.close()  # `end`: a steer of the run is refused from here on
     if threading.current_thread() is threading.main_thread():
         import signal  # a Ctrl-C from here on must not cost the report
 
@@ -139,10 +140,40 @@ def drive(
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
 
 
+def _wire(
+    h: walk.Host,
+    kind: str | None,
+    controls: Controls | None,
+    open_transport: Callable[[Target], Transport],
+) -> None:
+    """What a host's walk takes from the run: its transport's kind (its result names it), the
+    control hosts, and for a container the opener of an agent on its host, where its engine
+    restarts it."""
+    h.result.transport, h.controls = kind, controls
+    t = h.target
+    if t.container is not None:
+        h.restart_on = lambda: open_transport(engine_host(t))
+
+
 def engine_host(t: Target) -> Target:
     """The host a container runs on, as a target of its own: the same address, login and
     sudo, its system `python3` (what runs the container's restart: `podman restart C`)."""
     return t._replace(container=None, container_user=None, transport=None, python="python3")
+
+
+def _note(h: walk.Host) -> Callable[[dict[str, Any]], None]:
+    """How a steer's note reaches the host's journal: one rollout_step request, as a step's
+    record does; one that cannot be sent is a warning (the report still names the steer)."""
+    from patcher.agent import protocol
+
+    def send(entry: dict[str, Any]) -> None:
+        try:
+            request = protocol.step_request(entry, h.state_dir)
+            walk._journal(h, request, "", walk.JOURNAL_CALL)
+        except VpatchError as exc:
+            h.result.warnings.append(f"a steer is not in the host's journal ({exc.message})")
+
+    return send
 
 
 def _resumed(h: walk.Host, said: list[tuple[str, bool]] | None) -> HostResult | None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from patcher.errors import UsageError
 from patcher.output.lines import warning
 from patcher.result import HostResult, RunResult
-from patcher.rollout import decide, resume, settings, walk
+from patcher.rollout import decide, resume, settings, steer, steering, walk
 from patcher.rollout.settings import Settings
 from patcher.run import fleet
 from patcher.serving.gates import Gates
@@ -62,6 +62,7 @@ class LiveReport:
         self.run = run
         self.live: dict[int, walk.Host] = {}  # hosts that started (by target index)
         self.finished: dict[int, HostResult] = {}
+        self.held: dict[int, str] = {}  # hosts a pause holds before their start: why
         self._cond = threading.Condition()
         self._asked = 0  # writes asked for
         self._written = 0  # the newest ask a finished write covered
@@ -80,7 +81,7 @@ class LiveReport:
                 with h.lock:
                     out.append(walk.finish(h, running=running))
             else:
-                host = fleet.skipped(t.name, self.ids, why)
+                host = fleet.skipped(t.name, self.ids, self.held.get(i, why))
                 if running:  # the run and the options, before the host starts
                     host.rollout = pending(t, self.cfg, self.gates, self.run)
                 out.append(host)
@@ -129,8 +130,54 @@ class LiveReport:
                 self._written = covers
                 self._cond.notify_all()
 
+    def start(self, resume: bool) -> steering.Steering:
+        """The run's steering channel made beside the report (steering.start), then the
+        report's first write, both before any host is contacted: UsageError (exit 2) else.
+        The report's name is checked first and the channel made before the report is
+        written, so that a refusal of either leaves nothing behind but the directory."""
+        import os
+
+        from patcher import safewrite
+
+        try:
+            os.makedirs(os.path.dirname(self.path) or ".", mode=0o700, exist_ok=True)
+        except OSError:
+            self.write(start=True)  # says why (exit 2)
+        safewrite.check(self.path)  # a link or another's file at the name: refused now
+        steer = steering.start(self.path, self.run, resume)
+        try:
+            self.write(start=True)
+        except BaseException:
+            steer.channel.close()
+            raise
+        return steer
+
     def step(self, h: walk.Host) -> None:
         self.write()
+
+    def hold(self, i: int, pause: steer.Steer) -> None:
+        """Host i waits for the run's pause to end (`vpatch rollout pause`): said at once."""
+        self.held[i] = (
+            f"held before its start: paused ({pause.by()} at {pause.at}); it starts once "
+            "`vpatch rollout resume REPORT` is written"
+        )
+        self.write()
+
+    def not_started(self, i: int, aborted: steer.Steer | None) -> HostResult:
+        """Host i, never started: the run was aborted (its verdict says so, nothing was
+        touched), or a Ctrl-C came while a pause held it."""
+        t = self.targets[i]
+        if aborted is None:
+            return fleet.skipped(t.name, self.ids, "interrupted (Ctrl-C) while paused: not started")
+        host = fleet.skipped(
+            t.name, self.ids, f"aborted ({aborted.by()} at {aborted.at}): not started"
+        )
+        host.rollout = {
+            **pending(t, self.cfg, self.gates, self.run),
+            "verdict": decide.ABORTED,
+            "steers": [steer.effect(aborted, decide.NOTHING, "not started; nothing touched")],
+        }
+        return host
 
     def ended(self, i: int, result: HostResult) -> HostResult:
         self.finished[i] = result
@@ -168,6 +215,7 @@ def pending(target: Target, cfg: Settings, gates: Gates, run: str) -> dict[str, 
         "after": None,
         "gates": [],
         "phases": [],
+        "steers": [],
     }
 
 
@@ -179,27 +227,30 @@ class Reported:
     steps: dict[str, list[tuple[str, bool]] | None]
 
 
-def load_report(path: str, names: Sequence[str]) -> Reported:
-    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
-    contacted. What it says of each host is only the controller's word: every host's journal
-    is asked too (rolloutresume.resume)."""
+def read_document(path: str, what: str, hint: str) -> dict[str, Any]:
+    """A rollout's report (its JSON document, with a `hosts` list), or exit 2 saying why not
+    (`what`: the option or command that named it, for the `error:` line; "": the path alone)."""
     import json
 
-    hint = "give the --report file of this rollout (else the one it named on stderr)"
+    said = f"{what} {path}" if what else path
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
     except (OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not JSON"
-        raise UsageError(f"--resume {path}: {why}", hint) from None
+        raise UsageError(f"{said}: {why}", hint) from None
     hosts = doc.get("hosts") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or doc.get("command") != "rollout" or not isinstance(hosts, list):
-        raise UsageError(f"--resume {path}: not the report of a `vpatch rollout`", hint)
-    try:
-        parsed = resume.reported_steps(hosts)
-    except ValueError as exc:
-        raise UsageError(f"--resume {path}: {exc}", hint) from None
-    steps, runs = parsed
+        raise UsageError(f"{said}: not the report of a `vpatch rollout`", hint)
+    return doc
+
+
+def load_report(path: str, names: Sequence[str]) -> Reported:
+    """--resume REPORT: a rollout's report, of these very hosts, or exit 2 before any host is
+    contacted. What it says of each host is only the controller's word: every host's journal
+    is asked too (rolloutresume.resume)."""
+    hint = "give the --report file of this rollout (else the one it named on stderr)"
+    steps, runs = _read(path, "--resume", hint)
     if sorted(steps) != sorted(names):
         raise UsageError(
             f"--resume {path}: the report is of other hosts than the targets given",
@@ -208,3 +259,25 @@ def load_report(path: str, names: Sequence[str]) -> Reported:
     if len(runs) > 1:
         raise UsageError(f"--resume {path}: the report names more than one run", hint)
     return Reported(next(iter(runs), None), steps)
+
+
+def run_of(path: str) -> str:
+    """The run a rollout's report names (`vpatch rollout pause REPORT` ...), or exit 2."""
+    hint = "give the report of a running rollout (its --report, or the file it named)"
+    runs = _read(path, "", hint)[1]
+    if len(runs) != 1:
+        raise UsageError(f"{path}: the report names {len(runs)} runs, not one", hint)
+    return runs.pop()
+
+
+def _read(
+    path: str, what: str, hint: str
+) -> tuple[dict[str, list[tuple[str, bool]] | None], set[str]]:
+    """A rollout's report read: per host the steps it says ran, and the run ids it names;
+    UsageError (`what` as read_document's) when it is not one."""
+    hosts = read_document(path, what, hint)["hosts"]
+    try:
+        return resume.reported_steps(hosts)
+    except ValueError as exc:
+        said = f"{what} {path}" if what else path
+        raise UsageError(f"{said}: {exc}", hint) from None

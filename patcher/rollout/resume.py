@@ -53,10 +53,11 @@ class Step:
     undecided: bool = False  # a gates step that failed for want of evidence only
     seen: dict[str, Any] | None = None  # the host as the step left it (agent/seen.py)
     released: bool = False  # a note: `vpatch rollout release` gave the run's lease up here
+    steer: dict[str, Any] | None = None  # a note: a steer touched the walk here (steer_entry)
 
     def walked(self) -> bool:
-        """A step of the walk, not a note on it (a release, a changed_since verdict)."""
-        return not self.released and self.verdict != CHANGED_SINCE
+        """A step of the walk, not a note on it (a release, a steer, a changed_since verdict)."""
+        return not self.released and self.steer is None and self.verdict != CHANGED_SINCE
 
     def phase(self) -> Phase:
         return Phase(self.step, self.ok, self.detail, self.started, float(self.seconds))
@@ -92,6 +93,7 @@ def read_steps(raw: Any) -> tuple[list[Step], list[str]]:
                 bool(e.get("undecided", False)),
                 e.get("seen"),
                 bool(e.get("released", False)),
+                e.get("steer"),
             )
         )
     return out, problems
@@ -132,7 +134,8 @@ def last_step(raw: Any) -> tuple[RolloutStep | None, list[str]]:
     steps, problems = read_steps(raw)
     if not steps:
         return None, problems
-    s = steps[-1]
+    # A steer's note is news only until the walk's next step: that step says where it is.
+    s = next((s for s in reversed(steps) if s.steer is None), steps[-1])
     return RolloutStep(s.run, s.step, s.ok, s.verdict, s.detail, s.ts, list(s.specs)), problems
 
 

@@ -31,6 +31,8 @@ HINTS = {
     decide.CHANGED_SINCE: "someone changed the host during the rollout (a rollback, an apply, "
     "an upgrade, a server restart): vpatch judged nothing and touched nothing; check it "
     "(`vpatch status`), then run a new rollout",
+    decide.ABORTED: "the run's owner aborted it (`vpatch rollout abort`): its hosts in flight "
+    "went back, none started after; its `steers` in the report say who and when",
 }
 
 
@@ -130,8 +132,8 @@ def render_table(result: RunResult, out: TextIO) -> None:
         put(line.rstrip(), out)
     controls = [h.target for h in result.hosts if h.rollout and h.rollout.get("control") is True]
     hosts = [h for h in result.hosts if h.target not in controls]
-    kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] == decide.KEPT]
-    started = [h for h in hosts if h.rollout is not None]
+    kept = [h.target for h in hosts if h.rollout and h.rollout["verdict"] in decide.PATCHED]
+    started = [h for h in hosts if h.rollout is not None and h.rollout["reached"] != decide.NOTHING]
     moved = [h.target for h in started if (h.rollout or {}).get("verdict") == decide.CHANGED_SINCE]
     if any(h.rollout and h.rollout.get("compared_with") for h in hosts):
         put(

@@ -18,10 +18,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from patcher.agent import protocol
-from patcher.errors import VpatchError
+from patcher.errors import AgentError, VpatchError
 from patcher.plan import monitor
 from patcher.result import HostResult, take_run
-from patcher.rollout import canary, decide, settings
+from patcher.rollout import canary, decide, settings, steer
 from patcher.rollout.lease import Lease, Lost, ttl_for
 from patcher.rollout.settings import Settings
 from patcher.serving.gates import Gates, pct
@@ -32,6 +32,7 @@ from patcher.serving.model import Counters
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.plan.base import Options
+    from patcher.rollout.steering import HostSteer
     from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
@@ -92,6 +93,7 @@ class Host:
     # A container target: its restart (`podman restart C`) runs on the container's host, by
     # an agent there this opens (driver.py); None: the restart runs where the agent runs.
     restart_on: Callable[[], Transport] | None = None
+    steer: HostSteer | None = None  # the run's steering, as this host took it (steering.py)
 
     @property
     def plan(self) -> decide.Plan:
@@ -140,6 +142,8 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
     poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
     longest = max(cfg.window, cfg.max_window or 0.0)
     while True:
+        if h.steer is not None and h.steer.look(decide.WINDOW if after else decide.BASELINE, after):
+            break  # promoted: the window ends at this look (an abort raises: the step fails)
         (start, _), (end, t1) = series[0], series[-1]
         if decide.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
             if not after or not canary.extend(
@@ -225,6 +229,8 @@ def _step_gates(h: Host) -> str:
             raise _StepFailed("the server restarted after the window (its counters went down)")
     h.judged = decide.settle(judge(h.before, h.after, h.gates, h.control_after))
     ok, detail = decide.gates_outcome(h.judged)
+    if h.steer is not None and h.steer.promoted is not None:  # kept on its owner's word
+        return steer.promoted_gates(h.steer.promoted, ok, detail)
     if not ok:
         h.undecided = decide.undecided(h.judged)
         raise _StepFailed(detail)
@@ -270,7 +276,23 @@ def _step_restart(h: Host) -> str:
         last = (str(res.get("stderr") or res.get("stdout") or "").strip().splitlines() or [""])[-1]
         said = f": {last[:300]}" if last else ""  # a silent command: no dangling colon
         raise _StepFailed(f"`{cmd}` exited {res.get('exit')} after {took}{said}")
+    _still_stale(h)
     return f"`{cmd}` exited 0 after {took}"
+
+
+def _still_stale(h: Host) -> None:
+    """restart_required as the restart left it: apply's list named the servers that ran the
+    old code when it wrote, and the restart replaced them; asked again (the patched files,
+    agent/holders.py), it names only processes that hold the old code now. A warning, never
+    a step's failure: where the agent refuses the question, the list stays as it was."""
+    paths = sorted({f.path for p in h.result.patches for f in p.files})
+    if not paths:
+        return
+    try:
+        res = _ask(h, protocol.procs_request(paths), JOURNAL_CALL, "the scan", JOURNAL_HINT)
+    except AgentError:
+        return
+    h.result.restart_required = list(res.get("restart_required") or [])
 
 
 def _step_health(h: Host) -> str:
@@ -370,6 +392,11 @@ def _host(
     return Host(target, transport, cfg, specs, opts, state_dir, gates, host, run, ctx=ctx)
 
 
+def first_step(h: Host) -> str:
+    """The step the host's walk begins with (its next one, on --resume)."""
+    return decide.next_step(h.plan, h.done) or decide.BASELINE
+
+
 def walk(
     h: Host,
     ctrl_c: threading.Event | None = None,
@@ -391,7 +418,8 @@ def walk(
         at, t0 = _now(), time.monotonic()
         try:
             _beat(h, step)
-            ok, detail = True, _STEPS[step](h)
+            aborted = h.steer.before(step) if h.steer is not None else ""
+            ok, detail = (False, aborted) if aborted else (True, _STEPS[step](h))
         except Lost as exc:  # another controller holds the host now: hands off
             with h.lock:
                 h.lost = str(exc)
@@ -426,8 +454,8 @@ def _record(h: Host, phase: decide.Phase, plan: decide.Plan, done: list[tuple[st
         detail=phase.detail,
         started=phase.started,
         seconds=phase.seconds,
-        verdict=decide.verdict(done, h.undecided)[1] if ended else None,
-        measures=measures.to_json() if measures is not None and phase.ok else None,
+        verdict=steer.verdict(decide.verdict(done, h.undecided)[1], _steered(h)) if ended else None,
+        measures=measures.to_json(series=False) if measures is not None and phase.ok else None,
     )
     if h.undecided and phase.step == decide.GATES:
         entry["undecided"] = True  # the verdict's word: not_enough_evidence (protocol.step_entry)
@@ -461,13 +489,14 @@ def finish(h: Host, note: str = "", running: bool = False) -> HostResult:
     is: a live report takes this many times."""
     host = replace(h.result, notes=list(h.result.notes), warnings=list(h.result.warnings))
     reached, verdict = decide.outcome(h.plan, h.done, h.undecided)
+    verdict = steer.verdict(verdict, _steered(h))
     if h.lost and not note:
         note = h.lost
     if note:
         verdict = decide.ATTENTION
     elif h.changed:
         verdict = decide.CHANGED_SINCE
-    host.ok = verdict == decide.KEPT
+    host.ok = verdict in decide.PATCHED
     host.error = _error_of(h, verdict, note, running) or host.error
     if not host.ok:
         from patcher.rollout.view import hint_of
@@ -480,16 +509,22 @@ def finish(h: Host, note: str = "", running: bool = False) -> HostResult:
         "verdict": verdict,
         "reached": reached,
         "stopped_in": h.current,
-        "patched": verdict == decide.KEPT,
+        "patched": verdict in decide.PATCHED,
         **settings.report_options(h.target, h.cfg, h.gates),
         "before": h.before.to_json() if h.before else None,
         "after": h.after.to_json() if h.after else None,
         **canary.report_of(h.control_after, h.controls),
         "gates": [g.to_json() for g in h.judged],
         "phases": [asdict(p) for p in h.phases],
+        "steers": list(h.steer.effects) if h.steer is not None else [],
     }
     host.seconds = round(time.monotonic() - h.started, 3)
     return host
+
+
+def _steered(h: Host) -> str:
+    """The steer verb that changed the host's walk ("" none): its verdict's word."""
+    return h.steer.steered if h.steer is not None else ""
 
 
 def _error_of(h: Host, verdict: str, note: str, running: bool) -> str | None:
@@ -503,7 +538,7 @@ def _error_of(h: Host, verdict: str, note: str, running: bool) -> str | None:
         return f"changed since its {last} step: {h.changed}; nothing was judged or run"
     if verdict == decide.INTERRUPTED:
         return decide.stopped(h.plan, h.done, h.current, running)
-    if verdict == decide.KEPT:
+    if verdict in decide.PATCHED:
         return None
     failed = [p for p in h.phases if not p.ok]
     error = f"{failed[0].step} failed: {failed[0].detail}"

@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from patcher.agent import protocol
-from patcher.errors import AgentError, HostError, Unsupported, VpatchError
+from patcher.errors import AgentError, HostError, Unreachable, Unsupported, VpatchError
 from patcher.output import progress
 from patcher.plan import monitor
 from patcher.plan.apply import plan_apply
@@ -114,6 +114,7 @@ def _host_run(
         body(host)
     except VpatchError as exc:
         host.error, host.hint = exc.message, exc.hint or None
+        host.state = monitor.UNREACHABLE if isinstance(exc, Unreachable) else None
         if isinstance(exc, Unsupported):
             ctx.refused(host.target)
     host.ok = host_ok(command, host)
@@ -587,5 +588,6 @@ def status(
 
 
 def connect_error(target: str, exc: HostError) -> HostResult:
-    """The result of a host that could not be reached."""
-    return HostResult(target=target, ok=False, error=exc.message, hint=exc.hint or None)
+    """The result of a host that could not be reached (or whose session could not start)."""
+    state = monitor.UNREACHABLE if isinstance(exc, Unreachable) else None
+    return HostResult(target, False, exc.message, exc.hint or None, state=state)

@@ -69,7 +69,8 @@ class Row:
     `--confidence` (None: no samples to test); `why`: the Measures.why key that says why the
     value is missing; `latency`, `quantile` and `observations`: the histogram a latency gate
     reads (model.LATENCIES), the quantile it judges (0.99 for a p99) and what the histogram
-    counts (requests, or engine steps)."""
+    counts (requests, or engine steps); `series`: the key of a window's per-interval series
+    (Measures.series) that shows this gate's measure, for the report's chart of it."""
 
     name: str
     key: str
@@ -84,6 +85,7 @@ class Row:
     latency: str = ""
     quantile: float | None = None
     observations: str = ""  # what one observation of the histogram is: "requests", "steps"
+    series: str = ""
 
     @property
     def tail(self) -> float:
@@ -294,6 +296,7 @@ def latency_rows(
             latency,
             quantile,
             per,
+            series=f"{latency}_{p}",
         ),
         Row(
             f"{name}_{p}",
@@ -309,6 +312,7 @@ def latency_rows(
             latency,
             quantile,
             per,
+            series=f"{latency}_{p}",
         ),
     )
 
@@ -325,6 +329,7 @@ GATES: tuple[Row, ...] = (
         _acceptance_evidence,
         pct,
         _said("acceptance"),
+        series="acceptance_rate",
     ),
     Row(
         "mean_acceptance_length",
@@ -337,6 +342,7 @@ GATES: tuple[Row, ...] = (
         _mean_length_evidence,
         lambda x: f"{x:.2f}",
         _said("acceptance"),
+        series="mean_acceptance_length",
     ),
     Row(
         "tokens_per_s_ratio",
@@ -349,6 +355,7 @@ GATES: tuple[Row, ...] = (
         _rate_evidence,
         _x,
         _said("tokens_per_s"),
+        series="tokens_per_s",
     ),
     Row(
         "error_rate",
@@ -361,6 +368,7 @@ GATES: tuple[Row, ...] = (
         _error_evidence,
         pct,
         _said("error_rate"),
+        series="error_rate",
     ),
     *latency_rows("tpot", TPOT, "seconds per output token", "requests"),
     *latency_rows("ttft", TTFT, "seconds", "requests"),

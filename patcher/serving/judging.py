@@ -7,7 +7,7 @@ undecided gate fails as "not enough evidence", which says so."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from patcher.serving import gates, stats
@@ -36,6 +36,10 @@ class Gate:
     unit: str = ""  # and in which unit (Row.unit)
     evidence: stats.Evidence | None = None
     pending: bool = False  # undecided, and the window may still grow (judge's `last`)
+    # The report's chart of the gate: the window's per-interval series it reads (Row.series)
+    # and its threshold in that series' unit (a ratio's: the limit x the reference's value).
+    series: str = ""
+    line: float | None = None
 
     @property
     def extend(self) -> bool:
@@ -55,6 +59,9 @@ class Gate:
             out["quantity"], out["unit"] = self.quantity, self.unit
         if self.evidence is not None:
             out["evidence"] = self.evidence.to_json()
+        if self.series:
+            out["series"] = self.series
+            out["line"] = None if self.line is None else float(f"{self.line:.5g}")
         return out
 
 
@@ -75,8 +82,18 @@ def judge(
         limit = thresholds.limit(row.key)
         if limit is None:
             continue
-        out.append(_one(row, limit, after, ref, against, thresholds, last))
+        gate = _one(row, limit, after, ref, against, thresholds, last)
+        out.append(replace(gate, series=row.series, line=_line(row, limit, ref)))
     return out
+
+
+def _line(row: Row, limit: float, ref: Measures | None) -> float | None:
+    """The threshold where the gate's series is drawn: the limit itself, or for a ratio the
+    limit times the reference's value over its whole window (None: the reference has none)."""
+    if row.kind != RATIO:
+        return limit
+    base = row.value(row, ref) if ref is not None else None
+    return None if base is None else limit * base
 
 
 def _missing(row: Row, limit: float, thresholds: Gates, why: str, against: str | None) -> Gate:

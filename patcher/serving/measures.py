@@ -6,7 +6,12 @@ sum (model.increases: a series that went down restarted and counts from zero, Pr
 with a control's samples over the same window. Latency is kept as the window's bucket counts
 per histogram (`buckets`): a gate reads whatever quantile its row names from them, and
 compares two windows by their counts (patcher.serving.gates), never by per-interval quantiles
-(a few requests an interval put those on bucket edges)."""
+(a few requests an interval put those on bucket edges).
+
+A window also keeps its `series`: each interval's values (tokens/s, acceptance, mean
+acceptance length, error rate, each latency's p99) for the report's charts
+(patcher/output/htmlreport.py); at most MAX_POINTS of them, neighbours joined beyond that, so a
+long window at a short --scrape-every costs the report no more. No gate reads them."""
 
 from __future__ import annotations
 
@@ -22,6 +27,15 @@ from patcher.serving.model import Counters, increases
 # The quantiles the report shows of each latency histogram (`latency`); no gate reads them: a
 # gate reads its own row's quantile from `buckets`.
 SUMMARY = {"p50": 0.5, "p99": 0.99}
+
+# The most intervals a window's `series` keeps: beyond it, consecutive intervals are joined
+# (their increases added) into at most this many, each still a true interval of the window.
+# 40 draws a window's course and keeps a host's three windows near 20 kB of the report (an
+# indented number is some 18 bytes; the live report is rewritten whole at every step).
+MAX_POINTS = 40
+# The latency quantile a window's `series` keeps per interval: the one the latency gates read
+# (gates.latency_rows); a gate at another quantile has no chart (its table row stands).
+SERIES_QUANTILES = {"p99": 0.99}
 
 
 @dataclass(frozen=True)
@@ -43,8 +57,13 @@ class Measures:
     samples: tuple[float, ...] = ()  # generation tokens/s of each interval
     latency: dict[str, dict[str, float]] = field(default_factory=dict)  # key -> SUMMARY's
     buckets: dict[str, histogram.Buckets] = field(default_factory=dict)  # the window's
+    # Per interval (`series_of`): "t" (seconds from the window's first scrape to the
+    # interval's end), then each measure's value in it (None: not computable there).
+    series: dict[str, tuple[float | None, ...]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, series: bool = True) -> dict[str, Any]:
+        """The report's (and the journal's) numbers; `series` False leaves the per-interval
+        series out (a host's journal: --resume never judges from them)."""
         out: dict[str, Any] = {
             "seconds": round(self.seconds, 3),
             "drafts": self.drafts,
@@ -69,11 +88,18 @@ class Measures:
                     for k, v in self.buckets.items()
                 },
             )
+        if series and self.series:
+            out["series"] = {k: [_sig(v) for v in vs] for k, vs in self.series.items()}
         return out
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
+
+
+def _sig(x: float | None) -> float | None:
+    """Five significant digits: a chart's point, a 0.2 ms step latency as well as 2000 tokens/s."""
+    return None if x is None else float(f"{x:.5g}")
 
 
 def measure(start: Counters, end: Counters, seconds: float) -> Measures:
@@ -138,7 +164,45 @@ def measure_series(series: Sequence[tuple[float, Counters]]) -> Measures:
         samples=tuple(samples),
         latency=latency,
         buckets=window,
+        series=series_of([t for t, _c in series], incs),
     )
+
+
+def series_of(
+    times: Sequence[float], incs: Sequence[Counters]
+) -> dict[str, tuple[float | None, ...]]:
+    """Each interval's values: `times` the window's scrapes, `incs` the increase between
+    each two (model.increases). Over MAX_POINTS intervals, runs of consecutive ones are
+    joined (increases added, their times spanned). Empty with fewer than two scrapes."""
+    spans = list(zip(pairwise(times), incs, strict=True))
+    if not spans:
+        return {}
+    size = math.ceil(len(spans) / MAX_POINTS)
+    points: list[dict[str, float | None]] = []
+    for i in range(0, len(spans), size):
+        run = spans[i : i + size]
+        inc = Counters()
+        for _t, c in run:
+            inc = inc.plus(c)
+        points.append(_point(run[0][0][0], run[-1][0][1], inc, times[0]))
+    keys = list(dict.fromkeys(k for p in points for k in p))
+    return {k: tuple(p.get(k) for p in points) for k in keys}
+
+
+def _point(t0: float, t1: float, inc: Counters, origin: float) -> dict[str, float | None]:
+    """One interval's values (None where its counts cannot give one)."""
+    sec = t1 - t0
+    out: dict[str, float | None] = {
+        "t": round(t1 - origin, 3),
+        "tokens_per_s": inc.generation_tokens / sec if sec > 0 else None,
+        "acceptance_rate": inc.accepted / inc.draft_tokens if inc.draft_tokens > 0 else None,
+        "mean_acceptance_length": 1 + inc.accepted / inc.drafts if inc.drafts > 0 else None,
+        "error_rate": inc.errors / inc.finished if inc.finished > 0 else None,
+    }
+    for key, b in inc.latency:
+        for name, q in SERIES_QUANTILES.items():
+            out[f"{key}_{name}"] = histogram.quantile(q, b)
+    return out
 
 
 def _num(v: Any) -> bool:

@@ -21,7 +21,7 @@ import re
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from patcher.errors import HostError
+from patcher.errors import HostError, Unreachable
 from patcher.transports import session, sshnames
 from patcher.transports.bundle import decode_answer
 from patcher.transports.pipe import PipeTransport
@@ -42,6 +42,14 @@ _CONNECT = (  # ssh's own words for "never got as far as running the command"
     "banner exchange",
     "Connection closed by ",
     "Connection reset by ",
+    "Unable to negotiate",
+    "Bad owner or permissions",
+    "Bad configuration option",
+    "no argument after keyword",
+)
+# ...of those, the ones about this side's configuration or an agreement the two sides could
+# not reach: the host was reached (or never tried), so it is no `Unreachable`
+_SETUP = (
     "Unable to negotiate",
     "Bad owner or permissions",
     "Bad configuration option",
@@ -217,14 +225,15 @@ class OpenSshTransport(PipeTransport):
                 )
         for line in lines:
             if "timed out" in line:
-                return HostError(
+                return Unreachable(
                     f"{t}: connection timed out after {timeout:g}s ({line})",
                     "is the host up, and is it sshd listening on that port?",
                 )
         for line in lines:
             if line.startswith(_CONNECT):
                 why = line.removeprefix("ssh: ")
-                return HostError(
+                kind = HostError if any(w in line for w in _SETUP) else Unreachable
+                return kind(
                     f"{t}: cannot connect ({why[:300]})",
                     "is sshd running there and the address right?",
                 )

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patcher.errors import AgentError, HostError
+from patcher.errors import AgentError, HostError, Unreachable
 from patcher.transports import session
 from patcher.transports.base import ERR_KEEP, SessionTransport, read_answer, wait
 from patcher.transports.bundle import (
@@ -226,18 +226,18 @@ class SshTransport(SessionTransport):
                 "check --identity / the user, and that the key is in authorized_keys",
             ) from None
         except TimeoutError:
-            raise HostError(
+            raise Unreachable(
                 f"{t}: connection timed out after {self.opts.connect_timeout:g}s",
                 "is the host up and the port reachable?",
             ) from None
         except (OSError, paramiko.SSHException, EOFError) as exc:
             if time.monotonic() - started >= self.opts.connect_timeout * 0.9:
-                raise HostError(
+                raise Unreachable(
                     f"{t}: connection timed out after {self.opts.connect_timeout:g}s "
                     f"(no SSH banner/answer: {exc or type(exc).__name__})",
                     "is the host up, and is it sshd listening on that port?",
                 ) from None
-            raise HostError(
+            raise Unreachable(
                 f"{t}: cannot connect ({exc or type(exc).__name__})",
                 "is sshd running there and the address right?",
             ) from None

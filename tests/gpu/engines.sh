@@ -71,7 +71,7 @@ B)
   [ -S $SV/supervisor.sock ] || { log "phase A's servers are gone"; exit 1; }
   (  # engine e1 restarted by this script once the window after the patch is running
     for _ in $(seq 1200); do
-      grep -q '"stopped_in": "running: in the window step' "$OUT/rollout-engines.json" 2>/dev/null && break
+      grep -q 'running: in the window step' "$OUT/rollout-engines.json" 2>/dev/null && break
       sleep 0.5
     done
     sleep 5

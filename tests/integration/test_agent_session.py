@@ -395,11 +395,11 @@ def test_other_agent_session_is_not_restart_required(
     local_host: Host, spec: PatchSpec, tmp_path: Path
 ) -> None:
     """An idle agent session of the same env (another vpatch run) is not a server to restart;
-    a real process of the env started before the write still is."""
+    a real process of the env that imported the package before the write still is."""
     _fresh(local_host)
     python = local_host.root / "bin" / "python"
     server = subprocess.Popen(
-        [str(python), "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+        [str(python), "-c", "import servekit.config, sys; sys.stdin.read()"], stdin=subprocess.PIPE
     )
     other = local_host.connect()
     t = local_host.connect()

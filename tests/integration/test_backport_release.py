@@ -6,35 +6,25 @@ the file afterwards holding 2.32.0's code for that function."""
 from __future__ import annotations
 
 import ast
-import difflib
-import zipfile
 from pathlib import Path
 
 from tests.conftest import vpatch
-from tests.support import realpkgs
+from tests.support import realpkgs, upstream
 
 REL = "requests/utils.py"
 
 
 def _text(version: str) -> str:
-    with zipfile.ZipFile(realpkgs.wheel("requests", version)) as z:
-        return z.read(REL).decode("utf-8")
+    return upstream.wheel_text("requests", version, REL)
 
 
 def _one_hunk(old: str, new: str, marker: str) -> str:
     """The unified diff old -> new, with only the hunk whose added lines hold `marker`."""
-    lines = list(difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{REL}", f"b/{REL}"
+    text, left = upstream.cut(REL, old, new, lambda h: any(
+        ln.startswith("+") and marker in ln for ln in h[1:]
     ))  # fmt: skip
-    head, hunks, cur = lines[:2], [], []
-    for line in lines[2:]:
-        if line.startswith("@@") and cur:
-            hunks.append(cur)
-            cur = []
-        cur.append(line)
-    hunks.append(cur)
-    [hunk] = [h for h in hunks if any(ln.startswith("+") and marker in ln for ln in h)]
-    return "".join(head + hunk)
+    assert text.count("\n@@ ") == 1, left
+    return text
 
 
 def _function(source: str, name: str) -> str:

@@ -120,6 +120,34 @@ def test_nothing_to_capture_and_unknown_package(tmp_path: Path) -> None:
     assert missing.code == 1 and "not installed" in missing.doc["errors"][0]["error"]
 
 
+def test_capture_names_every_hunk_it_cannot_carry(tmp_path: Path) -> None:
+    """Two broken edits in two files (each leaves its file unparsable) among good ones: both
+    named in one run, each with its hunk; the good hunk of the same file is not."""
+    broken = [
+        CLICK_EDITS[0],  # click/types.py, hunk 1: fine
+        ("click/types.py", '        return "BOOL"\n', '        return "BOOL" +\n', "-"),
+        ("click/utils.py", "    nl: bool = True,\n", "    nl: bool = = False,\n", "-"),
+    ]
+    py = click_env(tmp_path / "edited", broken)
+    out = tmp_path / "x.toml"
+    res = vpatch(
+        "capture", "click", "--id", "x", "-o", out, "--python", py, "--no-matrix", "--json"
+    )
+    assert res.code == 1, res.out + res.err
+    got = [(r["file"], r["hunk"], r["reason"].split(" (")[0]) for r in res.doc["refused"]]
+    assert got == [
+        ("click/types.py", 2, "cannot be captured: does not parse"),
+        ("click/utils.py", 1, "cannot be captured: does not parse"),
+    ]
+    lines = res.err.splitlines()
+    assert [ln.split(" (@@")[0] for ln in lines[:2]] == [
+        "error: click/types.py: hunk 2",
+        "error: click/utils.py: hunk 1",
+    ]
+    assert len(lines) == 3 and lines[2].startswith("hint: ")
+    assert not out.exists()
+
+
 def test_added_and_missing_files_are_listed(tmp_path: Path) -> None:
     py = realpkgs.venv(tmp_path / "env", "click", CLICK_VERSION)
     (site(py) / "click" / "local_hack.py").write_text("X = 1\n")
@@ -322,6 +350,9 @@ def test_backport_an_upstream_diff(tmp_path: Path) -> None:
         "click/utils.py": ["ensure_base", "set_value"],
     }
     assert all(f["bytes_identical"] for f in res.doc["files"])
+    # the spec says where it came from: an upstream diff, not a hand edit
+    summary = 'summary = "Backport of fix.diff (an upstream diff against click 8.1.7), captured"'
+    assert summary in res.doc["spec"].splitlines()
     fresh = realpkgs.venv(tmp_path / "fresh", "click", CLICK_VERSION)
     applied = vpatch("apply", out, "--python", fresh, "--json")
     assert applied.code == 0, applied.out + applied.err
@@ -343,3 +374,31 @@ def test_backport_names_the_hunk_that_does_not_fit(tmp_path: Path) -> None:
         "click/types.py: hunk 1 (@@ -" in res.doc["error"] and "does not apply" in res.doc["error"]
     )
     assert not (tmp_path / "x.toml").exists()
+
+
+def test_backport_names_every_refused_hunk_in_one_run(tmp_path: Path) -> None:
+    """Two hunks of two files that do not apply, and the good ones around them: both named,
+    each with its file, number, header and lines; no spec written."""
+    diff = tmp_path / "bad.diff"
+    text = git_diff(CLICK_EDITS).replace(" class BoolParamType(ParamType):", " class Gone:")
+    text = text.replace("     def __init__(self, file: t.IO[t.Any]) -> None:", "     def gone():")
+    diff.write_text(text)
+    out = tmp_path / "x.toml"
+    args = ("--id", "x", "-o", out, "--no-matrix")
+    res = vpatch("backport", diff, "--package", "click", "--from-version", CLICK_VERSION, *args)
+    assert res.code == 2, res.err
+    errors = [ln for ln in res.err.splitlines() if ln.startswith("error: ")]
+    assert [e.split(" (@@")[0] for e in errors] == [
+        "error: click/types.py: hunk 1",
+        "error: click/utils.py: hunk 1",
+    ]
+    assert all(" does not apply to click 8.1.7: " in e for e in errors)
+    doc = vpatch(
+        "backport", diff, "--package", "click", "--from-version", CLICK_VERSION, *args, "--json"
+    ).doc
+    assert [(r["file"], r["hunk"]) for r in doc["refused"]] == [
+        ("click/types.py", 1),
+        ("click/utils.py", 1),
+    ]
+    assert all(r["header"].startswith("@@ -") and len(r["lines"]) == 2 for r in doc["refused"])
+    assert not out.exists()

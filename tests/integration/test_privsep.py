@@ -139,7 +139,8 @@ def test_root_env_with_an_owners_pth_drops_and_still_sees_roots_processes(
     target.write_text("")
     owned.plant_pth(site)
     assert (site / "zz_owner_marker.pth").stat().st_uid == owned.uid
-    server = subprocess.Popen([str(python), "-I", "-S", "-c", "import time; time.sleep(120)"])
+    serve = f"import sys; sys.path.append({str(site)!r}); import served, time; time.sleep(120)"
+    server = subprocess.Popen([str(python), "-I", "-S", "-c", serve])  # imports `served`
     try:
         time.sleep(0.05)
         os.utime(target)  # written after the server started

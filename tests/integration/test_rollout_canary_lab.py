@@ -7,11 +7,13 @@ equal load (tests/cases/rollout/lab/lab-slow-decode.toml) is rolled back when th
 doubles in its window, though after/before it served 1.6x; a neutral patch is kept when the
 load halves, though after/before it served 0.5x. Every rate is judged with the rollout's own
 statistics (patcher.serving.stats over the report's per-interval samples), never with a
-fixed tolerance around a timing-dependent figure.
+fixed tolerance around a timing-dependent figure. The last test renders a rollout's HTML
+report in headless Chromium.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +24,7 @@ import pytest
 
 from patcher.serving import stats
 from tests.conftest import REPO, VPATCH, Run, vpatch
-from tests.support import rolloutlab
+from tests.support import browser, htmlfacts, rolloutlab
 
 pytestmark = pytest.mark.vllm
 LAB = REPO / "tests" / "cases" / "rollout" / "lab"
@@ -163,6 +165,81 @@ def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
     # sampler's sleep is no speculation, every step still emits as many tokens
     assert r["after"]["latency"]["tpot"]["p50"] > r["control"]["latency"]["tpot"]["p50"]
     assert not (lab2.hosts[0].file("vllm/_lab_decode_cost.py")).exists() and lab2.healthy(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTML report of a real rollout, rendered in headless Chromium (tests/support/browser.py)
+
+
+def test_a_real_rollouts_html_report_renders_its_verdict_and_charts(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """`--report-html FILE` and `vpatch rollout report REPORT --html FILE` of the slow
+    sampler's rollout (rolled back on its latency gate; acceptance and tokens/s from the
+    command line add rows): the verdict and a chart per gate are in the page Chromium built,
+    the screenshot shows them, and the page asked the network for nothing. Before the
+    neutral patch's test, which leaves h1 patched."""
+    inv = lab2.inventory(tmp_path / "hosts.toml")
+    report, page = tmp_path / "rollout.json", tmp_path / "rollout.html"
+    res = vpatch(
+        "rollout",
+        SAMPLER,
+        "--inventory",
+        inv,
+        "--ssh-config",
+        lab2.ssh.ssh_config,
+        "--level",
+        "static",
+        "--json",
+        *CANARY,
+        "--min-acceptance",
+        "0.01",
+        "--min-throughput-ratio",
+        "0.2",
+        "--report",
+        report,
+        "--report-html",
+        page,
+    )
+    assert res.code == 1, res.out + res.err
+    h1 = next(h for h in res.doc["hosts"] if h["target"] == "h1")
+    r = h1["rollout"]
+    assert (r["verdict"], r["reached"]) == ("rolled_back", "gates"), r["phases"]
+    names = [g["name"] for g in r["gates"]]
+    assert names == ["acceptance", "tokens_per_s_ratio", "itl_p99_ratio"], r["gates"]
+    # the report keeps each window's series per interval, as many as the window had
+    for window in (r["before"], r["after"], r["control"]):
+        series = window["series"]
+        assert len(series["t"]) == len(window["samples"]) >= 2
+        assert all(len(v) == len(series["t"]) for v in series.values())
+    assert all(g["series"] in r["after"]["series"] and g["line"] for g in r["gates"])
+
+    # the page written at the end is the page `rollout report` writes from the JSON report
+    again = tmp_path / "again.html"
+    made = vpatch("rollout", "report", report, "--html", again)
+    assert made.code == 0 and again.read_bytes() == page.read_bytes(), made.err
+
+    facts = htmlfacts.facts(page.read_text())
+    assert facts.urls == [] and facts.scripts == 0
+    shown = browser.render(page, width=1000, height=2400)
+    assert shown.requested == []
+    dom = htmlfacts.facts(shown.dom)
+    # h1's two charts (the lab's stand-in serves no spec-decode counters: no acceptance in any
+    # interval, its gate has a note instead); h2 is a control host: no chart, no timeline
+    assert dom.charts == 2 and dom.timelines == 1
+    assert "acceptance: no chart" in htmlfacts.text_of(shown.dom)
+    assert 'id="host-0"' in shown.dom and "rolled_back" in htmlfacts.text_of(shown.dom)
+    n = len(r["after"]["series"]["t"])
+    assert dom.polyline_points.count(n) >= 2  # the canary's whole window, one line a chart
+    seen = browser.pixels(shown.png)
+    assert sum(p != (255, 255, 255) for p in seen) > len(seen) // 50  # not blank
+    assert htmlfacts.near(seen, htmlfacts.CANARY_RGB) > 500  # the canary's lines are drawn
+    assert htmlfacts.near(seen, htmlfacts.THRESHOLD_RGB) > 100  # and the thresholds
+    assert re.search(r"itl_p99_ratio.{0,400}fail", htmlfacts.text_of(shown.dom), re.S)
+
+
+# ---------------------------------------------------------------------------------------------
+# Last: a patch kept (h1 stays patched)
 
 
 def test_a_neutral_patch_is_kept_when_the_load_halves_in_its_window(

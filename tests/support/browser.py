@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import zlib
 from pathlib import Path
 
 MEASURE_ID = "vpatch-measure"
@@ -96,6 +97,23 @@ def chromium() -> str:
     return found
 
 
+def _headless(profile: str, width: int, height: int) -> list[str]:
+    """Chromium without a window, a profile of its own, every host name resolving to nothing."""
+    return [
+        chromium(),
+        "--headless",
+        "--no-sandbox",  # as root (CI), Chromium refuses to start with its sandbox
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        "--virtual-time-budget=5000",
+    ]
+
+
 def layout(page: Path, width: int, *, probe: bool = False, height: int = 1000) -> Layout:
     """How `page` (an index.html of a built site) lays out in a `width` px window."""
     copy = page.resolve().with_name("_vpatch_measure.html")
@@ -104,21 +122,7 @@ def layout(page: Path, width: int, *, probe: bool = False, height: int = 1000) -
     try:
         with tempfile.TemporaryDirectory(prefix="vpatch-chromium-") as profile:
             dom = subprocess.run(
-                [
-                    chromium(),
-                    "--headless",
-                    "--no-sandbox",  # as root (CI), Chromium refuses to start with its sandbox
-                    "--disable-gpu",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--host-resolver-rules=MAP * ~NOTFOUND",
-                    f"--user-data-dir={profile}",
-                    f"--window-size={width},{height}",
-                    "--virtual-time-budget=5000",
-                    "--dump-dom",
-                    copy.as_uri(),
-                ],
+                [*_headless(profile, width, height), "--dump-dom", copy.as_uri()],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -136,3 +140,100 @@ def layout(page: Path, width: int, *, probe: bool = False, height: int = 1000) -
         blocks=[Block(**b) for b in data["blocks"]],
         images=[Image(**i) for i in data["images"]],
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# A page as it renders: its DOM, a screenshot, and every request it made
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    dom: str  # the DOM after load (--dump-dom)
+    png: bytes  # the window's screenshot (--screenshot)
+    requested: list[str]  # the URLs the page itself asked the network for (its net log)
+
+
+def render(page: Path, width: int = 1000, height: int = 2000) -> Rendered:
+    """`page` (a file, as it is: nothing added) in headless Chromium: its DOM, a screenshot
+    of a `width` x `height` window, and the URLs the page requested. Every request goes into
+    Chromium's net log (`--log-net-log`); the page's own are those whose network isolation
+    key is the page's site (`file://`), which tells them from Chromium's background calls.
+    Every name resolves to nothing, so a request is seen in the log but reaches nobody."""
+    with tempfile.TemporaryDirectory(prefix="vpatch-chromium-") as tmp:
+        shot, log = Path(tmp) / "shot.png", Path(tmp) / "net.json"
+        dom = subprocess.run(
+            [
+                *_headless(f"{tmp}/profile", width, height),
+                "--hide-scrollbars",
+                f"--log-net-log={log}",
+                f"--screenshot={shot}",
+                "--dump-dom",
+                page.resolve().as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        ).stdout
+        return Rendered(dom, shot.read_bytes(), page_requests(json.loads(log.read_text())))
+
+
+def page_requests(netlog: dict[str, object]) -> list[str]:
+    """The URLs of the requests a file:// page started (URL_REQUEST_START_JOB events whose
+    network isolation key is the file:// site), from a Chromium net log."""
+    consts = netlog["constants"]
+    assert isinstance(consts, dict)
+    start = consts["logEventTypes"]["URL_REQUEST_START_JOB"]
+    events = netlog["events"]
+    assert isinstance(events, list)
+    out = []
+    for e in events:
+        params = e.get("params") or {}
+        if e["type"] == start and str(params.get("network_isolation_key", "")).startswith("file:"):
+            out.append(str(params.get("url")))
+    return out
+
+
+def pixels(png: bytes) -> list[tuple[int, int, int]]:
+    """The RGB pixels of an 8-bit RGB or RGBA PNG (Chromium's screenshots), decoded with zlib
+    alone: the chunks, the inflated scanlines, each line's filter undone (PNG spec, 9.2)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, head = 8, b"", b""
+    while pos < len(png):
+        size = int.from_bytes(png[pos : pos + 4], "big")
+        kind, data = png[pos + 4 : pos + 8], png[pos + 8 : pos + 8 + size]
+        if kind == b"IHDR":
+            head = data
+        elif kind == b"IDAT":
+            idat += data
+        pos += 12 + size
+    width, height = int.from_bytes(head[0:4], "big"), int.from_bytes(head[4:8], "big")
+    depth, colour, interlace = head[8], head[9], head[12]
+    assert depth == 8 and colour in (2, 6) and interlace == 0, (depth, colour, interlace)
+    bpp = 3 if colour == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    prev, out = bytearray(stride), []
+    for y in range(height):
+        line = raw[y * (stride + 1) : (y + 1) * (stride + 1)]
+        cur = _unfilter(line[0], bytearray(line[1:]), prev, bpp)
+        out += [(cur[i], cur[i + 1], cur[i + 2]) for i in range(0, stride, bpp)]
+        prev = cur
+    return out
+
+
+def _unfilter(kind: int, cur: bytearray, prev: bytearray, bpp: int) -> bytearray:
+    for i in range(len(cur)):
+        a = cur[i - bpp] if i >= bpp else 0
+        b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+        if kind == 1:
+            cur[i] = (cur[i] + a) & 0xFF
+        elif kind == 2:
+            cur[i] = (cur[i] + b) & 0xFF
+        elif kind == 3:
+            cur[i] = (cur[i] + (a + b) // 2) & 0xFF
+        elif kind == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            pred = a if pa <= pb and pa <= pc else b if pb <= pc else c
+            cur[i] = (cur[i] + pred) & 0xFF
+    return cur

@@ -39,10 +39,11 @@ def counting_spec(tmp_path: Path, versions: str = ">=1.0") -> tuple[Path, Path]:
     return path, marker
 
 
-def recipe(name: str) -> str:
-    """The fenced block right after `<!-- recipe: NAME -->`."""
-    m = re.search(rf"<!-- recipe: {name} -->\n```[a-z]*\n(.*?)\n```", DOC.read_text(), re.S)
-    assert m, f"no recipe {name!r} in {DOC}"
+def recipe(name: str, doc: Path | None = None) -> str:
+    """The fenced block right after `<!-- recipe: NAME -->` in `doc` (docs/hooks.md)."""
+    doc = doc or DOC
+    m = re.search(rf"<!-- recipe: {name} -->\n```[a-z0-9]*\n(.*?)\n```", doc.read_text(), re.S)
+    assert m, f"no recipe {name!r} in {doc}"
     return m.group(1)
 
 

@@ -65,8 +65,9 @@ def test_rollout_figure_is_the_step_machine() -> None:
     assert {(s, "rollback") for s in ("restart", "health", "window", "gates")} <= failed
     assert {(s, "attention") for s in decide.Plan(True, True, True).back()} <= failed
     assert {a for a, _, _ in edges} == set(decide.STEPS)
-    # every verdict of the step machine (changed_since is --resume's, interrupted a Ctrl-C's)
-    ends = set(decide.VERDICTS) - {"interrupted", "changed_since"}
+    # every verdict of the step machine (changed_since is --resume's, interrupted a Ctrl-C's,
+    # promoted and aborted its owner's steers': patcher/rollout/steer.py)
+    ends = set(decide.VERDICTS) - {"interrupted", "changed_since", "promoted", "aborted"}
     assert {b for _, b, _ in edges} - set(decide.STEPS) == ends
     assert ("rollback_health", "not_enough_evidence") in ok
 

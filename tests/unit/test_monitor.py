@@ -11,44 +11,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from patcher.commands import _docgen
 from patcher.plan import monitor
-from patcher.plan.verify import status_journal
-from patcher.result import HostResult, RolloutStep, host_ok
-from tests.support import plancases
+from patcher.result import host_ok
+from tests.support import feedcases, plancases
 
-CASES = Path(__file__).resolve().parent.parent / "cases" / "status"
+CASES = feedcases.STATUS
 
 
 def _paths() -> list[Path]:
     return sorted(CASES.glob("*.json"))
 
 
-def _host(raw: dict[str, Any]) -> HostResult:
-    host = HostResult("h1")
-    if "from_plan" in raw:
-        case = plancases.load(plancases.CASES / f"{raw['from_plan']}.json")
-        host.patches = status_journal(case.facts)
-    host.patches += monitor.baked_results(raw.get("baked", []))
-    step = raw.get("rollout_step")
-    host.rollout_step = RolloutStep(**step) if step else None
-    return host
-
-
 @pytest.mark.parametrize("path", _paths(), ids=lambda p: p.stem)
 def test_status_case(path: Path) -> None:
     raw = json.loads(path.read_text())
-    host = _host(raw)
-    unverified = [tuple(x) for x in raw.get("unverified", [])]
-    states = monitor.states(host, unverified)  # type: ignore[arg-type]
+    host = feedcases.status_host(raw)
+    unverified = feedcases.unverified(raw)
+    states = monitor.states(host, unverified)
     assert states == raw["expect"]["states"], [(p.id, p.outcome, p.message) for p in host.patches]
     code = monitor.exit_code(states)
     assert code == raw["expect"]["exit"]
-    host.attention = monitor.attention(host, unverified)  # type: ignore[arg-type]
+    host.attention = monitor.attention(host, unverified)
     assert host_ok("status", host) == (code == 0), host.attention
     for a in host.attention:  # what needs a person says what to run
         assert a.todo == monitor.BY_NAME[a.state].todo and a.todo and a.message

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from patcher.errors import HostError
+from patcher.errors import HostError, Unreachable
 from patcher.transports.bundle import BOOT
 from patcher.transports.openssh import OpenSshTransport
 from patcher.transports.ssh import SshOptions, remote_command
@@ -71,3 +71,23 @@ def test_remote_exit_status_is_the_commands() -> None:
     with pytest.raises(HostError) as err:
         t._no_answer(b"", b"sh: 1: /opt/env/bin/python: not found\n", 127)
     assert "python '/opt/env/bin/python' not found on the host" in err.value.message
+
+
+UNREACHABLE = {  # no connection at all: a monitor's `unreachable`, not a host that answered
+    CASES[0][0]: True,
+    CASES[1][0]: True,
+    CASES[2][0]: True,
+    CASES[3][0]: True,
+    CASES[4][0]: True,
+    CASES[5][0]: False,  # reached: its sshd refused the key
+    CASES[6][0]: False,  # lost mid-call
+    "Bad configuration option: nosuchoption": False,  # this side's ssh_config
+    "Unable to negotiate with 10.0.0.5 port 22: no matching host key type found": False,
+}
+
+
+@pytest.mark.parametrize(("stderr", "unreachable"), UNREACHABLE.items())
+def test_unreachable_is_told_apart(stderr: str, unreachable: bool) -> None:
+    with pytest.raises(HostError) as err:
+        transport()._no_answer(b"", f"{stderr}\n".encode(), 255)
+    assert isinstance(err.value, Unreachable) == unreachable, err.value.message

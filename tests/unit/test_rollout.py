@@ -16,7 +16,7 @@ from patcher.serving.gates import Gates
 from patcher.serving.measures import Measures
 from patcher.serving.model import Counters, parse
 from patcher.specs.model import MetricsThresholds
-from tests.support import rolloutcases
+from tests.support import rolloutcases, steercases
 
 
 @pytest.mark.parametrize("path", rolloutcases.step_cases(), ids=lambda p: p.stem)
@@ -38,8 +38,10 @@ def test_live_report_says(path: Path) -> None:
 
 
 def test_there_are_cases_of_every_verdict() -> None:
-    """The step machine's verdicts, and --resume's own (a host changed since its step)."""
+    """The step machine's verdicts, --resume's own (a host changed since its step) and the
+    steered ones (tests/cases/rollout/steer/walk/: promoted, aborted)."""
     seen = {rolloutcases.load(p)["expect"]["verdict"] for p in rolloutcases.step_cases()}
+    seen |= {steercases.load(p)["expect"]["verdict"] for p in steercases.cases("walk")}
     resumed = {rolloutcases.load(p)["expect"]["action"] for p in rolloutcases.resume_cases()}
     if resume.RESUME_CHANGED in resumed:
         seen.add(decide.CHANGED_SINCE)

@@ -244,3 +244,56 @@ def test_one_helper_takes_the_engine_s_result_into_the_rollout_s() -> None:
     assert host.python_path == "/py" and host.uid == 1000
     assert host.warnings == ["w1", "w2"] and host.notes == ["n0", "n1", "n2"]
     assert host.restart_required == first.restart_required  # not apply's: kept
+
+
+class Scanned(Refusing):
+    """A host whose apply wrote a file and whose agent answers the restart-required scan:
+    apply's list names the server the restart then replaces; asked again, the scan names
+    only `still` (or refuses, with `refuse`)."""
+
+    def __init__(self, still: list[dict[str, Any]], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.still = still
+        self.asked_paths: list[list[str]] = []
+
+    def call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        if request["op"] == "procs" and request["op"] != self.refuse:
+            self.ops.append("procs")
+            self.asked_paths.append(request["paths"])
+            return {"ok": True, "restart_required": self.still}
+        return super().call(request, timeout)
+
+    def engine_step(self, h: walk.Host, which: str) -> str:
+        from patcher.result import FileChange
+
+        said = super().engine_step(h, which)
+        for p in h.result.patches:
+            p.files = [FileChange("/srv/vllm/site/vllm/config/speculative.py", "a", "b")]
+        if which == "apply":
+            h.result.restart_required = [{"pid": 7, "started": "T0", "cmdline": "old server"}]
+        return said
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["answered", "refused"])
+def test_the_restart_step_asks_who_still_holds_the_old_code(
+    specs: list[PatchSpec], refused: bool, tmp_path: Path
+) -> None:
+    """After the restart, apply's list (the server the restart replaced) is asked again with
+    the patched files; a refused question is a warning, never the step's failure."""
+    beside = {"pid": 9, "started": "T0", "cmdline": "another server", "why": "maps x.so"}
+    fake = Scanned(
+        [beside],
+        op="procs" if refused else "-",
+        kind="os_error",
+        error="no /proc",
+        state_dir=str(tmp_path / "state"),
+    )
+    h = rolloutfake.host(fake, TARGET, specs, rolloutfake.settings(), "r1")
+    res = driver.leased_walk(h)
+    assert res.ok and res.rollout is not None and res.rollout["verdict"] == decide.KEPT
+    assert requests(fake).count("procs") == 1  # once, right after the restart
+    if refused:
+        assert res.restart_required == [{"pid": 7, "started": "T0", "cmdline": "old server"}]
+    else:
+        assert fake.asked_paths == [["/srv/vllm/site/vllm/config/speculative.py"]]
+        assert res.restart_required == [beside]
