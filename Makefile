@@ -8,7 +8,7 @@ CACHE ?= /var/cache/vpatch-test
 TEST_JOBS ?= 2
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test test-deps lint unit sanity demo demo-rollout bench docs man clean
+.PHONY: install test test-deps lint unit sanity demo demo-rollout demo-containers bench docs man clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,8 +34,9 @@ unit: install
 # sudo for the non-root --sudo tests, zsh and fish for the completion tests (each script loaded
 # in its real shell), groff to render the man page and man-db's `man` to find it where the wheel
 # installs it, GNU diff and patch for the unified-diff round trips (tests/unit/test_udiff_gnu.py),
-# Graphviz's dot to draw the site's figures (`make docs`) and headless Chromium to lay the built
-# site out as a reader's browser does (tests/integration/test_site.py). Installed only when
+# Graphviz's dot to draw the site's figures (`make docs`), headless Chromium to lay the built
+# site out as a reader's browser does (tests/integration/test_site.py), and the container
+# engines of the container lab (tests/integration/test_containers.py). Installed only when
 # missing (apt-get needs root, as CI is).
 test-deps:
 	@if [ ! -x /usr/sbin/sshd ] || ! command -v sudo >/dev/null || ! command -v zsh >/dev/null \
@@ -48,6 +49,17 @@ test-deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get update -qq && apt-get install -y -qq openssh-server sudo zsh fish groff-base \
 	    man-db tmux acl diffutils patch graphviz chromium >/dev/null; \
+	fi
+	@# The container lab (tests/support/containerlab.py): rootful podman with runc, docker's
+	@# daemon, and mmdebstrap, which builds the lab's image from Debian packages once (cached
+	@# under $(CACHE)/containers).
+	@if ! command -v podman >/dev/null || ! command -v runc >/dev/null \
+	    || ! command -v conmon >/dev/null || ! command -v catatonit >/dev/null \
+	    || ! command -v mmdebstrap >/dev/null || ! command -v dockerd >/dev/null; then \
+	  echo "make: installing podman, runc, conmon, catatonit, mmdebstrap and docker.io (apt-get)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends podman runc conmon \
+	    catatonit mmdebstrap docker.io >/dev/null; \
 	fi
 
 # In `make test` so a broken page, link or reference generator, or a collection ansible-test
@@ -70,6 +82,11 @@ demo-rollout: install
 $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
 	$(BIN)/pip install -q -e '.[bench]'
 	touch $@
+
+# Running containers as targets on a real podman (tests/demo_containers.py): a rollout over three
+# containers rolls the bad patch back and keeps the good one; a re-create drops it.
+demo-containers: install test-deps
+	$(BIN)/python -m tests.demo_containers
 
 # vpatch vs ssh+sed vs ansible-core vs pyinfra on 1, 8, 32, 128 real sshd hosts, and vpatch's
 # controller alone for 10,000 simulated targets; writes bench/results.json and bench/results.md.

@@ -136,6 +136,13 @@ class HostResult:
     # How the controller reached the host: a name of patcher.transports.KINDS (the host's own
     # `transport = ...` of an inventory, else the run's), tried even where it failed to connect.
     transport: str | None = None
+    # The target throws its files away where a host keeps them: a container (transports
+    # podman, docker), whose writable layer is kept over a restart and lost when the
+    # container is re-created from its image. Its patches are `ephemeral` (status says so),
+    # unless the environment is on a mount of its own (`env_mounted`: a volume, which the
+    # re-created container may mount again; None: the host did not say).
+    ephemeral: bool = False
+    env_mounted: bool | None = None
 
 
 @dataclass
@@ -187,6 +194,7 @@ def take_run(host: HostResult, res: HostResult, restarts: bool = False) -> None:
         host.python, host.python_path = res.python, res.python_path
         host.python_version = res.python_version
         host.uid, host.dropped_from = res.uid, res.dropped_from
+        host.env_mounted = res.env_mounted
     host.warnings += [w for w in res.warnings if w not in host.warnings]
     host.notes += res.notes
     if restarts:

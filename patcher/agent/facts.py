@@ -27,6 +27,15 @@ def state_dir(req: dict[str, Any]) -> str:
     return req.get("state_dir") or os.path.join(sys.prefix, ".vpatch")
 
 
+def _own_mount(path: str) -> bool | None:
+    """Whether `path` is on another file system than `/` (in a container: a volume, which a
+    re-created container may mount again, not the writable layer it loses); None: unknown."""
+    try:
+        return os.stat(path).st_dev != os.stat("/").st_dev
+    except OSError:
+        return None
+
+
 def paths(sdir: str) -> dict[str, str]:
     return {
         "journal": os.path.join(sdir, "journal.jsonl"),
@@ -250,6 +259,7 @@ def op_inspect(req: dict[str, Any]) -> dict[str, Any]:
             "executable": sys.executable,
             "version": "%d.%d.%d" % sys.version_info[:3],
             "prefix": sys.prefix,
+            "own_mount": _own_mount(sys.prefix),
         },
         "host": hostname(),
         "state_dir": sdir,

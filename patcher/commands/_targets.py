@@ -33,7 +33,9 @@ def target_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TARGET",
-        help="'local' (default) or [ssh://][user@]host[:port]; repeatable",
+        help="'local' (default), [ssh://][user@]host[:port], or a running container: "
+        "podman://NAME, docker://NAME (this machine's engine), docker://[user@]host/NAME "
+        "(on an SSH host); repeatable",
     )
     p.add_argument("--python", metavar="PATH", help="target interpreter (default: python3)")
     p.add_argument(
@@ -206,6 +208,8 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
                     "--sudo does not apply to the local target", "run vpatch itself with sudo"
                 )
             return Target("local", "local", python=args.python or "python3", local=True)
+        if spec.startswith(("podman://", "docker://")):
+            return _container_target(spec, args)
         user, host, port = parse_target(spec)
         share = False if args.no_share else None
         return Target(
@@ -213,6 +217,30 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
         )
 
     return make
+
+
+def _container_target(spec: str, args: argparse.Namespace) -> Target:
+    """`--host ENGINE://[[user@]host[:port]/]NAME`: a running container, of this machine's
+    engine or of the engine on an SSH host (patcher.transports.container)."""
+    from patcher.inventory.targets import Target
+    from patcher.transports import container
+    from patcher.transports.ssh import parse_target
+
+    engine, rest = spec.split("://", 1)
+    where, _, name = rest.rpartition("/")
+    problem = container.name_problem(name)
+    if problem:
+        raise UsageError(f"--host {spec!r}: {problem}", "e.g. --host docker://vllm")
+    if args.sudo and not where:  # as for `--host local`: never dropped silently
+        raise UsageError(
+            f"--sudo does not apply to {spec}: its engine runs here, as vpatch does",
+            "run vpatch itself with sudo, or name the container's exec user in an inventory",
+        )
+    user, host, port = parse_target(where) if where else (None, "local", None)
+    return Target(
+        spec, host, user, port, args.python or "python3", args.identity, args.sudo,
+        local=not where, transport=engine, container=name,
+    )  # fmt: skip
 
 
 def targets(args: argparse.Namespace) -> list[Target]:
@@ -254,7 +282,7 @@ def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
     asked: set[str] = set()
     for t in found:
         client = t.transport or args.ssh_client
-        if t.local or client in asked or client == "ray":
+        if t.local or t.container is not None or client in asked or client == "ray":
             continue
         asked.add(client)
         problem = sshnames.client_problem(client, _add_fabric)
@@ -336,10 +364,14 @@ def name_transports(
     hosts: Sequence[HostResult], targets: Sequence[Target], args: argparse.Namespace
 ) -> None:
     """Say in every host's result which transport reached it (or was tried): the JSON's
-    `transport`, so a mixed fleet's results show which hosts went by which client."""
+    `transport`, so a mixed fleet's results show which hosts went by which client; and
+    whether its patches are `ephemeral` (a container's)."""
+    from patcher.transports import CONTAINER_KINDS
+
     kinds = {t.name: kind_of(t, args) for t in targets}
     for host in hosts:
         host.transport = kinds.get(host.target, host.transport)
+        host.ephemeral = host.transport in CONTAINER_KINDS and host.env_mounted is not True
 
 
 def settings(args: argparse.Namespace) -> Settings:

@@ -20,7 +20,14 @@ Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh 
     ansible_ssh_private_key_file,
       ansible_private_key_file              identity
     ansible_connection                      `local`: this machine; ssh, smart, paramiko: SSH
-                                            by the run's client (--ssh-client)
+                                            by the run's client (--ssh-client); docker,
+                                            community.docker.docker, podman,
+                                            containers.podman.podman: a container of this
+                                            machine's engine (transport docker/podman), named
+                                            by ansible_docker_host/ansible_podman_host, else
+                                            ansible_host, else the inventory name, its exec
+                                            user ansible_docker_user/ansible_podman_user,
+                                            else ansible_user
     ansible_become                          sudo (`sudo -n`)
     ansible_become_user, ansible_sudo_user  sudo_user (`sudo -n -u USER`)
     ansible_become_method                   sudo only
@@ -32,7 +39,8 @@ Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh 
 Whatever would make vpatch reach another host, as another user or with other rights than
 Ansible would is refused (exit 2, naming the host and the variable) rather than guessed: a
 template (`{{ ... }}`) in any of the variables above, another connection plugin, another become
-method or become flags/exe, ssh argument variables, a vault-encrypted vars file. Only
+method or become flags/exe, ssh argument variables, an engine's extra arguments or executable
+(`ansible_docker_extra_args`: `-H` would reach another daemon), a vault-encrypted vars file. Only
 `ansible_connection=local` makes a host this machine: a host NAMED `local` is an SSH host.
 
 Groups are every group a host is in, directly or through `children`, except `all` and
@@ -80,6 +88,17 @@ _CONNECTIONS = {
     "ansible.builtin.ssh": False,
     "ansible.builtin.paramiko_ssh": False,
 }
+# Ansible's container connections -> the engine's kind: the container is `ansible_host` (the
+# plugin's own `ansible_docker_host`/`ansible_podman_host` over it), its user `ansible_user`
+# (`ansible_docker_user` over it), on this machine's engine.
+_ENGINES = {
+    "docker": "docker",
+    "community.docker.docker": "docker",
+    "community.general.docker": "docker",
+    "podman": "podman",
+    "containers.podman.podman": "podman",
+}
+_ENGINE_VARS = {"docker": "ansible_docker_", "podman": "ansible_podman_"}
 _METHODS = {"sudo", "ansible.builtin.sudo"}
 # Change how (or where) the connection or the privilege escalation is made; vpatch runs plain
 # `ssh` (with ssh_config) and `sudo -n [-u USER]`, so an inventory that sets them is refused.
@@ -91,6 +110,9 @@ _UNSUPPORTED = (
     "ansible_become_flags",
     "ansible_sudo_exe",
     "ansible_sudo_flags",
+    "ansible_docker_extra_args",
+    "ansible_podman_extra_args",
+    "ansible_podman_executable",
 )
 _AUTO_PYTHON = {"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"}
 _SKIP_GROUPS = {"all", "ungrouped"}
@@ -98,6 +120,7 @@ _SKIP_GROUPS = {"all", "ungrouped"}
 READ_VARS = (
     *(v for names in _VARS.values() for v in names),
     *_BECOME_USER,
+    *(f"{p}{v}" for p in _ENGINE_VARS.values() for v in ("host", "user")),
     "ansible_connection",
     "ansible_become_method",
     *_UNSUPPORTED,
@@ -324,6 +347,9 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
                 entry[field] = str(value) if field in ("address", "user") else value
                 break
     connection = _scalar(path, name, "ansible_connection", values.get("ansible_connection"))
+    if connection is not None and str(connection) in _ENGINES:
+        _container(path, name, values, entry, _ENGINES[str(connection)])
+        connection = "local"
     if connection is not None and str(connection) not in _CONNECTIONS:
         raise _refuse(
             path,
@@ -332,15 +358,7 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
             hint="run the vpatch.core Ansible collection for other connection plugins",
         )
     entry["local"] = bool(connection is not None and _CONNECTIONS[str(connection)])
-    for var in _UNSUPPORTED:
-        if values.get(var) is not None:
-            raise _refuse(
-                path,
-                name,
-                f"{var} is set: vpatch runs plain `ssh` and `sudo -n`",
-                "put ssh options in ~/.ssh/config (vpatch reads it through `ssh -G`), or run "
-                "the vpatch.core Ansible collection",
-            )
+    _refuse_unsupported(path, name, values)
     users = {_scalar(path, name, v, values.get(v)) for v in _BECOME_USER} - {None}
     method = _scalar(path, name, "ansible_become_method", values.get("ansible_become_method"))
     if len(users) > 1:
@@ -355,6 +373,44 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
     if users:
         entry["sudo_user"] = str(users.pop())
     return entry
+
+
+def _refuse_unsupported(path: str, name: str, values: dict[str, Any]) -> None:
+    """Refuse the variables that change how (or where) the connection is made."""
+    for var in _UNSUPPORTED:
+        if values.get(var) is not None and var.startswith(("ansible_docker", "ansible_podman")):
+            raise _refuse(
+                path,
+                name,
+                f"{var} is set: vpatch runs plain `{var.split('_')[1]} exec`",
+                "point the engine's CLI at its daemon in vpatch's environment (DOCKER_HOST, "
+                "CONTAINER_HOST), or run the vpatch.core Ansible collection",
+            )
+        if values.get(var) is not None:
+            raise _refuse(
+                path,
+                name,
+                f"{var} is set: vpatch runs plain `ssh` and `sudo -n`",
+                "put ssh options in ~/.ssh/config (vpatch reads it through `ssh -G`), or run "
+                "the vpatch.core Ansible collection",
+            )
+
+
+def _container(
+    path: str, name: str, values: dict[str, Any], entry: dict[str, Any], engine: str
+) -> None:
+    """A host Ansible reaches with a container connection: the container named as that
+    plugin reads it, on this machine's engine (its address and user are the container's)."""
+    own = _ENGINE_VARS[engine]
+    box = _scalar(path, name, f"{own}host", values.get(f"{own}host"))
+    box = box or _scalar(path, name, "ansible_host", values.get("ansible_host")) or name
+    user = _scalar(path, name, f"{own}user", values.get(f"{own}user"))
+    user = user or _scalar(path, name, "ansible_user", values.get("ansible_user"))
+    entry.pop("user", None)
+    entry.pop("port", None)  # a container has no port to reach; the ssh plugin's alone
+    entry.update(address="local", transport=engine, container=str(box))
+    if user is not None:
+        entry["container_user"] = str(user)
 
 
 def read(path: str, text: str, exe: str | None) -> list[tuple[str, dict[str, Any], list[str]]]:

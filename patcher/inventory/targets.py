@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from patcher._compat import tomllib
 from patcher.errors import SpecError, UsageError
-from patcher.transports import KINDS, sshnames
+from patcher.transports import CONTAINER_KINDS, KINDS, sshnames
 
 
 class Target(NamedTuple):
@@ -41,6 +41,10 @@ class Target(NamedTuple):
     # The transport kind that reaches this host (a name in patcher.transports.KINDS: the
     # inventory's `transport = ...`); None: the run's (--ssh-client, --ray, or auto).
     transport: str | None = None
+    # A running container on this host (address "local": this machine), reached by its
+    # engine's kind (`transport = "podman"` or "docker"): patcher.transports.container.
+    container: str | None = None
+    container_user: str | None = None  # `exec --user` there; None: the image's own user
 
 
 class Inventory(NamedTuple):
@@ -60,6 +64,8 @@ _FIELDS: dict[str, type] = {
     "sudo_user": str,
     "share": bool,
     "transport": str,
+    "container": str,
+    "container_user": str,
 }
 _FIELDS |= {"restart": str, "health": str, "metrics": tuple}  # rollout (patcher/rollout/walk.py)
 # [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/settings.py).
@@ -70,8 +76,8 @@ _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
     "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share, "
-    "transport; for rollout restart, health, metrics, control) and [[host]] tables with name, "
-    "address and optional groups"
+    "transport, container, container_user; for rollout restart, health, metrics, control) and "
+    "[[host]] tables with name, address and optional groups"
 )
 
 
@@ -126,9 +132,13 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
     out = []
     for h, here in zip(hosts, local, strict=True):
         kind = _pick("transport", h, defaults, flags)
+        box = _pick("container", h, defaults, flags)
+        _check_container(path, h["name"], kind, box)
         if kind == "local":  # `transport = "local"`: this machine, as `address = "local"` is
             here = True
-        elif here and h.get("transport") is not None:  # [defaults]' is for the others
+        elif (
+            here and h.get("transport") is not None and box is None
+        ):  # [defaults]' is for the others
             raise SpecError(
                 f"{path}: host {h['name']!r}: transport {kind!r} on the local target",
                 'this machine is reached without SSH: drop `transport`, or `address = "local"`',
@@ -148,7 +158,9 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
             sudo_user=_pick("sudo_user", h, defaults, flags) if sudo else None,
             local=here,
             share=_pick("share", h, defaults, flags),
-            transport=None if here else kind,
+            transport=kind if box is not None or not here else None,
+            container=box,
+            container_user=_pick("container_user", h, defaults, flags),
         )
         if here and sudo:
             raise SpecError(
@@ -157,6 +169,21 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
             )
         out.append((target, frozenset(h["groups"])))
     return Inventory(out, control)
+
+
+def _check_container(path: str, name: str, kind: str | None, box: str | None) -> None:
+    """A container is reached by its engine's kind, and an engine's kind reaches only a
+    container: either without the other is refused (the inventory's own mistake, exit 2)."""
+    if box is not None and kind not in CONTAINER_KINDS:
+        raise SpecError(
+            f"{path}: host {name!r}: container {box!r} without its engine",
+            'add `transport = "podman"` or `transport = "docker"` (the engine that runs it)',
+        )
+    if box is None and kind in CONTAINER_KINDS:
+        raise SpecError(
+            f"{path}: host {name!r}: transport {kind!r} names no container",
+            'add `container = "NAME"` (the running container to patch)',
+        )
 
 
 def _validate(data: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -214,23 +241,35 @@ def _table(raw: Any, fields: dict[str, type], loc: tuple[int | str, ...]) -> dic
     return {key: _value(value, fields[key], (*loc, key)) for key, value in raw.items()}
 
 
+def _text(value: Any, name: str | int, loc: tuple[int | str, ...]) -> str:
+    """A string field, checked as what it names (a user, a container, a transport kind)."""
+    if not isinstance(value, str):
+        raise _Invalid(loc, "Input should be a valid string")
+    problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
+    if problem:
+        raise _Invalid(loc, f"user name {problem}")
+    if name in ("container", "container_user"):
+        from patcher.transports import container
+
+        check = container.name_problem if name == "container" else container.user_problem
+        problem = check(value)
+        if problem:
+            raise _Invalid(loc, problem, container.NAME_HINT)
+    if name == "transport" and value not in KINDS:
+        from patcher import suggest  # difflib: only for the error
+
+        close = suggest.did_you_mean(value, KINDS, '"{}"')
+        known = f"a transport is one of: {', '.join(KINDS)}"
+        raise _Invalid(loc, f"unknown transport {value!r}", f"{close} {known}".lstrip())
+    return value
+
+
 def _value(value: Any, kind: type, loc: tuple[int | str, ...]) -> Any:
     """One field's value as its type (TOML's own types; numbers and booleans also as the
     strings an Ansible inventory gives them)."""
     name = loc[-1]
     if kind is str:
-        if not isinstance(value, str):
-            raise _Invalid(loc, "Input should be a valid string")
-        problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
-        if problem:
-            raise _Invalid(loc, f"user name {problem}")
-        if name == "transport" and value not in KINDS:
-            from patcher import suggest  # difflib: only for the error
-
-            close = suggest.did_you_mean(value, KINDS, '"{}"')
-            known = f"a transport is one of: {', '.join(KINDS)}"
-            raise _Invalid(loc, f"unknown transport {value!r}", f"{close} {known}".lstrip())
-        return value
+        return _text(value, name, loc)
     if kind is tuple:  # one URL, or several (`metrics = [URL, ...]`: one host's endpoints)
         urls = value if isinstance(value, list) else [value]
         if not urls or not all(isinstance(u, str) and len(u.split()) == 1 for u in urls):

@@ -33,6 +33,13 @@ _STYLE = {
 }
 
 
+# What an `ephemeral` patch is (a container's: HostResult.ephemeral), said once per host.
+EPHEMERAL = (
+    "ephemeral: the patches live in the container's writable layer: kept over a container "
+    "restart, gone when it is re-created from its image (bake them in: `vpatch wheel`)"
+)
+
+
 def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.stdout) -> None:
     """One host: its details. A fleet: a summary table, then details of hosts that are not ok
     (or of every host with --diff), then totals."""
@@ -153,10 +160,7 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         console.print(Text(f"  note: {clean(note)}", "yellow"))
     for warning in [] if progress.quiet() else host.warnings:
         console.print(Text(f"  warning: {clean(warning)}", "yellow"))
-    if not host.patches and not host.error:
-        console.print(Text("  nothing recorded", "dim"))
-    for p in host.patches:
-        _patch(console, command, p, show_diff)
+    _patches(console, command, host, show_diff)
     if host.rollout_step is not None:
         st = host.rollout_step
         how = f"verdict {st.verdict}" if st.verdict else "stopped after it (--resume continues)"
@@ -174,12 +178,25 @@ def _host(console: Console, command: str, host: HostResult, show_diff: bool) -> 
         console.print(Text(line(say), "yellow"))
 
 
-def _patch(console: Console, command: str, p: PatchResult, show_diff: bool) -> None:
+def _patches(console: Console, command: str, host: HostResult, show_diff: bool) -> None:
+    if not host.patches and not host.error:
+        console.print(Text("  nothing recorded", "dim"))
+    for p in host.patches:
+        _patch(console, command, p, show_diff, host.ephemeral)
+    if host.ephemeral and host.patches and not progress.quiet():
+        console.print(Text(line(f"  note: {EPHEMERAL}"), "yellow"))
+
+
+def _patch(
+    console: Console, command: str, p: PatchResult, show_diff: bool, ephemeral: bool = False
+) -> None:
     style = _STYLE.get(p.outcome, "green" if p.outcome in GOOD[command] else "red")
     head = Text("  ")
     head.append(f"{p.outcome:<19}", style)
     head.append(line(p.id), "bold")
     head.append(line(f"  {p.package} {p.version or '-'}"), "dim")
+    if ephemeral:
+        head.append("  ephemeral", "yellow")
     console.print(head)
     if p.message:
         console.print(Text(f"      {clean(p.message)}"))

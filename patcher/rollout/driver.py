@@ -27,6 +27,7 @@ from patcher.run import fleet
 if TYPE_CHECKING:
     from patcher.inventory.targets import Target
     from patcher.plan.base import Level, Options
+    from patcher.rollout.canary import Controls
     from patcher.run.exchange import RunContext
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
@@ -83,7 +84,7 @@ def drive(
     from patcher.specs import catalog
 
     cfg = request.settings
-    settings.check_targets(targets)
+    settings.check_targets(targets, cfg.restart)
     targets, controls = canary.controls_of(targets, cfg, open_transport)  # UsageError: exit 2
     names = [t.name for t in targets]
     reported = load_report(request.resume, names) if request.resume else None
@@ -115,8 +116,7 @@ def drive(
             return report.ended(i, failed)
         try:
             h = walk._host(t, transport, specs, opts, request.state_dir, cfg, run, ctx)
-            h.result.transport = kind_of(t)
-            h.controls = controls
+            _wire(h, kind_of(t), controls, open_transport)
             report.begin(i, h)
             if reported is not None:
                 ended = _resumed(h, reported.steps.get(t.name))
@@ -140,6 +140,27 @@ def drive(
     result = RunResult("rollout", all(h.ok for h in hosts), hosts, ctx.stats())
     report.close(result)
     return Outcome(result, run, path, ctrl_c.is_set() or cut_short, cut_short)
+
+
+def _wire(
+    h: walk.Host,
+    kind: str | None,
+    controls: Controls | None,
+    open_transport: Callable[[Target], Transport],
+) -> None:
+    """What a host's walk takes from the run: its transport's kind (its result names it), the
+    control hosts, and for a container the opener of an agent on its host, where its engine
+    restarts it."""
+    h.result.transport, h.controls = kind, controls
+    t = h.target
+    if t.container is not None:
+        h.restart_on = lambda: open_transport(engine_host(t))
+
+
+def engine_host(t: Target) -> Target:
+    """The host a container runs on, as a target of its own: the same address, login and
+    sudo, its system `python3` (what runs the container's restart: `podman restart C`)."""
+    return t._replace(container=None, container_user=None, transport=None, python="python3")
 
 
 def _note(h: walk.Host) -> Callable[[dict[str, Any]], None]:

@@ -164,8 +164,13 @@ def gates_of(tables: Sequence[Any], cfg: Settings) -> Gates:
     return Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n)
 
 
-def check_targets(targets: Sequence[Target]) -> None:
-    """Per-host URLs from the inventory are checked like the flags, before any host is asked."""
+def check_targets(targets: Sequence[Target], restart: str | None = None) -> None:
+    """Per-host URLs from the inventory are checked like the flags, before any host is asked;
+    and each container's restart (the host's own, else `restart`, the flag's): one that
+    re-creates the container would throw the patch away (rollout/persist.py)."""
+    from patcher.rollout import persist
+
+    persist.check_restarts(targets, restart)
     for t in targets:
         if t.health:
             health_url("--health (inventory `health`)", t.health)

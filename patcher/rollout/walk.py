@@ -90,6 +90,9 @@ class Host:
     missed: str = ""  # the last window's note on engines that missed some of its scrapes
     undecided: bool = False  # the gates failed for want of evidence only (NOT_ENOUGH_EVIDENCE)
     changed: str = ""  # what --resume found changed on the host since its last step
+    # A container target: its restart (`podman restart C`) runs on the container's host, by
+    # an agent there this opens (driver.py); None: the restart runs where the agent runs.
+    restart_on: Callable[[], Transport] | None = None
     steer: HostSteer | None = None  # the run's steering, as this host took it (steering.py)
     # each scrape of a window after its first: (host, the window so far, the control's so
     # far): the live view's evidence (patcher.rollout.stream.Stream.seen)
@@ -266,7 +269,11 @@ def _step_restart(h: Host) -> str:
     cmd = h.restart
     assert cmd is not None
     t = h.cfg.restart_timeout
-    res = _ask(h, protocol.restart_request(cmd, t), t + 60, "the restart", RESTART_HINT)
+    request = protocol.restart_request(cmd, t)
+    if h.restart_on is not None:  # a container's engine runs on its host
+        res = _restart_on_host(h, request, t + 60)
+    else:
+        res = _ask(h, request, t + 60, "the restart", RESTART_HINT)
     took = f"{float(res.get('seconds', 0)):.1f} s"
     if res.get("timed_out"):
         raise _StepFailed(f"`{cmd}` ran past {t:g} s (killed)")
@@ -334,6 +341,24 @@ def _ask(h: Host, request: dict[str, Any], timeout: float, what: str, hint: str)
     return exchange.call(
         h.transport, request, h.ctx, timeout=timeout, refused=f"agent refused {what}", hint=hint
     )
+
+
+def _restart_on_host(h: Host, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """A container's restart, by an agent on the container's host (its engine is there, not
+    in the container). The container's own exec session is ended first: the restart ends it
+    anyway, and the next call then starts a fresh one in the restarted container."""
+    from patcher.run import exchange
+
+    assert h.restart_on is not None
+    h.transport.close()
+    via = h.restart_on()
+    try:
+        return exchange.call(
+            via, request, h.ctx, timeout=timeout, refused="agent refused the restart",
+            hint=RESTART_HINT,
+        )  # fmt: skip
+    finally:
+        via.close()
 
 
 def _beat(h: Host, step: str, force: bool = True) -> None:

@@ -316,6 +316,8 @@ def look(
     host.python, host.warnings = facts.python, facts.warnings
     host.python_path, host.python_version = facts.python_path, facts.python_version
     host.uid, host.dropped_from = res.get("uid"), res.get("dropped_from")
+    mounted = (res.get("python") or {}).get("own_mount")
+    host.env_mounted = mounted if isinstance(mounted, bool) else None
     guess = table.get(str(res.get("fingerprint"))) if "then" in res else None
     if guess is not None:
         ctx.count("planned_ahead")

@@ -10,7 +10,8 @@ The room (docs/design.md, "Adding a transport"):
 - bundle: the agent bundle and its loaders (what every transport sends), the line format;
 - pipe: a local agent, and the child-process session the `ssh` client shares (kind `local`);
 - ssh: what both SSH clients share (the remote command, options, `--host` parsing);
-- openssh, paramiko_ssh, ray: one module per remote kind;
+- openssh, paramiko_ssh, ray, podman, docker: one module per remote kind (the engines' shared
+  exec session in container);
 - sshnames, sshconfig, session, answers: names as ssh takes them, `ssh -G` and known_hosts,
   the words for an unknown outcome, the fleet's answer budget.
 """
@@ -38,7 +39,11 @@ KINDS: dict[str, str] = {
     "openssh": "patcher.transports.openssh",
     "paramiko": "patcher.transports.paramiko_ssh",
     "ray": "patcher.transports.ray",
+    "podman": "patcher.transports.podman",
+    "docker": "patcher.transports.docker",
 }
+# The kinds that reach a container (`Target.container`) on this machine or an SSH host.
+CONTAINER_KINDS = ("podman", "docker")
 
 
 class Target(Protocol):
@@ -66,6 +71,10 @@ class Target(Protocol):
     def share(self) -> bool | None: ...  # False: no shared SSH connection (--no-share)
     @property
     def transport(self) -> str | None: ...  # its own kind (an inventory's); None: the run's
+    @property
+    def container(self) -> str | None: ...  # a container there (kind podman/docker); None: none
+    @property
+    def container_user(self) -> str | None: ...  # `exec --user` in it; None: the image's user
 
 
 class Settings(NamedTuple):
@@ -105,14 +114,17 @@ def kind_for(target: Target, settings: Settings) -> str:
     """The kind that reaches `target`: `local` for this machine, else the target's own kind
     (an inventory host's `transport = ...`, checked against KINDS where it was read), else the
     settings' kind. The host's own wins, as its other fields win over the command line's: one
-    fleet may mix hosts reached by OpenSSH with hosts only paramiko reaches."""
+    fleet may mix hosts reached by OpenSSH with hosts only paramiko reaches. A container is
+    reached by its engine's kind, on this machine or through SSH on its host."""
+    if target.container is not None and target.transport is not None:
+        return target.transport
     if target.local:
         return "local"
     if target.transport is not None:
         return target.transport
     if settings.kind != "auto":
-        if settings.kind not in KINDS or settings.kind == "local":
-            known = ", ".join(k for k in KINDS if k != "local")
+        if settings.kind not in KINDS or settings.kind in ("local", *CONTAINER_KINDS):
+            known = ", ".join(k for k in KINDS if k not in ("local", *CONTAINER_KINDS))
             raise UsageError(f"unknown transport {settings.kind!r}", f"one of: auto, {known}")
         return settings.kind
     from patcher.transports import sshnames

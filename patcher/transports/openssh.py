@@ -190,15 +190,14 @@ class OpenSshTransport(PipeTransport):
             "LogLevel=ERROR",
             "--",
             self.host,
-            remote_command(
-                self.opts.python,
-                self.opts.sudo,
-                self.opts.trusted_python,
-                self.opts.sudo_user,
-                self.opts.run_as,
-                self.kept,
-            ),
+            self._remote(),
         ]
+
+    def _remote(self) -> str:
+        """The command the host runs: the agent's bootstrap (transports.container runs it
+        in a container there instead)."""
+        o = self.opts
+        return remote_command(o.python, o.sudo, o.trusted_python, o.sudo_user, o.run_as, self.kept)
 
     def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:
         if out.strip():
