@@ -89,6 +89,7 @@ class Host:
     missed: str = ""  # the last window's note on engines that missed some of its scrapes
     undecided: bool = False  # the gates failed for want of evidence only (NOT_ENOUGH_EVIDENCE)
     changed: str = ""  # what --resume found changed on the host since its last step
+    scrapes: int = 0  # the after-window's scrapes after its first: the look that decided
 
     @property
     def plan(self) -> decide.Plan:
@@ -136,16 +137,17 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
     t0 = series[0][1]
     poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
     longest = max(cfg.window, cfg.max_window or 0.0)
+    least = cfg.least_after if after else cfg.window  # the sequential rule's: may be none
     while True:
         (start, _), (end, t1) = series[0], series[-1]
-        if decide.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
+        if len(series) > 1 and decide.window_done(start, end, t1 - t0, least, cfg.min_drafts):
             if not after or not canary.extend(
                 h.before, _window(series), h.gates, _window(cseries) if ctrl else None
             ):
                 break
             if t1 - t0 >= longest:
                 break
-        limit = longest if t1 - t0 >= cfg.window else cfg.window
+        limit = longest if t1 - t0 >= least else least
         sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
         _beat(h, decide.WINDOW, force=False)
         series.append(_scrape(h, missed))
@@ -153,6 +155,8 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
             cseries.append(ctrl.scrape(cfg))
     h.window_end = series[-1][0]
     h.missed = _missed_note(missed, len(series) - 1)
+    if after:
+        h.scrapes = len(series) - 1
     if ctrl is not None:
         h.control_after = _window(cseries)
     return _window(series)
@@ -222,6 +226,9 @@ def _step_gates(h: Host) -> str:
             raise _StepFailed("the server restarted after the window (its counters went down)")
     h.judged = decide.settle(judge(h.before, h.after, h.gates, h.control_after))
     ok, detail = decide.gates_outcome(h.judged)
+    if h.gates.confidence is not None and h.scrapes:
+        word = "undecided" if not ok and decide.undecided(h.judged) else "decided"
+        detail += f" ({word} after {h.scrapes} scrapes, {h.gates.rule} rule)"
     if not ok:
         h.undecided = decide.undecided(h.judged)
         raise _StepFailed(detail)
@@ -461,6 +468,7 @@ def finish(h: Host, note: str = "", running: bool = False) -> HostResult:
         "after": h.after.to_json() if h.after else None,
         **canary.report_of(h.control_after, h.controls),
         "gates": [g.to_json() for g in h.judged],
+        "decided_after_scrapes": h.scrapes or None,
         "phases": [asdict(p) for p in h.phases],
     }
     host.seconds = round(time.monotonic() - h.started, 3)
