@@ -35,7 +35,7 @@ class Evidence:
     high: float | None = None
     p: float | None = None  # the one-sided p-value that decided, for a rank test
     # "wilson" | "newcombe" | "mann-whitney"; anytime-valid (patcher.serving.sequential):
-    # "mixture" | "mixture-difference" | "t-mixture" (low/high: the ratio's interval)
+    # "mixture" | "mixture-ratio" | "t-mixture" (the last two: low/high a ratio's interval)
     test: str = ""
     n_ref: float | None = None  # the reference's trials, for two proportions
 
@@ -56,8 +56,9 @@ class Evidence:
         """'n=812, 95 % interval 0.66..0.73' or 'n=10/10, p=0.003': the report's brackets."""
         what = _SHOWN.get(self.test)
         if what and self.low is not None and self.high is not None:
-            n = f"{self.n:g}/{self.n_ref:g}" if what == "difference" else f"{self.n:g}"
-            return f"n={n}, {what} {self.low:.3f}..{self.high:.3f}"
+            n = f"{self.n:g}/{self.n_ref:g}" if self.n_ref is not None else f"{self.n:g}"
+            f = ".3g" if what == "ratio" else ".3f"  # a ratio may be far from 1
+            return f"n={n}, {what} {self.low:{f}}..{self.high:{f}}"
         if self.p is not None:
             return f"n={self.n:g}, p={self.p:.3g}"
         return f"n={self.n:g}"
@@ -68,7 +69,7 @@ _SHOWN = {
     "wilson": "interval",
     "mixture": "interval",
     "newcombe": "difference",
-    "mixture-difference": "difference",
+    "mixture-ratio": "ratio",
     "t-mixture": "ratio",
 }
 

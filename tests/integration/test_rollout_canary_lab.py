@@ -157,7 +157,7 @@ def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
     [gate] = r["gates"]
     assert gate["name"] == "itl_p99_ratio" and not gate["ok"], gate
     assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail", gate
-    assert gate["evidence"]["test"] == "newcombe" and gate["unit"] == "seconds per engine step"
+    assert gate["evidence"]["test"] == "mixture-ratio" and gate["unit"] == "seconds per engine step"
     assert r["after"]["latency"]["itl"]["p99"] > r["control"]["latency"]["itl"]["p99"]
     # per output token too (the request-level histogram, read beside the per-step one): the
     # sampler's sleep is no speculation, every step still emits as many tokens
