@@ -18,14 +18,15 @@ false pass and a false failure each need the interval to have missed the truth.
   ratio of the two shares is a Poisson rate ratio, the exposures the two hosts' requests
   (`proportions_at_most`, below).
 - A ratio of rates from per-interval samples (tokens/s): the log ratio per interval, paired
-  with the control host's interval at the same ticks (a one-sample t) or against the
-  baseline's intervals (a two-sample t), by the scale-invariant Gaussian mixture of the
-  t-test (a normal prior on the effect in units of the unknown spread, the right-Haar prior
-  on the spread: Lai's mixture t-test; the Bayes factor's closed form is Gonen et al.'s),
-  which is a test martingale for the t-statistics' sequence (`log_ratio_cs`). The spread is
-  estimated from the intervals, so over-dispersed traffic (bursts, batching: far from
-  Poisson token counts) widens the interval instead of faking evidence; the per-interval log
-  ratios are taken as Gaussian, which the simulation (bench.verdicts) checks on bursty traffic.
+  with the control host's interval at the same ticks (a one-sample t, with a sign sequence
+  for its median beside it) or against the baseline's intervals (a two-sample t), by the
+  scale-invariant Gaussian mixture of the t-test (a normal prior on the effect in units of
+  the unknown spread, the right-Haar prior on the spread: Lai's mixture t-test; the Bayes
+  factor's closed form is Gonen et al.'s), which is a test martingale for the t-statistics'
+  sequence (`log_ratio_cs`). The spread is estimated from the intervals, so over-dispersed
+  traffic (bursts, batching: far from Poisson token counts) widens the interval instead of
+  faking evidence; the per-interval log ratios are taken as Gaussian for the t, which the
+  simulation (bench.verdicts) checks on bursty traffic, and as symmetric for the signs.
 
 A rate ratio of Poisson counts conditional on the total (each event the canary's with
 p = r w / (r w + 1), w the exposures' ratio) is `proportion_cs` on the events
@@ -53,6 +54,10 @@ A = B = 0.5
 # keeps the error (bench.verdicts: G from 1 to 64 moved the medians by a scrape or two,
 # a wider prior deciding large effects sooner and small ones later).
 G = 4.0
+# The share of the error the paired ratio's t sequence takes (its sign sequence the rest):
+# bench.verdicts' bursty windows against a control decided in 30 scrapes with it, 60 (the
+# --max-window) with the t alone, and the Gaussian ones a scrape later at most.
+T_SHARE = 0.8
 
 
 def _lbeta(a: float, b: float) -> float:
@@ -128,6 +133,20 @@ def t_radius(n_eff: float, nu: float, confidence: float, g: float = G) -> float:
     return math.sqrt(nu * (r - 1) / (1 - r / q))
 
 
+def sign_cs(d: Sequence[float], confidence: float) -> tuple[float, float]:
+    """The median of d by its signs: every m where the count of d above m, as `trials` of a
+    fair coin, keeps the beta-binomial mixture at 1/2 under the bound."""
+    xs = sorted(d)
+    n = len(xs)
+    bound = -math.log(1 - confidence)
+    kept = [k for k in range(n + 1) if log_mixture(n - k, n, 0.5) < bound]
+    if not kept:
+        return -math.inf, math.inf
+    lo = xs[kept[0] - 1] if kept[0] > 0 else -math.inf
+    hi = xs[kept[-1]] if kept[-1] < n else math.inf
+    return lo, hi
+
+
 def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
     mean = math.fsum(xs) / len(xs)
     return mean, math.fsum((x - mean) ** 2 for x in xs)
@@ -136,33 +155,49 @@ def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
 def log_ratio_cs(
     x: Sequence[float], y: Sequence[float], paired: bool, confidence: float
 ) -> tuple[float, float, int]:
-    """The interval of the mean log ratio of x to y (x, y: positive per-interval rates),
-    holding at every look: (low, high, n) on the log scale, n the intervals used. `paired`:
-    x[i] and y[i] are the same interval's (a control host's scrape at the same tick), one
-    sample of log(x[i] / y[i]); else two samples, log x against log y (after vs before).
-    A zero rate has no log: its interval (its pair) is left out."""
+    """The interval of the log ratio of x to y (x, y: positive per-interval rates), holding
+    at every look: (low, high, n) on the log scale, n the intervals used. A zero rate has no
+    log: its interval (its pair) is left out.
+
+    `paired`: x[i] and y[i] are the same interval's (a control host's scrape at the same
+    tick): log(x[i] / y[i]) is symmetric about the log ratio when the two hosts' noise is
+    alike (a control host is the canary's twin), so its mean and its median are that one
+    number, and the interval is the intersection of the mean's t sequence (at T_SHARE of the
+    error) and the median's sign sequence (the rest): the t decides Gaussian noise sooner,
+    the signs bursts (a fifth of the intervals 2x on one host) that widen the t. Else two
+    samples, log x against log y (after vs before): the t alone, of the means' difference."""
     if paired:
         d = [math.log(a / b) for a, b in zip(x, y, strict=False) if a > 0 and b > 0]
         if len(d) < 2:
             return -math.inf, math.inf, len(d)
         mean, ss = _mean_var(d)
-        n_eff, nu, se2 = float(len(d)), len(d) - 1.0, ss / (len(d) - 1) / len(d)
-        n = len(d)
-    else:
-        lx, ly = [math.log(a) for a in x if a > 0], [math.log(b) for b in y if b > 0]
-        n = min(len(lx), len(ly))
-        if n < 1 or len(lx) + len(ly) < 3:
-            return -math.inf, math.inf, n
-        mx, sx = _mean_var(lx)
-        my, sy = _mean_var(ly)
-        nu = len(lx) + len(ly) - 2.0
-        n_eff = len(lx) * len(ly) / (len(lx) + len(ly))
-        mean, se2 = mx - my, (sx + sy) / nu / n_eff
-    h = t_radius(n_eff, nu, confidence)
-    if se2 <= 0:  # every interval the same: no spread to scale by, no evidence yet
+        lo, hi = _t_cs(
+            mean, ss / (len(d) - 1) / len(d), len(d), len(d) - 1, 1 - T_SHARE * (1 - confidence)
+        )
+        lo_s, hi_s = sign_cs(d, 1 - (1 - T_SHARE) * (1 - confidence))
+        lo, hi = max(lo, lo_s), min(hi, hi_s)
+        return (lo, hi, len(d)) if lo <= hi else (-math.inf, math.inf, len(d))
+    lx, ly = [math.log(a) for a in x if a > 0], [math.log(b) for b in y if b > 0]
+    n = min(len(lx), len(ly))
+    if n < 1 or len(lx) + len(ly) < 3:
         return -math.inf, math.inf, n
-    half = h * math.sqrt(se2)
-    return mean - half, mean + half, n
+    mx, sx = _mean_var(lx)
+    my, sy = _mean_var(ly)
+    nu = len(lx) + len(ly) - 2.0
+    n_eff = len(lx) * len(ly) / (len(lx) + len(ly))
+    lo, hi = _t_cs(mx - my, (sx + sy) / nu / n_eff, n_eff, nu, confidence)
+    return lo, hi, n
+
+
+def _t_cs(
+    mean: float, se2: float, n_eff: float, nu: float, confidence: float
+) -> tuple[float, float]:
+    """mean +- the t radius x its standard error; every interval the same (no spread to
+    scale by): no evidence yet."""
+    if se2 <= 0:
+        return -math.inf, math.inf
+    half = t_radius(n_eff, nu, confidence) * math.sqrt(se2)
+    return mean - half, mean + half
 
 
 # ---------------------------------------------------------------------------------------------

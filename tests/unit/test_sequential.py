@@ -78,6 +78,7 @@ def test_the_radius_is_where_the_mixture_reaches_its_bound(cases: dict[str, Any]
     [
         ("proportion", sequential.proportion_cs),
         ("poisson", sequential.poisson_ratio_cs),
+        ("sign", sequential.sign_cs),
         ("ratio", sequential.log_ratio_cs),
     ],
 )
@@ -86,6 +87,16 @@ def test_intervals_match_the_recorded_cases(
 ) -> None:
     for c in cases[key]:
         assert list(fn(*c["in"])) == pytest.approx(_dec(c["out"]), rel=1e-9, abs=1e-12)
+
+
+def test_the_sign_sequence_keeps_the_medians_that_its_coin_allows() -> None:
+    """Ten log ratios all above 0: a fair coin's ten heads push the mixture past 20, so
+    every median under the smallest is out (0 among them); with one below 0, nine heads do
+    not, and 0 is kept."""
+    d = [0.1 + i / 100 for i in range(10)]
+    assert sequential.sign_cs(d, 0.95) == (min(d), max(d))
+    low, _high = sequential.sign_cs([-0.05, *d[1:]], 0.95)
+    assert low == -0.05 < 0
 
 
 def test_an_interval_holds_its_ends_at_the_bound() -> None:
@@ -158,6 +169,26 @@ def test_a_paired_rate_ratio_looked_at_every_interval_keeps_its_error() -> None:
             load = 2.0 if k > LOOKS // 2 else 1.0
             x.append(load * 1000 * math.exp(rng.gauss(0, 0.05)))
             y.append(load * 1000 * math.exp(rng.gauss(0, 0.05)))
+            got = sequential.ratio_cs(x, y, True, 0.95)
+            yield got is not None and not got[0] <= 1.0 <= got[1]
+
+    assert _misses(window() for _ in range(RUNS)) <= ALLOWED
+
+
+def test_a_paired_ratio_under_bursts_looked_at_every_interval_keeps_its_error() -> None:
+    """Bursts on either host alone (a fifth of the intervals, 1.3..2x): the log ratios are
+    far from Gaussian but symmetric, which the sign sequence beside the t asks for."""
+    rng = random.Random(57)
+
+    def burst() -> float:
+        return rng.uniform(1.3, 2.0) if rng.random() < 0.2 else 1.0
+
+    def window() -> Iterator[bool]:
+        x: list[float] = []
+        y: list[float] = []
+        for _ in range(LOOKS):
+            x.append(1000 * burst() * math.exp(rng.gauss(0, 0.05)))
+            y.append(1000 * burst() * math.exp(rng.gauss(0, 0.05)))
             got = sequential.ratio_cs(x, y, True, 0.95)
             yield got is not None and not got[0] <= 1.0 <= got[1]
 
