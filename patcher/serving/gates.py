@@ -9,11 +9,13 @@ Two ways to judge, one table:
   with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s,
   a latency quantile against seconds; a latency ratio by its counts (the canary's share of
   requests over ratio x the reference's quantile, at most the reference's share over it);
-- with a confidence level, a gate decides only on enough evidence: a proportion by its
-  Wilson interval, a latency ratio by two proportions from the bucket counts (Newcombe's
-  interval of their difference), a tokens/s ratio by a rank test over per-interval samples
-  against the control hosts' samples of the same window (else the baseline's: after vs
-  before), and says EXTEND while the evidence is short (patcher.serving.stats).
+- with a confidence level, a gate decides only on enough evidence: a proportion, a latency
+  ratio from the bucket counts (the canary's requests over the bound against the reference's
+  over its quantile), a tokens/s ratio from per-interval samples against the control hosts'
+  samples of the same window (else the baseline's: after vs before), and says EXTEND while
+  the evidence is short. By which tests is the rule's (`Look`, Gates.rule): the sequential
+  rule's intervals valid at every look (patcher.serving.sequential), or the fixed rule's
+  Wilson, Newcombe and rank tests at the error's per-look share (patcher.serving.stats).
 Ratio gates compare with a reference: the control hosts when the rollout has some (traffic
 that changed during the window changed theirs too), else the host's own baseline; every
 judged gate says which (`compared_with`), and what it judged (`quantity`, `unit`).
