@@ -119,7 +119,8 @@ def canary_options(*, window: str | float | None, **given: str | float | None) -
         longest = 3 * length
     if longest is not None and longest < length:
         raise UsageError(
-            f"--max-window {longest:g} is shorter than --window {length:g}",
+            f"--max-window {longest:g} is shorter than --window {length:g}"
+            + ("" if window is not None else " (its default: the baseline's length)"),
             "the window extends up to --max-window: give one at least as long",
         )
     every = _within("--scrape-every", given.get("scrape_every"), 0, 3600, "5")
