@@ -40,6 +40,8 @@ runs 2,000 reinstall + `ensure` cycles on one real vLLM env (bench/journal.py): 
 size and `ensure`'s time at the end vs the start (compaction, patcher/agent/compact.py).
 The scrape row reads a 100,000-series metrics scrape as the rollout does (bench/scrape.py):
 parse, two endpoints joined, a window's per-series reduction; CPU seconds and peak RSS.
+The verdicts row judges simulated canary windows by today's gate rule and the sequential one
+(bench/verdicts.py): false failures, false passes and scrapes to a verdict, side by side.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ from bench import lab as labs
 from bench import publish, simulate
 from bench import rollout as bench_rollout
 from bench import scrape as bench_scrape
+from bench import verdicts as bench_verdicts
 from bench import wheels as bench_wheels
 from bench.ansible import Ansible
 from bench.hostcpu import HostCpu
@@ -913,6 +916,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         rolled = bench_rollout.run(ro_sizes, reps, 1.0 if args.quick else bench_rollout.RESTART_S)
         log("scrape: parse + join + window of a 100,000-series scrape (bench/scrape.py)")
         scraped = bench_scrape.run(1 if args.quick else bench_scrape.REPS)
+        runs = 200 if args.quick else bench_verdicts.RUNS
+        log(f"verdicts: today's rule vs the sequential one, {runs} windows (bench/verdicts.py)")
+        judged = bench_verdicts.run(runs)
         tgts = [{**t, "rtt_ms": r} for r, _, ts in phases for t in ts]
         all_rows = [row for _, rows, _ in phases for _, row in _sorted(rows)]
         elapsed = time.monotonic() - began
@@ -960,6 +966,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "authoring": authoring,
             "rollout": rolled,
             "scrape": scraped,
+            "verdicts": judged,
         }
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
@@ -974,6 +981,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n" + bench_wheels.text(authoring))
         print("\n" + bench_rollout.text(rolled))
         print("\n" + bench_scrape.text(scraped))
+        print("\n" + bench_verdicts.text(judged))
         # Only the default schedule replaces the figures docs/scale.md publishes.
         default = not args.quick and args.sizes is None and args.reps is None
         default = default and args.kex == "default" and rtts == [0.0]

@@ -66,8 +66,9 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--window",
         metavar="S",
-        default="120",
-        help="seconds each measurement lasts, before and after (120); ends early at --min-drafts",
+        help="seconds each measurement lasts, before and after (120); ends early at "
+        "--min-drafts; by --rule sequential, given: the least after-window, not given: "
+        "judged from the first scrape",
     )
     g.add_argument(
         "--min-drafts",
@@ -97,10 +98,17 @@ def _rollout_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--confidence",
         metavar="C",
-        help="gates decide on evidence at this level (e.g. 0.95): a rate by its Wilson "
-        "interval, a latency by its bucket counts (two proportions), tokens/s by a rank test "
-        "over per-interval samples; an undecided window extends up to --max-window, then "
-        "fails: not enough evidence",
+        help="gates decide on evidence at this level (e.g. 0.95): a rate by its interval, a "
+        "latency by its bucket counts (two proportions), tokens/s by per-interval samples "
+        "(--rule); an undecided window extends up to --max-window, then fails: not enough "
+        "evidence",
+    )
+    g.add_argument(
+        "--rule",
+        choices=("sequential", "fixed"),
+        help="how a gate with a confidence decides at each scrape (sequential): by intervals "
+        "valid at every look, deciding as soon as the evidence is enough; fixed: tests at "
+        "--window and each scrape after, each at its Bonferroni share of the error",
     )
     g.add_argument(
         "--max-window",
@@ -164,6 +172,7 @@ def settings(args: argparse.Namespace) -> Settings:
         max_window=args.max_window,
         scrape_every=args.scrape_every,
         metrics_profile=args.metrics_profile,
+        rule=args.rule,
     )
 
 

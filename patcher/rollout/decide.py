@@ -244,6 +244,8 @@ def shortfall(judged: Sequence[Gate]) -> str:
             continue
         if ev.test == "mann-whitney" and ev.n < stats.MIN_SAMPLES:
             out.append(f"{g.name}: {ev.n:g} samples a side, its test needs {stats.MIN_SAMPLES}")
+        elif ev.test == "t-mixture" and ev.low is None:
+            out.append(f"{g.name}: {ev.n:g} intervals, too few to bound its ratio")
         else:
             out.append(f"{g.name}: {ev.numbers()}, undecided at the window's end")
     return "; ".join(out)

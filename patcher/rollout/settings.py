@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import UsageError
-from patcher.serving.gates import Gates
+from patcher.serving.gates import FIXED, RULES, SEQUENTIAL, Gates
 from patcher.serving.metrics import check_url, parse_rate
 from patcher.serving.model import PROFILES
 
@@ -49,6 +49,16 @@ class Settings:
     scrape_every: float | None = None  # --scrape-every: the window's series of scrapes
     control: int = 0  # --control K: the last K targets are scraped, never written
     profile: str = "vllm"  # --metrics-profile: whose counter names (serving.model.PROFILES)
+    rule: str = FIXED  # --rule: how a gate with a confidence decides at each look (gates.RULES)
+    window_given: bool = True  # --window given: by the sequential rule, the least after-window
+
+    @property
+    def least_after(self) -> float:
+        """The after-window's least length before a look may end it: --window, except by the
+        sequential rule (valid at every look) without a --window given: none."""
+        if self.rule == SEQUENTIAL and self.confidence is not None and not self.window_given:
+            return 0.0
+        return self.window
 
 
 def make_settings(
@@ -58,20 +68,17 @@ def make_settings(
     health: str | None,
     health_timeout: str,
     metrics: str | None,
-    window: str,
+    window: str | None,
     min_drafts: str,
     min_acceptance: str | None,
     min_throughput_ratio: str | None,
     allow_no_traffic: bool,
-    control: str | int | None = None,
-    confidence: str | float | None = None,
-    max_window: str | float | None = None,
-    scrape_every: str | float | None = None,
-    metrics_profile: str | None = None,
+    **canary: str | float | None,
 ) -> Settings:
     """The rollout options as given (the CLI's strings, or the Ansible module's), checked
     before any host is contacted (UsageError: exit 2). Keyword-only: several are `str | None`,
-    and a swap would still type-check."""
+    and a swap would still type-check. `window`: None when not given (DEFAULT_WINDOW; by the
+    sequential rule no least after-window). `canary`: canary_options' keywords."""
     rate = parse_rate(min_acceptance) if min_acceptance is not None else None
     ratio = parse_ratio(min_throughput_ratio) if min_throughput_ratio is not None else None
     return Settings(
@@ -80,62 +87,62 @@ def make_settings(
         health=health_url("--health", health) if health else None,
         health_timeout=parse_seconds("--health-timeout", health_timeout),
         metrics=" ".join(check_url(u) for u in urls(metrics)) or None,
-        window=parse_seconds("--window", window),
+        window=parse_seconds("--window", window) if window is not None else DEFAULT_WINDOW,
         min_drafts=parse_drafts(min_drafts),
         min_acceptance=rate,
         min_ratio=ratio,
         allow_no_traffic=allow_no_traffic,
-        **canary_options(
-            control=control,
-            confidence=confidence,
-            max_window=max_window,
-            scrape_every=scrape_every,
-            metrics_profile=metrics_profile,
-            window=window,
-        ),
+        **canary_options(window=window, **canary),
     )
 
 
-def canary_options(
-    *,
-    control: str | int | None,
-    confidence: str | float | None,
-    max_window: str | float | None,
-    scrape_every: str | float | None,
-    metrics_profile: str | None,
-    window: str | float | None,
-) -> dict[str, Any]:
-    """The canary analysis' options (Settings' last fields), with their defaults: `--control
-    K` alone judges at confidence 0.95; with a confidence, a window extends up to 3x its
-    length and is scraped 20 times a window."""
-    count = parse_control(control)
-    level = _within("--confidence", confidence, 0.5, 0.9999, "0.95", percent=True)
+# canary_options' keywords: the CLI's flags of the canary analysis (None: not given).
+CANARY = ("control", "confidence", "max_window", "scrape_every", "metrics_profile", "rule")
+
+
+def canary_options(*, window: str | float | None, **given: str | float | None) -> dict[str, Any]:
+    """The canary analysis' options (Settings' last fields) from CANARY's keywords, with
+    their defaults: `--control K` alone judges at confidence 0.95; with a confidence, a
+    window extends up to 3x its length, is scraped 20 times a window, and is judged by the
+    sequential rule; that rule's least after-window is --window where it was given, else
+    none (the first look after one interval)."""
+    unknown = set(given) - set(CANARY)
+    if unknown:
+        raise TypeError(f"no such canary option: {sorted(unknown)}")
+    count = parse_control(given.get("control"))
+    level = _within("--confidence", given.get("confidence"), 0.5, 0.9999, "0.95", percent=True)
     if level is None and count:
         level = 0.95
     length = float(window or DEFAULT_WINDOW)
-    longest = _within("--max-window", max_window, 0, MOST_SECONDS, "600")
+    longest = _within("--max-window", given.get("max_window"), 0, MOST_SECONDS, "600")
     if longest is None and level is not None:
         longest = 3 * length
     if longest is not None and longest < length:
         raise UsageError(
-            f"--max-window {longest:g} is shorter than --window {length:g}",
+            f"--max-window {longest:g} is shorter than --window {length:g}"
+            + ("" if window is not None else " (its default: the baseline's length)"),
             "the window extends up to --max-window: give one at least as long",
         )
-    every = _within("--scrape-every", scrape_every, 0, 3600, "5")
+    every = _within("--scrape-every", given.get("scrape_every"), 0, 3600, "5")
     if every is None and level is not None:
         every = max(0.5, length / 20)  # 20 intervals a window: enough for a rank test
-    profile = metrics_profile or "vllm"
+    profile = str(given.get("metrics_profile") or "vllm")
     if profile not in PROFILES:
         raise UsageError(
             f"--metrics-profile {profile!r} is not one of {', '.join(sorted(PROFILES))}",
             f"e.g. --metrics-profile {sorted(PROFILES)[0]}",
         )
+    rule = str(given.get("rule") or SEQUENTIAL)
+    if rule not in RULES:
+        raise UsageError(f"--rule {rule!r} is not one of {', '.join(RULES)}", "e.g. --rule fixed")
     return {
         "confidence": level,
         "max_window": longest,
         "scrape_every": every,
         "control": count,
         "profile": profile,
+        "rule": rule,
+        "window_given": window is not None,
     }
 
 
@@ -161,7 +168,7 @@ def gates_of(tables: Sequence[Any], cfg: Settings) -> Gates:
     """The specs' `[metrics]` tables and the flags' overrides (looks: Bonferroni)."""
     over = {"min_acceptance_rate": cfg.min_acceptance, "min_tokens_per_s_ratio": cfg.min_ratio}
     n = looks(cfg.window, cfg.max_window, cfg.scrape_every, cfg.confidence)
-    return Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n)
+    return replace(Gates.of(tables, over, cfg.allow_no_traffic, cfg.confidence, n), rule=cfg.rule)
 
 
 def check_targets(targets: Sequence[Target], restart: str | None = None) -> None:
@@ -188,6 +195,7 @@ def report_options(target: Target, cfg: Settings, gates: Gates) -> dict[str, Any
         "window": cfg.window,
         "min_drafts": cfg.min_drafts,
         "confidence": cfg.confidence,
+        "rule": cfg.rule,
         "max_window": cfg.max_window,
         "scrape_every": cfg.scrape_every,
         "control_hosts": cfg.control,
@@ -262,7 +270,7 @@ def parse_drafts(text: str) -> int:
     return value
 
 
-def parse_control(text: str | int | None) -> int:
+def parse_control(text: str | float | None) -> int:
     """`--control K` (or the inventory's `[defaults] control`): a count of hosts, 0 if none."""
     if text is None:
         return 0

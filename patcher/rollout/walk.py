@@ -97,6 +97,7 @@ class Host:
     # each scrape of a window after its first: (host, the window so far, the control's so
     # far): the live view's evidence (patcher.rollout.stream.Stream.seen)
     seen: Callable[[Host, Measures, Measures | None], None] | None = None
+    scrapes: int = 0  # the after-window's scrapes after its first: the look that decided
 
     @property
     def plan(self) -> decide.Plan:
@@ -144,18 +145,19 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
     t0 = series[0][1]
     poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
     longest = max(cfg.window, cfg.max_window or 0.0)
+    least = cfg.least_after if after else cfg.window  # the sequential rule's: may be none
     while True:
         if h.steer is not None and h.steer.look(decide.WINDOW if after else decide.BASELINE, after):
             break  # promoted: the window ends at this look (an abort raises: the step fails)
         (start, _), (end, t1) = series[0], series[-1]
-        if decide.window_done(start, end, t1 - t0, cfg.window, cfg.min_drafts):
+        if len(series) > 1 and decide.window_done(start, end, t1 - t0, least, cfg.min_drafts):
             if not after or not canary.extend(
                 h.before, _window(series), h.gates, _window(cseries) if ctrl else None
             ):
                 break
             if t1 - t0 >= longest:
                 break
-        limit = longest if t1 - t0 >= cfg.window else cfg.window
+        limit = longest if t1 - t0 >= least else least
         sleep(min(poll, max(0.0, limit - (time.monotonic() - t0))) or poll)
         _beat(h, decide.WINDOW, force=False)
         series.append(_scrape(h, missed))
@@ -165,6 +167,8 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
             h.seen(h, _window(series), _window(cseries) if ctrl is not None else None)
     h.window_end = series[-1][0]
     h.missed = _missed_note(missed, len(series) - 1)
+    if after:
+        h.scrapes = len(series) - 1
     if ctrl is not None:
         h.control_after = _window(cseries)
     return _window(series)
@@ -234,6 +238,9 @@ def _step_gates(h: Host) -> str:
             raise _StepFailed("the server restarted after the window (its counters went down)")
     h.judged = decide.settle(judge(h.before, h.after, h.gates, h.control_after))
     ok, detail = decide.gates_outcome(h.judged)
+    if h.gates.confidence is not None and h.scrapes:
+        word = "undecided" if not ok and decide.undecided(h.judged) else "decided"
+        detail += f" ({word} after {h.scrapes} scrapes, {h.gates.rule} rule)"
     if h.steer is not None and h.steer.promoted is not None:  # kept on its owner's word
         return steer.promoted_gates(h.steer.promoted, ok, detail)
     if not ok:
@@ -520,6 +527,7 @@ def finish(h: Host, note: str = "", running: bool = False) -> HostResult:
         "after": h.after.to_json() if h.after else None,
         **canary.report_of(h.control_after, h.controls),
         "gates": [g.to_json() for g in h.judged],
+        "decided_after_scrapes": h.scrapes or None,
         "phases": [asdict(p) for p in h.phases],
         "steers": list(h.steer.effects) if h.steer is not None else [],
     }

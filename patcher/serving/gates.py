@@ -9,11 +9,13 @@ Two ways to judge, one table:
   with its threshold, as a point: the window's acceptance, the after/before ratio of tokens/s,
   a latency quantile against seconds; a latency ratio by its counts (the canary's share of
   requests over ratio x the reference's quantile, at most the reference's share over it);
-- with a confidence level, a gate decides only on enough evidence: a proportion by its
-  Wilson interval, a latency ratio by two proportions from the bucket counts (Newcombe's
-  interval of their difference), a tokens/s ratio by a rank test over per-interval samples
-  against the control hosts' samples of the same window (else the baseline's: after vs
-  before), and says EXTEND while the evidence is short (patcher.serving.stats).
+- with a confidence level, a gate decides only on enough evidence: a proportion, a latency
+  ratio from the bucket counts (the canary's requests over the bound against the reference's
+  over its quantile), a tokens/s ratio from per-interval samples against the control hosts'
+  samples of the same window (else the baseline's: after vs before), and says EXTEND while
+  the evidence is short. By which tests is the rule's (`Look`, Gates.rule): the sequential
+  rule's intervals valid at every look (patcher.serving.sequential), or the fixed rule's
+  Wilson, Newcombe and rank tests at the error's per-look share (patcher.serving.stats).
 Ratio gates compare with a reference: the control hosts when the rollout has some (traffic
 that changed during the window changed theirs too), else the host's own baseline; every
 judged gate says which (`compared_with`), and what it judged (`quantity`, `unit`).
@@ -21,15 +23,20 @@ judged gate says which (`compared_with`), and what it judged (`quantity`, `unit`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from patcher.serving import histogram, stats
+from patcher.serving import histogram, sequential, stats
 from patcher.serving.measures import Measures
 from patcher.serving.model import E2E, ITL, TPOT, TTFT
 
 CONTROL, BASELINE = "control", "baseline"
+# How a gate with a confidence level is judged at each look (Gates.rule, `--rule`): by an
+# anytime-valid sequence (patcher.serving.sequential), or by the fixed-sample tests of
+# patcher.serving.stats at the error's Bonferroni share per look.
+SEQUENTIAL, FIXED = "sequential", "fixed"
+RULES = (SEQUENTIAL, FIXED)
 ABSOLUTE, RATIO, CEILING = "absolute", "ratio", "ceiling"
 
 
@@ -60,6 +67,47 @@ def shown(row: Row, value: float, limit: float) -> str:
 
 
 @dataclass(frozen=True)
+class Look:
+    """How a gate with a confidence level is judged at one look: at `confidence` (the fixed
+    rule's per-look share, Gates.level), by `rule`, and whether the reference is the control
+    hosts' window scraped at the same ticks (`paired`: interval i of each is the same time).
+    Each kind of evidence asks it for its test, so a row names one evidence function for
+    both rules."""
+
+    confidence: float
+    rule: str = FIXED
+    paired: bool = False
+
+    def proportion(self, successes: float, trials: float, limit: float, at_least: bool) -> Ev:
+        if self.rule == SEQUENTIAL:
+            return sequential.proportion(successes, trials, limit, at_least, self.confidence)
+        test = stats.proportion_at_least if at_least else stats.proportion_at_most
+        return test(successes, trials, limit, self.confidence)
+
+    def two_at_most(self, s1: float, n1: float, s2: float, n2: float) -> Ev:
+        """Is p1 at most p2?"""
+        if self.rule == SEQUENTIAL:
+            return sequential.proportions_at_most(s1, n1, s2, n2, self.confidence)
+        return stats.proportions_at_most(s1, n1, s2, n2, self.confidence)
+
+    def rates(self, x: Sequence[float], y: Sequence[float], limit: float, at_least: bool) -> Ev:
+        """Per-interval rates x against `limit` times y's."""
+        if self.rule == SEQUENTIAL:
+            cs = sequential.ratio_cs(x, y, self.paired, self.confidence)
+            if cs is None:  # too few intervals yet
+                return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="t-mixture")
+            low, high, n = cs
+            return Ev(sequential.decide(low, high, limit, at_least), n, low, high, test="t-mixture")
+        if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
+            return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
+        test = stats.samples_at_least if at_least else stats.samples_at_most
+        return test(x, y, limit, self.confidence)
+
+
+Ev = stats.Evidence
+
+
+@dataclass(frozen=True)
 class Row:
     """One gate, all it takes in one place. `key`: the `[metrics]` key and the Gates field;
     `at_least`: the threshold is a floor (else a ceiling); `kind`: ABSOLUTE (the window's
@@ -79,7 +127,7 @@ class Row:
     quantity: str
     unit: str
     value: Callable[[Row, Measures], float | None]
-    evidence: Callable[[Row, float, Measures, Measures | None, float], stats.Evidence | None]
+    evidence: Callable[[Row, float, Measures, Measures | None, Look], stats.Evidence | None]
     show: Callable[[float], str]
     why: Callable[[Row, Measures], str]
     latency: str = ""
@@ -125,15 +173,13 @@ def _acceptance_rate(row: Row, m: Measures) -> float | None:
 
 
 def _acceptance_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
     if after.drafts <= 0 or after.acceptance_rate is None:
         return None
     # A draft's tokens are accepted together or not (a rejection ends the draft), so a
     # draft, not a token, is the independent trial: n = drafts, the conservative n.
-    return stats.proportion_at_least(
-        after.acceptance_rate * after.drafts, after.drafts, limit, confidence
-    )
+    return look.proportion(after.acceptance_rate * after.drafts, after.drafts, limit, True)
 
 
 def _mean_length(row: Row, m: Measures) -> float | None:
@@ -141,21 +187,19 @@ def _mean_length(row: Row, m: Measures) -> float | None:
 
 
 def _mean_length_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
     if after.drafts <= 0 or after.draft_tokens <= 0 or after.acceptance_rate is None:
         return None
     k = after.draft_tokens / after.drafts
-    ev = stats.proportion_at_least(
-        after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, confidence
-    )
+    ev = look.proportion(after.acceptance_rate * after.drafts, after.drafts, (limit - 1) / k, True)
     lo, hi = ev.low, ev.high
     return stats.Evidence(
         ev.decision,
         ev.n,
         None if lo is None else 1 + k * lo,
         None if hi is None else 1 + k * hi,
-        test="wilson",
+        test=ev.test,
     )
 
 
@@ -164,16 +208,12 @@ def _tokens_per_s(row: Row, m: Measures) -> float | None:
 
 
 def _rate_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
     """The canary's per-interval tokens/s ranked against the reference's."""
     if ref is None:
         return None
-    x, y = after.samples, ref.samples
-    if len(x) < stats.MIN_SAMPLES or len(y) < stats.MIN_SAMPLES:  # too few intervals yet
-        return stats.Evidence(stats.EXTEND, min(len(x), len(y)), test="mann-whitney")
-    test = stats.samples_at_least if row.at_least else stats.samples_at_most
-    return test(x, y, limit, confidence)
+    return look.rates(after.samples, ref.samples, limit, row.at_least)
 
 
 def _error_rate(row: Row, m: Measures) -> float | None:
@@ -181,9 +221,9 @@ def _error_rate(row: Row, m: Measures) -> float | None:
 
 
 def _error_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
-    return stats.proportion_at_most(after.errors, after.finished, limit, confidence)
+    return look.proportion(after.errors, after.finished, limit, False)
 
 
 def _quantile(row: Row, m: Measures) -> float | None:
@@ -194,7 +234,7 @@ def _quantile(row: Row, m: Measures) -> float | None:
 
 
 def _ceiling_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
     """A quantile under `limit` seconds is a proportion: at most the row's tail share of the
     requests above `limit` (p99 <= 0.5 s: at most 1 % over 0.5 s), by its Wilson interval."""
@@ -202,7 +242,7 @@ def _ceiling_evidence(
     if not b:
         return None
     above, total = histogram.share_above(limit, b)
-    return stats.proportion_at_most(above, total, row.tail, confidence)
+    return look.proportion(above, total, row.tail, False)
 
 
 @dataclass(frozen=True)
@@ -250,7 +290,7 @@ def tail(row: Row, limit: float, after: Measures, ref: Measures) -> Tail | None:
 
 
 def _tail_evidence(
-    row: Row, limit: float, after: Measures, ref: Measures | None, confidence: float
+    row: Row, limit: float, after: Measures, ref: Measures | None, look: Look
 ) -> stats.Evidence | None:
     """Canary against reference as two proportions (Newcombe): its share of requests over
     `limit` x the reference's quantile against the reference's share over that quantile.
@@ -258,7 +298,7 @@ def _tail_evidence(
     t = tail(row, limit, after, ref) if ref is not None else None
     if t is None:
         return None
-    return stats.proportions_at_most(t.above, t.n, t.ref_above, t.ref_n, confidence)
+    return look.two_at_most(t.above, t.n, t.ref_above, t.ref_n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,12 +434,16 @@ class Gates:
     # tests at (1 - confidence) / looks (Bonferroni), so that looking again and again until
     # something is significant keeps the whole window's error under 1 - confidence.
     looks: int = 1
+    # SEQUENTIAL: each look tests at `confidence` itself, by intervals valid at every look.
+    rule: str = FIXED
 
     @property
     def level(self) -> float | None:
         """The confidence each look tests at."""
         if self.confidence is None:
             return None
+        if self.rule == SEQUENTIAL:
+            return self.confidence
         return 1 - (1 - self.confidence) / max(1, self.looks)
 
     def limit(self, key: str) -> float | None:
@@ -445,4 +489,5 @@ class Gates:
         out["allow_no_traffic"] = self.allow_no_traffic
         out["confidence"] = self.confidence
         out["looks"] = self.looks
+        out["rule"] = self.rule
         return out

@@ -17,6 +17,7 @@ from patcher.serving.gates import (
     CONTROL,
     RATIO,
     Gates,
+    Look,
     Row,
     shown,
     tail,
@@ -129,7 +130,8 @@ def _one(
             if ok != (value <= limit):  # a quantile in +Inf: its highest finite bound
                 text += "; a quantile in the +Inf bucket reads as the highest finite bound"
         return Gate(row.name, ok, value, limit, text, cmp, *what)
-    ev = row.evidence(row, limit, after, ref, thresholds.level or thresholds.confidence)
+    level = thresholds.level or thresholds.confidence
+    ev = row.evidence(row, limit, after, ref, Look(level, thresholds.rule, against == CONTROL))
     if ev is None:  # no statistic for this measure: the point judgement, said so
         ok = value >= limit if row.at_least else value <= limit
         sign = (">=" if ok else "<") if row.at_least else ("<=" if ok else ">")

@@ -34,7 +34,9 @@ class Evidence:
     low: float | None = None  # the interval, for a proportion
     high: float | None = None
     p: float | None = None  # the one-sided p-value that decided, for a rank test
-    test: str = ""  # "wilson" | "newcombe" | "mann-whitney"
+    # "wilson" | "newcombe" | "mann-whitney"; anytime-valid (patcher.serving.sequential):
+    # "mixture" | "mixture-ratio" | "t-mixture" (the last two: low/high a ratio's interval)
+    test: str = ""
     n_ref: float | None = None  # the reference's trials, for two proportions
 
     def to_json(self) -> dict[str, Any]:
@@ -52,13 +54,24 @@ class Evidence:
 
     def numbers(self) -> str:
         """'n=812, 95 % interval 0.66..0.73' or 'n=10/10, p=0.003': the report's brackets."""
-        if self.test == "wilson" and self.low is not None and self.high is not None:
-            return f"n={self.n:g}, interval {self.low:.3f}..{self.high:.3f}"
-        if self.test == "newcombe" and self.low is not None and self.high is not None:
-            return f"n={self.n:g}/{self.n_ref:g}, difference {self.low:.3f}..{self.high:.3f}"
+        what = _SHOWN.get(self.test)
+        if what and self.low is not None and self.high is not None:
+            n = f"{self.n:g}/{self.n_ref:g}" if self.n_ref is not None else f"{self.n:g}"
+            f = ".3g" if what == "ratio" else ".3f"  # a ratio may be far from 1
+            return f"n={n}, {what} {self.low:{f}}..{self.high:{f}}"
         if self.p is not None:
             return f"n={self.n:g}, p={self.p:.3g}"
         return f"n={self.n:g}"
+
+
+# What an interval is of, by test: the words the report's brackets give it.
+_SHOWN = {
+    "wilson": "interval",
+    "mixture": "interval",
+    "newcombe": "difference",
+    "mixture-ratio": "ratio",
+    "t-mixture": "ratio",
+}
 
 
 def _r(x: float | None) -> float | None:

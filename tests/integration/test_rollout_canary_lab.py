@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,11 @@ def _until(cond: Callable[[], bool], timeout: float = 120) -> None:
 
 
 def _roll_with_load_change(
-    lab: rolloutlab.RolloutLab, tmp_path: Path, spec: Path, streams: int
+    lab: rolloutlab.RolloutLab,
+    tmp_path: Path,
+    spec: Path,
+    streams: int,
+    options: Sequence[str] = tuple(CANARY),
 ) -> Run:
     """The rollout of `spec` with h1's restart held while every host's load changes to
     `streams`: the baseline saw the old load, the window (canary and control) the new one."""
@@ -78,13 +82,18 @@ def _roll_with_load_change(
         "--level",
         "static",
         "--json",
-        *CANARY,
+        *options,
     ]
     proc = subprocess.Popen(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
-        _until(began.exists)
+        try:
+            _until(began.exists)
+        except AssertionError:  # the restart never began: say what the rollout said
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"the restart never began: {out[-2000:]} {err[-2000:]}") from None
         lab.set_streams(streams)
         go.touch()
         out, err = proc.communicate(timeout=600)
@@ -133,6 +142,37 @@ def test_a_slow_patch_is_rolled_back_when_the_load_doubles_in_its_window(
     assert lab2.healthy(0)
 
 
+def test_the_sequential_rule_rolls_the_slow_patch_back_in_under_half_the_scrapes(
+    lab2: rolloutlab.RolloutLab, tmp_path: Path
+) -> None:
+    """The 20 %-slower patch, the load doubled while the canary restarts, --control 1, in the
+    same lab one after the other: today's rule (--rule fixed) with a window of 20 scrapes
+    (--window 10 at --scrape-every 0.5: today's default proportion, --window / 20), and the
+    default sequential rule with --window 1 (a short baseline; the after-window judged from
+    its second scrape). Both roll it back; the sequential rule after fewer than half the
+    scrapes (counted by the report, never timed). The paired t cannot decide before four
+    intervals at 0.95, so against the 8 intervals of a --window 4 the sequential rule needs
+    half of them, not fewer."""
+    rest = [*CANARY[: CANARY.index("--window")], *CANARY[CANARY.index("--window") + 2 :]]
+    runs = {
+        "fixed": [*rest, "--window", "10", "--rule", "fixed"],
+        "sequential": [*rest, "--window", "1"],
+    }
+    got = {}
+    for rule, options in runs.items():
+        (tmp_path / rule).mkdir()
+        try:
+            res = _roll_with_load_change(lab2, tmp_path / rule, SLOW, 8, options)
+        finally:
+            lab2.set_streams(None)
+        assert res.code == 1, res.out + res.err
+        r = _host(res, "h1")["rollout"]
+        assert (r["verdict"], r["rule"]) == ("rolled_back", rule), r["phases"]
+        assert _ratio_gate(r)["evidence"]["decision"] == "fail", r["gates"]
+        got[rule] = r["decided_after_scrapes"]
+    assert 2 * got["sequential"] < got["fixed"], got
+
+
 def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
     lab2: rolloutlab.RolloutLab, tmp_path: Path
 ) -> None:
@@ -159,7 +199,7 @@ def test_a_patch_that_slows_decoding_is_rolled_back_on_the_latency_gate(
     [gate] = r["gates"]
     assert gate["name"] == "itl_p99_ratio" and not gate["ok"], gate
     assert gate["compared_with"] == "control" and gate["evidence"]["decision"] == "fail", gate
-    assert gate["evidence"]["test"] == "newcombe" and gate["unit"] == "seconds per engine step"
+    assert gate["evidence"]["test"] == "mixture-ratio" and gate["unit"] == "seconds per engine step"
     assert r["after"]["latency"]["itl"]["p99"] > r["control"]["latency"]["itl"]["p99"]
     # per output token too (the request-level histogram, read beside the per-step one): the
     # sampler's sleep is no speculation, every step still emits as many tokens

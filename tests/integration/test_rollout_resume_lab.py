@@ -222,13 +222,14 @@ def test_a_host_that_dies_in_its_restart_step_is_resumed_and_its_lease_taken_ove
 def test_a_window_too_short_for_its_evidence_is_not_enough_evidence(
     lab2: rolloutlab.RolloutLab, tmp_path: Path
 ) -> None:
-    """--confidence with windows of a few scrapes: the rank test of tokens/s needs five
-    samples a side and gets two. Rolled back (it was not proven good), worded as what it
-    is: `not_enough_evidence`, its numbers, and how to give the next window more."""
+    """--confidence with windows of a few scrapes, by the fixed rule: the rank test of
+    tokens/s needs five samples a side and gets two. Rolled back (it was not proven good),
+    worded as what it is: `not_enough_evidence`, its numbers, and how to give the next
+    window more."""
     lab = lab2.part(0, 1)
     inv = lab.inventory(tmp_path / "hosts.toml")
     assert vpatch("rollback", BACKPORT, *_ssh(lab, inv)).code == 0
-    short = ["--confidence", "0.95", "--window", "1", "--scrape-every", "0.5"]
+    short = ["--confidence", "0.95", "--rule", "fixed", "--window", "1", "--scrape-every", "0.5"]
     res = vpatch(
         "rollout", BACKPORT, *_ssh(lab, inv), "--level", "static", "--min-drafts", "0",
         "--min-throughput-ratio", "0.9", *short, "--max-window", "1.5",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from itertools import pairwise
 from pathlib import Path
@@ -32,10 +33,11 @@ def window(scrapes: list[list[Any]] | None) -> measures.Measures | None:
 def run_gates(case: dict[str, Any]) -> dict[str, Any]:
     g = dict(case["gates"])
     confidence = g.pop("confidence", None)
+    rule = g.pop("rule", gates.FIXED)  # a case of the sequential rule says so
     judged = judging.judge(
         window(case["baseline"]),
         window(case["after"]),
-        gates.Gates.make(confidence=confidence, **g),
+        dataclasses.replace(gates.Gates.make(confidence=confidence, **g), rule=rule),
         window(case["control"]),
         last=case["last"],
     )

@@ -7,6 +7,7 @@ the rank test decides."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -36,20 +37,26 @@ def _roll(
 ) -> tuple[dict[str, object], ControlHost, FakeHost]:
     fake = FakeHost(tokens_per_s=canary_rate)
     ctl = ControlHost(target="h9", tokens_per_s=control_rate)
-    cfg = rolloutfake.settings(
-        min_drafts=0,
-        window=0.05,
-        min_ratio=min_ratio,
-        control=1,
-        confidence=0.95,
-        max_window=2.0,
-        scrape_every=0.01,
-    )
+    return _walk(fake, ctl, min_ratio=min_ratio), ctl, fake
+
+
+def _walk(fake: FakeHost, ctl: ControlHost, **over: object) -> dict[str, Any]:
+    """The canary's rollout against its control, windows of 0.01 s scrapes (`over`: the
+    settings that differ)."""
+    base: dict[str, object] = {
+        "min_drafts": 0,
+        "window": 0.05,
+        "control": 1,
+        "confidence": 0.95,
+        "max_window": 2.0,
+        "scrape_every": 0.01,
+    }
+    cfg = rolloutfake.settings(**{**base, **over})
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
     h.controls = canary.Controls([CONTROL], lambda t: ctl, cfg.metrics)
     result = walk.walk(h, threading.Event())
     assert result.rollout is not None
-    return result.rollout, ctl, fake
+    return result.rollout
 
 
 def test_a_canary_slower_than_its_control_is_rolled_back_and_the_control_only_scraped() -> None:
@@ -69,6 +76,25 @@ def test_a_canary_as_fast_as_its_control_is_kept() -> None:
     gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")  # type: ignore[union-attr]
     assert gate["ok"] and gate["evidence"]["decision"] == "pass" and "vs control" in gate["detail"]
     assert set(ctl.asked) == {"fetch"}
+
+
+def test_the_sequential_rule_rolls_a_slow_canary_back_in_fewer_scrapes() -> None:
+    """The same 0.8x canary against its control, the same settings but the rule and no
+    --window given: the sequential rule decides at an earlier scrape than the fixed rule,
+    which cannot before --window and its rank test's five intervals a side."""
+    got = {}
+    for rule in ("fixed", "sequential"):
+        fake = FakeHost(tokens_per_s=800.0)
+        ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+        r = _walk(fake, ctl, min_ratio=0.95, rule=rule, window_given=False)
+        assert r["verdict"] == decide.ROLLED_BACK, r
+        gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")
+        assert gate["evidence"]["decision"] == "fail", gate
+        got[rule] = (r["decided_after_scrapes"], gate["evidence"]["test"])
+        gates = next(p for p in r["phases"] if p["step"] == "gates")
+        assert f"decided after {got[rule][0]} scrapes, {rule} rule" in gates["detail"]
+    assert got["fixed"][1] == "mann-whitney" and got["sequential"][1] == "t-mixture"
+    assert got["fixed"][0] >= 5 > got["sequential"][0] >= 3, got
 
 
 def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:

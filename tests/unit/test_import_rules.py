@@ -100,6 +100,7 @@ PURE = {
     "patcher.serving.model",
     "patcher.serving.histogram",
     "patcher.serving.stats",
+    "patcher.serving.sequential",
     "patcher.serving.measures",
     "patcher.serving.gates",
     "patcher.serving.judging",

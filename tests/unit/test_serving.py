@@ -296,8 +296,12 @@ def test_canary_options_are_checked_before_any_host() -> None:
     got = settings.canary_options(**_args(control="1"))
     assert got["control"] == 1 and got["confidence"] == 0.95 and got["max_window"] == 30.0
     assert got["scrape_every"] == 0.5
+    assert got["rule"] == "sequential" and got["window_given"]  # the default rule
+    assert not settings.canary_options(**_args(window=None))["window_given"]
+    assert settings.canary_options(**_args(rule="fixed"))["rule"] == "fixed"
     assert settings.canary_options(**_args())["confidence"] is None
     for bad in (
+        {"rule": "bonferroni"},
         {"control": "-1"},
         {"confidence": "1.5"},
         {"confidence": "0.95", "max_window": "5"},
