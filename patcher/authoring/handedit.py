@@ -293,8 +293,9 @@ def to_json(package: str, scans: Sequence[HostScan]) -> dict[str, Any]:
     }
 
 
-def render(package: str, scans: Sequence[HostScan], out: TextIO = sys.stdout) -> None:
+def render(package: str, scans: Sequence[HostScan], out: TextIO | None = None) -> None:
     """For people: every string here but the counts came from a host (patcher.output.inert)."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     for g in group(scans):
         s = g.scan
         who = line(", ".join(g.hosts))

@@ -28,9 +28,11 @@ def _change_line(h: HostResult, p: PatchResult) -> str:
     return line(f"{p.outcome}: {h.target}: {p.id} ({p.package} {p.version or '-'}){probes}")
 
 
-def render_ensure(result: RunResult, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+def render_ensure(result: RunResult, out: TextIO | None = None, err: TextIO | None = None) -> None:
     """A line per spec written or checked, then a summary (ok) or one `error:` line per
     problem (err). The fast path (nothing written, nothing checked) prints the summary only."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
+    err = err or sys.stderr
     good = GOOD[result.command]
     for h in result.hosts:
         for p in h.patches:

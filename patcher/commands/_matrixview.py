@@ -27,13 +27,15 @@ _STYLE = {
 }
 
 
-def render_json(matrix: Matrix, out: TextIO = sys.stdout) -> None:
+def render_json(matrix: Matrix, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     json.dump(matrix.to_json(), out, indent=2)
     out.write("\n")
 
 
-def render_human(matrix: Matrix, out: TextIO = sys.stdout) -> None:
+def render_human(matrix: Matrix, out: TextIO | None = None) -> None:
     """version | variant | outcome | message, then one summary line."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     # Piped or redirected: plain text, one row per line (for grep), no trailing blanks.
     tty = out.isatty()
     buf = io.StringIO()

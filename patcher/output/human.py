@@ -40,9 +40,10 @@ EPHEMERAL = (
 )
 
 
-def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.stdout) -> None:
+def render_human(result: RunResult, show_diff: bool = False, out: TextIO | None = None) -> None:
     """One host: its details. A fleet: a summary table, then details of hosts that are not ok
     (or of every host with --diff), then totals."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     console = colour.console(out, highlight=False, soft_wrap=True)
     many = len(result.hosts) > 1
     if many:

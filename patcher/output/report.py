@@ -14,8 +14,9 @@ from patcher.output.progress import HostsProgress
 from patcher.result import GOOD, SCHEMA_VERSION, RunResult
 
 
-def emit(doc: dict[str, Any], out: TextIO = sys.stdout) -> None:
+def emit(doc: dict[str, Any], out: TextIO | None = None) -> None:
     """One JSON document (every `--json` output goes through here), in one write."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     out.write(jsontext.dumps(doc) + "\n")
 
 
@@ -34,7 +35,8 @@ def error_document(message: str, hint: str, command: str | None, **more: Any) ->
     }
 
 
-def render_json(result: RunResult, out: TextIO = sys.stdout) -> None:
+def render_json(result: RunResult, out: TextIO | None = None) -> None:
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     emit(result.to_json(), out)
 
 
@@ -46,9 +48,10 @@ def write_report(result: RunResult, path: str) -> None:
     safewrite.write(path, jsontext.dumps(result.to_json()) + "\n")
 
 
-def render_human(result: RunResult, show_diff: bool = False, out: TextIO = sys.stdout) -> None:
+def render_human(result: RunResult, show_diff: bool = False, out: TextIO | None = None) -> None:
     """One host: its details. A fleet: a summary table, then details of hosts that are not ok
     (or of every host with --diff), then totals."""
+    out = out or sys.stdout  # looked up now: a default would keep the stream of import time
     from patcher.output import human
 
     human.render_human(result, show_diff, out)
@@ -140,8 +143,9 @@ def problems(result: RunResult) -> list[tuple[str, str]]:
     return out
 
 
-def render_problems(result: RunResult, err: TextIO = sys.stderr) -> None:
+def render_problems(result: RunResult, err: TextIO | None = None) -> None:
     """`error:` per problem (first line of each message), then the first problem's `hint:`."""
+    err = err or sys.stderr  # looked up now: a default would keep the stream of import time
     found = problems(result)
     for msg, _hint in found:
         print(f"error: {clean(msg.splitlines()[0] if msg else msg)}", file=err)
