@@ -103,6 +103,7 @@ class Channel:
         self._state = steer.State(run)
         self.refused = ""  # why the channel is not read any more (a warning says it once)
         self.problems: list[str] = []
+        self.records: list[Steer] = []  # as last read (steering says the new ones once)
 
     def state(self) -> steer.State:
         """What is in force now. A channel that fails its fstat check is read no more: the
@@ -117,6 +118,7 @@ class Channel:
                     raw = _read_all(self.fd, st.st_size)
                     records, self.problems = steer.parse(raw)
                     self._state = steer.fold(records, self.run)
+                    self.records = records
                     self._size = st.st_size
             except (OSError, ValueError) as exc:
                 why = str(getattr(exc, "strerror", None) or exc)

@@ -102,10 +102,11 @@ def drive(
     steer = live.start(resume=reported is not None)  # before any host; UsageError: exit 2
     started(run, path)  # the report's path said first: the stream's start follows
     report = stream.Told(live, stream.open_stream(path, run, cfg, names, request.sinks))
+    steer.tell = report.steered  # a steer taken is an event from now on
 
     def work(i: int) -> HostResult:
         t = targets[i]
-        held = steer.hold(ctrl_c, lambda pause: live.hold(i, pause))
+        held = steer.hold(ctrl_c, lambda pause: report.held(i, pause))
         if held.stop is not None or held.interrupted:  # aborted (or Ctrl-C) while it waited
             return report.ended(i, live.not_started(i, held.stop))
         try:
@@ -123,6 +124,7 @@ def drive(
                 if ended is not None:
                     return report.ended(i, ended)
             h.steer = steer.host(held, walk.first_step(h), run, [s.id for s in specs], _note(h))
+            h.steer.name = t.name
             return report.ended(i, leased_walk(h, reported is not None, ctrl_c, report.step))
         finally:
             transport.close()

@@ -18,7 +18,14 @@ Kinds, in the order a run emits them:
   reference and, per gate, where it stands: the decision if any);
 - `ended`: a step ended (`ok`, its detail's first line, `elapsed` its seconds);
 - `done`: a host's walk is over (`verdict`, `phase`: the step reached);
-- `end`: the run is over (`ok`, `verdict`: `ok` or `not ok`): always the last event.
+- `end`: the run is over (`ok`, `verdict`: `ok` or `not ok`): always the last event;
+- `steer`, at any time: the controller took a steer written to the run's channel (`vpatch
+  rollout pause|resume|promote|abort`; `steer`: the record, patcher.rollout.steer.Steer),
+  said once when it is first read (no `host`), then once for each host a promote or an abort
+  changed (`host`, `phase`: the step it met there, `detail`: what it did).
+
+A host a pause holds before its start is in the phase HELD: a `phase` event whose `steer` is
+the pause. It is no step: the journal's steps (STEPS) never name it.
 """
 
 from __future__ import annotations
@@ -33,11 +40,13 @@ from patcher.serving.judging import Gate
 from patcher.serving.measures import Measures
 
 VERSION = 1
-KINDS = ("start", "phase", "scrape", "ended", "done", "end")
-START, PHASE, SCRAPE, ENDED, DONE, END = KINDS
+KINDS = ("start", "phase", "scrape", "ended", "done", "end", "steer")
+START, PHASE, SCRAPE, ENDED, DONE, END, STEER = KINDS
 STEPS = protocol.ROLLOUT_STEPS
 BASELINE, _APPLY, RESTART, HEALTH, WINDOW = STEPS[:5]
 ROLLBACK_RESTART, ROLLBACK_HEALTH = STEPS[7:9]
+HELD = "held"  # the phase of a host a pause holds before its start (no step of the journal)
+PAUSE, RESUME, PROMOTE, ABORT = protocol.STEER_VERBS
 
 # Where a gate stands in a window not over yet: passed, failed on evidence, or still open.
 PASS, FAIL, UNDECIDED = "pass", "fail", "undecided"
@@ -105,6 +114,23 @@ class Evidence:
         }
 
 
+@dataclass(frozen=True)
+class Steered:
+    """A steer as an event carries it: the record of the run's channel the controller took
+    (patcher.rollout.steer.Steer: its verb, its `seq` there, who wrote it and when)."""
+
+    verb: str
+    seq: int
+    user: str
+    uid: int
+    at: str  # when it was written (UTC, ISO 8601), not when it was read
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Event:
     """One event (the module's docstring says the kinds). `at`: UTC, ISO 8601 with
@@ -125,6 +151,7 @@ class Event:
     hosts: tuple[str, ...] = ()
     pid: int | None = None
     node: str | None = None
+    steer: Steered | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": VERSION, "at": self.at, "run": self.run, "kind": self.kind}
@@ -140,6 +167,7 @@ class Event:
             "hosts": list(self.hosts) or None,
             "pid": self.pid,
             "node": self.node,
+            "steer": self.steer.to_json() if self.steer else None,
         }
         out.update({k: v for k, v in more.items() if v is not None})
         return out
@@ -231,6 +259,9 @@ def from_json(doc: object) -> Event:
     hosts = doc.get("hosts") or []
     if not isinstance(hosts, list) or len(hosts) > MAX_HOSTS:
         raise BadEvent("`hosts` is not a list of host names")
+    steered = _steered(doc.get("steer"))
+    if kind == STEER and steered is None:
+        raise BadEvent("a `steer` event without its `steer`")
     return Event(
         at=_text(doc, "at", need=True),
         run=_text(doc, "run", need=True),
@@ -246,6 +277,7 @@ def from_json(doc: object) -> Event:
         hosts=tuple(_bounded(h, "hosts") for h in hosts),
         pid=_integer(doc.get("pid")),
         node=_text(doc, "node") or None,
+        steer=steered,
     )
 
 
@@ -315,3 +347,18 @@ def _gate_of(g: object) -> GateSoFar:
         state=_text(g, "state", need=True),
         n=_number(g.get("n")),
     )
+
+
+def _steered(v: object) -> Steered | None:
+    if v is None:
+        return None
+    if not isinstance(v, Mapping):
+        raise BadEvent("`steer` is not an object")
+    verb = v.get("verb")
+    if verb not in protocol.STEER_VERBS:
+        raise BadEvent(f"unknown steer {str(verb)[:40]!r}")
+    seq, uid = _integer(v.get("seq")), _integer(v.get("uid"))
+    if seq is None or uid is None:
+        raise BadEvent("a `steer` without its `seq` and `uid`")
+    user, at = _text(v, "user", need=True), _text(v, "at", need=True)
+    return Steered(str(verb), seq, user, uid, at)

@@ -15,15 +15,22 @@ from datetime import datetime, timezone
 
 from patcher.output import inert
 from patcher.rollout.events import (
+    ABORT,
     DONE,
     END,
     ENDED,
+    HELD,
     PASS,
+    PAUSE,
     PHASE,
+    PROMOTE,
+    RESUME,
     SCRAPE,
     START,
+    STEER,
     Event,
     Evidence,
+    Steered,
 )
 from patcher.serving.gates import pct
 
@@ -54,6 +61,7 @@ class Row:
     verdict: str | None = None
     failed: str = ""  # the first failed step's words: what a way back is for
     detail: str = ""  # a done host's line (its error, when it did not keep the patch)
+    steer: Steered | None = None  # the pause that holds it; the promote or abort it obeyed
 
 
 @dataclass
@@ -67,6 +75,8 @@ class Board:
     ok: bool | None = None
     pid: int | None = None
     node: str | None = None
+    paused: Steered | None = None  # the pause in force (no resume taken since)
+    aborted: Steered | None = None  # the run's abort, once taken
 
     def row(self, host: str) -> Row:
         if host not in self.rows:  # a host the start did not name: shown all the same
@@ -85,17 +95,40 @@ def fold(board: Board, ev: Event) -> Board:
         board.ended, board.ok = True, ev.ok
         return board
     if ev.host is None:
-        return board
-    r = board.row(ev.host)
+        return _run_steer(board, ev.steer) if ev.kind == STEER else board
+    _host_event(board.row(ev.host), ev)
+    return board
+
+
+def _host_event(r: Row, ev: Event) -> None:
     if ev.kind == PHASE:
         r.phase, r.since, r.timeout, r.evidence = ev.phase, epoch(ev.at), ev.timeout, None
+        if ev.phase == HELD or (r.steer is not None and r.steer.verb == PAUSE):
+            r.steer = ev.steer  # held by this pause; a host that starts is held no more
+    elif ev.kind == STEER:
+        r.steer = ev.steer
     elif ev.kind == SCRAPE:
         r.evidence = ev.evidence
     elif ev.kind == ENDED and ev.ok is False and not r.failed:
         r.failed = f"{ev.phase} failed: {ev.detail}"
     elif ev.kind == DONE:
         r.phase, r.evidence, r.verdict, r.detail = None, None, ev.verdict, ev.detail
+
+
+def _run_steer(board: Board, s: Steered | None) -> Board:
+    """The run as a steer taken leaves it: paused until a resume, aborted for good."""
+    if s is not None and s.verb == PAUSE:
+        board.paused = s
+    elif s is not None and s.verb == RESUME:
+        board.paused = None
+    elif s is not None and s.verb == ABORT:
+        board.aborted = board.aborted or s
     return board
+
+
+def steer_words(s: Steered) -> str:
+    """'pause 2 by alice at 18:01:00': a steer in few words (its time of day, UTC)."""
+    return f"{s.verb} {s.seq} by {s.user} at {s.at[11:19]}"
 
 
 def clock(seconds: float) -> str:
@@ -126,16 +159,36 @@ def evidence_words(ev: Evidence) -> str:
 def _cells(r: Row, now: float, ended: bool) -> tuple[str, str, str]:
     """A host's phase (or verdict), time, and what it shows so far (`ended`: the run's end
     came, a host not started stays so)."""
+    obeyed = steer_words(r.steer) if r.steer is not None else ""
     if r.verdict is not None:
-        return r.verdict, "", r.detail
+        return r.verdict, "", r.detail or obeyed
     if r.phase is None:
         return "-", "", NOT_STARTED if ended else WAITING
     took = clock(now - r.since)
+    if r.phase == HELD:
+        return f"{HELD} (paused)", took, obeyed
     limit = f" of {clock(r.timeout)}" if r.timeout is not None else ""
     said = evidence_words(r.evidence) if r.evidence is not None else ""
-    if r.failed:
+    if r.steer is not None and r.steer.verb in (PROMOTE, ABORT):
+        said = "; ".join(filter(None, [f"{_DONE[r.steer.verb]} ({obeyed})", said]))
+    elif r.failed:  # an abort's failed step is the abort's: said above
         said = "; ".join(filter(None, [said, f"after {r.failed}"]))
     return r.phase, took + limit, said
+
+
+_DONE = {PROMOTE: "promoted", ABORT: "aborted: going back"}
+
+
+def _head_steer(board: Board) -> str:
+    """What the run's head says of its steers while it runs: aborted, or paused."""
+    if board.ended:
+        return ""
+    if board.aborted is not None:
+        return f"; aborted by {board.aborted.user} at {board.aborted.at[11:19]}: none starts"
+    if board.paused is not None:
+        p = board.paused
+        return f"; paused by {p.user} at {p.at[11:19]}: `vpatch rollout resume REPORT`"
+    return ""
 
 
 def screen(board: Board, now: float, width: int = 120) -> list[str]:
@@ -145,7 +198,7 @@ def screen(board: Board, now: float, width: int = 120) -> list[str]:
     rows = list(board.rows.values())
     done = sum(1 for r in rows if r.verdict is not None)
     state = ("ok" if board.ok else "not ok") if board.ended else clock(now - board.started)
-    head = f"rollout {board.run}: {done} of {len(rows)} host(s) done, {state}"
+    head = f"rollout {board.run}: {done} of {len(rows)} host(s) done, {state}{_head_steer(board)}"
     cells = [tuple(inert.line(c) for c in (r.host, *_cells(r, now, board.ended))) for r in rows]
     w0 = max((len(c[0]) for c in cells), default=0)
     w1 = max((len(c[1]) for c in cells), default=0)
@@ -214,6 +267,32 @@ class Plain:
         return f"{who}: {ev.phase}: {evidence_words(evidence)}"
 
 
+def _phase_words(ev: Event) -> str:
+    if ev.phase == HELD and ev.steer is not None:
+        return f"{HELD} (paused: {steer_words(ev.steer)})"
+    limit = f" (limit {clock(ev.timeout)})" if ev.timeout is not None else ""
+    return f"{ev.phase}: began{limit}"
+
+
+def _steer_said(ev: Event) -> str:
+    """A steer taken: for the run, what it does; on a host, where and what it did there."""
+    if ev.steer is None:
+        return "a steer"
+    s = ev.steer
+    said = f"{s.verb} {s.seq} by {s.user} (uid {s.uid}) at {s.at[11:19]}"
+    if ev.host is not None:
+        return f"{ev.phase}: {said}: {ev.detail}" if ev.phase else f"{said}: {ev.detail}"
+    return f"{said}: {_RUN_STEER[s.verb]}"
+
+
+_RUN_STEER = {
+    PAUSE: "no host starts until `vpatch rollout resume REPORT`",
+    RESUME: "held hosts start",
+    PROMOTE: "the windows of the hosts in flight end, their patch kept",
+    ABORT: "hosts in flight go back, none starts",
+}
+
+
 def _ended_words(ev: Event) -> str:
     took = f" after {ev.elapsed:.1f} s" if ev.elapsed is not None else ""
     how = "ok" if ev.ok else "failed"
@@ -223,9 +302,8 @@ def _ended_words(ev: Event) -> str:
 _WORDS: dict[str, Callable[[Event], str]] = {
     START: lambda ev: f"started on {len(ev.hosts)} host(s): {', '.join(ev.hosts)}",
     END: lambda ev: f"ended: {'ok' if ev.ok else 'not ok'}",
-    PHASE: lambda ev: (
-        f"{ev.phase}: began" + (f" (limit {clock(ev.timeout)})" if ev.timeout is not None else "")
-    ),
+    PHASE: _phase_words,
     ENDED: _ended_words,
+    STEER: _steer_said,
     DONE: lambda ev: f"done: {ev.verdict}" + (f": {ev.detail}" if ev.detail else ""),
 }

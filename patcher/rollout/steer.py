@@ -151,6 +151,13 @@ def fold(records: Sequence[Steer], run: str) -> State:
     return replace(st, **fields)
 
 
+def news(records: Sequence[Steer], run: str, since: int) -> list[Steer]:
+    """The steers of `run` written after seq `since`, oldest first: what a controller that
+    took every record up to `since` has yet to say it took (its own `start` and `end` are no
+    steers)."""
+    return [r for r in records if r.run == run and r.verb in VERBS and r.seq > since]
+
+
 # ---------------------------------------------------------------------------------------------
 # The operator's side: may this steer be written?
 

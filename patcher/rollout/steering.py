@@ -6,6 +6,11 @@ Where it is read: before a host starts (driver: `Steering.hold`), before each st
 in flight (walk: `HostSteer.before`) and at every scrape of a window (walk._measure:
 `HostSteer.look`). A steer that changed a host's walk is journaled there at once, as a note on
 the walk (protocol.steer_entry), and its host's report names it (`steers`).
+
+Every read goes through `Steering.state`, so that is where a new record is first taken: it is
+told once there (`tell`, the run's event stream: patcher.rollout.stream.Told.steered), and
+once more for each host a promote or an abort changed (`HostSteer._took`), so that a watcher
+sees what the controller obeyed, not only what was written.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from patcher.rollout.decide import APPLY, BASELINE
 from patcher.rollout.steer import Steer
 
 POLL_S = 0.25  # how often a held host looks at the channel again
+# Who is told of a steer taken: (the record, the host it changed or None for the run, the
+# step it met there, what it did there).
+Tell = Callable[[Steer, str | None, str, str], None]
 
 
 class Aborted(HostError):
@@ -54,15 +62,24 @@ class Steering:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self._warned = False
+        self.tell: Tell | None = None  # set once the run's events are open (the driver)
+        self._told = 0  # the newest seq told
+        self._lock = threading.Lock()
 
     def state(self) -> steer.State:
-        """What is in force; a channel refused since its start is said once (a warning)."""
+        """What is in force; a channel refused since its start is said once (a warning), and
+        each steer first read here is told (hosts read in threads: once in all)."""
         state = self.channel.state()
         if self.channel.refused and not self._warned:
             from patcher.output.lines import warning
 
             self._warned = True
             warning(self.channel.refused)
+        if self.tell is not None and state.last > self._told:
+            with self._lock:
+                for s in steer.news(self.channel.records, self.channel.run, self._told):
+                    self._told = max(self._told, s.seq)
+                    self.tell(s, None, "", "")
         return state
 
     def hold(self, stop: threading.Event | None, waiting: Callable[[Steer], None]) -> Held:
@@ -120,6 +137,7 @@ class HostSteer:
         journal: Callable[[dict[str, Any]], None],
     ) -> None:
         self.steering = steering
+        self.name = ""  # the host's, as the run's events name it (set by the driver)
         self.seen = seen
         self.run, self.specs, self.journal = run, specs, journal
         self.promoted: Steer | None = None
@@ -146,18 +164,23 @@ class HostSteer:
         while self.pending:
             self.journal(self.pending.pop(0))
 
-    def _take(self, s: Steer) -> None:
+    def _took(self, s: Steer, step: str, what: str) -> None:
+        """`s` changed this host's walk at `step`: taken (it changes it no more), noted, and
+        told to the run's events."""
         from dataclasses import replace
 
         self.seen = replace(self.seen, steered=s.verb)
+        self.note(s, step, what)
+        tell = self.steering.tell
+        if tell is not None:
+            tell(s, self.name or None, step, what)
 
     def before(self, step: str) -> str:
         """ "" when `step` runs; else the detail it is recorded with, failed and not run."""
         action, s = steer.before_step(self.steering.state(), self.seen, step)
         if action != steer.GO and s is not None:
-            self._take(s)
             then = "nothing was written: it stops" if step in (BASELINE, APPLY) else "it goes back"
-            self.note(s, step, f"the {step} step was not run; {then}")
+            self._took(s, step, f"the {step} step was not run; {then}")
         self._flush()
         return "" if action == steer.GO or s is None else f"not run: aborted ({s.by()} at {s.at})"
 
@@ -167,13 +190,12 @@ class HostSteer:
         action, s = steer.at_look(self.steering.state(), self.seen, after)
         if action == steer.GO or s is None:
             return False
-        self._take(s)
         if action == steer.STOP:
             then = "it goes back" if after else "nothing was written: it stops"
-            self.note(s, step, f"the {step} window was ended; {then}")
+            self._took(s, step, f"the {step} window was ended; {then}")
             self._flush()
             raise Aborted(f"aborted ({s.by()} at {s.at}) in the window")  # its hint: the verdict's
         self.promoted = s
-        self.note(s, step, "the window was ended and the patch kept, whatever the gates say")
+        self._took(s, step, "the window was ended and the patch kept, whatever the gates say")
         self._flush()
         return True

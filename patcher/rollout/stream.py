@@ -5,7 +5,9 @@ handed to every sink: the file beside the report that `vpatch rollout watch` fol
 The walk calls in at three places only (patcher.rollout.driver wires them): as a host begins
 a step (`step`: the step before it ended, this one began), at each scrape of a measuring
 window (`seen`: the evidence so far, the gates judged with the window not over) and as a
-host ends (`done`); the run's start and end are the driver's. A sink that fails (a full disk,
+host ends (`done`); the run's start and end are the driver's, and so are the steers
+(`steered`, told by patcher.rollout.steering as it takes one) and a host a pause holds
+before its start (`held`). A sink that fails (a full disk,
 a reader gone from `--events -`) is dropped with one warning: the rollout goes on, its report
 and the hosts' journals have every step.
 """
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from patcher.result import HostResult, RunResult
     from patcher.rollout.report import LiveReport
     from patcher.rollout.settings import Settings
+    from patcher.rollout.steer import Steer
     from patcher.rollout.walk import Host
     from patcher.serving.measures import Measures
 
@@ -153,6 +156,17 @@ class Stream:
         timeout = self.timeout(step)
         self.emit(events.SCRAPE, host=name, phase=step, elapsed=took, timeout=timeout, evidence=ev)
 
+    def steered(self, s: Steer, host: str | None, step: str, what: str) -> None:
+        """The controller took steer `s`: for the run (`host` None: when first read), or on
+        `host` at `step`, where it did `what`."""
+        said = events.first_line(what)
+        self.emit(events.STEER, host=host, phase=step or None, steer=_said(s), detail=said)
+
+    def held(self, name: str, pause: Steer) -> None:
+        """Host `name` waits before its start, held by `pause`: its phase is events.HELD."""
+        self.began[name] = time.monotonic()
+        self.emit(events.PHASE, host=name, phase=events.HELD, elapsed=0.0, steer=_said(pause))
+
     def done(self, result: HostResult) -> None:
         """A host's walk is over: its last steps ended, its verdict (`failed`: it never
         started a walk, e.g. no connection)."""
@@ -175,6 +189,10 @@ class Stream:
                 f.close()
 
 
+def _said(s: Steer) -> events.Steered:
+    return events.Steered(s.verb, s.seq, s.user, s.uid, s.at)
+
+
 def open_stream(
     report: str, run: str, cfg: Settings, hosts: Sequence[str], sinks: Sequence[Sink]
 ) -> Stream:
@@ -188,8 +206,9 @@ def open_stream(
 
 class Told:
     """The live report and the event stream, told together (the driver's one handle): as a
-    host's walk begins (`begin`), as it begins each step (`step`), as it ends (`ended`), and
-    at the run's end (`close`)."""
+    host's walk begins (`begin`), as it begins each step (`step`), as a pause holds it before
+    its start (`held`), as it ends (`ended`), and at the run's end (`close`); a steer taken
+    goes to the stream alone (`steered`: the report lists it in the hosts it changed)."""
 
     def __init__(self, report: LiveReport, events: Stream) -> None:
         self.report = report
@@ -202,6 +221,13 @@ class Told:
     def step(self, h: Host) -> None:
         self.events.step(h)  # first: a watcher sees the step begin without the fsync's wait
         self.report.step(h)
+
+    def held(self, i: int, pause: Steer) -> None:
+        self.events.held(self.report.targets[i].name, pause)
+        self.report.hold(i, pause)
+
+    def steered(self, s: Steer, host: str | None, step: str, what: str) -> None:
+        self.events.steered(s, host, step, what)
 
     def ended(self, i: int, result: HostResult) -> HostResult:
         self.events.done(result)

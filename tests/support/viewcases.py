@@ -32,7 +32,10 @@ def view_cases() -> list[Path]:
 
 
 def run_event(case: dict[str, Any]) -> dict[str, Any]:
-    """The evidence of the case's window so far, as its scrape event carries it."""
+    """The evidence of the case's window so far, as its scrape event carries it (a `read`
+    case: the event read back)."""
+    if "read" in case:
+        return events.from_json(case["read"]).to_json()
     after = _window(case["after"])
     if case["phase"] == events.BASELINE:
         return events.evidence_of(after).to_json()

@@ -29,6 +29,7 @@ from tests.support.rolloutfake import FakeHost
 from tests.support.standin_specs import SPEC_A
 
 BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
+STEERED = {"verb": "pause", "seq": 2, "user": "alice", "uid": 1000, "at": "t"}
 
 
 @pytest.mark.parametrize("path", viewcases.event_cases(), ids=lambda p: p.stem)
@@ -75,6 +76,11 @@ def test_each_step_s_time_limit() -> None:
         {"v": 1, "at": "t", "run": "r", "kind": "end", "ok": "yes"},
         {"v": 1, "at": "t", "run": "r", "kind": "start", "hosts": "h1"},
         {"v": 1, "at": "t", "run": "r", "kind": "scrape", "evidence": {"gates": [1]}},
+        {"v": 1, "at": "t", "run": "r", "kind": "steer"},
+        {"v": 1, "at": "t", "run": "r", "kind": "steer", "steer": "pause"},
+        {"v": 1, "at": "t", "run": "r", "kind": "steer", "steer": {**STEERED, "verb": "halt"}},
+        {"v": 1, "at": "t", "run": "r", "kind": "steer", "steer": {**STEERED, "seq": "2"}},
+        {"v": 1, "at": "t", "run": "r", "kind": "phase", "steer": {**STEERED, "user": None}},
     ],
 )
 def test_a_line_that_is_not_an_event_is_refused(doc: Any) -> None:
@@ -102,15 +108,18 @@ def _request(tmp_path: Path, cfg: Any, *sinks: Any) -> driver.Request:
     )
 
 
-def _drive(tmp_path: Path, acceptance: float, hosts: int = 2) -> tuple[Any, list[events.Event]]:
-    """A rollout over `hosts` fake hosts (canary 1), its events collected by a sink."""
+def _drive(
+    tmp_path: Path, acceptance: float, hosts: int = 2, *also: stream.Sink
+) -> tuple[Any, list[events.Event]]:
+    """A rollout over `hosts` fake hosts (canary 1), its events collected by a sink (and
+    handed to `also`, after)."""
     fakes = {
         f"h{i}": FakeHost(target=f"h{i}", acceptance=acceptance, state_dir=str(tmp_path / f"s{i}"))
         for i in range(1, hosts + 1)
     }
     got: list[events.Event] = []
     cfg = rolloutfake.settings(min_drafts=300, min_acceptance=0.4, window=5.0)
-    request = _request(tmp_path, cfg, got.append)
+    request = _request(tmp_path, cfg, got.append, *also)
     inherited = signal.getsignal(signal.SIGINT)
     try:
         done = driver.drive(
@@ -199,6 +208,41 @@ def test_a_rolled_back_canary_s_events(tmp_path: Path) -> None:
         liveview.fold(board, e)
     screen = liveview.screen(board, liveview.epoch(seen[-1].at))
     assert screen[1].split()[:2] == ["h1", "rolled_back"] and "not started" in screen[2]
+
+
+def test_a_pause_is_an_event_and_so_is_the_host_it_holds(tmp_path: Path) -> None:
+    """A pause written as h1's first event arrives (h1 goes on: it is in flight), the
+    resume written once h2 is said held: both are events of the run when the controller
+    takes them, and h2's first phase is `held` (by that pause), then its walk as usual; the
+    journal's steps are untouched by it (the report's phases have no `held`)."""
+    from patcher.rollout import channel
+
+    report = str(tmp_path / "r.json")
+
+    def steer(ev: events.Event) -> None:
+        if ev.kind == events.PHASE and ev.host == "h1" and ev.phase == "baseline":
+            channel.write(report, ev.run, "pause")
+        if ev.kind == events.PHASE and ev.phase == events.HELD:
+            channel.write(report, ev.run, "resume")
+
+    done, got = _drive(tmp_path, 0.7, 2, steer)
+    assert done.result.ok
+    said = [(e.kind, e.host, e.phase, e.steer and (e.steer.verb, e.steer.seq)) for e in got]
+    steers = [s for s in said if s[0] == events.STEER or s[2] == events.HELD]
+    assert steers == [
+        (events.STEER, None, None, ("pause", 2)),
+        (events.PHASE, "h2", events.HELD, ("pause", 2)),
+        (events.STEER, None, None, ("resume", 3)),
+    ]
+    assert said.index(steers[-1]) < said.index((events.PHASE, "h2", "baseline", None))
+    assert _phases(got, "h2", events.PHASE)[:2] == [events.HELD, "baseline"]
+    assert events.HELD not in _phases(got, "h2", events.ENDED)
+    lines = (tmp_path / "r.json.events").read_text().splitlines()
+    assert [json.loads(ln) for ln in lines] == [e.to_json() for e in got]
+    doc = json.loads(Path(report).read_text())
+    h2 = next(h["rollout"] for h in doc["hosts"] if h["target"] == "h2")
+    assert events.HELD not in [p["step"] for p in h2["phases"]]
+    assert [s["verb"] for s in h2["steers"]] == ["pause", "resume"]
 
 
 def _no_sleep(seconds: float) -> None:

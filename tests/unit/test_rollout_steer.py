@@ -293,9 +293,10 @@ class QuietAfterRestart(FakeHost):
 
 def _steered_walk(
     tmp_path: Path, specs: list[PatchSpec], verb: str, in_step: str
-) -> tuple[FakeHost, dict[str, Any]]:
+) -> tuple[FakeHost, dict[str, Any], list[tuple[str, int, str | None, str]]]:
     """One host walked with the run's steering; `verb` written by the writer at the first
-    request the host makes in `in_step`."""
+    request the host makes in `in_step`. Also: what the steering told the run's events
+    (verb, seq, host, step)."""
     report = str(tmp_path / "r.json")
     chan = channel.open_run(report, "r1", resume=False)
     fake = QuietAfterRestart()
@@ -310,14 +311,17 @@ def _steered_walk(
     cfg = rolloutfake.settings(window=30.0, scrape_every=0.01)
     h = rolloutfake.host(fake, TARGET, specs, cfg, "r1")
     driven = steering.Steering(chan)
+    told: list[tuple[str, int, str | None, str]] = []
+    driven.tell = lambda s, host, step, what: told.append((s.verb, s.seq, host, step))
     h.steer = driven.host(
         steering.Held(), walk.first_step(h), "r1", ["x"], lambda e: _send(fake, e)
     )
+    h.steer.name = "h1"
     result = walk.walk(h)
     chan.close()
     assert written == [verb]
     assert result.rollout is not None
-    return fake, {"ok": result.ok, "error": result.error, **result.rollout}
+    return fake, {"ok": result.ok, "error": result.error, **result.rollout}, told
 
 
 def _send(fake: FakeHost, entry: dict[str, Any]) -> None:
@@ -330,7 +334,8 @@ def test_a_promote_in_the_window_ends_it_and_keeps_what_the_gates_would_not(
     """A 30 s window without traffic (its gates fail: no drafts): the promote written at its
     first scrape ends it at the next look; kept on the owner's word, the gates recorded as
     they stood; the note and the verdict in the host's journal."""
-    fake, rep = _steered_walk(tmp_path, specs, "promote", decide.WINDOW)
+    fake, rep, told = _steered_walk(tmp_path, specs, "promote", decide.WINDOW)
+    assert told == [("promote", 2, None, ""), ("promote", 2, "h1", "window")]  # once each
     assert (rep["verdict"], rep["ok"], rep["error"]) == (decide.PROMOTED, True, None)
     assert [p["step"] for p in rep["phases"]][-2:] == [decide.WINDOW, decide.GATES]
     assert all(p["ok"] for p in rep["phases"])
@@ -359,7 +364,9 @@ UP_TO_HEALTH = [("baseline", True), ("apply", True), ("restart", True)]
 def test_an_abort_takes_the_host_back_from_where_it_is(
     tmp_path: Path, specs: list[PatchSpec], in_step: str, walked: list[tuple[str, bool]]
 ) -> None:
-    fake, rep = _steered_walk(tmp_path, specs, "abort", in_step)
+    fake, rep, told = _steered_walk(tmp_path, specs, "abort", in_step)
+    met = rep["steers"][0]["step"]
+    assert told == [("abort", 2, None, ""), ("abort", 2, "h1", met)]  # once each
     back = [] if in_step == decide.BASELINE else [(s, True) for s in walk.decide.STEPS[6:]]
     assert [(p["step"], p["ok"]) for p in rep["phases"]] == walked + back
     assert (rep["verdict"], rep["ok"]) == (decide.ABORTED, False)
