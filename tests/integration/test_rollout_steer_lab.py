@@ -2,7 +2,9 @@
 sshd hosts, real vLLM 0.16.0 files under a real supervisord, stand-in servers under load):
 pause, promote and abort each change what happens next, and the hosts' bytes, their server
 pids, the report, the hosts' journals and `vpatch status` agree afterwards; a steer written by
-another (non-root) user is refused.
+another (non-root) user is refused. The run's events say each steer the controller took and
+the host a pause holds, and `vpatch rollout watch REPORT` (plain lines: no terminal) shows
+them.
 
 Nothing here waits on a duration: each steer is written while the rollout provably is where
 the test needs it (a restart held until the test lets it go, a window without traffic that
@@ -11,6 +13,7 @@ only the promote ends, a host the report says a pause holds)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -32,6 +35,10 @@ BACKPORT = REPO / "patches" / "vllm-eagle3-mla-backport.toml"
 FLAGS = ["--level", "static", "--window", "2", "--min-drafts", "0", "--scrape-every", "1"]
 FLAGS += ["--confidence", "0.95", "--max-window", "900", "--min-throughput-ratio", "0.9"]
 FLAGS += ["--parallel", "1"]
+# A plain line of `watch` that says a steer taken (the run's, or a host's), or a host held.
+STEERED = re.compile(
+    r"(rollout \w+|h\d+): (\w+: )?(pause|resume|promote|abort) \d+ by |h\d+: held "
+)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +112,7 @@ def test_pause_promote_and_abort_each_change_what_happens_next(
     `promote` ends it and h1 keeps the patch, which its gates had not decided; then h2 is
     held before its start, untouched (a stranger's steer is refused meanwhile). `resume`
     starts h2; while it restarts (held), `abort`: its health step is not run, it goes back,
-    and h3 never starts."""
+    and h3 never starts. A watcher started with the run shows each steer as it was taken."""
     pids = [lab.pid(i) for i in range(3)]
     assert all(pids) and all(lab.files(i) == lab.pristine for i in range(3))
     began1, go1, held1 = lab.held_restart(0)
@@ -119,16 +126,26 @@ def test_pause_promote_and_abort_each_change_what_happens_next(
             list(map(str, argv)), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True,
         )  # fmt: skip
+        watcher = None
         try:
+            _until(proc, began1.exists)  # the report and its events are there from the start
+            watcher = subprocess.Popen(
+                [*VPATCH, "rollout", "watch", str(report)], cwd=REPO, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
             run = _steer_through(proc, lab, report, (began1, go1), (began2, go2))
             out, err = proc.communicate(timeout=600)
+            watched, watch_err = watcher.communicate(timeout=120)
         finally:
             go1.touch()
             go2.touch()
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            for p in (proc, watcher):
+                if p is not None and p.poll() is None:
+                    p.kill()
+                    p.communicate()
         assert proc.returncode == 1, out + err  # aborted: not ok
+        assert watcher is not None and watcher.returncode == 1, watched + watch_err  # not ok
+        _watched(watched, run)
         doc = jsondoc.check(json.loads(report.read_text()))
         _agree(lab, inv, run, {h["target"]: h for h in doc["hosts"]}, pids)
         ended = vpatch("rollout", "resume", report)
@@ -150,6 +167,7 @@ def _steer_through(
     _until(proc, lambda: _in(report, "h1") == "window")
     _steer("promote", report)
     _until(proc, lambda: _held(report, "h2"))  # h1 ended; h2 waits before its start
+    _held_in_events(report)
     hosts = _hosts(report)
     assert hosts["h1"]["rollout"]["verdict"] == "promoted", hosts["h1"]
     assert hosts["h2"]["rollout"]["phases"] == [] and hosts["h3"]["rollout"]["phases"] == []
@@ -170,6 +188,40 @@ def _steer_through(
     _steer("abort", report)
     h2[1].touch()
     return run
+
+
+def _held_in_events(report: Path) -> None:
+    """REPORT.events once h2 is held: the pause the controller took (the run's), the
+    promote (the run's, then h1's in its window), and h2's phase `held` by that pause."""
+    lines = Path(f"{report}.events").read_text().splitlines()
+    said = [json.loads(ln) for ln in lines if ln.endswith("}")]  # a last line may be unfinished
+    steers = [(e.get("host"), e.get("phase"), e["steer"]["verb"]) for e in said if "steer" in e]
+    assert steers == [
+        (None, None, "pause"),
+        (None, None, "promote"),
+        ("h1", "window", "promote"),
+        ("h2", "held", "pause"),
+    ], steers
+    held = next(e for e in said if e.get("phase") == "held")
+    assert held["kind"] == "phase" and held["steer"]["seq"] == 2
+
+
+def _watched(lines: str, run: str) -> None:
+    """What `vpatch rollout watch` printed (plain lines): a line per steer of the run, one
+    per host each changed, h2 held by the pause."""
+    said = [ln.split(" ", 1)[1] for ln in lines.splitlines()]
+    steers = [ln for ln in said if STEERED.match(ln)]
+    head = f"rollout {run}: "
+    assert [ln.split(" by ")[0] for ln in steers] == [
+        f"{head}pause 2",
+        f"{head}promote 3",
+        "h1: window: promote 3",
+        "h2: held (paused: pause 2",
+        f"{head}resume 4",
+        f"{head}abort 5",
+        "h2: health: abort 5",
+    ], steers
+    assert any(ln.startswith(f"{head}pause 2 by ") and "vpatch rollout resume" in ln for ln in said)
 
 
 def _agree(
