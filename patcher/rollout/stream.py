@@ -223,7 +223,7 @@ class Told:
         self.report.step(h)
 
     def held(self, i: int, pause: Steer) -> None:
-        self.events.held(self.report.targets[i].name, pause)
+        self.events.held(self.report.targets[i].name, pause)  # first, as in `step`
         self.report.hold(i, pause)
 
     def steered(self, s: Steer, host: str | None, step: str, what: str) -> None:
