@@ -35,7 +35,8 @@ def target_options(p: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="'local' (default), [ssh://][user@]host[:port], or a running container: "
         "podman://NAME, docker://NAME (this machine's engine), docker://[user@]host/NAME "
-        "(on an SSH host); repeatable",
+        "(on an SSH host), kubectl://NAMESPACE/POD[/CONTAINER] (a pod, through this "
+        "machine's kubectl); repeatable",
     )
     p.add_argument("--python", metavar="PATH", help="target interpreter (default: python3)")
     p.add_argument(
@@ -210,6 +211,8 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
             return Target("local", "local", python=args.python or "python3", local=True)
         if spec.startswith(("podman://", "docker://")):
             return _container_target(spec, args)
+        if spec.startswith("kubectl://"):
+            return _pod_target(spec, args)
         user, host, port = parse_target(spec)
         share = False if args.no_share else None
         return Target(
@@ -240,6 +243,32 @@ def _container_target(spec: str, args: argparse.Namespace) -> Target:
     return Target(
         spec, host, user, port, args.python or "python3", args.identity, args.sudo,
         local=not where, transport=engine, container=name,
+    )  # fmt: skip
+
+
+def _pod_target(spec: str, args: argparse.Namespace) -> Target:
+    """`--host kubectl://NAMESPACE/POD[/CONTAINER]`: a pod's container through this machine's
+    kubectl (its kubeconfig and current context; an inventory names others)."""
+    from patcher.inventory.targets import Target
+    from patcher.transports import kubectl
+
+    parts = spec.removeprefix("kubectl://").split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise UsageError(
+            f"--host {spec!r}: not kubectl://NAMESPACE/POD[/CONTAINER]",
+            "e.g. --host kubectl://serve/vllm-0/server",
+        )
+    pod, name = "/".join(parts[:2]), parts[2] if len(parts) == 3 else None
+    problem = kubectl.pod_problem(pod)
+    problem = problem or (kubectl.word_problem("container_name", name) if name else None)
+    if problem or args.sudo:
+        raise UsageError(
+            f"--host {spec!r}: {problem or '--sudo does not apply: kubectl runs here'}",
+            kubectl.POD_HINT,
+        )
+    return Target(
+        spec, "local", python=args.python or "python3", local=True, transport="kubectl",
+        container=pod, container_name=name,
     )  # fmt: skip
 
 
