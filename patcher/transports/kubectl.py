@@ -42,8 +42,8 @@ def pod_problem(pod: str) -> str | None:
 
 
 def word_problem(field: str, value: str) -> str | None:
-    """Why a pod's `container_name` or `kube_context` cannot be one, or None."""
-    rule = _LABEL if field == "container_name" else _CONTEXT
+    """Why a pod's `container_name`, `namespace` or `kube_context` cannot be one, or None."""
+    rule = _CONTEXT if field == "kube_context" else _LABEL
     if not rule.fullmatch(value):
         return f"{value!r} is not a {field.replace('_', ' ')}"
     return None
