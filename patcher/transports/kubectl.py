@@ -13,9 +13,10 @@ item, checked first as Kubernetes names them, so none is taken for an option or 
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
-from patcher.errors import HostError
+from patcher.errors import HostError, Unreachable
 from patcher.transports import container
 
 if TYPE_CHECKING:
@@ -64,12 +65,17 @@ def exec_words(
     return (*words, "--")
 
 
+class Restarting(Unreachable):
+    """The pod is there and its container is not running (the kubelet restarting it): no
+    agent ran, nothing was asked."""
+
+
 def kube_error(target: str, pod: str, err: bytes, code: int) -> HostError | None:
     """Why `kubectl exec` ended without an answer, in kubectl's words; None: not one of its."""
     text = err.decode("utf-8", "replace").lower()
     last = text.strip().splitlines()[-1][:300] if text.strip() else ""
     if any(w in text for w in _STOPPED):
-        return HostError(
+        return Restarting(
             f"{target}: the container of pod {pod!r} is not running: {last}",
             "`kubectl get pod` shows its state; run vpatch again once it is Ready",
         )
@@ -87,7 +93,26 @@ def kube_error(target: str, pod: str, err: bytes, code: int) -> HostError | None
 
 
 class PodTransport(container.ContainerTransport):
-    """The agent in a pod's container: one `kubectl exec -i` child per session."""
+    """The agent in a pod's container: one `kubectl exec -i` child per session.
+
+    The kubelet restarts a container on its own time, after a back-off of 10 s doubling for
+    each recent restart, and `kubectl exec` refuses until it runs: a restart in place
+    (`kill 1`) returns before the container is back. A session whose exec found no running
+    container (no agent started, nothing asked) is begun again until `restart_wait` seconds
+    have passed, so the call after a rollout's restart waits for the container as `docker
+    restart` would."""
+
+    restart_wait = 90.0
+
+    def _call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        end = time.monotonic() + self.restart_wait
+        while True:
+            try:
+                return super()._call(request, timeout)
+            except Restarting:
+                if self._session is not None or time.monotonic() > end:
+                    raise
+                time.sleep(1.0)
 
     def _no_answer(self, out: bytes, err: bytes, code: int) -> dict[str, Any]:
         if not out.strip() and code > 0:

@@ -11,6 +11,7 @@ restart keeps it. The `bare` pod has its venv in the container's own filesystem:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import pytest
 
 from tests.conftest import Run, vpatch
 from tests.support import containerlab, k8slab
-from tests.support.standin_specs import REL, SPEC_A
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B
 
 pytestmark = [
     pytest.mark.k8s,
@@ -35,15 +36,16 @@ VENV = containerlab.VENV
 PYTHON = containerlab.PYTHON
 TARGET = f"{VENV}/lib/python3.11/site-packages/{REL}"
 PODS = ("vllm-0", "vllm-1", "vllm-2")
+ROLL_PODS = ("roll-0", "roll-1", "roll-2")
 TIMINGS: dict[str, float] = {}
 
 
-def _pod(name: str, volume: bool) -> dict[str, Any]:
+def _pod(name: str, volume: bool, program: str = containerlab.SERVER) -> dict[str, Any]:
     server: dict[str, Any] = {
         "name": "server",
         "image": k8slab.IMAGE,
         "imagePullPolicy": "Never",
-        "command": [PYTHON, "-c", containerlab.SERVER],
+        "command": [PYTHON, "-c", program],
     }
     spec: dict[str, Any] = {"nodeName": "node1", "containers": [server]}
     if volume:
@@ -54,7 +56,7 @@ def _pod(name: str, volume: bool) -> dict[str, Any]:
             "command": ["sh", "-c", f"cp -a {VENV}/. /vol/ && chown app: /vol"],
             "volumeMounts": [{"name": "venv", "mountPath": "/vol"}],
         }]  # fmt: skip
-    labels = {"app": "vllm" if volume else "bare"}
+    labels = {"app": "bare" if not volume else "vllm" if program == containerlab.SERVER else "roll"}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": spec}  # fmt: skip
 
@@ -68,9 +70,11 @@ def kube() -> Iterator[k8slab.Cluster]:
         for name in PODS:
             c.apply(_pod(name, volume=True))
         c.apply(_pod("bare-0", volume=False))
-        for name in (*PODS, "bare-0"):
+        for name in ROLL_PODS:
+            c.apply(_pod(name, volume=True, program=containerlab.LAB_SERVER))
+        for name in (*PODS, "bare-0", *ROLL_PODS):
             c.wait_ready(name)
-        TIMINGS["4 pods ready"] = time.monotonic() - t
+        TIMINGS["7 pods ready"] = time.monotonic() - t
         yield c
     print("\nk8s lab timings:", {k: round(v, 1) for k, v in TIMINGS.items()})
 
@@ -88,10 +92,33 @@ def _vp(kube: k8slab.Cluster, *args: str | Path, name: str = "") -> Run:
     return res
 
 
-def _spec(tmp_path: Path) -> Path:
-    spec = tmp_path / "a.toml"
-    spec.write_text(SPEC_A)
+def _spec(tmp_path: Path, text: str = SPEC_A) -> Path:
+    spec = tmp_path / ("a.toml" if text == SPEC_A else "b.toml")
+    spec.write_text(text)
     return spec
+
+
+def _rollout_inventory(path: Path) -> Path:
+    """The roll pods as a hosts.toml: each restarted in place, its endpoint on its loopback."""
+    url = containerlab.LAB_URL
+    rows = [
+        {
+            "name": n,
+            "address": "local",
+            "pod": f"default/{n}",
+            "container_name": "server",
+            "python": PYTHON,
+            "restart": f"kubectl exec {n} -c server -- sh -c 'kill 1'",
+            "health": f"{url}/health",
+            "metrics": f"{url}/metrics",
+        }
+        for n in ROLL_PODS
+    ]
+    path.write_text("".join(
+        "[[host]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in row.items())
+        for row in rows
+    ))  # fmt: skip
+    return path
 
 
 def _host(pod: str) -> tuple[str, ...]:
@@ -173,3 +200,44 @@ def test_a_missing_pod_is_one_error_with_a_hint(kube: k8slab.Cluster) -> None:
     res = _vp(kube, "status", "--host", "kubectl://default/nope-0", "--python", PYTHON)
     assert res.code != 0
     assert "no pod 'default/nope-0'" in res.err and "hint:" in res.err, res.err
+
+
+ROLL = ["--canary", "1", "--control", "1", "--level", "static", "--json", "--window", "2",
+        "--scrape-every", "0.4", "--min-drafts", "0", "--max-window", "20",
+        "--min-throughput-ratio", "0.9"]  # fmt: skip
+
+
+def test_a_rollout_over_pods_keeps_the_good_patch_and_rolls_back_the_bad(
+    kube: k8slab.Cluster, tmp_path: Path
+) -> None:
+    """Three pods serving the stand-in endpoint (no Service: health and metrics are fetched by
+    the agent inside each), venvs on emptyDir volumes, the last pod the control; each restarted
+    in place (SIGTERM to PID 1 through `kubectl exec`: a new container on the same volume).
+    SPEC_B halves the tokens/s: rolled back on the canary. SPEC_A: kept, but on the control."""
+    inv = _rollout_inventory(tmp_path / "hosts.toml")
+    pristine = {n: kube.read(n, TARGET) for n in ROLL_PODS}
+    bad = _spec(tmp_path, SPEC_B)
+    res = _vp(kube, "rollout", bad, "--inventory", inv, *ROLL, name="rollout (bad, 3 pods)")
+    assert res.code == 1, res.out + res.err
+    hosts = {h["target"]: h for h in res.doc["hosts"]}
+    assert hosts["roll-0"]["rollout"]["verdict"] == "rolled_back", res.out + res.err
+    assert {n: kube.read(n, TARGET) for n in ROLL_PODS} == pristine
+    restarts = kube.pod("roll-0")["status"]["containerStatuses"][0]["restartCount"]
+    res = _vp(kube, "rollout", _spec(tmp_path), "--inventory", inv, *ROLL,
+              name="rollout (good, 3 pods)")  # fmt: skip
+    assert res.code == 0, res.out + res.err
+    hosts = {h["target"]: h for h in res.doc["hosts"]}
+    assert hosts["roll-0"]["rollout"]["verdict"] == "kept", hosts["roll-0"]["rollout"]
+    assert kube.pod("roll-0")["status"]["containerStatuses"][0]["restartCount"] > restarts
+    assert [b"kimi_k2" in kube.read(n, TARGET) for n in ROLL_PODS] == [True, True, False]
+
+
+def test_a_rollout_whose_restart_makes_a_new_pod_is_refused(
+    kube: k8slab.Cluster, tmp_path: Path
+) -> None:
+    before = kube.read("vllm-2", TARGET)
+    res = _vp(kube, "rollout", _spec(tmp_path), *_host("vllm-2"), "--restart",
+              "kubectl delete pod vllm-2")  # fmt: skip
+    assert res.code == 2, res.out + res.err
+    assert "makes a new pod" in res.err and "initContainer" in res.err, res.err
+    assert kube.read("vllm-2", TARGET) == before

@@ -182,3 +182,39 @@ def test_status_of_a_pod_through_the_cli(kubectl: Path) -> None:
     assert (host["target"], host["transport"]) == ("kubectl://serve/vllm-0", "kubectl")
     assert host["ephemeral"] is (host["env_mounted"] is not True)
     assert kubectl.read_text().split()[:5] == ["exec", "-i", "-n", "serve", "vllm-0"]
+
+
+def test_a_container_the_kubelet_is_restarting_is_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kubectl exec` refuses until the kubelet has started the container again: the session
+    is begun again (nothing was asked) until it runs, or `restart_wait` has passed."""
+    from patcher.transports.kubectl import PodTransport, Restarting
+
+    bin_dir, count = tmp_path / "bin", tmp_path / "tries"
+    bin_dir.mkdir()
+    exe = bin_dir / "kubectl"
+    exe.write_text(
+        f'#!/bin/sh\necho x >>{count}\n'
+        f'if [ "$(wc -l <{count})" -le 2 ]; then\n'
+        '  echo \'error: unable to upgrade connection: container not found ("server")\' >&2\n'
+        "  exit 1\nfi\n"
+        'while [ "$1" != sh ]; do shift; done\nexec "$@"\n'
+    )  # fmt: skip
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    t = open_transport(POD, Settings())
+    assert isinstance(t, PodTransport)
+    try:
+        answer = t.call({"op": "inspect", "packages": {}}, timeout=60)
+    finally:
+        t.close()
+    assert answer.get("ok") is True, answer
+    assert count.read_text().count("x") == 3
+    count.unlink()
+    monkeypatch.setattr(PodTransport, "restart_wait", 0.0)
+    t = open_transport(POD, Settings())
+    with pytest.raises(Restarting, match="is not running"):
+        t.call({"op": "inspect", "packages": {}}, timeout=60)
+    t.close()
+    assert count.read_text().count("x") == 1
