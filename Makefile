@@ -8,7 +8,7 @@ CACHE ?= /var/cache/vpatch-test
 TEST_JOBS ?= 2
 export VPATCH_TEST_CACHE := $(CACHE)
 
-.PHONY: install test test-deps lint unit sanity demo demo-rollout demo-containers bench docs man clean
+.PHONY: install test test-deps lint unit sanity demo demo-rollout demo-containers k8s-lab bench docs man clean
 
 $(BIN)/vpatch: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -87,6 +87,12 @@ $(BIN)/pyinfra: pyproject.toml $(BIN)/vpatch
 # containers rolls the bad patch back and keeps the good one; a re-create drops it.
 demo-containers: install test-deps
 	$(BIN)/python -m tests.demo_containers
+
+# Pods as targets on a real one-node Kubernetes 1.20 in its own namespaces (tests/k8slab,
+# tests/support/k8slab.py): kube-apiserver and kubelet built once from Debian's source package
+# (~20 min on 2 cores, cached under $(CACHE)/k8s), etcd and containerd from Debian. Not in `test`.
+k8s-lab: install test-deps
+	VPATCH_K8S_LAB=1 $(BIN)/pytest -q -s -n 0 tests/k8slab
 
 # vpatch vs ssh+sed vs ansible-core vs pyinfra on 1, 8, 32, 128 real sshd hosts, and vpatch's
 # controller alone for 10,000 simulated targets; writes bench/results.json and bench/results.md.

@@ -138,9 +138,10 @@ class HostResult:
     transport: str | None = None
     # The target throws its files away where a host keeps them: a container (transports
     # podman, docker), whose writable layer is kept over a restart and lost when the
-    # container is re-created from its image. Its patches are `ephemeral` (status says so),
-    # unless the environment is on a mount of its own (`env_mounted`: a volume, which the
-    # re-created container may mount again; None: the host did not say).
+    # container is re-created from its image; a pod's container (kubectl), lost at any
+    # restart. Its patches are `ephemeral` (status says so), unless the environment is on a
+    # mount of its own (`env_mounted`: a volume, which the re-created container may mount
+    # again; None: the host did not say).
     ephemeral: bool = False
     env_mounted: bool | None = None
 

@@ -27,7 +27,8 @@ def json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
-def target_options(p: argparse.ArgumentParser) -> None:
+def target_options(p: argparse.ArgumentParser, pods: bool = False) -> None:
+    """The target options; `pods`: also `--kubectl NS -l SELECTOR` (the read-only commands)."""
     p.add_argument(
         "--host",
         action="append",
@@ -35,7 +36,8 @@ def target_options(p: argparse.ArgumentParser) -> None:
         metavar="TARGET",
         help="'local' (default), [ssh://][user@]host[:port], or a running container: "
         "podman://NAME, docker://NAME (this machine's engine), docker://[user@]host/NAME "
-        "(on an SSH host); repeatable",
+        "(on an SSH host), kubectl://NAMESPACE/POD[/CONTAINER] (a pod, through this "
+        "machine's kubectl); repeatable",
     )
     p.add_argument("--python", metavar="PATH", help="target interpreter (default: python3)")
     p.add_argument(
@@ -130,6 +132,8 @@ def target_options(p: argparse.ArgumentParser) -> None:
         "(default: --python, else the node's own Python), or = {python, restart, health, "
         "metrics} (rollout: that node's own, over the flags)",
     )
+    if pods:
+        _pod_options(p)
     fleet = p.add_argument_group("fleet")
     fleet.add_argument("--parallel", type=int, default=16, metavar="N", help="hosts at once (16)")
     fleet.add_argument(
@@ -147,6 +151,25 @@ def target_options(p: argparse.ArgumentParser) -> None:
         help="journal/backup dir on the target (default: <prefix>/.vpatch)",
     )
     json_option(p)
+
+
+def _pod_options(p: argparse.ArgumentParser) -> None:
+    """--kubectl NS -l SELECTOR: targets from a namespace's pod list (pod_targets); only the
+    commands that write nothing take them, so a selector never patches a deployment at once."""
+    kube = p.add_argument_group("kubernetes (read-only: status, verify, diff)")
+    kube.add_argument(
+        "--kubectl",
+        metavar="NAMESPACE",
+        help="every running pod of NAMESPACE that --selector picks, each through `kubectl "
+        "exec -i` (this machine's kubectl and kubeconfig)",
+    )
+    kube.add_argument(
+        "-l", "--selector", metavar="SELECTOR", help="label selector of --kubectl, e.g. app=vllm"
+    )
+    kube.add_argument(
+        "--kube-container", metavar="NAME", help="the container in each pod (default: its first)"
+    )
+    kube.add_argument("--kube-context", metavar="NAME", help="kubeconfig context of --kubectl")
 
 
 LEVEL_HELP = (
@@ -210,6 +233,8 @@ def flag_target(args: argparse.Namespace) -> Callable[[str], Target]:
             return Target("local", "local", python=args.python or "python3", local=True)
         if spec.startswith(("podman://", "docker://")):
             return _container_target(spec, args)
+        if spec.startswith("kubectl://"):
+            return _pod_target(spec, args)
         user, host, port = parse_target(spec)
         share = False if args.no_share else None
         return Target(
@@ -243,6 +268,32 @@ def _container_target(spec: str, args: argparse.Namespace) -> Target:
     )  # fmt: skip
 
 
+def _pod_target(spec: str, args: argparse.Namespace) -> Target:
+    """`--host kubectl://NAMESPACE/POD[/CONTAINER]`: a pod's container through this machine's
+    kubectl (its kubeconfig and current context; an inventory names others)."""
+    from patcher.inventory.targets import Target
+    from patcher.transports import kubectl
+
+    parts = spec.removeprefix("kubectl://").split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise UsageError(
+            f"--host {spec!r}: not kubectl://NAMESPACE/POD[/CONTAINER]",
+            "e.g. --host kubectl://serve/vllm-0/server",
+        )
+    pod, name = "/".join(parts[:2]), parts[2] if len(parts) == 3 else None
+    problem = kubectl.pod_problem(pod)
+    problem = problem or (kubectl.word_problem("container_name", name) if name else None)
+    if problem or args.sudo:
+        raise UsageError(
+            f"--host {spec!r}: {problem or '--sudo does not apply: kubectl runs here'}",
+            kubectl.POD_HINT,
+        )
+    return Target(
+        spec, "local", python=args.python or "python3", local=True, transport="kubectl",
+        container=pod, container_name=name,
+    )  # fmt: skip
+
+
 def targets(args: argparse.Namespace) -> list[Target]:
     """Validated up front, so a typo in the 5th --host fails before the 1st is contacted."""
     return chosen(args)[0]
@@ -265,8 +316,9 @@ def chosen(args: argparse.Namespace) -> tuple[list[Target], int | None]:
         if value and not os.path.isfile(value):
             flag = "--" + name.replace("_", "-")
             raise UsageError(f"{flag} {value}: no such file", f"pass an existing file to {flag}")
-    if args.ray or args.ray_python_map:
-        return ray_targets(args), None
+    listed = _listed(args)
+    if listed is not None:
+        return listed, None
     from patcher.inventory.targets import load_inventory, select
 
     inv = None
@@ -300,6 +352,52 @@ def _add_fabric() -> str:
     from patcher.commands import _installhint
 
     return _installhint.add_to_vpatch("fabric")
+
+
+def _listed(args: argparse.Namespace) -> list[Target] | None:
+    """The targets a cluster lists (--ray's nodes, --kubectl's pods); None: neither given."""
+    if args.ray or args.ray_python_map:
+        return ray_targets(args)
+    if getattr(args, "kubectl", None) or getattr(args, "selector", None):
+        return pod_targets(args)
+    return None
+
+
+def pod_targets(args: argparse.Namespace) -> list[Target]:
+    """--kubectl NS -l SELECTOR: every running pod it picks (patcher.inventory.kubepods);
+    the pods left out are named on stderr, and none running is a usage error."""
+    from patcher.inventory import kubepods
+    from patcher.output import progress
+
+    clash = [f for f, v in (("--host", args.host), ("--inventory", args.inventory),
+                            ("--group", args.group), ("--sudo", args.sudo)) if v]  # fmt: skip
+    if not args.kubectl or not args.selector or clash:
+        raise UsageError(
+            f"--kubectl cannot be combined with {', '.join(clash)}"
+            if clash
+            else "--kubectl and --selector go together",
+            "e.g. --kubectl serve -l app=vllm (every running pod of that label)",
+        )
+    name = args.kube_container
+    problem = kubectl_problem(name) if name else None
+    if problem:
+        raise UsageError(f"--kube-container {name!r}: {problem}", "e.g. --kube-container server")
+    doc = kubepods.listing(args.kubectl, args.selector, args.kube_context, args.connect_timeout)
+    found = kubepods.pods(doc, args.python or "python3", name, args.kube_context)
+    for pod, why in found.skipped:
+        progress.say(f"--kubectl: pod {pod} left out ({why})")
+    if not found.targets:
+        raise UsageError(
+            f"--kubectl {args.kubectl} -l {args.selector}: no running pod",
+            f"`kubectl get pods -n {args.kubectl} -l {args.selector}` lists them",
+        )
+    return found.targets
+
+
+def kubectl_problem(name: str) -> str | None:
+    from patcher.transports import kubectl
+
+    return kubectl.word_problem("container_name", name)
 
 
 def ray_targets(args: argparse.Namespace) -> list[Target]:

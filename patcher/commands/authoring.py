@@ -51,7 +51,7 @@ def add_options(p: argparse.ArgumentParser, name: str) -> None:
 def _diff_options(dp: argparse.ArgumentParser) -> None:
     dp.add_argument("package", metavar="PACKAGE", help="distribution name, e.g. vllm")
     dp.add_argument("files", nargs="*", metavar="FILE", help="only these files (as in RECORD)")
-    _targets.target_options(dp)
+    _targets.target_options(dp, pods=True)
     _targets.wheelhouse_option(dp)
     _host_wheel_option(dp)
 

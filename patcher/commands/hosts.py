@@ -57,11 +57,13 @@ class HostCommand:
     # on_host is the one engine command a host's session serves (it is closed right after):
     # its final request may end the session (RunContext.ends_sessions, protocol.LAST)
     ends_sessions: ClassVar[bool] = True
+    # writes nothing on the targets: `--kubectl NS -l SELECTOR` may pick them (an audit)
+    audits: ClassVar[bool] = False
 
     def add_options(self, p: argparse.ArgumentParser) -> None:
         """The options of `vpatch NAME`: SPEC, the targets', then the command's own."""
         p.add_argument("specs", nargs=self.spec_nargs, metavar="SPEC", help=SPEC_HELP)
-        _targets.target_options(p)
+        _targets.target_options(p, pods=self.audits)
         self.own_options(p)
 
     def own_options(self, p: argparse.ArgumentParser) -> None:
@@ -144,6 +146,7 @@ class Apply(HostCommand):
 
 class Verify(HostCommand):
     name = "verify"
+    audits = True
     by_id = True
 
     def own_options(self, p: argparse.ArgumentParser) -> None:
@@ -216,6 +219,7 @@ FORMATS = ("text", "json", "prometheus", "nagios")
 
 class Status(HostCommand):
     name = "status"
+    audits = True
     spec_nargs = "*"
     rewrites = False
 
@@ -380,6 +384,7 @@ def run(args: argparse.Namespace) -> int:
     # One host on a terminal: a live line from the start (the specs load, the host connects,
     # its probes run), erased before the result prints. A fleet has its bar (progress_for).
     one = not args.ray and len(args.host) <= 1 and not args.inventory
+    one = one and not getattr(args, "kubectl", None)
     with progress.live(f"{command.name}: starting") if one else nullcontext():
         return _run(command, args)
 

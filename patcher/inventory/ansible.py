@@ -28,6 +28,13 @@ Variables (for an alias pair, the `ansible_ssh_*` one wins, as in Ansible's ssh 
                                             ansible_host, else the inventory name, its exec
                                             user ansible_docker_user/ansible_podman_user,
                                             else ansible_user
+    ansible_connection                      kubernetes.core.kubectl, community.kubernetes.kubectl:
+                                            a pod through this machine's kubectl (transport
+                                            kubectl), named by ansible_kubectl_pod, else
+                                            ansible_host, else the inventory name, in
+                                            ansible_kubectl_namespace, its container
+                                            ansible_kubectl_container, ansible_kubectl_context
+                                            and ansible_kubectl_kubeconfig as kubectl's
     ansible_become                          sudo (`sudo -n`)
     ansible_become_user, ansible_sudo_user  sudo_user (`sudo -n -u USER`)
     ansible_become_method                   sudo only
@@ -40,7 +47,8 @@ Whatever would make vpatch reach another host, as another user or with other rig
 Ansible would is refused (exit 2, naming the host and the variable) rather than guessed: a
 template (`{{ ... }}`) in any of the variables above, another connection plugin, another become
 method or become flags/exe, ssh argument variables, an engine's extra arguments or executable
-(`ansible_docker_extra_args`: `-H` would reach another daemon), a vault-encrypted vars file. Only
+(`ansible_docker_extra_args`: `-H` would reach another daemon; kubectl's server, token,
+credentials and extra arguments), a vault-encrypted vars file. Only
 `ansible_connection=local` makes a host this machine: a host NAMED `local` is an SSH host.
 
 Groups are every group a host is in, directly or through `children`, except `all` and
@@ -99,6 +107,14 @@ _ENGINES = {
     "containers.podman.podman": "podman",
 }
 _ENGINE_VARS = {"docker": "ansible_docker_", "podman": "ansible_podman_"}
+_KUBECTL = {"kubernetes.core.kubectl", "community.kubernetes.kubectl", "kubectl"}
+# The kubectl plugin's variables read as kubectl's (pod: over ansible_host, as the plugin does).
+_KUBE_VARS = {
+    "pod": "ansible_kubectl_pod",
+    "container_name": "ansible_kubectl_container",
+    "kube_context": "ansible_kubectl_context",
+    "kubeconfig": "ansible_kubectl_kubeconfig",
+}
 _METHODS = {"sudo", "ansible.builtin.sudo"}
 # Change how (or where) the connection or the privilege escalation is made; vpatch runs plain
 # `ssh` (with ssh_config) and `sudo -n [-u USER]`, so an inventory that sets them is refused.
@@ -113,7 +129,10 @@ _UNSUPPORTED = (
     "ansible_docker_extra_args",
     "ansible_podman_extra_args",
     "ansible_podman_executable",
-)
+    *(f"ansible_kubectl_{v}" for v in ("extra_args", "host", "server", "token", "username",
+      "password", "cert_file", "key_file", "ssl_ca_cert", "verify_ssl", "validate_certs",
+      "local_env_vars")),
+)  # fmt: skip
 _AUTO_PYTHON = {"auto", "auto_silent", "auto_legacy", "auto_legacy_silent"}
 _SKIP_GROUPS = {"all", "ungrouped"}
 # Every variable whose value vpatch uses or refuses (what the conformance suite compares).
@@ -121,6 +140,8 @@ READ_VARS = (
     *(v for names in _VARS.values() for v in names),
     *_BECOME_USER,
     *(f"{p}{v}" for p in _ENGINE_VARS.values() for v in ("host", "user")),
+    *_KUBE_VARS.values(),
+    "ansible_kubectl_namespace",
     "ansible_connection",
     "ansible_become_method",
     *_UNSUPPORTED,
@@ -350,6 +371,9 @@ def _entry(path: str, name: str, values: dict[str, Any]) -> dict[str, Any]:
     if connection is not None and str(connection) in _ENGINES:
         _container(path, name, values, entry, _ENGINES[str(connection)])
         connection = "local"
+    elif connection is not None and str(connection) in _KUBECTL:
+        _pod(path, name, values, entry)
+        connection = "local"
     if connection is not None and str(connection) not in _CONNECTIONS:
         raise _refuse(
             path,
@@ -386,6 +410,14 @@ def _refuse_unsupported(path: str, name: str, values: dict[str, Any]) -> None:
                 "point the engine's CLI at its daemon in vpatch's environment (DOCKER_HOST, "
                 "CONTAINER_HOST), or run the vpatch.core Ansible collection",
             )
+        if values.get(var) is not None and var.startswith("ansible_kubectl"):
+            raise _refuse(
+                path,
+                name,
+                f"{var} is set: vpatch runs plain `kubectl exec` with a kubeconfig and context",
+                "put the cluster's server and credentials in a kubeconfig "
+                "(ansible_kubectl_kubeconfig, ansible_kubectl_context)",
+            )
         if values.get(var) is not None:
             raise _refuse(
                 path,
@@ -411,6 +443,19 @@ def _container(
     entry.update(address="local", transport=engine, container=str(box))
     if user is not None:
         entry["container_user"] = str(user)
+
+
+def _pod(path: str, name: str, values: dict[str, Any], entry: dict[str, Any]) -> None:
+    """A host Ansible reaches with the kubectl connection: the pod named as that plugin reads
+    it (ansible_kubectl_pod, else ansible_host, else the inventory name), in
+    ansible_kubectl_namespace, through this machine's kubectl."""
+    got = {f: _scalar(path, name, var, values.get(var)) for f, var in _KUBE_VARS.items()}
+    pod = got.pop("pod") or _scalar(path, name, "ansible_host", values.get("ansible_host")) or name
+    ns = _scalar(path, name, "ansible_kubectl_namespace", values.get("ansible_kubectl_namespace"))
+    for field in ("user", "port"):  # a pod has neither: the ssh plugin's alone
+        entry.pop(field, None)
+    entry.update(address="local", transport="kubectl", pod=f"{ns}/{pod}" if ns else str(pod))
+    entry.update({f: str(v) for f, v in got.items() if v is not None})
 
 
 def read(path: str, text: str, exe: str | None) -> list[tuple[str, dict[str, Any], list[str]]]:

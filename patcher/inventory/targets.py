@@ -42,9 +42,13 @@ class Target(NamedTuple):
     # inventory's `transport = ...`); None: the run's (--ssh-client, --ray, or auto).
     transport: str | None = None
     # A running container on this host (address "local": this machine), reached by its
-    # engine's kind (`transport = "podman"` or "docker"): patcher.transports.container.
+    # engine's kind (`transport = "podman"` or "docker"): patcher.transports.container; or a
+    # pod, `NS/NAME` (`pod = ...`, kind kubectl): patcher.transports.kubectl.
     container: str | None = None
     container_user: str | None = None  # `exec --user` there; None: the image's own user
+    container_name: str | None = None  # the pod's container (`kubectl exec -c`)
+    kube_context: str | None = None  # `kubectl --context`; None: the kubeconfig's current
+    kubeconfig: str | None = None  # `kubectl --kubeconfig`; None: kubectl's own
 
 
 class Inventory(NamedTuple):
@@ -66,6 +70,10 @@ _FIELDS: dict[str, type] = {
     "transport": str,
     "container": str,
     "container_user": str,
+    "pod": str,
+    "container_name": str,
+    "kube_context": str,
+    "kubeconfig": str,
 }
 _FIELDS |= {"restart": str, "health": str, "metrics": tuple}  # rollout (patcher/rollout/walk.py)
 # [defaults] only: `vpatch rollout`'s control hosts (--control K wins; patcher/rollout/settings.py).
@@ -76,7 +84,8 @@ _TRUE = {"1", "true", "t", "yes", "y", "on"}
 _FALSE = {"0", "false", "f", "no", "n", "off"}
 _HINT = (
     "an inventory has [defaults] (user, port, python, identity, sudo, sudo_user, share, "
-    "transport, container, container_user; for rollout restart, health, metrics, control) and "
+    "transport, container, container_user, pod, container_name, kube_context, kubeconfig; "
+    "for rollout restart, health, metrics, control) and "
     "[[host]] tables with name, address and optional groups"
 )
 
@@ -131,9 +140,7 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
     owners.check_identities(path, [defaults, *hosts], trust)
     out = []
     for h, here in zip(hosts, local, strict=True):
-        kind = _pick("transport", h, defaults, flags)
-        box = _pick("container", h, defaults, flags)
-        _check_container(path, h["name"], kind, box)
+        kind, box = _box(path, h, defaults, flags)
         if kind == "local":  # `transport = "local"`: this machine, as `address = "local"` is
             here = True
         elif (
@@ -161,6 +168,9 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
             transport=kind if box is not None or not here else None,
             container=box,
             container_user=_pick("container_user", h, defaults, flags),
+            container_name=_pick("container_name", h, defaults, flags),
+            kube_context=_pick("kube_context", h, defaults, flags),
+            kubeconfig=_pick("kubeconfig", h, defaults, flags),
         )
         if here and sudo:
             raise SpecError(
@@ -169,6 +179,27 @@ def load_inventory(path: str, flags: dict[str, Any], trust: bool = False) -> Inv
             )
         out.append((target, frozenset(h["groups"])))
     return Inventory(out, control)
+
+
+def _box(
+    path: str, h: dict[str, Any], defaults: dict[str, Any], flags: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """(the host's transport kind, its container or pod): `pod = "NS/NAME"` is a container
+    reached by kind kubectl, named so without `transport`."""
+    kind = _pick("transport", h, defaults, flags)
+    box = _pick("container", h, defaults, flags)
+    pod = _pick("pod", h, defaults, flags)
+    if pod is not None:
+        if box is not None or kind not in (None, "kubectl"):
+            what = f"container {box!r}" if box is not None else f"transport {kind!r}"
+            raise SpecError(
+                f"{path}: host {h['name']!r}: pod {pod!r} with {what}",
+                "a pod is reached by kubectl: drop `container`/`transport` (or write "
+                '`transport = "kubectl"`)',
+            )
+        kind, box = "kubectl", pod
+    _check_container(path, h["name"], kind, box)
+    return kind, box
 
 
 def _check_container(path: str, name: str, kind: str | None, box: str | None) -> None:
@@ -182,7 +213,9 @@ def _check_container(path: str, name: str, kind: str | None, box: str | None) ->
     if box is None and kind in CONTAINER_KINDS:
         raise SpecError(
             f"{path}: host {name!r}: transport {kind!r} names no container",
-            'add `container = "NAME"` (the running container to patch)',
+            'add `pod = "NAMESPACE/NAME"` (the running pod to patch)'
+            if kind == "kubectl"
+            else 'add `container = "NAME"` (the running container to patch)',
         )
 
 
@@ -248,6 +281,14 @@ def _text(value: Any, name: str | int, loc: tuple[int | str, ...]) -> str:
     problem = sshnames.user_problem(value) if name in ("user", "sudo_user") else None
     if problem:
         raise _Invalid(loc, f"user name {problem}")
+    if name in ("pod", "container_name", "kube_context"):
+        from patcher.transports import kubectl
+
+        problem = kubectl.pod_problem(value) if name == "pod" else kubectl.word_problem(name, value)
+        if problem:
+            raise _Invalid(loc, problem, kubectl.POD_HINT)
+    if name == "kubeconfig" and value.startswith("-"):
+        raise _Invalid(loc, f"{value!r} is not a file name", "a kubeconfig is a file's path")
     if name in ("container", "container_user"):
         from patcher.transports import container
 

@@ -38,6 +38,12 @@ EPHEMERAL = (
     "ephemeral: the patches live in the container's writable layer: kept over a container "
     "restart, gone when it is re-created from its image (bake them in: `vpatch wheel`)"
 )
+# A pod's (transport kubectl): the kubelet restarts a container as a new one of its image.
+EPHEMERAL_POD = (
+    "ephemeral: the patches live in the pod's container filesystem: gone at its next restart "
+    "(keep the venv on a volume that an initContainer fills with `vpatch ensure`, or bake a "
+    "wheel: `vpatch wheel`)"
+)
 
 
 def render_human(result: RunResult, show_diff: bool = False, out: TextIO | None = None) -> None:
@@ -185,7 +191,8 @@ def _patches(console: Console, command: str, host: HostResult, show_diff: bool) 
     for p in host.patches:
         _patch(console, command, p, show_diff, host.ephemeral)
     if host.ephemeral and host.patches and not progress.quiet():
-        console.print(Text(line(f"  note: {EPHEMERAL}"), "yellow"))
+        note = EPHEMERAL_POD if host.transport == "kubectl" else EPHEMERAL
+        console.print(Text(line(f"  note: {note}"), "yellow"))
 
 
 def _patch(

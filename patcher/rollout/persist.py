@@ -41,6 +41,14 @@ HINT = (
     "install there), or on Kubernetes run `vpatch ensure` in an initContainer into a venv on "
     "a volume"
 )
+# A pod's: the kubelet restarts a container as a new one, so only a venv on a volume keeps
+# a patch; a restart in place is a signal to its PID 1 (`kubectl exec POD -- kill 1`).
+POD_HINT = (
+    "restart the pod's container in place (`kubectl exec -n NS POD -- kill 1`: the kubelet "
+    "starts it again in the same pod) with the venv on a volume; to keep a patch across new "
+    "pods, an initContainer runs `vpatch ensure` into a venv on a volume (emptyDir) the server "
+    "mounts (docs/hooks.md), or bake it into the image (`vpatch wheel`)"
+)
 
 
 def simple_commands(command: str) -> list[list[str]]:
@@ -127,6 +135,12 @@ def check_restarts(targets: Sequence[Target], restart: str | None) -> None:
         if t.container is None or not command:
             continue
         how = recreates(command)
+        if how is not None and t.transport == "kubectl":
+            raise UsageError(
+                f"host {t.name}: restart {command!r} makes a new pod for {t.container!r} "
+                f"(`{how}`): the patch in the old pod would be gone before the canary is judged",
+                POD_HINT,
+            )
         if how is not None:
             raise UsageError(
                 f"host {t.name}: restart {command!r} re-creates container {t.container!r} "

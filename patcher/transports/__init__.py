@@ -10,8 +10,8 @@ The room (docs/design.md, "Adding a transport"):
 - bundle: the agent bundle and its loaders (what every transport sends), the line format;
 - pipe: a local agent, and the child-process session the `ssh` client shares (kind `local`);
 - ssh: what both SSH clients share (the remote command, options, `--host` parsing);
-- openssh, paramiko_ssh, ray, podman, docker: one module per remote kind (the engines' shared
-  exec session in container);
+- openssh, paramiko_ssh, ray, podman, docker, kubectl: one module per remote kind (the
+  engines' and kubectl's shared exec session in container);
 - sshnames, sshconfig, session, answers: names as ssh takes them, `ssh -G` and known_hosts,
   the words for an unknown outcome, the fleet's answer budget.
 """
@@ -41,9 +41,11 @@ KINDS: dict[str, str] = {
     "ray": "patcher.transports.ray",
     "podman": "patcher.transports.podman",
     "docker": "patcher.transports.docker",
+    "kubectl": "patcher.transports.kubectl",
 }
-# The kinds that reach a container (`Target.container`) on this machine or an SSH host.
-CONTAINER_KINDS = ("podman", "docker")
+# The kinds that reach a container (`Target.container`: a pod for kubectl) on this machine or
+# an SSH host.
+CONTAINER_KINDS = ("podman", "docker", "kubectl")
 
 
 class Target(Protocol):
@@ -75,6 +77,12 @@ class Target(Protocol):
     def container(self) -> str | None: ...  # a container there (kind podman/docker); None: none
     @property
     def container_user(self) -> str | None: ...  # `exec --user` in it; None: the image's user
+    @property
+    def container_name(self) -> str | None: ...  # kubectl: the pod's container (`-c`)
+    @property
+    def kube_context(self) -> str | None: ...  # kubectl: `--context`; None: the current one
+    @property
+    def kubeconfig(self) -> str | None: ...  # kubectl: `--kubeconfig`; None: kubectl's own
 
 
 class Settings(NamedTuple):

@@ -139,7 +139,7 @@ class ContainerTransport(PipeTransport):
         raise engine_error(self.target, self.box, self.opts, err, code)
 
 
-def _over_ssh(target: Target, settings: Settings, box: Box) -> OpenSshTransport:
+def over_ssh(target: Target, settings: Settings, box: Box) -> OpenSshTransport:
     """The container on an SSH host: the OpenSSH transport whose remote command is the
     engine's exec (through `sudo -n` where the target says sudo: the engine's socket is
     usually root's)."""
@@ -170,7 +170,7 @@ def make(engine: str, target: Target, settings: Settings) -> PipeTransport:
     if problem is not None:
         raise HostError(f"{target.name}: {problem}", NAME_HINT)
     if not target.local:
-        return _over_ssh(target, settings, box)
+        return over_ssh(target, settings, box)
     return ContainerTransport(
         target.name, box, options(target, settings)._replace(keep_agent=False)
     )

@@ -70,8 +70,11 @@ def test_each_command_has_its_own_options() -> None:
     assert "--dry-run" in own["rollback"] and "--adopt" not in own["rollback"]
     assert "--level" not in own["status"] and "--force" not in own["status"]
     assert "--force" in own["ensure"] and "--dry-run" not in own["ensure"]
-    # status has the targets' options, and its output formats (a monitoring feed's)
-    assert own["status"] - own["apply"] == {"--format", "--output"}
+    # status has the targets' options, and its output formats (a monitoring feed's); status
+    # and verify (they write nothing) also take their targets from a pod list
+    pods = {"--kubectl", "--selector", "--kube-container", "--kube-context"}
+    assert own["status"] - own["apply"] == {"--format", "--output", *pods}
+    assert pods <= own["verify"] and not pods & (own["apply"] | own["rollback"] | own["ensure"])
 
 
 def _word_comparisons(path: Path) -> list[str]:

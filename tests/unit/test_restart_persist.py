@@ -30,3 +30,11 @@ def test_a_recreating_restart_of_a_container_is_refused_with_the_recipes() -> No
     check_restarts([BOX._replace(restart="podman restart vllm")], "podman rm -f vllm")
     # a host is no container: its restart re-creates nothing vpatch patched
     check_restarts([Target("h1", "h1", restart="docker rm -f x && docker run x")], None)
+
+
+def test_a_restart_that_makes_a_new_pod_is_refused_with_the_pod_recipe() -> None:
+    pod = Target("p1", "local", local=True, transport="kubectl", container="serve/vllm-0")
+    with pytest.raises(UsageError, match="makes a new pod for 'serve/vllm-0'") as exc:
+        check_restarts([pod], "kubectl -n serve delete pod vllm-0")
+    assert "initContainer" in exc.value.hint and "kill 1" in exc.value.hint
+    check_restarts([pod], "kubectl exec -n serve vllm-0 -- kill 1")
