@@ -83,6 +83,7 @@ def listing(namespace: str, selector: str, context: str | None, timeout: float) 
     argv = [exe, *([f"--context={context}"] if context else [])]
     argv += ["get", "pods", "-n", namespace, f"--selector={selector}", "-o", "json"]
     try:
+        # process-start: the Kubernetes client `kubectl get pods` (not a Python)
         ran = subprocess.run(argv, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         raise HostError(
