@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from patcher.errors import HostError, UsageError
@@ -134,17 +135,49 @@ class Controls:
             tr.close()
 
 
-def extend(
-    before: Measures | None,
-    after: Measures,
-    gates: Gates,
-    control: Measures | None,
-) -> bool:
+def extend(gates: Gates, judged: Callable[[], Sequence[judging.Gate]]) -> bool:
     """Whether a window that reached its length goes on: only with --confidence, while a
-    gate's evidence is short and none has failed on evidence already."""
+    gate's evidence is short and none has failed on evidence already. `judged`: the gates as
+    they stand on the window so far (SoFar.judged: asked only with --confidence)."""
     if gates.confidence is None:
         return False
-    return judging.undecided(judging.judge(before, after, gates, control, last=False))
+    return judging.undecided(list(judged()))
+
+
+class SoFar:
+    """A window as its last scrape left it, measured (`measure`: its scrapes, (counters,
+    time) in order, to measures) and judged as it stands (the window not over:
+    judging.judge's `last=False`) at most once each, whoever asks first: the decision to
+    extend the window (extend) and the live view's evidence (walk.Host.seen) read the same
+    scrape. `cseries`: the control hosts' scrapes (None: no control)."""
+
+    def __init__(
+        self,
+        before: Measures | None,
+        gates: Gates,
+        measure: Callable[[list[tuple[Counters, float]]], Measures],
+        series: list[tuple[Counters, float]],
+        cseries: list[tuple[Counters, float]] | None,
+    ) -> None:
+        self._before, self._gates, self._measure = before, gates, measure
+        # copies: the window's lists grow at its next scrape, after which this one is old
+        self._series = list(series)
+        self._cseries = list(cseries) if cseries is not None else None
+
+    @cached_property
+    def after(self) -> Measures:
+        return self._measure(self._series)
+
+    @cached_property
+    def control(self) -> Measures | None:
+        return self._measure(self._cseries) if self._cseries is not None else None
+
+    def judged(self) -> list[judging.Gate]:
+        return self._judgement
+
+    @cached_property
+    def _judgement(self) -> list[judging.Gate]:
+        return judging.judge(self._before, self.after, self._gates, self.control, last=False)
 
 
 def describe_latency(m: Measures) -> list[str]:

@@ -25,15 +25,14 @@ from patcher.output.lines import warning
 from patcher.rollout import events
 from patcher.rollout.events import Event
 from patcher.serving.gates import BASELINE, CONTROL
-from patcher.serving.judging import judge
 
 if TYPE_CHECKING:
     from patcher.result import HostResult, RunResult
+    from patcher.rollout.canary import SoFar
     from patcher.rollout.report import LiveReport
     from patcher.rollout.settings import Settings
     from patcher.rollout.steer import Steer
     from patcher.rollout.walk import Host
-    from patcher.serving.measures import Measures
 
 Sink = Callable[[Event], None]
 SUFFIX = ".events"  # the stream beside the report: REPORT.events
@@ -142,16 +141,16 @@ class Stream:
             health=c.health_timeout,
         )
 
-    def seen(self, h: Host, so_far: Measures, control: Measures | None) -> None:
+    def seen(self, h: Host, now: SoFar) -> None:
         """A scrape of `h`'s window: the evidence so far; in the after-window, the gates
-        judged as they stand (the window not over: judging.judge's `last=False`)."""
+        judged as they stand (canary.SoFar: the same judgement the window's extension reads)."""
         name, step = h.target.name, h.current
         if step == events.WINDOW:
-            judged = judge(h.before, so_far, h.gates, control, last=False)
+            control = now.control
             ref, against = (control, CONTROL) if control is not None else (h.before, BASELINE)
-            ev = events.evidence_of(so_far, judged, ref, against)
+            ev = events.evidence_of(now.after, now.judged(), ref, against)
         else:
-            ev = events.evidence_of(so_far)
+            ev = events.evidence_of(now.after)
         took = time.monotonic() - self.began.get(name, time.monotonic())
         timeout = self.timeout(step)
         self.emit(events.SCRAPE, host=name, phase=step, elapsed=took, timeout=timeout, evidence=ev)

@@ -94,9 +94,9 @@ class Host:
     # an agent there this opens (driver.py); None: the restart runs where the agent runs.
     restart_on: Callable[[], Transport] | None = None
     steer: HostSteer | None = None  # the run's steering, as this host took it (steering.py)
-    # each scrape of a window after its first: (host, the window so far, the control's so
-    # far): the live view's evidence (patcher.rollout.stream.Stream.seen)
-    seen: Callable[[Host, Measures, Measures | None], None] | None = None
+    # each scrape of a window after its first: (host, the window so far): the live view's
+    # evidence (patcher.rollout.stream.Stream.seen)
+    seen: Callable[[Host, canary.SoFar], None] | None = None
     scrapes: int = 0  # the after-window's scrapes after its first: the look that decided
 
     @property
@@ -142,6 +142,7 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
     missed: list[str] = []
     ctrl = h.controls if after else None
     cseries = [ctrl.scrape(cfg)] if ctrl is not None else []
+    now = canary.SoFar(h.before, h.gates, _window, series, cseries if ctrl is not None else None)
     t0 = series[0][1]
     poll = cfg.scrape_every or max(0.2, min(5.0, cfg.window / 10))
     longest = max(cfg.window, cfg.max_window or 0.0)
@@ -151,9 +152,7 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
             break  # promoted: the window ends at this look (an abort raises: the step fails)
         (start, _), (end, t1) = series[0], series[-1]
         if len(series) > 1 and decide.window_done(start, end, t1 - t0, least, cfg.min_drafts):
-            if not after or not canary.extend(
-                h.before, _window(series), h.gates, _window(cseries) if ctrl else None
-            ):
+            if not after or not canary.extend(h.gates, now.judged):
                 break
             if t1 - t0 >= longest:
                 break
@@ -163,15 +162,18 @@ def _measure(h: Host, sleep: Callable[[float], None] = time.sleep, after: bool =
         series.append(_scrape(h, missed))
         if ctrl is not None:
             cseries.append(ctrl.scrape(cfg))
+        now = canary.SoFar(
+            h.before, h.gates, _window, series, cseries if ctrl is not None else None
+        )
         if h.seen is not None:
-            h.seen(h, _window(series), _window(cseries) if ctrl is not None else None)
+            h.seen(h, now)
     h.window_end = series[-1][0]
     h.missed = _missed_note(missed, len(series) - 1)
     if after:
         h.scrapes = len(series) - 1
     if ctrl is not None:
-        h.control_after = _window(cseries)
-    return _window(series)
+        h.control_after = now.control
+    return now.after
 
 
 def _missed_note(missed: list[str], scrapes: int) -> str:
