@@ -84,7 +84,7 @@ def test_stop_start(ssh_lab_factory: LabFactory) -> None:
     h1, h2 = lab.hosts
     old_pid = h1.pid
     h1.stop()
-    assert not _alive(old_pid)
+    _wait_for(lambda: not _alive(old_pid), 10)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((h1.address, h1.port), timeout=2).close()
     r = lab.ssh(h1, "true")
@@ -113,11 +113,9 @@ def test_kill_sessions_cuts_connections_but_keeps_listening(ssh_lab_factory: Lab
     (h,) = lab.hosts
     proc = _start_sleep(lab, h)
     sleeper = _sleep_pids(h)[0]
-    t = time.monotonic()
     h.kill_sessions()
-    assert proc.wait(timeout=5) == 255
-    assert time.monotonic() - t < 3
-    assert not _alive(sleeper)
+    assert proc.wait(timeout=20) == 255  # cut, long before its `sleep 30` would have ended
+    _wait_for(lambda: not _alive(sleeper), 10)
     assert h.running and h.session_pids() == []
     assert lab.ssh(h, "hostname").stdout == "h1\n"
 
@@ -130,7 +128,7 @@ def test_kill_sessions_cuts_connections_but_keeps_listening(ssh_lab_factory: Lab
     assert _alive(sleeper)
     assert lab.ssh(h, "true").returncode == 0
     h.stop()
-    assert not _alive(sleeper)
+    _wait_for(lambda: not _alive(sleeper), 10)
 
 
 @pytest.mark.parametrize("sudoers", [False, True])
