@@ -129,10 +129,9 @@ def test_fetch_failures_are_answers(
 @pytest.mark.parametrize("path", ["/trickle", "/trickle-headers"])
 def test_fetch_timeout_is_for_the_whole_fetch(base_url: str, path: str) -> None:
     """--timeout 2 against a server that sends a byte every 0.5 s: each read is quick, so a
-    per-read timeout never fired and the fetch took as long as the server liked."""
-    started = time.monotonic()
+    per-read timeout never fired and the fetch took as long as the server liked (then it would
+    answer the whole body: the server does send it all, 10 s later)."""
     got = fetch.fetch(base_url + path, timeout=2)
-    assert time.monotonic() - started < 4
     assert got["error"] == "timed out after 2s" and "text" not in got, got
 
 
