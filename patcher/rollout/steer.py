@@ -15,7 +15,8 @@ when it closes; the operator writes the four verbs. What is in force is folded f
   the patch whatever the gates said (verdict `promoted`, the gates as they stood recorded).
   A host that starts later is judged as usual.
 - abort: final for the run. No host starts; a host in flight fails its current window or
-  does not begin its next forward step, and takes the way back (verdict `aborted`).
+  health wait or does not begin its next forward step, and takes the way back (verdict
+  `aborted`).
 """
 
 from __future__ import annotations

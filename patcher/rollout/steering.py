@@ -3,7 +3,8 @@ channel (patcher/rollout/channel.py) read where patcher/rollout/steer.py's decis
 asked, and what each did to a host kept for its report and its journal.
 
 Where it is read: before a host starts (driver: `Steering.hold`), before each step of a host
-in flight (walk: `HostSteer.before`) and at every scrape of a window (walk._measure:
+in flight (walk: `HostSteer.before`), between the calls of a health wait
+(walk._step_health: `HostSteer.during`) and at every scrape of a window (walk._measure:
 `HostSteer.look`). A steer that changed a host's walk is journaled there at once, as a note on
 the walk (protocol.steer_entry), and its host's report names it (`steers`).
 
@@ -183,6 +184,17 @@ class HostSteer:
             self._took(s, step, f"the {step} step was not run; {then}")
         self._flush()
         return "" if action == steer.GO or s is None else f"not run: aborted ({s.by()} at {s.at})"
+
+    def during(self, step: str) -> None:
+        """Between two calls of `step`'s wait (a health wait): Aborted raised when the run
+        was aborted and this host, going forward, has not taken it yet (the step fails,
+        the way back follows); a way back's wait goes on (steer.before_step decides both)."""
+        action, s = steer.before_step(self.steering.state(), self.seen, step)
+        if action == steer.GO or s is None:
+            return
+        self._took(s, step, f"the {step} wait was ended; it goes back")
+        self._flush()
+        raise Aborted(f"aborted ({s.by()} at {s.at}) in the {step} wait")
 
     def look(self, step: str, after: bool) -> bool:
         """At a scrape of the window of `step`: True when it ends now (promoted); Aborted

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
     from patcher.specs.model import PatchSpec
     from patcher.transports import Transport
 
-HEALTH_CALL = 60.0  # seconds one health request may wait on the host; the controller repeats
+# Seconds one health request may wait on the host; the controller repeats, and reads the
+# steering channel between two calls (an abort ends a forward health wait within one call).
+HEALTH_CALL = 10.0
 RESTART_TIMEOUT = 600.0
 JOURNAL_CALL = 120.0  # seconds a journal step may take
 
@@ -312,7 +314,8 @@ def _still_stale(h: Host) -> None:
 def _step_health(h: Host) -> str:
     """GET the URL on the host until it answers 200 or --health-timeout passed, the calls
     paced by patcher.rollout.healthpoll (never faster than its INTERVAL, at the deadline too); the
-    tries reported are the agent's own count of its requests."""
+    tries reported are the agent's own count of its requests. Before each call the run's
+    abort is looked for (HostSteer.during): a forward wait ends there, a way back's goes on."""
     from patcher.rollout import healthpoll
 
     url = h.health
@@ -331,6 +334,8 @@ def _step_health(h: Host) -> str:
         pause, wait = call
         if pause > 0:
             time.sleep(pause)
+        if h.steer is not None:
+            h.steer.during(h.current or decide.HEALTH)
         _beat(h, decide.HEALTH, force=False)
         request = protocol.health_request(url, wait, healthpoll.INTERVAL)
         res = _ask(h, request, wait + 60, "the health check", HEALTH_HINT)

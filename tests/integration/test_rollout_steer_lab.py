@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 
 from tests import envs, jsondoc
 from tests.conftest import REPO, VPATCH, vpatch
-from tests.support import rolloutlab
+from tests.support import rolloutlab, running
 from tests.support.stranger import shared_dir, stranger
 
 pytestmark = pytest.mark.vllm
@@ -50,32 +49,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[rolloutlab.Rollout
         lab.close()
 
 
-def _until(proc: subprocess.Popen[str], what: Any, timeout: float = 300) -> None:
-    """Wait for `what` while the rollout runs (one that ended says why, at once)."""
-    deadline = time.monotonic() + timeout
-    while not what():
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            raise AssertionError(f"the rollout ended early ({proc.returncode}): {out}{err}")
-        assert time.monotonic() < deadline, "the rollout never got there"
-        time.sleep(0.1)
-
-
-def _hosts(report: Path) -> dict[str, dict[str, Any]]:
-    try:
-        doc = json.loads(report.read_text())
-    except (OSError, ValueError):  # not written yet (its rename is atomic: never half)
-        return {}
-    return {h["target"]: h for h in doc["hosts"]}
-
-
 def _in(report: Path, host: str) -> str | None:
-    r = _hosts(report).get(host, {}).get("rollout")
+    r = running.report_hosts(report).get(host, {}).get("rollout")
     return None if r is None else r["stopped_in"]
 
 
 def _held(report: Path, host: str) -> bool:
-    patches = _hosts(report).get(host, {}).get("patches") or [{}]
+    patches = running.report_hosts(report).get(host, {}).get("patches") or [{}]
     return "held before its start: paused" in (patches[0].get("message") or "")
 
 
@@ -128,7 +108,7 @@ def test_pause_promote_and_abort_each_change_what_happens_next(
         )  # fmt: skip
         watcher = None
         try:
-            _until(proc, began1.exists)  # the report and its events are there from the start
+            running.until(proc, began1.exists)  # the report and its events are there from the start
             watcher = subprocess.Popen(
                 [*VPATCH, "rollout", "watch", str(report)], cwd=REPO, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True,
@@ -160,15 +140,15 @@ def _steer_through(
     h2: tuple[Path, Path],
 ) -> str:
     """The steers, each written where the rollout provably is; the run id."""
-    _until(proc, h1[0].exists)  # h1 is in its restart step, held there
-    run = _hosts(report)["h1"]["rollout"]["run"]
+    running.until(proc, h1[0].exists)  # h1 is in its restart step, held there
+    run = running.report_hosts(report)["h1"]["rollout"]["run"]
     _steer("pause", report)
     h1[1].touch()
-    _until(proc, lambda: _in(report, "h1") == "window")
+    running.until(proc, lambda: _in(report, "h1") == "window")
     _steer("promote", report)
-    _until(proc, lambda: _held(report, "h2"))  # h1 ended; h2 waits before its start
+    running.until(proc, lambda: _held(report, "h2"))  # h1 ended; h2 waits before its start
     _held_in_events(report)
-    hosts = _hosts(report)
+    hosts = running.report_hosts(report)
     assert hosts["h1"]["rollout"]["verdict"] == "promoted", hosts["h1"]
     assert hosts["h2"]["rollout"]["phases"] == [] and hosts["h3"]["rollout"]["phases"] == []
     lease = lab.hosts[1].ssh.home / "vllm" / ".vpatch" / "rollout.lease"
@@ -184,7 +164,7 @@ def _steer_through(
     assert channel.read_bytes() == before and _held(report, "h2")
 
     _steer("resume", report)
-    _until(proc, h2[0].exists)  # h2 is in its restart step, held there
+    running.until(proc, h2[0].exists)  # h2 is in its restart step, held there
     _steer("abort", report)
     h2[1].touch()
     return run

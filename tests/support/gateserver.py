@@ -44,6 +44,7 @@ def serve(
     lived: float = 0.0,
     restarts: Callable[[], bool] | None = None,
     down: Callable[[], bool] | None = None,
+    sick: Callable[[], bool] | None = None,
 ) -> Iterator[str]:
     """Serve until the block ends; yields the base URL (http://127.0.0.1:PORT). `lived`: the
     counters start as if the engine had served that many seconds already. `restarts`: asked
@@ -51,7 +52,8 @@ def serve(
     (its counters start again from zero then, and this scrape shows only what it counted
     since), as a data-parallel engine that died and came back between two scrapes. `down`:
     asked at each /metrics request first; True: the engine is away (503, no counters), as
-    one whose restart outlasts a scrape."""
+    one whose restart outlasts a scrape. `sick`: asked at each /health request; True: 503,
+    as a server that is up but not ready."""
     state = {"started": time.monotonic() - lived, "last": time.monotonic()}
     lock = threading.Lock()
 
@@ -65,7 +67,9 @@ def serve(
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/health":
+            if self.path == "/health" and sick is not None and sick():
+                body, status = b"not ready", 503
+            elif self.path == "/health":
                 body, status = b"ok", 200
             elif self.path == "/metrics" and down is not None and down():
                 body, status = b"restarting", 503

@@ -95,7 +95,7 @@ def test_a_server_that_never_answers_is_tried_at_most_once_an_interval(
 
 def test_a_server_that_comes_up_reports_the_tries_it_took(clock: Clock) -> None:
     h = health_step(900.0)
-    clock.healthy_at = clock.now + 75.3  # past one agent call's wait (HEALTH_CALL, 60 s)
+    clock.healthy_at = clock.now + 75.3  # past several agent calls' waits (HEALTH_CALL)
     detail = walk._step_health(h)
     n = len(clock.fetches)
     assert f"({n} tries)" in detail and n <= math.ceil(75.3 / healthpoll.INTERVAL) + 1
