@@ -10,6 +10,7 @@ SIGKILL ends the walk without any handler) in each of them.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,11 @@ class FakeHost:
     # the host as the agent would stamp it on a step entry and answer an inspect's `seen_for`
     # (patcher/agent/seen.py): a test changes it between two controllers (a hand rollback)
     seen: dict[str, Any] = field(default_factory=lambda: {"files": {}, "server": [[1, "T0"]]})
+    # Where each scrape's read time goes (canary's clock in tests/unit/test_canary.py), and
+    # how far (in seconds of generation) a scrape's count is moved either way, the same at
+    # every run: the per-interval noise a real server has, never the machine's load.
+    stamps: Stamps | None = None
+    wiggle: float = 0.0
     _scrapes: int = 0
     _born: float = field(default_factory=time.monotonic)
 
@@ -111,7 +117,11 @@ class FakeHost:
     def _generation(self, drafts: int) -> float:
         if self.tokens_per_s is None:
             return drafts * 4
-        return self.tokens_per_s * (time.monotonic() - self._born)
+        now = time.monotonic()
+        if self.stamps is not None:
+            self.stamps.last = now
+        moved = random.Random(f"{self.target} {self._scrapes}").uniform(-1, 1) * self.wiggle
+        return self.tokens_per_s * (now - self._born + moved)
 
     def engine_step(self, h: walk.Host, which: str) -> str:
         """patcher.run.engine's apply, rollback or plan (apply's dry run), as
@@ -132,6 +142,19 @@ class FakeHost:
         if refused:
             raise walk._StepFailed(f"{h.specs[0].id} modified: {message}")
         return ", ".join(f"{p.id} {p.outcome}" for p in h.result.patches)
+
+
+@dataclass
+class Stamps:
+    """The read time of the newest fake scrape, as a clock: patched in as the controller's
+    clock of its scrapes (patcher.rollout.canary), a scrape is stamped with the time its
+    counters were read, not that plus however long a loaded machine took to hand the answer
+    back (which, over 10 ms intervals, moved a rate by half and more)."""
+
+    last: float = 0.0
+
+    def monotonic(self) -> float:
+        return self.last
 
 
 @dataclass

@@ -21,9 +21,17 @@ from tests.support.rolloutfake import ControlHost, FakeHost
 TARGET, CONTROL = Target("h1", "h1"), Target("h9", "h9")
 
 
+STAMPS = rolloutfake.Stamps()
+WIGGLE = 0.0002  # seconds of generation a scrape's count moves either way (fake noise)
+
+
 @pytest.fixture(autouse=True)
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake engine steps, and the window's scrapes stamped with the time the fakes read
+    their counters at (rolloutfake.Stamps): the rates are the fakes' own, with their seeded
+    noise, however loaded the machine."""
     monkeypatch.setattr(walk, "_engine_step", rolloutfake.engine_step)
+    monkeypatch.setattr(canary, "time", STAMPS)
 
 
 def _specs() -> list[PatchSpec]:
@@ -35,8 +43,8 @@ def _specs() -> list[PatchSpec]:
 def _roll(
     canary_rate: float, control_rate: float, min_ratio: float
 ) -> tuple[dict[str, object], ControlHost, FakeHost]:
-    fake = FakeHost(tokens_per_s=canary_rate)
-    ctl = ControlHost(target="h9", tokens_per_s=control_rate)
+    fake = FakeHost(stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=canary_rate)
+    ctl = ControlHost(target="h9", stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=control_rate)
     return _walk(fake, ctl, min_ratio=min_ratio), ctl, fake
 
 
@@ -84,8 +92,8 @@ def test_the_sequential_rule_rolls_a_slow_canary_back_in_fewer_scrapes() -> None
     which cannot before --window and its rank test's five intervals a side."""
     got = {}
     for rule in ("fixed", "sequential"):
-        fake = FakeHost(tokens_per_s=800.0)
-        ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+        fake = FakeHost(stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=800.0)
+        ctl = ControlHost(target="h9", stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
         r = _walk(fake, ctl, min_ratio=0.95, rule=rule, window_given=False)
         assert r["verdict"] == decide.ROLLED_BACK, r
         gate = next(g for g in r["gates"] if g["name"] == "tokens_per_s_ratio")
@@ -101,8 +109,8 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
     """A --max-window too short for five intervals a side: the rank test never decides (it
     needs stats.MIN_SAMPLES), the window extends to --max-window and the gate fails, saying
     why. (No fixed timing: the count of intervals is bounded by the windows.)"""
-    fake = FakeHost(tokens_per_s=950.0)
-    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    fake = FakeHost(stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=950.0)
+    ctl = ControlHost(target="h9", stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
     cfg = rolloutfake.settings(
         min_drafts=0,
         window=0.01,
@@ -139,8 +147,8 @@ def test_a_window_that_cannot_decide_fails_with_not_enough_evidence() -> None:
 def test_a_control_host_that_cannot_be_scraped_fails_the_window_and_rolls_back() -> None:
     """Without the control there is nothing to compare with: the window step fails (named),
     the canary is rolled back."""
-    fake = FakeHost(tokens_per_s=1000.0)
-    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    fake = FakeHost(stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
+    ctl = ControlHost(target="h9", stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
     ctl.call = lambda request, timeout=None: {"ok": True, "error": "connection refused"}  # type: ignore[method-assign]
     cfg = rolloutfake.settings(min_drafts=0, control=1, confidence=0.95, scrape_every=0.01)
     h = rolloutfake.host(fake, TARGET, _specs(), cfg, "r1")
@@ -155,8 +163,8 @@ def test_a_control_scrape_over_a_bound_fails_the_window_with_its_reason() -> Non
     """A control host's endpoint sending one hostile `position` label: that scrape fails,
     named, the canary is rolled back; nothing is built from the value (it used to size a
     tuple of that many floats)."""
-    fake = FakeHost(tokens_per_s=1000.0)
-    ctl = ControlHost(target="h9", tokens_per_s=1000.0)
+    fake = FakeHost(stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
+    ctl = ControlHost(target="h9", stamps=STAMPS, wiggle=WIGGLE, tokens_per_s=1000.0)
     name = "vllm:spec_decode_num_accepted_tokens_per_pos"
     hostile = f'# TYPE {name} counter\n{name}_total{{position="1000000000000"}} 1\n'
     ctl._metrics = lambda: hostile  # type: ignore[method-assign]
