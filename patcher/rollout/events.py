@@ -22,7 +22,10 @@ Kinds, in the order a run emits them:
 - `steer`, at any time: the controller took a steer written to the run's channel (`vpatch
   rollout pause|resume|promote|abort`; `steer`: the record, patcher.rollout.steer.Steer),
   said once when it is first read (no `host`), then once for each host a promote or an abort
-  changed (`host`, `phase`: the step it met there, `detail`: what it did).
+  changed (`host`, `phase`: the step it met there, `detail`: what it did);
+- `beat`, at any time: the controller said nothing else for BEAT_S seconds (a restart, a
+  model load): it is alive. A watcher on another node cannot look for the controller's
+  process; a stream silent for STALE_S is one whose controller is gone.
 
 A host a pause holds before its start is in the phase HELD: a `phase` event whose `steer` is
 the pause. It is no step: the journal's steps (STEPS) never name it.
@@ -40,12 +43,14 @@ from patcher.serving.judging import Gate
 from patcher.serving.measures import Measures
 
 VERSION = 1
-KINDS = ("start", "phase", "scrape", "ended", "done", "end", "steer")
-START, PHASE, SCRAPE, ENDED, DONE, END, STEER = KINDS
+KINDS = ("start", "phase", "scrape", "ended", "done", "end", "steer", "beat")
+START, PHASE, SCRAPE, ENDED, DONE, END, STEER, BEAT = KINDS
 STEPS = protocol.ROLLOUT_STEPS
 BASELINE, _APPLY, RESTART, HEALTH, WINDOW = STEPS[:5]
 ROLLBACK_RESTART, ROLLBACK_HEALTH = STEPS[7:9]
 HELD = "held"  # the phase of a host a pause holds before its start (no step of the journal)
+BEAT_S = 15.0  # the longest a running controller's stream stays silent: a `beat` then
+STALE_S = 4 * BEAT_S  # a stream silent this long: its controller is gone (three beats missed)
 PAUSE, RESUME, PROMOTE, ABORT = protocol.STEER_VERBS
 
 # Where a gate stands in a window not over yet: passed, failed on evidence, or still open.

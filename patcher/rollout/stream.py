@@ -91,6 +91,9 @@ class Stream:
         self.told: dict[str, int] = {}  # host -> how many of its phases were said ended
         self.files = [s for s in sinks if isinstance(s, LineFile)]  # closed at the end
         self.ended = False  # the run's last event was said: nothing more is
+        self.said = time.monotonic()  # when the newest event was said
+        self.quiet = threading.Event()  # set at the run's end: no more beats
+        self.beater: threading.Thread | None = None
 
     def emit(self, kind: str, **what: Any) -> None:
         from patcher.rollout.walk import _now
@@ -100,6 +103,7 @@ class Stream:
             if self.ended:  # a host still in flight after a second Ctrl-C: the run is over
                 return
             self.ended = kind == events.END
+            self.said = time.monotonic()
             for sink in list(self.sinks):
                 try:
                     sink(ev)
@@ -112,6 +116,15 @@ class Stream:
         import socket
 
         self.emit(events.START, hosts=tuple(hosts), pid=os.getpid(), node=socket.gethostname())
+        self.beater = threading.Thread(target=self._beat, name="vpatch-beat", daemon=True)
+        self.beater.start()
+
+    def _beat(self) -> None:
+        """A `beat` whenever nothing else was said for BEAT_S (a restart, a model load), so
+        that a watcher on another node tells a silent run from a gone controller."""
+        while not self.quiet.wait(events.BEAT_S / 3):
+            if time.monotonic() - self.said >= events.BEAT_S:
+                self.emit(events.BEAT)
 
     def step(self, h: Host) -> None:
         """`h` begins its current step: the steps it ended since are said first."""
@@ -183,6 +196,9 @@ class Stream:
     def end(self, result: RunResult) -> None:
         """The run is over: the last event, then the files closed."""
         self.emit(events.END, ok=result.ok, verdict="ok" if result.ok else "not ok")
+        self.quiet.set()
+        if self.beater is not None:
+            self.beater.join()
         with self.lock:
             for f in self.files:
                 f.close()

@@ -22,7 +22,7 @@ from typing import TextIO
 from patcher.errors import UsageError
 from patcher.output.lines import put
 from patcher.rollout import liveview
-from patcher.rollout.events import END, MAX_LINE, START, BadEvent, Event, from_json
+from patcher.rollout.events import END, MAX_LINE, STALE_S, START, BadEvent, Event, from_json
 from patcher.rollout.stream import events_path
 
 HINT = (
@@ -142,18 +142,21 @@ def _stream(path: str, owner: int) -> int:
 def follow(
     fd: int,
     sink: Callable[[Event], None],
-    alive: Callable[[Event], bool] | None = None,
+    alive: Callable[[Event, float], bool] | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Event | None:
     """Every event of the stream to `sink`, as it comes, until the run's last (returned);
-    None when the controller is gone (`alive(start)` is False) and no last event came. A line
-    that is not an event is UsageError."""
+    None when the controller is gone (`alive(start, seconds the stream has been silent)` is
+    False) and no last event came. A line that is not an event is UsageError."""
     alive = alive or controller_alive
-    buf, start = b"", None
+    buf, start, heard = b"", None, clock()
     while True:
         chunk = os.read(fd, 65536)
-        if not chunk:
-            if start is not None and not alive(start):
+        if chunk:
+            heard = clock()
+        else:
+            if start is not None and not alive(start, clock() - heard):
                 chunk = os.read(fd, 65536)  # what it wrote just before it went
                 if not chunk:
                     return None
@@ -181,13 +184,14 @@ def _parse(raw: bytes) -> Event:
         ) from None
 
 
-def controller_alive(start: Event) -> bool:
-    """Whether the run's controller may still be writing: its process exists on this node
-    (another node's is taken as alive: a watcher there cannot tell)."""
+def controller_alive(start: Event, silent: float) -> bool:
+    """Whether the run's controller may still be writing: on this node, its process exists;
+    on another (whose processes a watcher cannot see), the stream has not been `silent` for
+    STALE_S seconds (a running controller beats every BEAT_S: events.BEAT)."""
     import socket
 
     if start.pid is None or start.node != socket.gethostname():
-        return True
+        return silent < STALE_S
     try:
         os.kill(start.pid, 0)
     except ProcessLookupError:

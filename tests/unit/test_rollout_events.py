@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +299,8 @@ def test_the_reader_ends_when_the_controller_is_gone_without_an_end(tmp_path: Pa
         os.close(fd)
     assert [e.kind for e in seen] == [events.START, events.PHASE]
     assert watching.controller_alive(
-        events.Event(at="", run="r", kind="start", pid=os.getpid(), node=socket.gethostname())
+        events.Event(at="", run="r", kind="start", pid=os.getpid(), node=socket.gethostname()),
+        events.STALE_S * 10,  # on this node the process decides, however long it was silent
     )
 
 
@@ -365,6 +367,77 @@ def test_nothing_is_said_after_the_run_s_end(tmp_path: Path) -> None:
     s.emit(events.PHASE, host="h1", phase="health")
     assert [e.kind for e in got] == [events.START, events.END] and file.fd is None
     assert len((tmp_path / "e").read_text().splitlines()) == 2
+
+
+def test_a_silent_run_beats_and_nothing_beats_after_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing said for BEAT_S: the stream says `beat` (the run's, no host), which the view
+    shows nothing of; after the run's end, no more."""
+    monkeypatch.setattr(events, "BEAT_S", 0.05)
+    got: list[events.Event] = []
+    s = stream.Stream("r1", rolloutfake.settings(), [got.append])
+    s.start(["h1"])
+    try:
+        s.emit(events.PHASE, host="h1", phase="restart")
+        deadline = time.monotonic() + 60
+        while not [e for e in got if e.kind == events.BEAT]:
+            assert time.monotonic() < deadline, "no beat came"
+            time.sleep(0.01)
+    finally:
+        s.end(RunResult("rollout", True, []))
+    assert got[-1].kind == events.END and s.beater is not None and not s.beater.is_alive()
+    beat = next(e for e in got if e.kind == events.BEAT)
+    assert beat.host is None and events.from_json(beat.to_json()) == beat
+    assert liveview.Plain().line(beat) is None
+    board = liveview.fold(liveview.Board(), got[0])
+    assert liveview.fold(board, beat) == liveview.fold(liveview.Board(), got[0])
+
+
+class _Clock:
+    """The watcher's clock and sleep: each sleep moves time on, and the controller's stream
+    gets a beat every BEAT_S while it `beats`."""
+
+    def __init__(self, path: Path, beats: float) -> None:
+        self.now, self.path, self.beats, self.last, self.written = 0.0, path, beats, 0.0, 0
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        if self.now <= self.beats and self.now - self.last >= events.BEAT_S:
+            self.last, self.written = self.now, self.written + 1
+            beat = events.Event(at="2026-12-06T18:00:02.000Z", run="r1", kind=events.BEAT)
+            with self.path.open("a") as f:
+                f.write(json.dumps(beat.to_json()) + "\n")
+
+
+@pytest.mark.parametrize("beats", [0.0, 300.0])
+def test_a_controller_on_another_node_is_gone_once_its_stream_is_silent(
+    tmp_path: Path, beats: float
+) -> None:
+    """A watcher cannot see another node's processes: it follows while the controller's
+    beats come (`beats` seconds of them), and ends STALE_S after the last one."""
+    start = events.Event(
+        at="2026-12-06T18:00:00.000Z", run="r1", kind=events.START, hosts=("h1",), pid=1,
+        node="another-node",
+    )  # fmt: skip
+    (tmp_path / "r.json").write_text(json.dumps({"command": "rollout", "hosts": []}))
+    path = tmp_path / "r.json.events"
+    path.write_text(json.dumps(start.to_json()) + "\n")
+    clock = _Clock(path, beats)
+    fd = watching.open_events(str(tmp_path / "r.json"))
+    seen: list[events.Event] = []
+    try:
+        last = watching.follow(fd, seen.append, sleep=clock.sleep, clock=clock.clock)
+    finally:
+        os.close(fd)
+    assert last is None
+    heard = [e for e in seen if e.kind == events.BEAT]
+    assert len(heard) == clock.written >= beats // events.BEAT_S - 1
+    # clock.last: the last beat's time (0 without one: the start's)
+    assert clock.last + events.STALE_S <= clock.now < clock.last + events.STALE_S + 1
 
 
 def test_events_to_a_file_and_a_planted_link_there(tmp_path: Path, standin_env: Env) -> None:
