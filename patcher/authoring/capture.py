@@ -13,7 +13,10 @@ tried first:
 - an assignment's new value, a dict entry's, a parameter's new default: `set_value` (`key`
   for a dict entry; `value`, else `expr`);
 - a call's new or changed keyword argument: `set_argument`;
-- a new def (or a changed one whose body cannot be captured finer): `ensure_def`;
+- a new def (or a changed one whose body cannot be captured finer): `ensure_def`. A def new to
+  a module or class (no def of its name there before) is one whatever changed around it:
+  matched apart from the other statements, run after their edits, with `after`/`before` its
+  neighbour's name when it is not last (`_Capture.block`);
 - a new import, or names added to a `from x import`: `ensure_import`;
 - bases added or removed: `ensure_base` / `remove_base`;
 - otherwise the smallest enclosing statements: `insert_statement`, `remove_statement`,
@@ -36,7 +39,7 @@ import math
 import re
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -304,6 +307,46 @@ def _stmt_key(s: ast.stmt) -> tuple[str, ...]:
     return ("stmt", ast.dump(s))
 
 
+def _binds(s: ast.stmt) -> str | None:
+    """The name a statement binds that an `ensure_def` may stand beside (`after`/`before`):
+    a def's or class's, or a plain name's assignment."""
+    if isinstance(s, (*_DEFS, ast.ClassDef)):
+        return s.name
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+        return s.targets[0].id
+    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name):
+        return s.target.id
+    return None
+
+
+def _defined(body: Sequence[ast.stmt]) -> list[str]:
+    """Names of the defs and classes of a scope's statements, those under if/try/with/for
+    included: where `ensure_def` looks for its name."""
+    out: list[str] = []
+    for s in body:
+        if isinstance(s, (*_DEFS, ast.ClassDef)):
+            out.append(s.name)
+            continue
+        inner = [getattr(s, f, None) or [] for f in _BLOCK_FIELDS]
+        inner += [h.body for h in getattr(s, "handlers", [])]
+        inner += [c.body for c in getattr(s, "cases", [])]
+        for stmts in inner:
+            out += _defined(stmts)
+    return out
+
+
+def _fresh_defs(pbody: Sequence[ast.stmt], ebody: Sequence[ast.stmt]) -> set[int]:
+    """Indices of the defs directly in ebody that are new to the scope: no def or class of
+    that name in pbody, and only this one of it in ebody (a getter and its setter are not)."""
+    had = set(_defined(pbody))
+    has = _defined(ebody)
+    return {
+        j
+        for j, s in enumerate(ebody)
+        if isinstance(s, _DEFS) and s.name not in had and has.count(s.name) == 1
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # The walk
 
@@ -414,10 +457,34 @@ class _Capture:
         module: bool = False,
         defs_ok: bool = False,
     ) -> list[list[EditDict]] | None:
-        """Edits (one list per difference) turning pbody into ebody; None if one cannot be."""
+        """Edits (one list per difference) turning pbody into ebody; None if one cannot be.
+
+        A def new to a module or class (`_fresh_defs`) is left out of the matching: the other
+        statements are matched as if it were not there, then it becomes an `ensure_def`, run
+        after the block's other edits, that puts it beside the neighbour it has in ebody
+        (`placed_defs`). So what else changed around it (a neighbour's body, statements
+        inserted beside it) never turns it into an `insert_statement` anchored on a
+        neighbour's text. A def no placement reproduces is matched with the rest again."""
         b = _Block(steps, name, pbody, ebody, scope, module, defs_ok or module)
-        pkeys = [_stmt_key(s) for s in pbody]
-        ekeys = [_stmt_key(s) for s in ebody]
+        fresh = set() if self.coarse or not b.defs_ok else _fresh_defs(pbody, ebody)
+        while True:
+            self.changed = {k: v for k, v in self.changed.items() if k[0] != id(pbody)}
+            rest = [s for j, s in enumerate(ebody) if j not in fresh]
+            got = self.matched(replace(b, e=rest))
+            if not fresh:
+                return got
+            if got is None:
+                fresh = set()  # the other statements only match with the def among them
+                continue
+            placed, failed = self.placed_defs(b, sorted(fresh), got)
+            if failed is None:
+                return [*got, *placed]
+            fresh.discard(failed)
+
+    def matched(self, b: _Block) -> list[list[EditDict]] | None:
+        """The block's statements paired by identity (`_stmt_key`), each difference captured."""
+        pkeys = [_stmt_key(s) for s in b.p]
+        ekeys = [_stmt_key(s) for s in b.e]
         out: list[list[EditDict]] = []
         ops = SequenceMatcher(None, pkeys, ekeys, autojunk=False).get_opcodes()
         for tag, i1, i2, j1, j2 in ops:
@@ -425,7 +492,7 @@ class _Capture:
             pairable = tag == "equal" or (
                 tag == "replace"
                 and i2 - i1 == j2 - j1
-                and all(type(pbody[i]) is type(ebody[j]) for i, j in pairs)
+                and all(type(b.p[i]) is type(b.e[j]) for i, j in pairs)
             )
             got: list[EditDict] | None
             if pairable:
@@ -445,6 +512,41 @@ class _Capture:
             if got is None:
                 return None
             out.append(got)
+        return out
+
+    def placed_defs(
+        self, b: _Block, fresh: list[int], got: list[list[EditDict]]
+    ) -> tuple[list[list[EditDict]], int | None]:
+        """An `ensure_def` for each def of b.e at the indices `fresh`, in order, each after
+        the block's edits `got` and the defs before it: where it lands must be where it is
+        in b.e. Also the first def none of its placements reproduces (None: none such)."""
+        prior = [e for edits in got for e in edits]
+        placed: list[list[EditDict]] = []
+        for j in fresh:
+            absent = {k for k in fresh if k > j}  # not added yet when this one runs
+            want = [s for k, s in enumerate(b.e) if k not in absent]
+            alts = [[*prior, edit] for edit in self.def_placements(b, j, absent)]
+            chosen = self.choose(alts, b.mutate(0, len(b.p), want))
+            if chosen is None:
+                return placed, j
+            prior.append(chosen[-1])
+            placed.append([chosen[-1]])
+        return placed, None
+
+    def def_placements(self, b: _Block, j: int, absent: set[int]) -> list[EditDict]:
+        """The ensure_defs that may put b.e[j] where it is: last in the scope (no neighbour
+        named) when only defs still to come follow it, then after the statement before it,
+        then before the one after it, each named by what it binds (`_binds`)."""
+        code = self.esrc([b.e[j]])
+        out: list[EditDict] = []
+        if all(k in absent for k in range(j + 1, len(b.e))):
+            out.append(_scoped("ensure_def", b.scope, code=code))
+        prev = _binds(b.e[j - 1]) if j else None
+        if prev is not None:
+            out.append(_scoped("ensure_def", b.scope, after=prev, code=code))
+        succ = _binds(b.e[j + 1]) if j + 1 < len(b.e) and j + 1 not in absent else None
+        if succ is not None:
+            out.append(_scoped("ensure_def", b.scope, before=succ, code=code))
         return out
 
     def pairs(self, b: _Block, pairs: list[tuple[int, int]]) -> list[list[EditDict]] | None:

@@ -250,6 +250,8 @@ class EnsureDef(_Edit):
     op: Literal["ensure_def"] = "ensure_def"
     code: str
     replace: bool = False
+    after: str | None = None
+    before: str | None = None
 
     @property
     def name(self) -> str:

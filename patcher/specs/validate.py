@@ -313,6 +313,16 @@ class EnsureDef(_Edit):
     replace: bool = Field(
         default=False, description="Replace a different def of the same name (else a conflict)."
     )
+    after: str | None = Field(
+        default=None,
+        description="Where an absent def goes: right after what binds this name in scope "
+        "(a def, class or assignment); at the end when nothing does.",
+    )
+    before: str | None = Field(
+        default=None,
+        description="Where an absent def goes: right before what binds this name in scope; "
+        "at the end when nothing does.",
+    )
 
     @field_validator("code")
     @classmethod
@@ -322,6 +332,19 @@ class EnsureDef(_Edit):
             kinds = ", ".join(type(stmt).__name__ for stmt in body)
             raise ValueError(f"code must be exactly one def (decorators allowed), not {kinds}")
         return v
+
+    @field_validator("after", "before")
+    @classmethod
+    def _neighbour(cls, v: str | None) -> str | None:
+        if v is not None and (not v.isidentifier() or keyword.iskeyword(v)):
+            raise ValueError(f"after/before must be a name like 'forward', not {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_place(self) -> EnsureDef:
+        if self.after is not None and self.before is not None:
+            raise ValueError("set at most one of 'after' or 'before'")
+        return self
 
 
 class EnsureImport(_Edit):

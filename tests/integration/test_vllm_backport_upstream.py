@@ -82,13 +82,15 @@ def test_upstream_eagle3_diff_backported_onto_0_16_and_0_17_in_one_run(tmp_path:
             "replace_statement",
             "insert_statement",
             "ensure_base",
-            "insert_statement",
+            "ensure_def",
+            "ensure_def",
         ],
         "vllm/model_executor/models/kimi_k25.py": [
             "ensure_import",
             "ensure_base",
             "ensure_base",
-            "insert_statement",
+            "ensure_def",
+            "ensure_def",
         ],
         "vllm/v1/spec_decode/eagle.py": ["replace_statement"],
     }
@@ -97,6 +99,21 @@ def test_upstream_eagle3_diff_backported_onto_0_16_and_0_17_in_one_run(tmp_path:
     assert [u for u in UNRELATED if u in text] == []
     [config] = made.doc["files"][0]["edits"]
     assert "target" not in config  # 0.16 calls the list otherwise: found by its elements
+    # The methods new to the causal LM classes: each anchored on its class and its name,
+    # placed where 0.18.0 has it (after the method before it), never on a neighbour's text.
+    placed = [
+        (e["scope"], e["code"].split("(")[0].removeprefix("def "), e.get("after"))
+        for f in made.doc["files"]
+        for e in f["edits"]
+        if e["op"] == "ensure_def"
+    ]
+    aux, eagle3 = "set_aux_hidden_state_layers", "get_eagle3_aux_hidden_state_layers"
+    assert placed == [
+        ("DeepseekV2ForCausalLM", aux, "set_moe_parameters"),
+        ("DeepseekV2ForCausalLM", eagle3, aux),
+        ("KimiK25ForConditionalGeneration", aux, "compute_logits"),
+        ("KimiK25ForConditionalGeneration", eagle3, aux),
+    ]
 
     probes = load_spec(PROBES)
     targets = {v: env(tmp_path, v) for v in ("0.16.0", "0.17.0")}

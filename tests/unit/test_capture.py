@@ -36,6 +36,8 @@ def test_golden(path: Path) -> None:
     # the same tree, a run of imports counted by what it imports (patcher.authoring.sameast)
     assert sameast.dump(ast.parse(rw.source)) == sameast.dump(ast.parse(case["edited"]))
     assert (rw.source == case["edited"]) is case["bytes"], "same bytes where the ops keep layout"
+    again = apply_edits(rw.source, [EDIT.validate_python(e) for e in got.edits])
+    assert (again.status, again.source) == ("unchanged", rw.source), "a second run is a no-op"
     # the spec text carries exactly these edits
     text = spec_toml("x", "s", "pkg", "==1.0", [("pkg/m.py", got)])
     spec = from_data(tomllib.loads(text))
