@@ -177,6 +177,14 @@ def test_status_and_verify_over_the_pods_a_selector_picks(
     assert passed == {"kubectl://default/vllm-0": "not_applied",
                       "kubectl://default/vllm-1": "applied",
                       "kubectl://default/vllm-2": "not_applied"}  # fmt: skip
+    # diff over the same pods: only vllm-1's file differs, against vpatch's own backup there
+    # (no wheel needed: the cluster's node reaches no index)
+    diff = ok(_vp(kube, "diff", "servekit", *fleet, name="diff --kubectl (3 pods)"))
+    groups = {tuple(g["hosts"]): [f["file"] for f in g["files"]] for g in diff.doc["groups"]}
+    assert {k: v for k, v in groups.items() if v} == {
+        ("kubectl://default/vllm-1",): [REL]}, diff.out  # fmt: skip
+    human = ok(_vp(kube, "diff", "servekit", *fleet[:-1]))
+    assert "+" in human.out and "kimi_k2" in human.out, human.out
     ok(_vp(kube, "rollback", *_host("vllm-1")))
 
 
