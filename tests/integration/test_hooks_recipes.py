@@ -1,10 +1,10 @@
 """The recipes in docs/hooks.md, read from the doc itself and run.
 
-systemd: the doc's drop-in is exactly what `vpatch hook systemd` prints. Docker and Kubernetes
-cannot run here (no engine, no cluster): their exact argv (ENTRYPOINT + a CMD, the
-initContainer's command) runs against a test env with only the paths swapped, which is what
-the container runtime would exec. The CI step runs against real sshd hosts in
-test_hooks_ssh.py. The acceptance run on real vLLM is marked `vllm`.
+systemd: the doc's drop-in is exactly what `vpatch hook systemd` prints. Docker and Kubernetes:
+their exact argv (ENTRYPOINT + a CMD, the initContainer's command) runs against a test env with
+only the paths swapped, which is what the container runtime would exec; the Kubernetes recipe
+also runs in a real pod in `make k8s-lab` (tests/k8slab/test_pods.py). The CI step runs
+against real sshd hosts in test_hooks_ssh.py. The acceptance run on real vLLM is marked `vllm`.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ Each pod runs the stand-in image's server (PID 1 imports the stand-in at start).
 `volume` pods an initContainer copies the image's venv into an emptyDir that the server
 mounts at /srv/venv (docs/hooks.md's recipe): the patch lives on the volume, so a container
 restart keeps it. The `bare` pod has its venv in the container's own filesystem: ephemeral.
+The `ensure` pods run docs/hooks.md's initContainer recipe as written: the image has vpatch
+at /opt/vpatch (tests/support/vpatchimage.py), the specs come from a ConfigMap.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
+import yaml
 
+from tests import standin
 from tests.conftest import Run, vpatch
-from tests.support import containerlab, k8slab
-from tests.support.standin_specs import REL, SPEC_A, SPEC_B
+from tests.support import containerlab, k8slab, vpatchimage
+from tests.support.hooklab import recipe
+from tests.support.standin_specs import REL, SPEC_A, SPEC_B, spec_a
 
 pytestmark = [
     pytest.mark.k8s,
@@ -38,6 +43,8 @@ TARGET = f"{VENV}/lib/python3.11/site-packages/{REL}"
 PODS = ("vllm-0", "vllm-1", "vllm-2")
 ROLL_PODS = ("roll-0", "roll-1", "roll-2")
 TIMINGS: dict[str, float] = {}
+# The first initContainer of a `volume` pod: the image's venv onto the emptyDir at /vol.
+COPY_VENV = ["sh", "-c", f"cp -a {VENV}/. /vol/ && chown app: /vol"]
 
 
 def _pod(name: str, volume: bool, program: str = containerlab.SERVER) -> dict[str, Any]:
@@ -53,7 +60,7 @@ def _pod(name: str, volume: bool, program: str = containerlab.SERVER) -> dict[st
         spec["volumes"] = [{"name": "venv", "emptyDir": {}}]
         spec["initContainers"] = [{
             "name": "venv", "image": k8slab.IMAGE, "imagePullPolicy": "Never",
-            "command": ["sh", "-c", f"cp -a {VENV}/. /vol/ && chown app: /vol"],
+            "command": COPY_VENV,
             "volumeMounts": [{"name": "venv", "mountPath": "/vol"}],
         }]  # fmt: skip
     labels = {"app": "bare" if not volume else "vllm" if program == containerlab.SERVER else "roll"}
@@ -66,6 +73,8 @@ def kube() -> Iterator[k8slab.Cluster]:
     t = time.monotonic()
     with k8slab.cluster() as c:
         TIMINGS["cluster up (images + node)"] = time.monotonic() - t
+        cached = "cached" if vpatchimage.TIMINGS["cached"] else "built"
+        TIMINGS[f"image with vpatch ({cached} /opt/vpatch)"] = vpatchimage.TIMINGS["seconds"]
         t = time.monotonic()
         for name in PODS:
             c.apply(_pod(name, volume=True))
@@ -249,3 +258,85 @@ def test_a_rollout_whose_restart_makes_a_new_pod_is_refused(
     assert res.code == 2, res.out + res.err
     assert "makes a new pod" in res.err and "initContainer" in res.err, res.err
     assert kube.read("vllm-2", TARGET) == before
+
+
+SPEC_FILE = "servekit-kimi.toml"
+
+
+def _ensure_pod(name: str, configmap: str) -> dict[str, Any]:
+    """docs/hooks.md's Kubernetes recipe as the lab runs it: its volumes, mounts and the
+    initContainer's exact argv, with the lab's image, the stand-in spec's file name, the
+    stand-in server, and an emptyDir for the recipe's PVC, into which a first initContainer
+    copies the image's venv (as the `volume` pods do; a PVC would hold it already)."""
+    pod = yaml.safe_load(recipe("kubernetes"))
+    spec = pod["spec"]
+    [init], [server] = spec["initContainers"], spec["containers"]
+    doc_spec = next(a for a in init["command"] if a.endswith(".toml"))
+    mine = str(PurePosixPath(doc_spec).with_name(SPEC_FILE))
+    init["command"] = [mine if a == doc_spec else a for a in init["command"]]
+    venv = next(m["mountPath"] for m in init["volumeMounts"] if m["name"] == "venv")
+    assert venv == VENV and init["command"][-1] == PYTHON, init  # the image's venv
+    spec["volumes"] = [{"name": "venv", "emptyDir": {}} if v["name"] == "venv" else v
+                       for v in spec["volumes"]]  # fmt: skip
+    for v in spec["volumes"]:
+        if "configMap" in v:
+            v["configMap"]["name"] = configmap
+    copy = {"name": "venv-copy", "command": COPY_VENV,
+            "volumeMounts": [{"name": "venv", "mountPath": "/vol"}]}  # fmt: skip
+    server.update(name="server", command=[PYTHON, "-c", containerlab.SERVER])
+    spec["initContainers"] = [copy, init]
+    for c in (copy, init, server):
+        c.update(image=k8slab.IMAGE, imagePullPolicy="Never")
+    spec["nodeName"] = "node1"
+    pod["metadata"] = {"name": name, "labels": {"app": "ensure"}}
+    return pod
+
+
+def _init_exit(kube: k8slab.Cluster, pod: str, timeout: float = 240) -> int:
+    """The exit code of the pod's vpatch initContainer once it has ended at least once."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        st = kube.pod(pod).get("status", {}).get("initContainerStatuses") or []
+        ended = [s.get("terminated") for c in st if c["name"] == "vpatch"
+                 for s in (c.get("state", {}), c.get("lastState", {}))]  # fmt: skip
+        codes = [e["exitCode"] for e in ended if e]
+        if codes:
+            return int(codes[0])
+        time.sleep(0.5)
+    raise AssertionError(f"pod {pod}: vpatch initContainer never ended: {kube.pod(pod)}")
+
+
+def test_the_init_container_recipe_ensures_the_spec_before_the_server_starts(
+    kube: k8slab.Cluster, tmp_path: Path
+) -> None:
+    """docs/hooks.md's recipe for real: the pod becomes Ready on a venv patched before its
+    server started; on a spec that cannot apply (a range the venv is not in) ensure exits 1
+    and the server never starts."""
+    off = tmp_path / "off.toml"
+    off.write_text(spec_a(versions=">=2.0"))
+    for name, path in (("vpatch-specs", _spec(tmp_path)), ("vpatch-specs-off", off)):
+        kube.kubectl("create", "configmap", name, f"--from-file={SPEC_FILE}={path}")
+    try:
+        t = time.monotonic()
+        kube.apply(_ensure_pod("ensure-0", "vpatch-specs"))
+        kube.wait_ready("ensure-0")
+        TIMINGS["pod Ready through the vpatch initContainer"] = time.monotonic() - t
+        log = kube.kubectl("logs", "ensure-0", "-c", "vpatch")
+        assert log.startswith("applied: local: servekit-kimi") and "[1 applied]" in log, log
+        probe = "import servekit.config as module\n" + standin.PROBE
+        kube.kubectl("exec", "ensure-0", "-c", "server", "--", PYTHON, "-c", probe)
+        st = ok(_vp(kube, "status", *_host("ensure-0/server"), "--json"))
+        [h] = st.doc["hosts"]
+        assert [(p["id"], p["outcome"]) for p in h["patches"]] == [("servekit-kimi", "applied")], h
+        kube.apply(_ensure_pod("ensure-off-0", "vpatch-specs-off"))
+        assert _init_exit(kube, "ensure-off-0") == 1
+        log = kube.kubectl("logs", "ensure-off-0", "-c", "vpatch", check=False)
+        log += kube.kubectl("logs", "ensure-off-0", "-c", "vpatch", "--previous", check=False)
+        assert "not_applicable" in log, log
+        status = kube.pod("ensure-off-0")["status"]
+        [server] = status["containerStatuses"]
+        assert "waiting" in server["state"] and server["restartCount"] == 0, server
+        assert not server.get("lastState") and status["phase"] == "Pending", status
+    finally:
+        kube.kubectl("delete", "pod", "ensure-0", "ensure-off-0", "--ignore-not-found", check=False)
+        kube.kubectl("delete", "configmap", "vpatch-specs", "vpatch-specs-off", check=False)

@@ -6,8 +6,10 @@ test`: its first build takes ~20 minutes on two cores).
   and built only when missing (its work dir, ~1.5 GB of source and Go cache, is removed
   after). etcd, containerd, runc, the CNI plugins: Debian packages, installed when missing.
 - The images: the container lab's stand-in image (tests/support/containerlab.py: Debian
-  rootfs, user `app`, the stand-in in /srv/venv) and a sandbox image `localhost/pause:1`,
-  made in a private podman store and saved as one docker archive that containerd imports.
+  rootfs, user `app`, the stand-in in /srv/venv) with vpatch's own venv at /opt/vpatch
+  (tests/support/vpatchimage.py: built offline from wheels, cached), and a sandbox image
+  `localhost/pause:1`, made in a private podman store and saved as one docker archive that
+  containerd imports.
 - The node: tests/k8slab/node.sh, in its own pid+net+mount+uts namespaces; `kubectl` here is a
   two-line script on the lab's PATH that enters only the node's network namespace and names
   the node's kubeconfig, so vpatch runs plain `kubectl exec -i` as it would on a laptop.
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tests import envs
-from tests.support import containerlab
+from tests.support import containerlab, vpatchimage
 
 CACHE = envs.CACHE / "k8s"
 BIN = CACHE / "out" / "bin"
@@ -40,7 +42,7 @@ HERE = Path(__file__).resolve().parent.parent / "k8slab"
 PACKAGES = {"etcd": "etcd-server", "containerd": "containerd", "runc": "runc",
             "/usr/lib/cni/bridge": "containernetworking-plugins"}  # fmt: skip
 PAUSE = "localhost/pause:1"
-IMAGE = containerlab.STANDIN
+IMAGE = vpatchimage.IMAGE
 
 
 def binaries() -> Path:
@@ -69,10 +71,11 @@ def install_packages() -> None:
 
 
 def images(work: Path) -> Path:
-    """One docker archive of the stand-in image and the sandbox image (a private podman
-    store, removed after)."""
+    """One docker archive of the serving image (the stand-in with vpatch) and the sandbox
+    image (a private podman store, removed after)."""
     out = work / "images.tar"
     with containerlab.podman_lab() as lab:
+        vpatchimage.build(lab, work / "vpatch-image")
         box = f"vpatch-pause-{os.getpid()}"
         lab.cli("create", "--pull=never", "--name", box, containerlab.BASE, "true")
         lab.cli("commit", "-q", "--change", 'CMD ["/bin/sleep","infinity"]', box, PAUSE)
