@@ -44,12 +44,8 @@ listed; docs/verify.md says so to the operator.
 from __future__ import annotations
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the agent does not import typing (~4 ms per start)
+    from collections.abc import Callable
     from typing import Any
 
 SCRIPT_BYTES = 64 * 1024  # of a program file read for its imports (console scripts: ~250 B)
